@@ -1,0 +1,332 @@
+"""Where the data goes: an S3 bucket (the user's, or an embedded MinIO on loopback) or IPFS repos.
+
+Every run works under its own unique prefix (S3) or its own throw-away repos (IPFS); teardown
+removes exactly that, and nothing outside it.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import RunError
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+TOOLS_BIN = PROJECT_ROOT / "tools" / "bin"
+
+
+def find_tool(name: str) -> str | None:
+    local = TOOLS_BIN / name
+    if local.exists() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
+# ---- S3 -------------------------------------------------------------------------------------
+class MinioServer:
+    """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
+
+    def __init__(self, workdir: Path, binary: str | None = None):
+        self.binary = binary or find_tool("minio")
+        if not self.binary:
+            raise RunError("minio not found (tools/bin/minio or PATH): run `make setup`, or pass -b BUCKET")
+        self.data_dir = Path(tempfile.mkdtemp(prefix="minio-", dir=workdir))
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.access_key = "rb" + secrets.token_hex(8)
+        self.secret_key = secrets.token_hex(20)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.with_suffix(".log")
+
+    def start(self, timeout: float = 60) -> "MinioServer":
+        env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1"}
+        console = free_port()
+        with open(self.log_path, "w") as fh:
+            self.proc = subprocess.Popen(
+                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+                 "--console-address", f"127.0.0.1:{console}", str(self.data_dir / "data")],
+                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise RunError("embedded MinIO exited at start", detail=tail)
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        log.info("embedded MinIO ready at %s", self.endpoint)
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RunError(f"embedded MinIO did not become ready within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop_process(self.proc)
+            self.proc = None
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": self.endpoint}
+
+
+def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    env = env or {}
+    kwargs = {}
+    if env.get("AWS_ACCESS_KEY_ID"):
+        kwargs = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                  "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
+    region = env.get("AWS_REGION") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
+        or "us-east-1"
+    return boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                        config=BotoConfig(s3={"addressing_style": "path"} if endpoint else {},
+                                          retries={"max_attempts": 3}), **kwargs)
+
+
+@dataclass
+class S3Backend:
+    """A bucket and this run's unique prefix inside it."""
+
+    bucket: str
+    prefix: str  # unique to this run, no leading or trailing slash
+    endpoint: str | None = None
+    server: MinioServer | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    kind: str = "s3"
+    shared_context: bool = True  # all builds share the same remote area per scenario
+
+    @classmethod
+    def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
+             run_id: str) -> "S3Backend":
+        prefix = "/".join(p for p in (prefix_base.strip("/"), run_id) if p)
+        if bucket is None:
+            server = MinioServer(workdir).start()
+            backend = cls("refbench", prefix, server.endpoint, server, dict(server.env))
+            try:
+                backend.client().create_bucket(Bucket=backend.bucket)
+            except Exception:
+                server.stop()
+                raise
+            return backend
+        endpoint = endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+        backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {})
+        backend.check_bucket()
+        return backend
+
+    def client(self):
+        env = {**os.environ, **self.extra_env}
+        return s3_client(self.endpoint, env if self.server else None)
+
+    def check_bucket(self) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            self.client().head_bucket(Bucket=self.bucket)
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "?")
+            raise RunError(f"bucket {self.bucket!r} is not usable ({code}) at "
+                           f"{self.endpoint or 'AWS'}") from None
+        except BotoCoreError as e:
+            raise RunError(f"bucket {self.bucket!r}: {e}") from None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.extra_env)
+
+    def remote(self, scenario_slug: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{scenario_slug}"
+
+    def context_values(self, scenario_slug: str, build_label: str) -> dict:
+        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or ""}
+
+    def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
+        return {}
+
+    def open_scenario(self, scenario, builds, binaries, workdir: Path) -> None:
+        pass
+
+    def close_scenario(self) -> None:
+        pass
+
+    def list_keys(self, prefix: str | None = None) -> list[str]:
+        prefix = (prefix or self.prefix).rstrip("/") + "/"
+        keys = []
+        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def remove_prefix(self) -> int:
+        """Delete every object under this run's prefix, and nothing else."""
+        prefix = self.prefix.rstrip("/") + "/"
+        if not self.prefix.strip("/"):
+            raise RunError("refusing to clean an empty prefix")
+        client = self.client()
+        removed = 0
+        keys = self.list_keys()
+        for i in range(0, len(keys), 1000):
+            batch = [k for k in keys[i:i + 1000] if k.startswith(prefix)]
+            client.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
+            removed += len(batch)
+        return removed
+
+    def describe(self) -> dict:
+        return {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
+                "prefix": self.prefix, "endpoint": self.endpoint if not self.server else "embedded MinIO (loopback)"}
+
+    def close(self) -> None:
+        try:
+            if self.server is None:
+                n = self.remove_prefix()
+                log.info("removed %d objects under s3://%s/%s/", n, self.bucket, self.prefix)
+        finally:
+            if self.server is not None:
+                self.server.stop()
+
+
+# ---- IPFS -----------------------------------------------------------------------------------
+@dataclass
+class IpfsRepo:
+    path: Path
+    binary: str
+    daemon: subprocess.Popen | None = None
+    api: str = ""
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"IPFS_PATH": str(self.path)}
+
+    def run(self, *args: str, timeout: float = 120) -> str:
+        proc = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **self.env})
+        if proc.returncode != 0:
+            raise RunError(f"ipfs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:] or ''}")
+        return proc.stdout
+
+    def init(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        # the test profile: loopback addresses on random ports, no bootstrap, no MDNS
+        self.run("init", "--profile=test", "--empty-repo")
+        for args in (("config", "--json", "Swarm.DisableNatPortMap", "true"),
+                     ("config", "--json", "Routing.Type", '"none"'),
+                     ("config", "--json", "Discovery.MDNS.Enabled", "false"),
+                     ("config", "--json", "Bootstrap", "[]"),
+                     ("config", "--json", "Swarm.ConnMgr", '{"Type":"none"}')):
+            with contextlib.suppress(RunError):
+                self.run(*args)
+
+    def start_daemon(self, log_path: Path, timeout: float = 60) -> None:
+        with open(log_path, "w") as fh:
+            self.daemon = subprocess.Popen([self.binary, "daemon", "--offline"], stdout=fh,
+                                           stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+                                           start_new_session=True)
+        deadline = time.monotonic() + timeout
+        api_file = self.path / "api"
+        while time.monotonic() < deadline:
+            if self.daemon.poll() is not None:
+                raise RunError("ipfs daemon exited at start",
+                               detail=log_path.read_text(errors="replace")[-2000:])
+            if api_file.exists() and "Daemon is ready" in log_path.read_text(errors="replace"):
+                multiaddr = api_file.read_text().strip()  # /ip4/127.0.0.1/tcp/PORT
+                parts = multiaddr.split("/")
+                self.api = f"http://{parts[2]}:{parts[4]}"
+                return
+            time.sleep(0.1)
+        raise RunError(f"ipfs daemon did not become ready within {timeout:.0f}s")
+
+    def stop_daemon(self) -> None:
+        if self.daemon is not None:
+            _stop_process(self.daemon, timeout=20)
+            self.daemon = None
+
+
+@dataclass
+class IpfsBackend:
+    """A fresh IPFS_PATH per build and per scenario, offline, removed at the end."""
+
+    workdir: Path
+    kind: str = "ipfs"
+    shared_context: bool = False
+    repos: dict[str, IpfsRepo] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, workdir: Path) -> "IpfsBackend":
+        d = Path(workdir) / "ipfs"
+        d.mkdir(parents=True, exist_ok=True)
+        return cls(d)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {}
+
+    def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None:
+        self.close_scenario()
+        for i, (label, binary) in enumerate(zip(labels, binaries)):
+            repo = IpfsRepo(self.workdir / f"{scenario.slug}-b{i}", binary)
+            self.repos[label] = repo
+            repo.init()
+            if scenario.daemon:
+                repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
+
+    def context_values(self, scenario_slug: str, build_label: str) -> dict:
+        repo = self.repos[build_label]
+        return {"ipfs_path": str(repo.path), "api": repo.api, "remote": ""}
+
+    def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
+        return self.repos[build_label].env
+
+    def close_scenario(self) -> None:
+        for repo in self.repos.values():
+            repo.stop_daemon()
+            shutil.rmtree(repo.path, ignore_errors=True)
+        for p in self.workdir.glob("*.daemon.log"):
+            p.unlink()
+        self.repos.clear()
+
+    def describe(self) -> dict:
+        return {"kind": "ipfs", "repos": "fresh IPFS_PATH per build and scenario (test profile, offline)"}
+
+    def close(self) -> None:
+        self.close_scenario()
+        shutil.rmtree(self.workdir, ignore_errors=True)

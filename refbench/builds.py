@@ -1,0 +1,318 @@
+"""Check out and build refs of a target, caching binaries by commit.
+
+Layout under the builds directory (default ``builds/`` in the project):
+
+    builds/<target>/clones/<origin-slug>/   one bare clone per origin, fetched, never re-cloned
+    builds/<target>/<sha>/<binary>          the binary built from that commit (git source)
+    builds/<target>/<sha>.module/<binary>   the same commit built through the Go module proxy
+    .../build.log, build.json               how it was built; build.json is written last
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from . import refs
+from .config import Target
+from .errors import BuildError, RefError
+
+log = logging.getLogger(__name__)
+SOURCES = ("git", "module")
+
+
+@dataclass(frozen=True)
+class Build:
+    target: str
+    ref: refs.ResolvedRef
+    label: str  # unique display name among the compared builds
+    binary: Path
+    source: str
+    toolchain: str
+    built_now: bool  # False: came from the cache
+    build_seconds: float
+
+    def to_json(self) -> dict:
+        return {
+            "label": self.label, "ref": self.ref.text, "kind": self.ref.kind, "sha": self.ref.sha,
+            "display": self.ref.display, "version": self.ref.version, "binary": str(self.binary),
+            "source": self.source, "toolchain": self.toolchain, "cached": not self.built_now,
+            "build_seconds": round(self.build_seconds, 3),
+        }
+
+
+def go_version(env: dict | None = None) -> str:
+    try:
+        out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True,
+                             env=env, timeout=60)
+    except FileNotFoundError:
+        raise BuildError("go not found on PATH (run `make setup`, or install Go)") from None
+    except subprocess.CalledProcessError as e:
+        raise BuildError(f"`go env GOVERSION` failed: {e.stderr.strip()}") from None
+    return out.stdout.strip()
+
+
+def origin_slug(url: str) -> str:
+    """A readable, unique directory name for an origin URL or path."""
+    norm = url.rstrip("/")
+    if "://" not in norm and not re.match(r"^[\w.-]+@", norm):
+        norm = os.path.abspath(os.path.expanduser(norm))
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", norm.split("/")[-1].removesuffix(".git"))[-40:]
+    return f"{tail}-{hashlib.sha256(norm.encode()).hexdigest()[:10]}"
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """Serialise concurrent refbench processes working on the same clone or build."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+class Builder:
+    """Resolves refs and builds them, for one target from one origin (git) or the module proxy."""
+
+    def __init__(self, target: Target, builds_dir: Path, repo_url: str | None = None,
+                 source: str = "git", offline: bool = False):
+        if source not in SOURCES:
+            raise BuildError(f"unknown source {source!r} (expected git or module)")
+        if source == "module" and not (target.module and target.package):
+            raise BuildError(f"target {target.name!r} declares no Go module/package; "
+                             "--source module needs both in scenarios.toml")
+        self.target = target
+        self.builds_dir = Path(builds_dir).resolve()
+        self.repo_url = repo_url or target.repo
+        if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
+            self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
+        self.source = source
+        self.offline = offline
+        self.root = self.builds_dir / target.name
+        self._repo: git.Repo | None = None
+        self._fetched = False
+        self._toolchain: str | None = None
+
+    # ---- git source -----------------------------------------------------------------------
+    @property
+    def clone_dir(self) -> Path:
+        return self.root / "clones" / origin_slug(self.repo_url)
+
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            d = self.clone_dir
+            with _locked(d.with_suffix(".lock")):
+                if not (d / "HEAD").exists():
+                    log.info("initialising clone of %s in %s", self.repo_url, d)
+                    d.mkdir(parents=True, exist_ok=True)
+                    r = git.Repo.init(d, bare=True)
+                    r.create_remote("origin", self.repo_url)
+                self._repo = git.Repo(d)
+        return self._repo
+
+    def fetch(self) -> None:
+        """Bring branches and tags up to date (once per run)."""
+        if self._fetched or self.offline:
+            return
+        r = self.repo()
+        with _locked(self.clone_dir.with_suffix(".lock")):
+            try:
+                r.git.fetch("--quiet", "--prune", "--force", "origin",
+                            "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
+            except git.GitCommandError as e:
+                raise RefError(f"cannot fetch {self.repo_url}: {_git_msg(e)}") from None
+            with contextlib.suppress(git.GitCommandError):
+                head = r.git.ls_remote("--symref", "origin", "HEAD")
+                m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
+                if m:
+                    r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
+        self._fetched = True
+
+    def _fetch_pr(self, number: int) -> None:
+        if self.offline:
+            return
+        r = self.repo()
+        with _locked(self.clone_dir.with_suffix(".lock")):
+            try:
+                r.git.fetch("--quiet", "--force", "origin",
+                            f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
+            except git.GitCommandError as e:
+                msg = _git_msg(e)
+                if "couldn't find remote ref" in msg or "not our ref" in msg:
+                    raise RefError(f"PR #{number} not found in {self.repo_url} (no refs/pull/{number}/head)") from None
+                raise RefError(f"cannot fetch PR #{number} from {self.repo_url}: {msg}") from None
+
+    def _fetch_commit(self, sha: str) -> None:
+        if self.offline:
+            return
+        with contextlib.suppress(git.GitCommandError):
+            self.repo().git.fetch("--quiet", "origin", sha)
+
+    def resolve(self, text: str) -> refs.ResolvedRef:
+        ref = refs.classify(text)
+        if self.source == "module":
+            return self._resolve_module(ref)
+        self.fetch()
+        if ref.kind == "pr":
+            self._fetch_pr(ref.pr)
+        try:
+            return refs.resolve(self.repo(), text)
+        except RefError:
+            if ref.kind in ("commit",):
+                self._fetch_commit(text)
+                return refs.resolve(self.repo(), text)
+            raise
+
+    # ---- module source --------------------------------------------------------------------
+    def _scratch_module(self, where: Path) -> Path:
+        where.mkdir(parents=True, exist_ok=True)
+        if not (where / "go.mod").exists():
+            self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log")
+        return where
+
+    def _resolve_module(self, ref: refs.Ref) -> refs.ResolvedRef:
+        if ref.kind == "pr":
+            raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
+                           "use --source git")
+        query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
+        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
+            mod = self._scratch_module(Path(tmp))
+            proc = subprocess.run(["go", "list", "-m", "-json", f"{self.target.module}@{query}"],
+                                  cwd=mod, capture_output=True, text=True, env=self._go_env())
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
+            raise RefError(f"ref not found: {ref.text!r} in module {self.target.module}: {last}")
+        info = json.loads(proc.stdout)
+        version = info["Version"]
+        sha = (info.get("Origin") or {}).get("Hash")
+        if not sha:
+            m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
+            sha = m.group(1) if m else version
+        display = f"latest_release ({version})" if ref.kind == "latest_release" else (
+            ref.text if ref.text == version else f"{ref.text} ({version})")
+        return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version)
+
+    # ---- building -------------------------------------------------------------------------
+    def _go_env(self) -> dict:
+        env = dict(os.environ)
+        env.setdefault("GOFLAGS", "-buildvcs=false")
+        return env
+
+    def toolchain(self) -> str:
+        if self._toolchain is None:
+            self._toolchain = go_version(self._go_env())
+        return self._toolchain
+
+    def build_dir(self, sha: str) -> Path:
+        return self.root / (sha if self.source == "git" else f"{sha}.module")
+
+    def cached(self, resolved: refs.ResolvedRef) -> Path | None:
+        d = self.build_dir(resolved.sha)
+        meta, binary = d / "build.json", d / self.target.binary
+        if not (meta.exists() and binary.exists()):
+            return None
+        try:
+            info = json.loads(meta.read_text())
+        except ValueError:
+            return None
+        if info.get("toolchain") != self.toolchain() or info.get("build") != list(self.target.build):
+            return None
+        return binary
+
+    def build(self, resolved: refs.ResolvedRef, label: str) -> Build:
+        d = self.build_dir(resolved.sha)
+        with _locked(d.with_name(d.name + ".lock")):
+            binary = self.cached(resolved)
+            if binary:
+                log.info("%s: cached build %s", label, binary)
+                return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(),
+                             False, 0.0)
+            t0 = time.monotonic()
+            if d.exists():
+                shutil.rmtree(d)
+            d.mkdir(parents=True)
+            tmp_bin = d / (self.target.binary + ".tmp")
+            log_path = d / "build.log"
+            if self.source == "git":
+                self._build_git(resolved, tmp_bin, log_path)
+            else:
+                self._build_module(resolved, tmp_bin, log_path, d)
+            binary = d / self.target.binary
+            tmp_bin.rename(binary)
+            seconds = time.monotonic() - t0
+            (d / "build.json").write_text(json.dumps({
+                "target": self.target.name, "sha": resolved.sha, "ref": resolved.text,
+                "version": resolved.version, "source": self.source, "toolchain": self.toolchain(),
+                "build": list(self.target.build), "seconds": round(seconds, 2),
+                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }, indent=2))
+        return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds)
+
+    def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
+        repo = self.repo()
+        wt = Path(tempfile.mkdtemp(prefix=f"wt-{resolved.sha[:10]}-", dir=self.root))
+        try:
+            with _locked(self.clone_dir.with_suffix(".lock")):
+                repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
+            argv = [a.replace("{out}", str(out)) for a in self.target.build]
+            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})")
+        finally:
+            with _locked(self.clone_dir.with_suffix(".lock")):
+                with contextlib.suppress(git.GitCommandError):
+                    repo.git.worktree("remove", "--force", str(wt))
+                shutil.rmtree(wt, ignore_errors=True)
+                with contextlib.suppress(git.GitCommandError):
+                    repo.git.worktree("prune")
+
+    def _build_module(self, resolved: refs.ResolvedRef, out: Path, log_path: Path, d: Path) -> None:
+        mod = self._scratch_module(d / "mod")
+        what = f"module build of {self.target.package}@{resolved.version}"
+        try:
+            self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what)
+            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what)
+        finally:
+            shutil.rmtree(mod, ignore_errors=True)
+
+    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build") -> None:
+        log.debug("$ %s  (in %s)", " ".join(argv), cwd)
+        with open(log_path, "a") as fh:
+            fh.write(f"$ {' '.join(argv)}\n")
+            fh.flush()
+            try:
+                rc = subprocess.run(argv, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
+                                    env=self._go_env()).returncode
+            except FileNotFoundError:
+                raise BuildError(f"{what} failed: {argv[0]} not found on PATH") from None
+        if rc != 0:
+            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
+            raise BuildError(f"{what} failed (exit {rc}); log: {log_path}", detail=tail)
+
+
+def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
+    """Display names, made unique (an A/A comparison of one ref gets '#2')."""
+    labels, seen = [], {}
+    for r in resolved:
+        base = r.display
+        seen[base] = seen.get(base, 0) + 1
+        labels.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
+    return labels
+
+
+def _git_msg(e: git.GitCommandError) -> str:
+    text = (e.stderr or str(e)).strip().replace("stderr:", "").strip().strip("'").strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "git failed"

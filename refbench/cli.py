@@ -1,0 +1,370 @@
+"""Command line: argument parsing and the pipeline, config -> refs -> builds -> fixtures ->
+backend -> runner -> stats -> report.
+
+Exit codes: 0 success; 1 a `slower` verdict with --fail-on-regression; 2 bad input or a failed
+build/run; 130 interrupted (after cleaning up).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import __version__, builds as bl, fixtures as fx, refs, report, stats
+from .backends import IpfsBackend, PROJECT_ROOT, S3Backend, find_tool
+from .config import Scenario, load_config, format_size, human_bytes
+from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, RefbenchError, RunError
+from .progress import Reporter
+from .runner import Plan, Runner, check_hyperfine_flags, split_runs
+
+log = logging.getLogger("refbench")
+DEFAULT_SCENARIOS = PROJECT_ROOT / "scenarios.toml"
+SUBCOMMANDS = ("report", "compare", "comment", "nightly", "bisect", "clean")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but bad input is one line (and exit 2), not a usage dump."""
+
+    def error(self, message):  # noqa: D401
+        self.exit(EXIT_ERROR, f"refbench: error: {message} (see {self.prog} --help)\n")
+
+
+def _nonneg(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {v}")
+    return v
+
+
+def _positive(text: str) -> int:
+    v = _nonneg(text)
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {v}")
+    return v
+
+
+def _fraction(text: str) -> float:
+    try:
+        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.05 or 5%, got {text!r}") from None
+    if not 0 < v < 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
+    return v
+
+
+def add_stats_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("verdicts")
+    g.add_argument("--threshold", type=_fraction, default=0.05,
+                   help="smallest change that counts as slower/faster (default 0.05 = 5%%)")
+    g.add_argument("--alpha", type=_fraction, default=0.05, help="significance level (default 0.05)")
+    g.add_argument("--noise-limit", type=_fraction, default=0.10,
+                   help="flag a step as noisy above this coefficient of variation (default 0.10)")
+
+
+def run_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="bench.py", description="Compare builds of a Go storage tool with hyperfine and tell, "
+                "with evidence, whether it got faster or slower. Subcommands: " + ", ".join(SUBCOMMANDS),
+                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", metavar="REF",
+                   help="refs to compare, baseline first: tag, PR number, commit, branch, latest_release, HEAD")
+    p.add_argument("-t", "--target", default="s5cmd", help="target declared in the scenarios file")
+    p.add_argument("-w", "--warmup", type=_nonneg, default=2, help="warm-up runs per build and step")
+    p.add_argument("-r", "--runs", type=_positive, default=10, help="measured runs per build and step")
+    p.add_argument("-o", "--output_file_name", "--output", dest="output", default="summary.md",
+                   help="markdown summary to write")
+    p.add_argument("-b", "--bucket", help="S3 bucket to use (default: an embedded MinIO on loopback)")
+    p.add_argument("-l", "--local-path", help="directory for this run's temporary files (default: system temp)")
+    p.add_argument("-p", "--prefix", default="refbench", help="key prefix; each run adds a unique part below it")
+    p.add_argument("-hf", "--hyperfine-extra-flags", default="", help="extra hyperfine flags, e.g. '-i'")
+    p.add_argument("-sf", "--s5cmd-extra-flags", "--extra-flags", dest="target_flags", default="",
+                   help="extra global flags for the target binary, e.g. '--numworkers 64'")
+    p.add_argument("--repo", help="origin to build from: URL or local path (default: the target's repo)")
+    p.add_argument("--source", choices=bl.SOURCES, default="git",
+                   help="git: clone the repo; module: build versions from the Go module proxy (no clone)")
+    p.add_argument("--endpoint-url", help="S3 endpoint URL for -b (default: S3_ENDPOINT_URL / AWS)")
+    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS), help="scenarios file")
+    p.add_argument("--only", action="append", default=[], metavar="NAME",
+                   help="run only this scenario, step, or 'scenario/step' (repeatable)")
+    p.add_argument("--quick", action="store_true", help="scaled-down sizes: a whole run in minutes on 2 cores")
+    p.add_argument("--list", action="store_true", help="list targets, scenarios and steps, then exit")
+    p.add_argument("--dry-run", action="store_true", help="resolve refs and print what would run; build nothing")
+    p.add_argument("--json", help="results file (default: results.json beside the summary)")
+    p.add_argument("--format", choices=("md", "github"), default="md", help="summary flavour")
+    p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
+                   help="build and fixture cache (env REFBENCH_BUILDS_DIR)")
+    p.add_argument("--rounds", type=_positive, default=5,
+                   help="interleaved rounds per step (1 = plain hyperfine order: all A runs, then all B)")
+    p.add_argument("--until-decided", action="store_true",
+                   help="add interleaved rounds to inconclusive steps until decided or out of budget")
+    p.add_argument("--max-runs", type=_positive, default=60, help="--until-decided: most runs per build and step")
+    p.add_argument("--max-time", type=float, default=600.0, help="--until-decided: most seconds per step")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower")
+    p.add_argument("--no-rss", dest="rss", action="store_false",
+                   help="do not measure peak RSS (it uses the first warm-up run)")
+    p.add_argument("-v", "--verbose", action="store_true", help="show the commands run and hyperfine's output")
+    p.add_argument("--version", action="version", version=f"refbench {__version__}")
+    add_stats_args(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose = "-v" in argv or "--verbose" in argv
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    _install_signal_handlers()
+    try:
+        if argv and argv[0] in SUBCOMMANDS:
+            from . import commands
+            return commands.dispatch(argv[0], argv[1:])
+        return cmd_run(run_parser().parse_args(argv), argv)
+    except RefbenchError as e:
+        print(f"refbench: error: {e}", file=sys.stderr)
+        if e.detail:
+            print(e.detail.rstrip(), file=sys.stderr)
+        return e.code
+    except KeyboardInterrupt:
+        print("refbench: interrupted; cleaned up what this run created", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _install_signal_handlers() -> None:
+    def raise_interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, raise_interrupt)
+        except (ValueError, OSError):  # not the main thread
+            pass
+
+
+def select_scenarios(scenarios: list[Scenario], only: list[str]):
+    """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'."""
+    if not only:
+        return scenarios, None
+    wanted = [o.strip().lower() for o in only]
+    known = {s.name.lower() for s in scenarios} | {st.name.lower() for s in scenarios for st in s.steps} | \
+        {f"{s.name}/{st.name}".lower() for s in scenarios for st in s.steps}
+    unknown = [o for o in only if o.strip().lower() not in known]
+    if unknown:
+        names = ", ".join(sorted({s.name for s in scenarios} | {st.name for s in scenarios for st in s.steps}))
+        raise RefbenchError(f"--only {unknown[0]!r} matches no scenario or step (known: {names})")
+
+    def keep(sc: Scenario, st) -> bool:
+        return any(w in (sc.name.lower(), st.name.lower(), f"{sc.name}/{st.name}".lower()) for w in wanted)
+
+    return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
+
+
+def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
+               n_builds: int) -> tuple[int, int, str]:
+    """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one)."""
+    fixture_need, run_need, which = 0, 0, ""
+    seen = set()
+    for s in scenarios:
+        files, total, allocated = fx.planned_bytes(s.fixture)
+        key = s.fixture.key()
+        if key not in seen and not fx.marker_path(Path(cache_dir) / "fixtures" / key).exists():
+            fixture_need += allocated
+        seen.add(key)
+        local = max((st.local_copies for st in s.steps), default=0) * total
+        stored = 0
+        if backend_kind == "ipfs":
+            stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total * n_builds
+        elif embedded:
+            stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total
+        if local + stored > run_need:
+            run_need, which = local + stored, s.name
+    return fixture_need, run_need, which
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    t_wall = time.monotonic()
+    reporter = Reporter()
+    cfg = load_config(args.scenarios)
+    if args.target not in cfg.targets:
+        raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
+    target = cfg.targets[args.target]
+    all_scenarios = [s.for_quick(args.quick) for s in cfg.scenarios_for(target.name)]
+    if args.list:
+        print_list(cfg, args.quick)
+        return EXIT_OK
+    if not args.refs or len(args.refs) < 2:
+        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...]")
+    for r in args.refs:
+        refs.classify(r)  # refuse a malformed ref before anything runs
+    scenarios, step_filter = select_scenarios(all_scenarios, args.only)
+    if not scenarios:
+        raise RefbenchError(f"target {target.name!r} has no scenarios in {cfg.path}")
+    try:
+        hf_flags = shlex.split(args.hyperfine_extra_flags or "")
+        target_flags = shlex.split(args.target_flags or "")
+    except ValueError as e:
+        raise RefbenchError(f"cannot parse extra flags: {e}") from None
+    check_hyperfine_flags(hf_flags)
+    if args.bucket is not None and target.backend != "s3":
+        raise RefbenchError(f"-b/--bucket applies to S3 targets; {target.name!r} uses the {target.backend} backend")
+    if args.bucket is not None and not _valid_bucket(args.bucket):
+        raise RefbenchError(f"not a valid bucket name: {args.bucket!r}")
+    if not args.dry_run:
+        for tool in ("hyperfine", "go") + (("minio",) if target.backend == "s3" and not args.bucket else ()):
+            if not find_tool(tool):
+                raise RefbenchError(f"{tool} not found (tools/bin or PATH): run `make setup`")
+    local_root = None
+    if args.local_path:
+        local_root = Path(args.local_path).expanduser()
+        if not local_root.is_dir():
+            raise RefbenchError(f"-l/--local-path {args.local_path!r} is not a directory")
+    cache_dir = Path(args.builds_dir).expanduser().resolve()
+    fixture_need, run_need, which = disk_needs(scenarios, cache_dir, target.backend,
+                                               target.backend == "s3" and not args.bucket, len(args.refs))
+    fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
+    fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need, f"scenario {which!r} (downloads and stored objects)")
+
+    builder = bl.Builder(target, cache_dir, args.repo, args.source)
+    reporter.info(f"resolving {len(args.refs)} refs of {target.name} from "
+                  f"{'the Go module proxy' if args.source == 'module' else builder.repo_url}")
+    resolved = [builder.resolve(r) for r in args.refs]
+    labels = bl.unique_labels(resolved)
+    for lab, r in zip(labels, resolved):
+        reporter.info(f"  {lab}: {r.sha}")
+    if args.dry_run:
+        print_plan(args, target, scenarios, step_filter, builder, resolved, labels)
+        return EXIT_OK
+
+    t_builds = time.monotonic()
+    built = []
+    for r, lab in zip(resolved, labels):
+        if not builder.cached(r):
+            reporter.info(f"building {lab} ({r.short}) ...")
+        b = builder.build(r, lab)
+        reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
+        built.append(b)
+    build_seconds = time.monotonic() - t_builds
+
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+    workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=local_root))
+    backend = None
+    settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    results_scenarios = []
+    t_fixtures = 0.0
+    runner = None
+    try:
+        if target.backend == "s3":
+            backend = S3Backend.open(args.bucket, args.prefix, workdir, args.endpoint_url, run_id)
+            reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
+                          f", objects under s3://{backend.bucket}/{backend.prefix}/")
+        else:
+            backend = IpfsBackend.open(workdir)
+        plan = Plan(builds=built, backend=backend, workdir=workdir, cache_dir=cache_dir, runs=args.runs,
+                    warmup=args.warmup, rounds=args.rounds, settings=settings, target_flags=target_flags,
+                    hyperfine_flags=hf_flags, until_decided=args.until_decided, max_runs=args.max_runs,
+                    max_time=args.max_time, verbose=args.verbose, measure_rss=args.rss)
+        runner = Runner(plan, progress=reporter.status, on_round=reporter.advance)
+        total_rounds = sum(len(split_runs(st.runs or s.runs or args.runs, args.rounds))
+                           for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
+        reporter.start(total_rounds)
+        try:
+            for s in scenarios:
+                t0 = time.monotonic()
+                reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} x {s.fixture.count}")
+                fixture = fx.ensure(s.fixture, cache_dir)
+                t_fixtures += time.monotonic() - t0
+                results_scenarios.append(runner.run_scenario(s, fixture, step_filter))
+        finally:
+            reporter.stop()
+    finally:
+        if backend is not None:
+            try:
+                backend.close()
+            except Exception as e:  # report, but never mask the original failure
+                reporter.warn(f"cleanup of the backend failed: {e}")
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    # ---- statistics and report ----
+    ratios: dict[str, list[float]] = {b.label: [] for b in built}
+    for sr in results_scenarios:
+        for st in sr.steps:
+            for c in st.comparisons:
+                ratios[c.contender].append(c.ratio)
+            ratios[built[0].label].append(1.0)
+    scoreboard = stats.geomean_scoreboard(ratios) if len(built) > 2 else None
+    wall = time.monotonic() - t_wall
+    hf = runner.hyperfine_seconds if runner else 0.0
+    measured_wall = wall - build_seconds - t_fixtures
+    timing = {
+        "wall_seconds": round(wall, 3), "build_seconds": round(build_seconds, 3),
+        "fixture_seconds": round(t_fixtures, 3), "hyperfine_seconds": round(hf, 3),
+        "untimed_command_seconds": round(runner.untimed_seconds if runner else 0.0, 3),
+        "overhead_seconds": round(measured_wall - hf, 3),
+        "overhead_share": round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None,
+    }
+    results = report.build_results(
+        target={"name": target.name, "repo": builder.repo_url if args.source == "git" else target.module,
+                "source": args.source, "backend": target.backend},
+        builds=[b.to_json() for b in built], backend=backend.describe(),
+        settings={"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
+                  "threshold": args.threshold, "alpha": args.alpha, "noise_limit": args.noise_limit,
+                  "until_decided": args.until_decided, "max_runs": args.max_runs, "only": args.only,
+                  "hyperfine_flags": hf_flags, "target_flags": target_flags},
+        scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
+        env=report.environment(built[0].toolchain), scoreboard=scoreboard, command_line=argv)
+    out = Path(args.output)
+    json_path = Path(args.json) if args.json else out.parent / "results.json"
+    report.write_json(results, json_path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report.render_markdown(results, args.format))
+    counts = report.verdict_counts(results)
+    reporter.info(f"wrote {out} and {json_path}: {counts['slower']} slower, {counts['faster']} faster, "
+                  f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
+                  f"(wall {wall:.0f} s, hyperfine {hf:.0f} s)")
+    for sc, st, c in report.regressions(results):
+        reporter.info(f"  slower: {sc} / {st}: {c['contender']} {report.fmt_pct(c['rel'])} vs {c['baseline']}")
+    if args.fail_on_regression and counts["slower"]:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def _valid_bucket(name: str) -> bool:
+    import re
+    return bool(re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", name)) and ".." not in name
+
+
+def print_list(cfg, quick: bool) -> None:
+    for t in cfg.targets.values():
+        print(f"target {t.name}: {t.repo} (backend {t.backend}, binary {t.binary})")
+        for s in cfg.scenarios_for(t.name):
+            s = s.for_quick(quick)
+            f = s.fixture
+            shape = (f"tree dirs={f.dirs} files={f.count} depth={f.depth} max {format_size(f.size)}"
+                     if f.kind == "tree" else f"{f.kind} {format_size(f.size)} x {f.count}")
+            print(f"  {s.name}: {shape}; steps: {', '.join(st.name for st in s.steps)}")
+
+
+def print_plan(args, target, scenarios, step_filter, builder, resolved, labels) -> None:
+    print(f"target {target.name} from {builder.repo_url if args.source == 'git' else target.module}")
+    for lab, r in zip(labels, resolved):
+        cached = builder.cached(r)
+        print(f"  build {lab}: {r.kind} {r.sha} -> {'cached ' + str(cached) if cached else 'would build'}")
+    backend = f"s3://{args.bucket}" if args.bucket else "embedded MinIO on loopback" if target.backend == "s3" else "ipfs"
+    print(f"backend: {backend}; runs {args.runs}, warm-up {args.warmup}, rounds {args.rounds}")
+    for s in scenarios:
+        files, total, allocated = fx.planned_bytes(s.fixture)
+        print(f"scenario {s.name}: {s.fixture.kind} fixture, {files} files, {human_bytes(total)}")
+        for st in s.steps:
+            if step_filter and not step_filter(s, st):
+                continue
+            print(f"  step {st.name}: {st.command}" + (f"  (prepare: {st.prepare})" if st.prepare else ""))

@@ -1,0 +1,328 @@
+"""Load and validate scenarios.toml into plain dataclasses.
+
+Every error names the file, the key and what was expected.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .errors import ConfigError
+
+BACKENDS = ("s3", "ipfs")
+FIXTURE_KINDS = ("sparse", "random", "tree")
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str | int) -> int:
+    """'1M' -> 1048576. K/M/G/T/P are binary multiples, as in s5cmd's bench (and truncate)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise ValueError(f"size must not be negative: {text}")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (expected e.g. 512, 64K, 1M, 10G, 300G)")
+    number, unit = m.groups()
+    value = float(number) * _UNITS[unit.upper()]
+    if value != int(value):
+        raise ValueError(f"size is not a whole number of bytes: {text!r}")
+    return int(value)
+
+
+def format_size(n: int) -> str:
+    """1048576 -> '1M' (exact binary units when possible, else bytes)."""
+    for unit in ("P", "T", "G", "M", "K"):
+        mult = _UNITS[unit]
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    repo: str  # default origin (URL or path); --repo overrides
+    binary: str  # file name of the built binary
+    build: tuple[str, ...]  # argv run in the worktree; {out} is the binary path
+    backend: str  # "s3" or "ipfs"
+    module: str | None = None  # Go module path, for --source module
+    package: str | None = None  # main package import path, for --source module
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Fixture:
+    kind: str  # sparse | random | tree
+    size: int = 0  # bytes per file (tree: maximum bytes per file)
+    count: int = 1  # files (sparse/random); files per dir (tree)
+    seed: int = 1
+    dirs: int = 0  # tree: sub-directories per directory
+    depth: int = 0  # tree: levels of sub-directories
+    random_fanout: bool = False
+    random_size: bool = False
+
+    @property
+    def label_size(self) -> str:
+        return format_size(self.size)
+
+    def key(self) -> str:
+        """Stable name for the cache directory of this spec."""
+        if self.kind == "tree":
+            return (f"tree-d{self.dirs}-f{self.count}-l{self.depth}-s{format_size(self.size)}"
+                    f"-fan{int(self.random_fanout)}-rs{int(self.random_size)}-seed{self.seed}")
+        seed = f"-seed{self.seed}" if self.kind == "random" else ""
+        return f"{self.kind}-{format_size(self.size)}x{self.count}{seed}"
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    command: str  # template, timed
+    prepare: str | None = None  # template, before every timed run (untimed)
+    setup: str | None = None  # template, once per build before the step (untimed)
+    cleanup: str | None = None  # template, once per build after the step (untimed)
+    check: str | None = None  # template, once per build after the step; its stdout is recorded
+    runs: int | None = None
+    warmup: int | None = None
+    local_copies: int = 0  # fixture-sized copies this step writes to local disk at once
+    stored_copies: int = 0  # fixture-sized copies this step keeps in the backend at once
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    target: str
+    fixture: Fixture
+    quick_fixture: Fixture
+    steps: tuple[Step, ...]
+    description: str = ""
+    runs: int | None = None
+    warmup: int | None = None
+    quick_runs: int | None = None
+    setup: str | None = None  # template, once per build before the steps (untimed)
+    teardown: str | None = None  # template, once per build after the steps (untimed)
+    stored_copies: int = 0  # fixture-sized copies the scenario setup stores in the backend
+    daemon: bool = False  # ipfs: run a daemon (HTTP API) for this scenario
+    vary: dict[str, Any] = field(default_factory=dict)  # per-build-position template values
+
+    @property
+    def slug(self) -> str:
+        return slugify(self.name)
+
+    def for_quick(self, quick: bool) -> "Scenario":
+        if not quick:
+            return self
+        return replace(self, fixture=self.quick_fixture, runs=self.quick_runs or self.runs)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    targets: dict[str, Target]
+    scenarios: tuple[Scenario, ...]
+
+    def scenarios_for(self, target: str) -> list[Scenario]:
+        return [s for s in self.scenarios if s.target == target]
+
+
+def slugify(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
+
+
+class _Loader:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def fail(self, key: str, expected: str, got: Any = None) -> ConfigError:
+        got_text = "" if got is None else f", got {got!r}"
+        return ConfigError(f"{self.path}: {key}: expected {expected}{got_text}")
+
+    def get(self, table: dict, key: str, where: str, kind: type | tuple, required=False, default=None):
+        if key not in table:
+            if required:
+                raise self.fail(f"{where}.{key}", f"a {_kind_name(kind)} (required)")
+            return default
+        value = table[key]
+        if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+            raise self.fail(f"{where}.{key}", f"a {_kind_name(kind)}", value)
+        return value
+
+    def count(self, table: dict, key: str, where: str, default=None, minimum=0):
+        value = self.get(table, key, where, int, default=default)
+        if value is not None and value < minimum:
+            raise self.fail(f"{where}.{key}", f"an integer >= {minimum}", value)
+        return value
+
+    def template(self, table: dict, key: str, where: str, required=False):
+        text = self.get(table, key, where, str, required=required)
+        if text is not None:
+            try:
+                _ENV.parse(text)
+            except jinja2.TemplateSyntaxError as e:
+                raise self.fail(f"{where}.{key}", f"a valid template ({e.message})", text) from None
+        return text
+
+
+def _kind_name(kind) -> str:
+    names = {str: "string", int: "integer", bool: "boolean", list: "list", dict: "table"}
+    if isinstance(kind, tuple):
+        return " or ".join(names.get(k, k.__name__) for k in kind)
+    return names.get(kind, kind.__name__)
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: scenarios file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: not valid TOML: {e}") from None
+    ld = _Loader(path)
+    targets_t = ld.get(data, "targets", "", dict, required=True)
+    targets: dict[str, Target] = {}
+    for name, t in targets_t.items():
+        where = f"targets.{name}"
+        if not isinstance(t, dict):
+            raise ld.fail(where, "a table")
+        build = ld.get(t, "build", where, list, required=True)
+        if not build or not all(isinstance(a, str) for a in build):
+            raise ld.fail(f"{where}.build", "a non-empty list of strings (argv)", build)
+        backend = ld.get(t, "backend", where, str, required=True)
+        if backend not in BACKENDS:
+            raise ld.fail(f"{where}.backend", f"one of {', '.join(BACKENDS)}", backend)
+        targets[name] = Target(
+            name=name,
+            repo=ld.get(t, "repo", where, str, required=True),
+            binary=ld.get(t, "binary", where, str, required=True),
+            build=tuple(build),
+            backend=backend,
+            module=ld.get(t, "module", where, str),
+            package=ld.get(t, "package", where, str),
+            description=ld.get(t, "description", where, str, default=""),
+        )
+    scenarios = []
+    seen = set()
+    for i, s in enumerate(ld.get(data, "scenarios", "", list, required=True)):
+        where = f"scenarios[{i}]"
+        if not isinstance(s, dict):
+            raise ld.fail(where, "a table")
+        name = ld.get(s, "name", where, str, required=True)
+        where = f"scenarios[{i}] ({name!r})"
+        target = ld.get(s, "target", where, str, required=True)
+        if target not in targets:
+            raise ld.fail(f"{where}.target", f"one of the declared targets ({', '.join(targets)})", target)
+        if (target, name) in seen:
+            raise ld.fail(f"{where}.name", "a name unique within its target", name)
+        seen.add((target, name))
+        fixture = _fixture(ld, ld.get(s, "fixture", where, dict, required=True), f"{where}.fixture")
+        quick_t = ld.get(s, "quick", where, dict, default={})
+        quick_fixture = _fixture(ld, {**ld.get(s, "fixture", where, dict), **quick_t}, f"{where}.quick") \
+            if quick_t else fixture
+        steps = []
+        for j, st in enumerate(ld.get(s, "steps", where, list, required=True)):
+            sw = f"{where}.steps[{j}]"
+            if not isinstance(st, dict):
+                raise ld.fail(sw, "a table")
+            steps.append(Step(
+                name=ld.get(st, "name", sw, str, required=True),
+                command=ld.template(st, "command", sw, required=True),
+                prepare=ld.template(st, "prepare", sw),
+                setup=ld.template(st, "setup", sw),
+                cleanup=ld.template(st, "cleanup", sw),
+                check=ld.template(st, "check", sw),
+                runs=ld.count(st, "runs", sw, minimum=1),
+                warmup=ld.count(st, "warmup", sw),
+                local_copies=ld.count(st, "local_copies", sw, default=0),
+                stored_copies=ld.count(st, "stored_copies", sw, default=0),
+            ))
+        if not steps:
+            raise ld.fail(f"{where}.steps", "at least one step")
+        names = [st.name for st in steps]
+        if len(set(names)) != len(names):
+            raise ld.fail(f"{where}.steps", "step names unique within the scenario", names)
+        vary = ld.get(s, "vary", where, dict, default={})
+        for k, v in vary.items():
+            if not isinstance(v, list) or not v:
+                raise ld.fail(f"{where}.vary.{k}", "a non-empty list (one value per build position)", v)
+        scenarios.append(Scenario(
+            name=name,
+            target=target,
+            fixture=fixture,
+            quick_fixture=quick_fixture,
+            steps=tuple(steps),
+            description=ld.get(s, "description", where, str, default=""),
+            runs=ld.count(s, "runs", where, minimum=1),
+            warmup=ld.count(s, "warmup", where),
+            quick_runs=ld.count(quick_t, "runs", f"{where}.quick", minimum=1),
+            setup=ld.template(s, "setup", where),
+            teardown=ld.template(s, "teardown", where),
+            stored_copies=ld.count(s, "stored_copies", where, default=0),
+            daemon=ld.get(s, "daemon", where, bool, default=False),
+            vary=vary,
+        ))
+    return Config(path=path, targets=targets, scenarios=tuple(scenarios))
+
+
+def _fixture(ld: _Loader, t: dict, where: str) -> Fixture:
+    kind = ld.get(t, "kind", where, str, required=True)
+    if kind not in FIXTURE_KINDS:
+        raise ld.fail(f"{where}.kind", f"one of {', '.join(FIXTURE_KINDS)}", kind)
+    size_raw = ld.get(t, "size", where, (str, int), required=True)
+    try:
+        size = parse_size(size_raw)
+    except ValueError as e:
+        raise ld.fail(f"{where}.size", "a size like 512, 64K, 1M, 10G", size_raw) from e
+    fx = Fixture(
+        kind=kind,
+        size=size,
+        count=ld.count(t, "count", where, default=1, minimum=1 if kind != "tree" else 0),
+        seed=ld.count(t, "seed", where, default=1),
+        dirs=ld.count(t, "dirs", where, default=0),
+        depth=ld.count(t, "depth", where, default=0),
+        random_fanout=ld.get(t, "random_fanout", where, bool, default=False),
+        random_size=ld.get(t, "random_size", where, bool, default=False),
+    )
+    if kind == "tree" and fx.count == 0 and fx.dirs == 0:
+        raise ld.fail(where, "a tree with files or dirs")
+    return fx
+
+
+# ---- command templates -------------------------------------------------------------------
+def _quote(value: Any) -> str:
+    """Every value substituted into a command is shell-quoted; lists become quoted words."""
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return " ".join(shlex.quote(str(v)) for v in value)
+    if isinstance(value, jinja2.runtime.Undefined):
+        return str(value)
+    return shlex.quote(str(value))
+
+
+_ENV = jinja2.Environment(finalize=_quote, undefined=jinja2.StrictUndefined, autoescape=False,
+                          keep_trailing_newline=False)
+
+
+def render(template: str, values: dict[str, Any]) -> str:
+    """Render a command template; every ``{{ value }}`` comes out shell-quoted."""
+    try:
+        return _ENV.from_string(template).render(**values).strip()
+    except jinja2.UndefinedError as e:
+        raise ConfigError(f"command template {template!r}: {e.message}") from None

@@ -1,0 +1,138 @@
+"""Turn what the user typed (tag, PR number, commit, branch, latest_release, HEAD) into a commit."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import git
+
+from .errors import RefError
+
+# What may reach git at all: ref-name characters only; nothing that a shell or git would read
+# as an option, a range, a reflog expression or a glob.
+_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,199}$")
+_PR = re.compile(r"^#?(\d{1,6})$")
+_SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+_SEMVER = re.compile(
+    r"^v?(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"
+    r"(?:-(?P<pre>[0-9A-Za-z.-]+))?(?:\+(?P<build>[0-9A-Za-z.-]+))?$"
+)
+
+KINDS = ("pr", "latest_release", "head", "tag", "commit", "branch")
+
+
+@dataclass(frozen=True)
+class Ref:
+    text: str  # what the user typed
+    kind: str  # one of KINDS (tag/commit/branch are a first guess until resolved)
+    pr: int | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedRef:
+    text: str
+    kind: str
+    sha: str
+    display: str  # e.g. "v2.2.2", "PR #478", "master@1a2b3c4", "latest_release (v2.3.0)"
+    version: str | None = None  # module version, for --source module
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+
+def validate(text: str) -> None:
+    """Refuse anything that is not a plausible ref before it reaches git or a shell."""
+    if not isinstance(text, str) or not text:
+        raise RefError("empty ref")
+    bad = (not _SAFE.match(text) or ".." in text or "//" in text or text.endswith((".", "/", ".lock"))
+           or "/." in text or "@{" in text)
+    if bad and not _PR.match(text):
+        raise RefError(f"not a valid ref: {text!r} (expected a tag, PR number, commit, branch, "
+                       "latest_release or HEAD)")
+
+
+def classify(text: str) -> Ref:
+    validate(text)
+    m = _PR.match(text)
+    if m:
+        return Ref(text, "pr", int(m.group(1)))
+    if text == "latest_release":
+        return Ref(text, "latest_release")
+    if text == "HEAD":
+        return Ref(text, "head")
+    if _SEMVER.match(text):
+        return Ref(text, "tag")
+    if _SHA.match(text) and not text.isalpha():
+        return Ref(text, "commit")
+    return Ref(text, "branch")
+
+
+def semver_key(tag: str) -> tuple | None:
+    m = _SEMVER.match(tag)
+    if not m:
+        return None
+    pre = m.group("pre")
+    # A release sorts after its pre-releases; pre-release identifiers compare as in semver 2.0.
+    pre_key: tuple = (1,) if pre is None else (0, *[(0, int(p), "") if p.isdigit() else (1, 0, p)
+                                                   for p in pre.split(".")])
+    return (int(m.group("major")), int(m.group("minor")), int(m.group("patch")), pre_key)
+
+
+def is_stable(tag: str) -> bool:
+    m = _SEMVER.match(tag)
+    return bool(m) and m.group("pre") is None
+
+
+def latest_release(tags: list[str]) -> str | None:
+    """The highest *stable* semver tag (not the newest by date, which picks a back-ported patch)."""
+    stable = [t for t in tags if is_stable(t)]
+    return max(stable, key=semver_key) if stable else None
+
+
+def resolve(repo: git.Repo, text: str, remote: str = "origin") -> ResolvedRef:
+    """Resolve against a clone whose tags and branches have been fetched (see builds.fetch_ref)."""
+    ref = classify(text)
+    if ref.kind == "pr":
+        name = f"refs/refbench/pull/{ref.pr}"
+        sha = _rev(repo, name)
+        if sha is None:
+            raise RefError(f"PR #{ref.pr} not found in {repo_url(repo, remote)} (no refs/pull/{ref.pr}/head)")
+        return ResolvedRef(text, "pr", sha, f"PR #{ref.pr}")
+    if ref.kind == "latest_release":
+        tag = latest_release([t.name for t in repo.tags])
+        if tag is None:
+            raise RefError(f"latest_release: no stable semver tag in {repo_url(repo, remote)}")
+        sha = _rev(repo, f"refs/tags/{tag}")
+        return ResolvedRef(text, "latest_release", sha, f"latest_release ({tag})")
+    if ref.kind == "head":
+        sha = _rev(repo, f"refs/remotes/{remote}/HEAD") or _rev(repo, "HEAD")
+        if sha is None:
+            raise RefError(f"HEAD: the origin has no default branch")
+        return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
+    # tag, branch or commit: try in that order whatever the first guess was
+    sha = _rev(repo, f"refs/tags/{text}")
+    if sha:
+        return ResolvedRef(text, "tag", sha, text)
+    sha = _rev(repo, f"refs/remotes/{remote}/{text}")
+    if sha:
+        return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}")
+    if _SHA.match(text):
+        sha = _rev(repo, text)
+        if sha:
+            return ResolvedRef(text, "commit", sha, sha[:10])
+    raise RefError(f"ref not found: {text!r} is not a tag, branch, PR or commit of {repo_url(repo, remote)}")
+
+
+def _rev(repo: git.Repo, name: str) -> str | None:
+    try:
+        return repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}")
+    except git.GitCommandError:
+        return None
+
+
+def repo_url(repo: git.Repo, remote: str = "origin") -> str:
+    try:
+        return repo.remote(remote).url
+    except ValueError:
+        return repo.git_dir

@@ -1,0 +1,246 @@
+"""Render results: results.json (the machine-readable truth) and every view rendered from it."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import jinja2
+from tabulate import tabulate
+
+from . import __version__
+from .stats import MARKERS, VERDICTS
+
+SCHEMA = "refbench/results"
+SCHEMA_VERSION = 1
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def environment(toolchain: str | None = None) -> dict:
+    def version(argv):
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return None
+
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "host": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
+        "cpu_model": cpu, "cpus": os.cpu_count(),
+        "memory_bytes": _mem_total(), "python": platform.python_version(),
+        "go": toolchain or version(["go", "env", "GOVERSION"]), "hyperfine": version(["hyperfine", "--version"]),
+        "refbench": __version__,
+    }
+
+
+def _mem_total() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def verdict_counts(results: dict) -> dict[str, int]:
+    counts = {v: 0 for v in VERDICTS}
+    for sc in results["scenarios"]:
+        for st in sc["steps"]:
+            for c in st["comparisons"]:
+                counts[c["verdict"]] += 1
+    return counts
+
+
+def regressions(results: dict) -> list[tuple[str, str, dict]]:
+    return [(sc["name"], st["name"], c) for sc in results["scenarios"] for st in sc["steps"]
+            for c in st["comparisons"] if c["verdict"] == "slower"]
+
+
+def write_json(results: dict, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(results, indent=1))
+    tmp.replace(path)
+
+
+def load_results(path: Path) -> dict:
+    """Read a results.json of this or an older schema version."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        from .errors import RefbenchError
+        raise RefbenchError(f"{path}: no such results file") from None
+    except ValueError as e:
+        from .errors import RefbenchError
+        raise RefbenchError(f"{path}: not a refbench results file ({e})") from None
+    if data.get("schema") != SCHEMA:
+        from .errors import RefbenchError
+        raise RefbenchError(f"{path}: not a refbench results file (schema {data.get('schema')!r})")
+    if data.get("version", 0) > SCHEMA_VERSION:
+        from .errors import RefbenchError
+        raise RefbenchError(f"{path}: results schema version {data['version']} is newer than this "
+                            f"refbench reads ({SCHEMA_VERSION}); upgrade refbench")
+    return data
+
+
+# ---- formatting helpers used by the templates --------------------------------------------
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x * 100:+.{digits}f}%"
+
+
+def fmt_s(x: float | None) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.3f}"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def fmt_ci(c: dict) -> str:
+    if c.get("ci_low") is None:
+        return "n/a"
+    return f"[{fmt_pct(c['ci_low'])}, {fmt_pct(c['ci_high'])}]"
+
+
+def md_escape(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _jinja() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False,
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined)
+    env.filters.update(pct=fmt_pct, s=fmt_s, p=fmt_p, ci=fmt_ci, md=md_escape)
+    env.globals.update(markers=MARKERS)
+    return env
+
+
+def step_rows(results: dict) -> list[dict]:
+    """One row per (scenario, step, contender) with everything a view shows."""
+    rows = []
+    for sc in results["scenarios"]:
+        for st in sc["steps"]:
+            for c in st["comparisons"]:
+                rows.append({"scenario": sc["name"], "step": st["name"], "c": c, "st": st, "sc": sc})
+    return rows
+
+
+def render_markdown(results: dict, flavour: str = "md") -> str:
+    env = _jinja()
+    template = env.get_template("github.md.j2" if flavour == "github" else "summary.md.j2")
+    return template.render(r=results, t=tables(results), counts=verdict_counts(results),
+                           regressions=regressions(results))
+
+
+def build_results(*, target: dict, builds: list[dict], backend: dict, settings: dict, scenarios: list[dict],
+                  timing: dict, env: dict, scoreboard: dict | None, command_line: list[str]) -> dict:
+    return {
+        "schema": SCHEMA, "version": SCHEMA_VERSION, "refbench": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command_line": command_line,
+        "target": target, "environment": env, "settings": settings, "builds": builds,
+        "baseline": builds[0]["label"] if builds else None, "backend": backend, "scenarios": scenarios,
+        "scoreboard": scoreboard, "timing": timing,
+    }
+
+
+def _fmt_rss(kb) -> str:
+    return "n/a" if kb is None else f"{kb / 1024:.1f} MiB"
+
+
+def tables(results: dict) -> dict[str, str]:
+    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
+    def t(rows, headers, align=None):
+        return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+
+    rows = step_rows(results)
+    multi = len(results["builds"]) > 2
+    verdict_rows = []
+    for row in rows:
+        c = row["c"]
+        notes = []
+        if c.get("noisy"):
+            notes.append("noisy")
+        if c["verdict"] == "inconclusive" and c.get("mde") is not None:
+            need = f", ~{c['runs_needed']} runs/build to resolve" if c.get("runs_needed") else ""
+            notes.append(f"could detect ±{c['mde'] * 100:.0f}%{need}")
+        if row["st"].get("check_differs"):
+            notes.append("results differ")
+        verdict_rows.append([MARKERS[c["verdict"]], md_escape(row["scenario"]), md_escape(row["step"])]
+                            + ([md_escape(c["contender"])] if multi else [])
+                            + [fmt_pct(c["rel"]), fmt_ci(c), fmt_p(c["p_value"]), c["verdict"], "; ".join(notes)])
+    verdicts = t(verdict_rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
+                 + ["Time change", "95% CI", "p", "Verdict", "Note"])
+
+    builds = t([[("**" + md_escape(b["label"]) + "** (baseline)") if i == 0 else md_escape(b["label"]),
+                 md_escape(b["ref"]), f"`{b['sha'][:12]}`", b["kind"], b["source"],
+                 "cached" if b["cached"] else f"built in {b['build_seconds']:.0f} s"]
+                for i, b in enumerate(results["builds"])],
+               ["Build", "Ref", "Commit", "Kind", "Source", "Binary"])
+
+    details = t([[md_escape(sc["name"]), sc["fixture"]["size"], str(sc["fixture"]["count"]),
+                  sc["fixture"]["kind"], str(sc["fixture"]["files"])] for sc in results["scenarios"]],
+                ["Scenarios", "File Size", "File Count", "Kind", "Files"], ["left", "left", "left", "left", "left"])
+
+    phrases = t([[md_escape(f"{row['step']} {row['scenario']}"), md_escape(row["c"]["phrase"])] for row in rows],
+                ["Scenario", "Summary"], ["left", "left"])
+
+    detail_rows, resource_rows = [], []
+    for sc in results["scenarios"]:
+        for st in sc["steps"]:
+            present = [v["stats"] for v in st["builds"].values() if v["stats"]]
+            fast = min(present, key=lambda x: x["mean"]) if present else None
+            for label, b in st["builds"].items():
+                s = b["stats"]
+                if not s:
+                    continue
+                rel = s["mean"] / fast["mean"]
+                rel_err = 0.0 if s is fast else rel * math.sqrt(
+                    (s["stddev"] / s["mean"]) ** 2 + (fast["stddev"] / fast["mean"]) ** 2)
+                detail_rows.append([md_escape(f"{st['name']} {sc['name']}"), md_escape(label),
+                                    f"{s['mean']:.3f} ± {s['stddev']:.3f}", f"{s['median']:.3f}", f"{s['min']:.3f}",
+                                    f"{s['max']:.3f}", f"{s['cv'] * 100:.1f}%", str(s["n"]),
+                                    "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
+                resource_rows.append([md_escape(f"{st['name']} {sc['name']}"), md_escape(label),
+                                      fmt_s(b.get("cpu_mean")),
+                                      "n/a" if b.get("cpu_wall_ratio") is None else f"{b['cpu_wall_ratio']:.2f}",
+                                      _fmt_rss(b.get("rss_kb"))])
+    detailed = t(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
+                               "Runs", "Relative"],
+                 ["left", "left", "right", "right", "right", "right", "right", "right", "right"])
+    resources = t(resource_rows, ["Scenario", "Build", "CPU [s]", "CPU/wall", "Peak RSS"],
+                  ["left", "left", "right", "right", "right"])
+    checks = []
+    for sc in results["scenarios"]:
+        for st in sc["steps"]:
+            vals = {k: v.get("check") for k, v in st["builds"].items() if v.get("check") is not None}
+            if vals:
+                checks.append({"scenario": sc["name"], "step": st["name"], "values": vals,
+                               "differs": st.get("check_differs", False)})
+    scoreboard = ""
+    if results.get("scoreboard"):
+        scoreboard = t([[md_escape(k), f"{v['geomean_vs_baseline']:.3f}", f"{v['vs_fastest']:.2f}x"]
+                        for k, v in sorted(results["scoreboard"].items(), key=lambda kv: kv[1]["vs_fastest"])],
+                       ["Build", "Geomean time vs baseline", "vs fastest (1.00x = fastest)"],
+                       ["left", "right", "right"])
+    return {"verdicts": verdicts, "builds": builds, "details": details, "phrases": phrases,
+            "detailed": detailed, "resources": resources, "checks": checks, "scoreboard": scoreboard}
