@@ -6,6 +6,7 @@ time does not land on one side. Samples are read from hyperfine's --export-json,
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -215,16 +216,24 @@ class Runner:
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
         samples = {b.label: BuildSamples(command=c, prepare=p) for b, c, p in zip(builds, cmds, preps)}
         where = f"{scenario.name} / {step.name}"
+        # setup/cleanup run once per backend context: once for a shared bucket, per build for IPFS
+        ctx = list(zip(builds, vals))[:1] if plan.backend.shared_context else list(zip(builds, vals))
         if step.setup:
-            for b, v in zip(builds, vals):
+            for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
         hf_seconds = 0.0
-        # warm-up 1 of each build runs here, untimed, to measure its peak RSS (hyperfine cannot)
+        # The first warm-up of each build runs here, untimed: it measures the peak RSS (hyperfine
+        # cannot), and the step's check reads what that build's own run produced. Without warm-ups,
+        # a check costs one extra untimed run.
         hf_warmup = warmup
-        if warmup >= 1 and plan.measure_rss:
-            for b, c, p in zip(builds, cmds, preps):
-                samples[b.label].rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}")
-            hf_warmup = warmup - 1
+        if (warmup >= 1 and plan.measure_rss) or step.check:
+            for b, c, p, v in zip(builds, cmds, preps, vals):
+                s = samples[b.label]
+                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}")
+                if step.check:
+                    s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
+                                      capture=True)
+            hf_warmup = max(0, warmup - 1)
         per_round = split_runs(runs, plan.rounds)
         orders = round_orders(len(builds), len(per_round))
         t_start = time.monotonic()
@@ -245,12 +254,8 @@ class Runner:
                                                hf_warmup if r == 0 else 0)
             self.on_round()
             r += 1
-        for b, v in zip(builds, vals):
-            s = samples[b.label]
-            if step.check:
-                s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
-                                  capture=True)
-            if step.cleanup:
+        if step.cleanup:
+            for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         checks = {s.check for s in samples.values()}
         comps = self.comparisons(builds, samples)
@@ -303,22 +308,49 @@ class Runner:
             s.rounds += [r] * n
         return elapsed
 
-    def measure_rss(self, cmd: str, prep: str | None, what: str) -> int:
-        """Run prepare + command once (untimed) and return the peak RSS in KiB of the command."""
+    def measure_rss(self, cmd: str, prep: str | None, what: str) -> int | None:
+        """Run prepare + command once (untimed); return the command's peak RSS in KiB.
+
+        GNU time forks the command from its own small process: measured from Python, a child's
+        ru_maxrss would start at Python's own RSS (Linux keeps the pre-exec high-water mark).
+        """
         if prep:
             self.sh(prep, f"{what} (prepare)")
+        gnu_time = _gnu_time()
         t0 = time.monotonic()
-        proc = subprocess.Popen(["sh", "-c", cmd], env=self.base_env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-        proc.stderr.close()
+        out = self.plan.workdir / f"rss-{os.getpid()}.txt"
+        argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
+        proc = subprocess.run(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
         self.untimed_seconds += time.monotonic() - t0
         if proc.returncode != 0:
-            tail = err.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-            raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{err[-2000:]}")
-        return int(usage.ru_maxrss)  # KiB on Linux; the largest of the shell and what it waited for
+            tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+            raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
+        if not gnu_time:
+            return None
+        try:
+            return int(out.read_text().split()[-1])
+        except (OSError, ValueError, IndexError):
+            return None
+        finally:
+            out.unlink(missing_ok=True)
+
+
+_GNU_TIME: str | None | bool = False
+
+
+def _gnu_time() -> str | None:
+    global _GNU_TIME
+    if _GNU_TIME is False:
+        path = shutil.which("time", path="/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
+        ok = False
+        if path:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                ok = subprocess.run([path, "-f", "%M", "true"], capture_output=True, timeout=10).returncode == 0
+        _GNU_TIME = path if ok else None
+        if not ok:
+            log.warning("GNU time not found: peak RSS will not be measured (apt-get install time)")
+    return _GNU_TIME
 
 
 def _per_run(res: dict, key: str, n: int) -> list[float]:
