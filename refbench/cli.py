@@ -102,6 +102,8 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="resolve refs and print what would run; build nothing")
     p.add_argument("--json", help="results file (default: results.json beside the summary)")
     p.add_argument("--format", choices=("md", "github"), default="md", help="summary flavour")
+    p.add_argument("--html", help="also write a self-contained HTML report here")
+    p.add_argument("--csv", help="also write one CSV row per step and build here")
     p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
                    help="build and fixture cache (env REFBENCH_BUILDS_DIR)")
     p.add_argument("--rounds", type=_positive, default=5,
@@ -327,6 +329,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     report.write_json(results, json_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(report.render_markdown(results, args.format))
+    if args.html or args.csv:
+        from . import views
+        if args.html:
+            views.write_html(results, Path(args.html))
+        if args.csv:
+            views.write_csv(results, Path(args.csv))
     counts = report.verdict_counts(results)
     reporter.info(f"wrote {out} and {json_path}: {counts['slower']} slower, {counts['faster']} faster, "
                   f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
@@ -336,6 +344,17 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.fail_on_regression and counts["slower"]:
         return EXIT_REGRESSION
     return EXIT_OK
+
+
+def run_and_load(argv: list[str]) -> tuple[int, dict | None]:
+    """Run a comparison as the command line would (for nightly, bisect, ...) and return its exit
+    code and results. argv must name --json; errors raise RefbenchError as usual."""
+    args = run_parser().parse_args(argv)
+    if not args.json:
+        raise RefbenchError("run_and_load needs --json")
+    code = cmd_run(args, argv)
+    path = Path(args.json)
+    return code, (report.load_results(path) if path.exists() else None)
 
 
 def _valid_bucket(name: str) -> bool:

@@ -18,6 +18,8 @@ from .stats import MARKERS, VERDICTS
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 1
+# hidden first line of a PR comment, so a bot can find and update its own comment
+COMMENT_MARKER = "<!-- refbench:pr-comment -->"
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
 
@@ -148,7 +150,7 @@ def step_rows(results: dict) -> list[dict]:
 def render_markdown(results: dict, flavour: str = "md") -> str:
     env = _jinja()
     template = env.get_template("github.md.j2" if flavour == "github" else "summary.md.j2")
-    return template.render(r=results, t=tables(results), counts=verdict_counts(results),
+    return template.render(r=results, marker=COMMENT_MARKER, t=tables(results), counts=verdict_counts(results),
                            regressions=regressions(results))
 
 

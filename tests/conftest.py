@@ -1,0 +1,59 @@
+"""Shared fixtures: one build cache, one s5cmd origin and one MinIO per test session."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from origins import go_env, make_s5cmd_origin  # noqa: E402
+
+os.environ["PATH"] = go_env()["PATH"]
+
+
+@pytest.fixture(scope="session")
+def builds_dir(tmp_path_factory) -> Path:
+    """One build cache for the whole session, so each ref is built once per CI run."""
+    return tmp_path_factory.mktemp("builds")
+
+
+@pytest.fixture(scope="session")
+def s5_origin(tmp_path_factory):
+    return make_s5cmd_origin(tmp_path_factory.mktemp("s5origin"))
+
+
+@pytest.fixture(scope="session")
+def minio(tmp_path_factory):
+    """A real MinIO on loopback for tests that need to look inside the bucket after a run."""
+    from refbench.backends import MinioServer, s3_client
+
+    server = MinioServer(tmp_path_factory.mktemp("minio")).start()
+    client = s3_client(server.endpoint, server.env)
+    client.create_bucket(Bucket="testbucket")
+    yield server, client
+    server.stop()
+
+
+def run_bench(*args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 1200):
+    """Run ./bench.py as a user would; returns the CompletedProcess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "bench.py"), *args], cwd=cwd or ROOT, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def s5_run(tmp_path_factory, s5_origin, builds_dir):
+    """One --quick comparison (v1.0.0 vs PR 7, which is ~30% slower) of the small-files scenario
+    on the embedded MinIO, shared by the tests that read its outputs."""
+    out = tmp_path_factory.mktemp("s5run")
+    proc = run_bench("-s", "v1.0.0", "7", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--quick", "--only", "small files", "-r", "6", "-w", "1", "--rounds", "3",
+                     "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
+    assert proc.returncode == 0, proc.stderr
+    return {"dir": out, "summary": out / "summary.md", "results": out / "results.json", "proc": proc}

@@ -1,0 +1,172 @@
+"""Throw-away local git origins holding small Go wrapper modules around real s5cmd / kubo code.
+
+Each commit of an origin is an ordinary Go module (go.mod, go.sum, main.go) that imports the real
+tool at a pinned version from the Go module proxy; tags, branches and refs/pull/N/head are made
+like GitHub's, so refbench resolves and builds them exactly as it would the real repository.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+S5CMD_OLD, S5CMD_NEW = "v2.2.2", "v2.3.0"
+KUBO_OLD, KUBO_NEW = "v0.40.1", "v0.41.0"
+
+# main.go of the s5cmd wrapper, as s5cmd's own main.go calls command.Main. SLOW_PERCENT > 0 makes
+# the binary sleep that share of its own run time before exiting: an injected slow-down of a
+# known size, proportional to whatever the step costs.
+S5CMD_MAIN = """package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/peak/s5cmd/v2/command"
+)
+
+const slowPercent = {slow}
+
+func main() {{
+	start := time.Now()
+	err := command.Main(context.Background(), os.Args)
+	if slowPercent > 0 {{
+		time.Sleep(time.Since(start) * slowPercent / 100)
+	}}
+	if err != nil {{
+		os.Exit(1)
+	}}
+}}
+"""
+
+# kubo's own cmd/ipfs/main.go is kubo.Start(kubo.BuildDefaultEnv)
+KUBO_MAIN = """package main
+
+import (
+	"os"
+
+	"github.com/ipfs/kubo/cmd/ipfs/kubo"
+)
+
+func main() {
+	os.Exit(kubo.Start(kubo.BuildDefaultEnv))
+}
+"""
+
+
+def git(cwd: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "refbench tests", "GIT_AUTHOR_EMAIL": "tests@refbench.invalid",
+           "GIT_COMMITTER_NAME": "refbench tests", "GIT_COMMITTER_EMAIL": "tests@refbench.invalid"}
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+
+
+def go_env() -> dict:
+    env = dict(os.environ)
+    env["PATH"] = f"{ROOT / 'tools' / 'bin'}:{env.get('PATH', '')}"
+    env.setdefault("GOFLAGS", "-buildvcs=false")
+    return env
+
+
+_MODFILES: dict[tuple, tuple[str, str]] = {}
+
+
+def module_files(module: str, requires: tuple[str, ...], main_go: str, scratch: Path) -> tuple[str, str]:
+    """go.mod and go.sum for a wrapper module requiring the given module@versions (cached per set)."""
+    key = (module, requires)
+    if key not in _MODFILES:
+        d = scratch / f"mod-{len(_MODFILES)}"
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        (d / "main.go").write_text(main_go)
+        env = go_env()
+        subprocess.run(["go", "mod", "init", module], cwd=d, check=True, capture_output=True, env=env)
+        for req in requires:
+            p = subprocess.run(["go", "get", req], cwd=d, capture_output=True, text=True, env=env)
+            if p.returncode != 0:
+                raise RuntimeError(f"go get {req} failed: {p.stderr[-2000:]}")
+        p = subprocess.run(["go", "mod", "tidy"], cwd=d, capture_output=True, text=True, env=env)
+        if p.returncode != 0:
+            raise RuntimeError(f"go mod tidy failed: {p.stderr[-2000:]}")
+        _MODFILES[key] = ((d / "go.mod").read_text(), (d / "go.sum").read_text())
+    return _MODFILES[key]
+
+
+@dataclass
+class Origin:
+    path: Path  # the bare origin repository (what --repo points at)
+    work: Path  # a working clone used to make commits
+    shas: dict[str, str] = field(default_factory=dict)  # name -> commit sha
+
+    def commit(self, name: str, files: dict[str, str], message: str, *, tags=(), parent: str | None = None,
+               branch: str | None = None, pull: int | None = None, tag_date: str | None = None) -> str:
+        """Commit on `branch` (default master), or on top of `parent` (detached, pushed only to
+        `branch` and the given tags / pull ref when named)."""
+        if parent:
+            git(self.work, "checkout", "-q", "--detach", self.shas.get(parent, parent))
+        else:
+            branch = branch or "master"
+            exists = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"],
+                                    cwd=self.work, capture_output=True).returncode == 0
+            git(self.work, "checkout", "-q", *([branch] if exists else ["-b", branch]))
+        for rel, text in files.items():
+            p = self.work / rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text)
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", message)
+        sha = git(self.work, "rev-parse", "HEAD")
+        self.shas[name] = sha
+        for t in tags:
+            env_date = {"GIT_COMMITTER_DATE": tag_date} if tag_date else {}
+            subprocess.run(["git", "tag", "-a", t, "-m", t], cwd=self.work, check=True, capture_output=True,
+                           env={**os.environ, **env_date, "GIT_COMMITTER_NAME": "t",
+                                "GIT_COMMITTER_EMAIL": "t@refbench.invalid"})
+        if branch:
+            git(self.work, "push", "-q", "--force", "origin", f"HEAD:refs/heads/{branch}")
+        if tags:
+            git(self.work, "push", "-q", "--force", "origin", *[f"refs/tags/{t}" for t in tags])
+        if pull is not None:
+            git(self.work, "push", "-q", "--force", "origin", f"{sha}:refs/pull/{pull}/head")
+        return sha
+
+
+def new_origin(root: Path) -> Origin:
+    bare = root / "origin.git"
+    work = root / "work"
+    git(root, "init", "-q", "--bare", "-b", "master", str(bare))
+    git(root, "clone", "-q", str(bare), str(work))
+    git(work, "config", "user.name", "refbench tests")
+    git(work, "config", "user.email", "tests@refbench.invalid")
+    return Origin(bare, work)
+
+
+def s5cmd_files(version: str, scratch: Path, slow: int = 0, note: str = "") -> dict[str, str]:
+    main_go = S5CMD_MAIN.format(slow=slow)
+    gomod, gosum = module_files("example.com/s5wrap", (f"github.com/peak/s5cmd/v2/command@{version}",),
+                                main_go, scratch)
+    return {"go.mod": gomod, "go.sum": gosum, "main.go": main_go, "NOTE": note or f"s5cmd {version}\n"}
+
+
+def make_s5cmd_origin(root: Path) -> Origin:
+    """master: v1.0.0 (s5cmd v2.2.2) -> v1.1.0 (s5cmd v2.3.0); v1.0.1 (a patch of the old line,
+    tagged last), v1.2.0-rc1 (pre-release); refs/pull/7/head: v2.3.0 with a +30% slow-down."""
+    scratch = root / "scratch"
+    o = new_origin(root)
+    o.commit("old", s5cmd_files(S5CMD_OLD, scratch), "wrap s5cmd v2.2.2", tags=["v1.0.0"],
+             tag_date="2026-01-01T00:00:00Z")
+    o.commit("new", s5cmd_files(S5CMD_NEW, scratch), "wrap s5cmd v2.3.0", tags=["v1.1.0"],
+             tag_date="2026-02-01T00:00:00Z")
+    o.commit("slow", s5cmd_files(S5CMD_NEW, scratch, slow=30), "PR 7: a 30% slower s5cmd", parent="new",
+             pull=7)
+    o.commit("patch", {**s5cmd_files(S5CMD_OLD, scratch), "NOTE": "patch release of the 1.0 line\n"},
+             "1.0.1: back-port", parent="old", tags=["v1.0.1"], tag_date="2026-03-01T00:00:00Z")
+    o.commit("rc", {**s5cmd_files(S5CMD_NEW, scratch), "NOTE": "release candidate\n"}, "1.2.0-rc1",
+             parent="new", tags=["v1.2.0-rc1"], tag_date="2026-04-01T00:00:00Z")
+    o.commit("broken", {"main.go": "package main\n\nfunc main() { this does not compile }\n"},
+             "a commit that does not build", parent="new", branch="broken")
+    git(o.work, "checkout", "-q", "master")
+    return o
