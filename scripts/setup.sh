@@ -81,4 +81,10 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install -q -e '.[test]'
   touch "$stamp"
 fi
+# ---- actionlint (lints .github/workflows; from the Go module proxy, pinned) ------------------
+ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-v1.7.12}"
+if [ ! -x tools/bin/actionlint ]; then
+  say "installing actionlint $ACTIONLINT_VERSION from the Go module proxy"
+  GOBIN="$ROOT/tools/bin" GOFLAGS=-buildvcs=false go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+fi
 say "ready"
