@@ -179,4 +179,4 @@ def check_disk(where: Path, need: int, what: str) -> None:
     free = shutil.disk_usage(probe).free
     if need > free:
         raise RunError(f"not enough disk space in {probe}: {what} needs {human_bytes(need)}, "
-                       f"{human_bytes(free)} free (use --only, --quick, or -l/--cache-dir elsewhere)")
+                       f"{human_bytes(free)} free (use --only, --quick, or -l/--builds-dir elsewhere)")

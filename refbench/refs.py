@@ -44,7 +44,7 @@ class ResolvedRef:
 def validate(text: str) -> None:
     """Refuse anything that is not a plausible ref before it reaches git or a shell."""
     if not isinstance(text, str) or not text:
-        raise RefError("empty ref")
+        raise RefError("not a valid ref: '' (empty)")
     bad = (not _SAFE.match(text) or ".." in text or "//" in text or text.endswith((".", "/", ".lock"))
            or "/." in text or "@{" in text)
     if bad and not _PR.match(text):

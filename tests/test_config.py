@@ -1,0 +1,102 @@
+"""scenarios.toml loading, validation errors, sizes and command templates."""
+from pathlib import Path
+
+import pytest
+
+from refbench.config import format_size, load_config, parse_size, render
+from refbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("text,n", [("1M", 1 << 20), ("10G", 10 << 30), ("300G", 300 << 30), ("512", 512),
+                                    ("64K", 65536), ("1T", 1 << 40), ("1.5K", 1536), ("2MiB", 2 << 20),
+                                    ("4k", 4096), (123, 123)])
+def test_parse_size(text, n):
+    assert parse_size(text) == n
+
+
+@pytest.mark.parametrize("bad", ["", "M", "1X", "-1M", "1.1", "ten"])
+def test_parse_size_rejects(bad):
+    with pytest.raises(ValueError):
+        parse_size(bad)
+
+
+def test_format_size_roundtrip():
+    for s in ("1M", "10G", "300G", "256K", "1000"):
+        assert format_size(parse_size(s)) == s
+
+
+def test_shipped_scenarios_load_with_seed_defaults():
+    cfg = load_config(ROOT / "scenarios.toml")
+    s5 = {s.name: s for s in cfg.scenarios_for("s5cmd")}
+    assert {"small files", "large file", "very large file"} <= set(s5)
+    assert (s5["small files"].fixture.size, s5["small files"].fixture.count) == (1 << 20, 10000)
+    assert s5["large file"].fixture.size == 10 << 30
+    vl = s5["very large file"]
+    assert (vl.fixture.size, vl.runs, vl.warmup) == (300 << 30, 1, 0)
+    for s in s5.values():
+        assert [st.name for st in s.steps] == ["upload", "download", "remove"]
+        quick = s.for_quick(True).fixture
+        assert quick.size * quick.count < s.fixture.size * s.fixture.count
+        remove = s.steps[2]
+        assert remove.prepare and "sleep" not in remove.prepare and " cp " in remove.prepare
+
+
+def write(tmp_path, text):
+    p = tmp_path / "s.toml"
+    p.write_text(text)
+    return p
+
+
+BASE = '''
+[targets.t]
+repo = "https://example.invalid/t"
+binary = "t"
+build = ["go", "build", "-o", "{out}", "."]
+backend = "s3"
+'''
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('[[scenarios]]\nname="a"\ntarget="nope"\nfixture={kind="sparse",size="1M"}\nsteps=[{name="x",command="true"}]',
+     "scenarios[0] ('a').target: expected one of the declared targets"),
+    ('[[scenarios]]\nname="a"\ntarget="t"\nfixture={kind="sparse",size="huge"}\nsteps=[{name="x",command="true"}]',
+     "scenarios[0] ('a').fixture.size: expected a size"),
+    ('[[scenarios]]\nname="a"\ntarget="t"\nfixture={kind="dust",size="1M"}\nsteps=[{name="x",command="true"}]',
+     "fixture.kind: expected one of sparse, random, tree"),
+    ('[[scenarios]]\nname="a"\ntarget="t"\nfixture={kind="sparse",size="1M"}\nsteps=[{name="x",command="{{ bin"}]',
+     "steps[0].command: expected a valid template"),
+    ('[[scenarios]]\nname="a"\ntarget="t"\nfixture={kind="sparse",size="1M"}\nsteps=[{name="x",command="true",runs=0}]',
+     "steps[0].runs: expected an integer >= 1"),
+    ('[[scenarios]]\nname="a"\ntarget="t"\nfixture={kind="sparse",size="1M"}\nsteps=[]',
+     "steps: expected at least one step"),
+])
+def test_errors_name_file_key_and_expectation(tmp_path, body, needle):
+    p = write(tmp_path, BASE + body)
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(p) in str(e.value) and needle in str(e.value)
+
+
+def test_bad_backend_and_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="targets.t.backend: expected one of s3, ipfs"):
+        load_config(write(tmp_path, BASE.replace('"s3"', '"ftp"') + '\nscenarios=[]'))
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(write(tmp_path, "[[["))
+
+
+def test_render_quotes_every_value():
+    cmd = render("{{ bin }} {{ extra }} cp {{ fixture ~ '/*' }} {{ remote ~ '/' }}",
+                 {"bin": "/p with space/s5cmd", "extra": ["--numworkers", "64", "$(id)"],
+                  "fixture": "/tmp/f'x", "remote": "s3://b/p;rm -rf ~"})
+    assert cmd == ("'/p with space/s5cmd' --numworkers 64 '$(id)' cp '/tmp/f'\"'\"'x/*' "
+                   "'s3://b/p;rm -rf ~/'")
+    assert render("{{ bin }} {{ extra }} x", {"bin": "b", "extra": []}) == "b  x"
+
+
+def test_render_unknown_value_is_an_error():
+    with pytest.raises(ConfigError, match="undefined"):
+        render("{{ nope }}", {})

@@ -1,0 +1,82 @@
+"""Statistics and verdicts on synthetic samples (no timing of anything real)."""
+import numpy as np
+import pytest
+
+from refbench import stats
+from refbench.runner import round_orders, split_runs
+
+
+def sample(mean, cv, n, seed):
+    return list(np.random.default_rng(seed).normal(mean, mean * cv, n))
+
+
+def test_summary():
+    s = stats.summarize([1.0, 2.0, 3.0, 4.0])
+    assert (s.n, s.mean, s.median, s.min, s.max) == (4, 2.5, 2.5, 1.0, 4.0)
+    assert s.stddev == pytest.approx(1.2909944) and s.cv == pytest.approx(1.2909944 / 2.5)
+
+
+def test_hyperfine_phrase():
+    c = stats.compare("A", [1.0, 1.1, 0.9], "B", [0.5, 0.55, 0.45])
+    assert c.faster == "B" and c.slower_label == "A"
+    assert c.phrase() == "'B' ran 2.00 ± 0.28 times faster than 'A'"
+    assert c.ratio == pytest.approx(0.5) and c.rel == pytest.approx(-0.5)
+
+
+def test_known_slowdown_is_slower_with_truth_inside_interval():
+    base = sample(1.0, 0.05, 20, 1)
+    cont = sample(1.3, 0.05, 20, 2)
+    c = stats.compare("A", base, "B", cont)
+    assert c.verdict == stats.SLOWER
+    assert c.ci_low < 0.3 < c.ci_high and c.p_value < 0.001
+
+
+def test_known_speedup_is_faster():
+    c = stats.compare("A", sample(1.0, 0.03, 15, 3), "B", sample(0.8, 0.03, 15, 4))
+    assert c.verdict == stats.FASTER
+
+
+def test_tight_equal_samples_are_no_significant_change():
+    c = stats.compare("A", sample(1.0, 0.01, 20, 5), "B", sample(1.0, 0.01, 20, 6))
+    assert c.verdict == stats.SAME
+    assert -0.05 < c.ci_low and c.ci_high < 0.05
+
+
+def test_wide_samples_are_inconclusive_with_mde_and_runs_needed():
+    c = stats.compare("A", [0.7, 1.0, 1.3, 0.85, 1.15], "B", [0.75, 1.05, 1.25, 0.9, 1.05])
+    assert c.verdict == stats.INCONCLUSIVE
+    assert c.noisy and c.mde > 0.3
+    assert c.runs_needed > 100  # cv 25% needs hundreds of runs to resolve ±5%
+
+
+def test_significant_but_below_threshold_is_not_slower():
+    c = stats.compare("A", sample(1.0, 0.005, 40, 9), "B", sample(1.02, 0.005, 40, 10))
+    assert c.p_value < 0.05 and c.verdict == stats.SAME
+
+
+def test_single_run_is_inconclusive():
+    c = stats.compare("A", [10.0], "B", [5.0])
+    assert c.verdict == stats.INCONCLUSIVE and c.ci_low is None and c.p_value is None
+    assert c.phrase().startswith("'B' ran 2.00")
+
+
+def test_threshold_is_adjustable():
+    base, cont = sample(1.0, 0.01, 20, 11), sample(1.03, 0.01, 20, 12)
+    assert stats.compare("A", base, "B", cont).verdict == stats.SAME
+    assert stats.compare("A", base, "B", cont, stats.Settings(threshold=0.01)).verdict == stats.SLOWER
+
+
+def test_geomean_scoreboard():
+    board = stats.geomean_scoreboard({"A": [1.0, 1.0], "B": [0.5, 2.0], "C": [0.5, 0.5]})
+    assert board["A"]["geomean_vs_baseline"] == pytest.approx(1.0)
+    assert board["B"]["geomean_vs_baseline"] == pytest.approx(1.0)
+    assert board["C"]["vs_fastest"] == pytest.approx(1.0) and board["A"]["vs_fastest"] == pytest.approx(2.0)
+
+
+def test_rounds_alternate_and_split():
+    # A B, B A, B A, A B: each build leads equally often and linear drift cancels (ABBA)
+    assert round_orders(2, 4) == [[0, 1], [1, 0], [1, 0], [0, 1]]
+    orders = round_orders(3, 6)
+    assert all(sorted(o) == [0, 1, 2] for o in orders) and len({tuple(o) for o in orders}) > 2
+    assert split_runs(10, 5) == [2, 2, 2, 2, 2]
+    assert split_runs(10, 3) == [4, 3, 3] and split_runs(1, 5) == [1] and split_runs(10, 1) == [10]
