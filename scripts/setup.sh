@@ -58,6 +58,19 @@ if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null
   apt-get install -y -qq time >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq time >/dev/null; } || say "GNU time not installed: peak RSS will be n/a"
 fi
 
+# ---- Chromium + chromedriver: only for the headless-browser test of the HTML report ----------
+# (tests/test_html_browser.py; it skips, saying why, where they cannot be installed)
+if ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium and chromium-driver (Debian packages) for the HTML report test"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }; } ||
+      say "chromium not installed: the browser test of the HTML report will skip"
+  else
+    say "chromium/chromedriver missing and not root: the browser test of the HTML report will skip"
+  fi
+fi
+
 # ---- MinIO (built from the Go module proxy once per machine, then reused) --------------------
 minio_cached="$CACHE/minio-$MINIO_VERSION"
 if [ ! -x "$minio_cached" ]; then
