@@ -148,10 +148,72 @@ def step_rows(results: dict) -> list[dict]:
 
 
 def render_markdown(results: dict, flavour: str = "md") -> str:
+    if flavour == "github":
+        return render_github(results)
     env = _jinja()
-    template = env.get_template("github.md.j2" if flavour == "github" else "summary.md.j2")
+    template = env.get_template("summary.md.j2")
     return template.render(r=results, marker=COMMENT_MARKER, t=tables(results), counts=verdict_counts(results),
                            regressions=regressions(results))
+
+
+# ---- the PR-comment flavour -----------------------------------------------------------------
+GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
+# verdict table order when it has to be cut: what a reviewer must see first
+_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
+
+
+def comment_size(text: str) -> int:
+    """Size as counted against GitHub's limit, conservatively: UTF-8 bytes (never fewer than the
+    characters or UTF-16 units GitHub might count; every emoji marker is 4)."""
+    return len(text.encode("utf-8"))
+
+
+def render_github(results: dict, limit: int = GITHUB_COMMENT_LIMIT, report_url: str | None = None) -> str:
+    """The summary as a PR comment: hidden marker line, verdict table first, the rest in
+    collapsible <details> blocks; always within ``limit``: the least important blocks are dropped
+    first, then verdict rows (slower kept longest), each omission said in the comment."""
+    t = tables(results)
+    sections = []  # most important first; dropped from the end when the comment is too long
+    if t["scoreboard"]:
+        sections.append(("Scoreboard", t["scoreboard"]))
+    sections.append(("Hyperfine summary", t["phrases"]))
+    sections.append(("Detailed timings (s)", t["detailed"]))
+    sections.append(("Resources (CPU, peak RSS)", t["resources"]))
+    sections.append(("Builds", t["builds"]))
+    sections.append(("Scenarios", t["details"]))
+    rows = verdict_rows(results)
+    env = _jinja()
+    template = env.get_template("github.md.j2")
+
+    def render(keep_sections: int, keep_rows: int | None) -> str:
+        if keep_rows is None:
+            shown, hidden = [r for _, r in rows], []
+        else:
+            order = sorted(range(len(rows)), key=lambda i: (_SEVERITY.get(rows[i][0], 9), i))
+            keep = sorted(order[:keep_rows])
+            shown = [rows[i][1] for i in keep]
+            hidden = [rows[i][0] for i in order[keep_rows:]]
+        hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
+        return template.render(r=results, marker=COMMENT_MARKER, counts=verdict_counts(results), t=t,
+                               verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
+                               hidden_counts=hidden_counts, sections=sections[:keep_sections],
+                               omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url)
+
+    for k in range(len(sections), -1, -1):
+        text = render(k, None)
+        if comment_size(text) <= limit:
+            return text
+    lo, hi = 0, len(rows)  # largest number of verdict rows that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if comment_size(render(0, mid)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = render(0, lo)
+    if comment_size(text) > limit:  # only absurd names could do this: cut hard, keep the marker
+        text = text.encode("utf-8")[:limit - 64].decode("utf-8", "ignore") + "\n\n*(truncated)*\n"
+    return text
 
 
 def build_results(*, target: dict, builds: list[dict], backend: dict, settings: dict, scenarios: list[dict],
@@ -169,15 +231,11 @@ def _fmt_rss(kb) -> str:
     return "n/a" if kb is None else f"{kb / 1024:.1f} MiB"
 
 
-def tables(results: dict) -> dict[str, str]:
-    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
-    def t(rows, headers, align=None):
-        return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
-
-    rows = step_rows(results)
+def verdict_rows(results: dict) -> list[tuple[str, list[str]]]:
+    """(verdict, table row) per (scenario, step, contender), in the order of the run."""
     multi = len(results["builds"]) > 2
-    verdict_rows = []
-    for row in rows:
+    out = []
+    for row in step_rows(results):
         c = row["c"]
         notes = []
         if c.get("noisy"):
@@ -187,11 +245,25 @@ def tables(results: dict) -> dict[str, str]:
             notes.append(f"could detect ±{c['mde'] * 100:.0f}%{need}")
         if row["st"].get("check_differs"):
             notes.append("results differ")
-        verdict_rows.append([MARKERS[c["verdict"]], md_escape(row["scenario"]), md_escape(row["step"])]
-                            + ([md_escape(c["contender"])] if multi else [])
-                            + [fmt_pct(c["rel"]), fmt_ci(c), fmt_p(c["p_value"]), c["verdict"], "; ".join(notes)])
-    verdicts = t(verdict_rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
-                 + ["Time change", "95% CI", "p", "Verdict", "Note"])
+        out.append((c["verdict"], [MARKERS[c["verdict"]], md_escape(row["scenario"]), md_escape(row["step"])]
+                    + ([md_escape(c["contender"])] if multi else [])
+                    + [fmt_pct(c["rel"]), fmt_ci(c), fmt_p(c["p_value"]), c["verdict"], "; ".join(notes)]))
+    return out
+
+
+def verdict_table(results: dict, rows: list[list[str]]) -> str:
+    multi = len(results["builds"]) > 2
+    return tabulate(rows, headers=["", "Scenario", "Step"] + (["Build"] if multi else [])
+                    + ["Time change", "95% CI", "p", "Verdict", "Note"], tablefmt="github", disable_numparse=True)
+
+
+def tables(results: dict) -> dict[str, str]:
+    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
+    def t(rows, headers, align=None):
+        return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+
+    rows = step_rows(results)
+    verdicts = verdict_table(results, [r for _, r in verdict_rows(results)])
 
     builds = t([[("**" + md_escape(b["label"]) + "** (baseline)") if i == 0 else md_escape(b["label"]),
                  md_escape(b["ref"]), f"`{b['sha'][:12]}`", b["kind"], b["source"],
