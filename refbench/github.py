@@ -1,0 +1,286 @@
+"""The pull-request bot: post the `--format github` summary as a PR comment, and update that same
+comment on the next run (found by its hidden marker) instead of piling up new ones.
+
+    bench.py comment --repo OWNER/NAME --pr N results.json      post or update the comment
+    bench.py comment --parse-command < comment.txt              a `/bench ...` comment -> safe argv
+
+Talks to GitHub's REST API with urllib only: token from GITHUB_TOKEN, base URL from GITHUB_API_URL
+(both set in GitHub Actions; GITHUB_API_URL points at GitHub Enterprise there too). The comment
+body is always written to a file first, so an API failure never loses the results.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+from . import __version__, report
+from .errors import EXIT_ERROR, EXIT_OK, RefbenchError
+
+DEFAULT_API = "https://api.github.com"
+MAX_BODY = 65536  # GitHub rejects longer comment bodies with 422
+TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+_REPO = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
+
+
+class GitHubError(RefbenchError):
+    pass
+
+
+# ---- the REST client -----------------------------------------------------------------------
+class GitHub:
+    """The three issue-comment endpoints the bot uses (PR comments are issue comments)."""
+
+    def __init__(self, token: str, api_url: str = DEFAULT_API, timeout: float = 30.0):
+        self.token = token
+        self.api = api_url.rstrip("/")
+        self.timeout = timeout
+
+    def _request(self, method: str, url: str, body: dict | None = None) -> tuple[object, dict]:
+        if not url.startswith(("http://", "https://")):
+            url = self.api + url
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(url, data=data, method=method, headers={
+            "Authorization": f"Bearer {self.token}",
+            "Accept": "application/vnd.github+json",
+            "X-GitHub-Api-Version": "2022-11-28",
+            "User-Agent": f"refbench/{__version__}",
+            **({"Content-Type": "application/json"} if data is not None else {}),
+        })
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+                headers = {k.lower(): v for k, v in resp.headers.items()}
+        except urllib.error.HTTPError as e:
+            raise _http_error(method, url, e) from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise GitHubError(f"cannot reach the GitHub API at {self.api}: {reason}") from None
+        try:
+            return (json.loads(raw) if raw else None), headers
+        except ValueError:
+            raise GitHubError(f"{method} {url}: the API answered with something that is not JSON") from None
+
+    def list_comments(self, repo: str, pr: int) -> list[dict]:
+        url = f"/repos/{repo}/issues/{pr}/comments?per_page=100"
+        out: list[dict] = []
+        for _ in range(100):  # at most 10,000 comments
+            page, headers = self._request("GET", url)
+            out.extend(page or [])
+            nxt = _next_link(headers.get("link", ""))
+            if not nxt:
+                break
+            url = nxt
+        return out
+
+    def create_comment(self, repo: str, pr: int, body: str) -> dict:
+        return self._request("POST", f"/repos/{repo}/issues/{pr}/comments", {"body": body})[0]
+
+    def update_comment(self, repo: str, comment_id: int, body: str) -> dict:
+        return self._request("PATCH", f"/repos/{repo}/issues/comments/{comment_id}", {"body": body})[0]
+
+
+def _next_link(link: str) -> str | None:
+    for part in link.split(","):
+        m = re.match(r'\s*<([^>]+)>\s*;\s*rel="next"', part)
+        if m:
+            return m.group(1)
+    return None
+
+
+def _http_error(method: str, url: str, e: urllib.error.HTTPError) -> GitHubError:
+    path = urllib.parse.urlsplit(url).path
+    try:
+        payload = json.loads(e.read() or b"{}")
+        msg = payload.get("message", "") if isinstance(payload, dict) else ""
+        errors = payload.get("errors") if isinstance(payload, dict) else None
+        if errors:
+            msg += " (" + "; ".join(str(x.get("message", x)) if isinstance(x, dict) else str(x) for x in errors) + ")"
+    except (ValueError, OSError):
+        msg = ""
+    headers = {k.lower(): v for k, v in (e.headers or {}).items()}
+    said = f": {msg}" if msg else ""
+    code = e.code
+    if code in (403, 429) and (headers.get("x-ratelimit-remaining") == "0" or "rate limit" in msg.lower()):
+        when = ""
+        if headers.get("x-ratelimit-reset", "").isdigit():
+            reset = int(headers["x-ratelimit-reset"])
+            when = (f"; it resets at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(reset))}"
+                    f" (in {max(0, reset - int(time.time()))} s)")
+        elif headers.get("retry-after", "").isdigit():
+            when = f"; retry after {headers['retry-after']} s"
+        return GitHubError(f"GitHub API rate limit exceeded ({code} on {method} {path}){when}")
+    hint = {
+        401: "bad or expired credentials: check GITHUB_TOKEN",
+        403: "forbidden: the token lacks permission (a workflow needs `pull-requests: write`)",
+        404: "not found: check --repo and --pr (or the token cannot see that repository)",
+        422: "the API rejected the request",
+    }.get(code, "request failed")
+    return GitHubError(f"GitHub API {code} on {method} {path}: {hint}{said}")
+
+
+# ---- the comment ---------------------------------------------------------------------------
+def comment_body(results: dict, link: str | None = None) -> str:
+    body = report.render_markdown(results, "github")
+    if not body.lstrip().startswith(report.COMMENT_MARKER):
+        body = f"{report.COMMENT_MARKER}\n{body}"
+    if link:
+        body = body.rstrip("\n") + f"\n\n[Full results (workflow run and artifacts)]({link})\n"
+    if len(body) > MAX_BODY:
+        note = "\n\n… (truncated to fit a GitHub comment; the full summary is in the results artifact)\n"
+        body = body[:MAX_BODY - len(note)] + note
+    return body
+
+
+def find_own_comment(comments: list[dict]) -> dict | None:
+    """The bot's earlier comment: the first one whose body starts with the hidden marker."""
+    for c in comments:
+        if str(c.get("body") or "").lstrip().startswith(report.COMMENT_MARKER):
+            return c
+    return None
+
+
+def post_or_update(gh: GitHub, repo: str, pr: int, body: str) -> tuple[str, dict]:
+    mine = find_own_comment(gh.list_comments(repo, pr))
+    if mine is not None:
+        return "updated", gh.update_comment(repo, int(mine["id"]), body)
+    return "created", gh.create_comment(repo, pr, body)
+
+
+# ---- /bench comments -----------------------------------------------------------------------
+# option -> (canonical spelling, value kind); kinds: None = flag, "int:lo:hi", "frac", "name"
+_ALLOWED: dict[str, tuple[str, str | None]] = {
+    "--only": ("--only", "name"),
+    "-r": ("-r", "int:1:200"), "--runs": ("-r", "int:1:200"),
+    "-w": ("-w", "int:0:50"), "--warmup": ("-w", "int:0:50"),
+    "--rounds": ("--rounds", "int:1:50"),
+    "--threshold": ("--threshold", "frac"),
+    "--quick": ("--quick", None),
+    "--until-decided": ("--until-decided", None),
+}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _./-]{0,99}$")
+_FRAC = re.compile(r"^(0?\.\d{1,4}|\d{1,2}(\.\d{1,2})?%)$")
+
+
+def parse_bench_command(body: str) -> list[str]:
+    """The arguments of a `/bench ...` PR comment, checked against an allow-list.
+
+    Only the first line starting with /bench counts; it is split like a shell would (shlex, no
+    expansion of anything) and every option must be one that may pass, with a value of the
+    expected shape. Returns a normalised argv; raises RefbenchError naming what was refused."""
+    line = next((ln.strip() for ln in str(body).splitlines() if ln.strip().startswith("/bench")), None)
+    if line is None:
+        raise RefbenchError("no /bench command in the comment")
+    rest = line[len("/bench"):]
+    if rest and not rest[0].isspace():
+        raise RefbenchError(f"not a /bench command: {line.split()[0]!r}")
+    try:
+        words = shlex.split(rest, comments=False, posix=True)
+    except ValueError as e:
+        raise RefbenchError(f"cannot parse the /bench arguments: {e}") from None
+    argv: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        opt, eq, inline = word.partition("=") if word.startswith("--") else (word, "", "")
+        if opt not in _ALLOWED:
+            raise RefbenchError(f"/bench: {word!r} is not allowed (allowed: "
+                                f"{', '.join(sorted(_ALLOWED))})")
+        canon, kind = _ALLOWED[opt]
+        if kind is None:
+            if eq:
+                raise RefbenchError(f"/bench: {opt} takes no value")
+            argv.append(canon)
+            i += 1
+            continue
+        if eq:
+            value = inline
+            i += 1
+        else:
+            if i + 1 >= len(words):
+                raise RefbenchError(f"/bench: {opt} needs a value")
+            value = words[i + 1]
+            i += 2
+        argv += [canon, _check_value(opt, kind, value)]
+    return argv
+
+
+def _check_value(opt: str, kind: str, value: str) -> str:
+    if kind.startswith("int:"):
+        _, lo, hi = kind.split(":")
+        if not re.fullmatch(r"\d{1,4}", value) or not int(lo) <= int(value) <= int(hi):
+            raise RefbenchError(f"/bench: {opt} expects a whole number from {lo} to {hi}, got {value!r}")
+        return str(int(value))
+    if kind == "frac":
+        if not _FRAC.match(value):
+            raise RefbenchError(f"/bench: {opt} expects a fraction like 0.05 or 5%, got {value!r}")
+        return value
+    if not _NAME.match(value):
+        raise RefbenchError(f"/bench: {opt} expects a scenario or step name (letters, digits, space, "
+                            f"_ . / -), got {value!r}")
+    return value
+
+
+# ---- the subcommand ------------------------------------------------------------------------
+def parser() -> argparse.ArgumentParser:
+    from .cli import _Parser
+    p = _Parser(prog="bench.py comment", description="Post (or update) the refbench summary as a pull-request "
+                "comment, or parse a /bench comment. Token from GITHUB_TOKEN, API from GITHUB_API_URL.")
+    p.add_argument("results", nargs="?", help="results.json of the run to report")
+    p.add_argument("--repo", help="OWNER/NAME (default: GITHUB_REPOSITORY)")
+    p.add_argument("--pr", type=int, help="pull-request number")
+    p.add_argument("--api-url", default=None, help=f"REST API base URL (default: GITHUB_API_URL or {DEFAULT_API})")
+    p.add_argument("--body-out", help="also write the comment body here (default: pr-comment.md beside results.json)")
+    p.add_argument("--link", help="a URL to add at the end (e.g. the workflow run)")
+    p.add_argument("--dry-run", action="store_true", help="write and print the body; do not call the API")
+    p.add_argument("--parse-command", action="store_true",
+                   help="read a /bench comment on stdin and print its allowed arguments, one per line")
+    p.add_argument("--author-association", help="with --parse-command: refuse unless OWNER, MEMBER or COLLABORATOR")
+    return p
+
+
+def cmd_comment(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    if args.parse_command:
+        if args.author_association is not None and args.author_association.upper() not in TRUSTED_ASSOCIATIONS:
+            raise RefbenchError(f"/bench is for maintainers ({', '.join(TRUSTED_ASSOCIATIONS)}); "
+                                f"the commenter is {args.author_association!r}")
+        for a in parse_bench_command(sys.stdin.read()):
+            print(a)
+        return EXIT_OK
+    if not args.results:
+        raise RefbenchError("give the results.json to post (see bench.py comment --help)")
+    results = report.load_results(Path(args.results))
+    body = comment_body(results, args.link)
+    out = Path(args.body_out) if args.body_out else Path(args.results).resolve().parent / "pr-comment.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(body)
+    if args.dry_run:
+        sys.stdout.write(body)
+        print(f"refbench: wrote the comment body to {out} (dry run: nothing posted)", file=sys.stderr)
+        return EXIT_OK
+    repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
+    if not _REPO.match(repo):
+        raise RefbenchError(f"--repo must be OWNER/NAME, got {repo!r} (the comment body is in {out})")
+    if not args.pr or args.pr < 1:
+        raise RefbenchError(f"--pr must be a pull-request number (the comment body is in {out})")
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not token:
+        raise RefbenchError(f"GITHUB_TOKEN is not set (the comment body is in {out})")
+    api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+    try:
+        action, comment = post_or_update(GitHub(token, api), repo, args.pr, body)
+    except GitHubError as e:
+        print(f"refbench: error: {e} (the comment body is in {out})", file=sys.stderr)
+        return EXIT_ERROR
+    url = (comment or {}).get("html_url") or f"comment {(comment or {}).get('id')}"
+    print(f"refbench: {action} the comment on {repo}#{args.pr}: {url}", file=sys.stderr)
+    return EXIT_OK
