@@ -235,7 +235,8 @@ class IpfsRepo:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"IPFS_PATH": str(self.path)}
+        # telemetry is skipped offline anyway; say so explicitly, nothing may leave the loopback
+        return {"IPFS_PATH": str(self.path), "IPFS_TELEMETRY": "off"}
 
     def run(self, *args: str, timeout: float = 120) -> str:
         proc = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout,
