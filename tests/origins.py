@@ -15,6 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 S5CMD_OLD, S5CMD_NEW = "v2.2.2", "v2.3.0"
 KUBO_OLD, KUBO_NEW = "v0.40.1", "v0.41.0"
+GENPROTO_PIN = "v0.0.0-20250422160041-2d3770c4ea7f"  # genproto after the googleapis/api split
 
 # main.go of the s5cmd wrapper, as s5cmd's own main.go calls command.Main. SLOW_PERCENT > 0 makes
 # the binary sleep that share of its own run time before exiting: an injected slow-down of a
@@ -169,4 +170,45 @@ def make_s5cmd_origin(root: Path) -> Origin:
     o.commit("broken", {"main.go": "package main\n\nfunc main() { this does not compile }\n"},
              "a commit that does not build", parent="new", branch="broken")
     git(o.work, "checkout", "-q", "master")
+    return o
+
+
+def kubo_files(version: str, scratch: Path, note: str = "") -> dict[str, str]:
+    """A wrapper module whose ./cmd/ipfs is kubo's own main at the given version, so the kubo
+    target's build command (`go build -o OUT ./cmd/ipfs`) builds it unchanged."""
+    # the genproto pin: without it `go mod tidy` finds googleapis/api both in the pre-split genproto
+    # monolith (pulled in by a test dependency of grpc-gateway) and in its own module
+    gomod, gosum = module_files("example.com/kubowrap", (f"github.com/ipfs/kubo/cmd/ipfs/kubo@{version}",
+                                                         f"google.golang.org/genproto@{GENPROTO_PIN}"),
+                                KUBO_MAIN, scratch)
+    return {"go.mod": gomod, "go.sum": gosum, "cmd/ipfs/main.go": KUBO_MAIN, "NOTE": note or f"kubo {version}\n"}
+
+
+def make_kubo_origin(root: Path) -> Origin:
+    """master: v1.0.0 (kubo v0.40.1) -> v1.1.0 (kubo v0.41.0)."""
+    scratch = root / "scratch"
+    o = new_origin(root)
+    o.commit("old", kubo_files(KUBO_OLD, scratch), f"wrap kubo {KUBO_OLD}", tags=["v1.0.0"],
+             tag_date="2026-01-01T00:00:00Z")
+    o.commit("new", kubo_files(KUBO_NEW, scratch), f"wrap kubo {KUBO_NEW}", tags=["v1.1.0"],
+             tag_date="2026-02-01T00:00:00Z")
+    git(o.work, "checkout", "-q", "master")
+    return o
+
+
+def make_bisect_origin(root: Path, n: int = 8, slow_from: int = 5, broken: tuple[int, ...] = (6,),
+                       slow: int = 50) -> Origin:
+    """A line of n commits on master (c1 .. cn, all s5cmd v2.3.0): from c<slow_from> on the binary
+    sleeps `slow`% of its run time (the regression to find); the commits in `broken` do not
+    compile (bisect must skip them). c1 is tagged v1.0.0."""
+    scratch = root / "scratch"
+    o = new_origin(root)
+    for i in range(1, n + 1):
+        if i in broken:
+            files = {"main.go": "package main\n\nfunc main() { this does not compile }\n"}
+            msg = f"c{i}: a commit that does not build"
+        else:
+            files = s5cmd_files(S5CMD_NEW, scratch, slow=slow if i >= slow_from else 0, note=f"commit {i}\n")
+            msg = f"c{i}: " + ("the slow-down" if i == slow_from else "more work" if i > slow_from else "tidy up")
+        o.commit(f"c{i}", files, msg, tags=["v1.0.0"] if i == 1 else ())
     return o

@@ -1,0 +1,83 @@
+"""nightly: two consecutive nights on a test origin, with a regression pushed to master between them."""
+from __future__ import annotations
+
+import re
+import sqlite3
+
+import pytest
+
+from conftest import run_bench
+from origins import S5CMD_NEW, new_origin, s5cmd_files
+
+pytestmark = pytest.mark.slow
+RUN = ("--quick", "--only", "small files/remove", "-r", "6", "-w", "1", "--rounds", "3")
+
+
+def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
+    root = tmp_path_factory.mktemp("nightly")
+    scratch = root / "scratch"
+    o = new_origin(root)
+    o.commit("release", s5cmd_files(S5CMD_NEW, scratch, note="release\n"), "release 1.0.0", tags=["v1.0.0"])
+    o.commit("night1", s5cmd_files(S5CMD_NEW, scratch, note="tidy up\n"), "tidy up")
+    db_path = root / "hist" / "bench.db"
+    trend = root / "hist" / "trend.html"
+    common = ("--history", str(db_path), "--trend", str(trend), "--repo", str(o.path),
+              "--builds-dir", str(builds_dir), *RUN)
+
+    # night 1: latest_release vs master, same code: nothing slower
+    first = run_bench("nightly", *common, cwd=root)
+    assert first.returncode == 0, first.stderr[-3000:] + first.stdout
+
+    # a regression lands on master during the day
+    o.commit("night2", s5cmd_files(S5CMD_NEW, scratch, slow=50, note="oops\n"), "make remove slower")
+    second = run_bench("nightly", "--since-last", *common, cwd=root)
+    assert second.returncode == 1, second.stderr[-3000:] + second.stdout
+    assert "REGRESSION small files / remove" in second.stdout
+
+    db = sqlite3.connect(db_path)
+    db.row_factory = sqlite3.Row
+    runs = db.execute("SELECT * FROM runs ORDER BY id").fetchall()
+    assert [(r["mode"], r["base_sha"], r["head_sha"], r["exit_code"], r["slower"]) for r in runs] == [
+        ("release", o.shas["release"], o.shas["night1"], 0, 0),
+        ("since-last", o.shas["night1"], o.shas["night2"], 1, 1),
+    ]
+    assert runs[0]["base_ref"] == "latest_release" and runs[0]["head_ref"] == "master"
+    commits = db.execute("SELECT run_id, role, sha FROM commits ORDER BY run_id, role").fetchall()
+    assert [tuple(c) for c in commits] == [(1, "base", o.shas["release"]), (1, "head", o.shas["night1"]),
+                                           (2, "base", o.shas["night1"]), (2, "head", o.shas["night2"])]
+    env = db.execute("SELECT host, go, hyperfine, cpus FROM environment ORDER BY run_id").fetchall()
+    assert len(env) == 2 and all(e["go"] and e["hyperfine"] and e["cpus"] for e in env)
+    verdicts = db.execute("SELECT run_id, scenario, step, verdict, rel FROM verdicts ORDER BY run_id").fetchall()
+    assert [(v["run_id"], v["scenario"], v["step"]) for v in verdicts] == [(1, "small files", "remove"),
+                                                                          (2, "small files", "remove")]
+    assert verdicts[0]["verdict"] != "slower" and verdicts[1]["verdict"] == "slower" and verdicts[1]["rel"] > 0.05
+    samples = db.execute("SELECT run_id, role, COUNT(*), MIN(seconds) FROM samples GROUP BY run_id, role").fetchall()
+    assert [(s[0], s[1], s[2]) for s in samples] == [(1, "base", 6), (1, "head", 6), (2, "base", 6), (2, "head", 6)]
+    assert all(s[3] > 0 for s in samples)
+    steps = db.execute("SELECT mean, n FROM steps WHERE run_id = 2 ORDER BY role").fetchall()
+    assert steps[1]["mean"] > steps[0]["mean"] and steps[0]["n"] == 6
+
+    # the trend page: self-contained, one chart for the step, both nights plotted, the regression marked
+    page = trend.read_text()
+    assert page.startswith("<!doctype html>")
+    assert not re.search(r"<script[^>]+src=|<link[^>]+stylesheet|https?://", page)
+    assert page.count("<svg") == 1 and "small files / remove" in page
+    assert page.count('class="pt') == 2
+    assert page.count('class="ring regression"') == 1
+    assert o.shas["night2"][:10] in page
+
+    # a third night with no new commit on master: nothing to compare, nothing recorded
+    third = run_bench("nightly", "--since-last", *common, cwd=root)
+    assert third.returncode == 0, third.stderr[-2000:]
+    assert "nothing new" in third.stderr
+    assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
+
+
+def test_render_only_and_empty_history(tmp_path):
+    db = tmp_path / "h.db"
+    proc = run_bench("nightly", "--history", str(db), "--render-only")
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "trend.html").read_text()
+    assert "No completed runs yet" in page
+    bad = run_bench("nightly", "--history", str(db), "-s", "a", "b")
+    assert bad.returncode == 2 and "nightly sets -s itself" in bad.stderr
