@@ -276,3 +276,22 @@ def test_parse_command_subcommand_checks_the_author():
     assert denied.returncode == 2 and "maintainers" in denied.stderr
     bad = bench("comment", "--parse-command", stdin="/bench --repo x")
     assert bad.returncode == 2 and "not allowed" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_example_workflows_pass_actionlint():
+    import glob
+    import shutil
+    actionlint = shutil.which("actionlint") or str(ROOT / "tools" / "bin" / "actionlint")
+    if not Path(actionlint).exists():
+        pytest.fail("actionlint not installed: run `make setup` (scripts/setup.sh installs it)")
+    files = sorted(glob.glob(str(ROOT / ".github" / "workflows" / "*.yml")))
+    assert len(files) >= 4
+    proc = subprocess.run([actionlint, "-no-color", *files], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = {Path(f).name: Path(f).read_text() for f in files}
+    # the job that runs PR code has no write permission; the one with write permission runs no PR code
+    assert ": write" not in text["bench-pr.yml"] and ": write" not in text["bench-command.yml"] and "secrets." not in text["bench-pr.yml"]
+    assert "pull_request_target" not in "".join(text.values())
+    assert "workflow_run:" in text["bench-comment.yml"] and "pull-requests: write" in text["bench-comment.yml"]
+    assert "${{ github.event.comment.body }}" not in text["bench-command.yml"].split("env:", 1)[0]
+    assert "--parse-command" in text["bench-command.yml"] and "author_association" in text["bench-command.yml"]
