@@ -287,6 +287,47 @@ def size_families(results: dict) -> list[dict]:
     return out
 
 
+# ---- reading any schema version ----------------------------------------------------------------
+_BUILD_DEFAULTS = {"times": [], "user": [], "system": [], "exit_codes": [], "rounds": [], "stats": None,
+                   "cpu_mean": None, "cpu_wall_ratio": None, "rss_kb": None, "check": None, "command": "",
+                   "prepare": None}
+
+
+def normalise(results: dict) -> dict:
+    """A copy with every optional field present, so views read files written by any schema
+    version this refbench accepts (fields added later default to None / empty)."""
+    import copy
+    r = copy.deepcopy(results)
+    for k, v in (("environment", {}), ("timing", {}), ("command_line", []), ("backend", {}), ("scoreboard", None),
+                 ("created", ""), ("refbench", ""), ("target", {"name": "?"})):
+        if r.get(k) is None:
+            r[k] = v
+    r["backend"].setdefault("kind", "")
+    st_defaults = {"runs": None, "warmup": None, "rounds": None, "check_differs": False, "comparisons": []}
+    for sc in r.get("scenarios", []):
+        sc.setdefault("fixture", {})
+        for k in ("kind", "files", "bytes", "size", "count"):
+            sc["fixture"].setdefault(k, None)
+        for st in sc.get("steps", []):
+            for k, v in st_defaults.items():
+                st.setdefault(k, v)
+            for lab, b in st.get("builds", {}).items():
+                for k, v in _BUILD_DEFAULTS.items():
+                    b.setdefault(k, copy.copy(v))
+                if b["stats"] is None and b["times"]:
+                    b["stats"] = stats.summarize(b["times"]).to_json()
+    s = r.setdefault("settings", {})
+    for k, v in (("runs", "?"), ("rounds", "?"), ("warmup", "?"), ("quick", False), ("threshold", 0.05),
+                 ("alpha", 0.05), ("noise_limit", 0.10)):
+        s.setdefault(k, v)
+    for b in r.get("builds", []):
+        for k in ("ref", "sha", "kind", "source", "toolchain", "build_seconds"):
+            b.setdefault(k, None)
+        b.setdefault("cached", False)
+    r.setdefault("baseline", r["builds"][0]["label"] if r.get("builds") else None)
+    return r
+
+
 # ---- HTML -------------------------------------------------------------------------------------
 def _jinja_html() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(report.TEMPLATES)),
@@ -319,6 +360,7 @@ def scoreboard(results: dict) -> list[dict]:
 
 
 def html_context(results: dict) -> dict:
+    results = normalise(results)
     labels = [b["label"] for b in results["builds"]]
     multi = len(labels) > 2
     threshold = results["settings"].get("threshold", 0.05)
@@ -376,6 +418,7 @@ CSV_FIELDS = ["scenario", "step", "build", "is_baseline", "ref", "sha", "n", "me
 
 def csv_rows(results: dict) -> list[dict]:
     """One row per step × build with every statistic (the baseline's comparison fields empty)."""
+    results = normalise(results)
     builds = {b["label"]: b for b in results["builds"]}
     out = []
     for sc in results["scenarios"]:
@@ -432,6 +475,7 @@ def compare_runs(old: dict, new: dict, settings: stats.Settings = stats.Settings
     times against the old one's, with a verdict against the threshold; plus what exists in only
     one of them. Builds match by label (a nightly's `master` against last night's `master`), or
     by position (baseline with baseline, ...) with match="position"."""
+    old, new = normalise(old), normalise(new)
     old_labels = [b["label"] for b in old["builds"]]
     new_labels = [b["label"] for b in new["builds"]]
     if match == "position":
@@ -452,7 +496,7 @@ def compare_runs(old: dict, new: dict, settings: stats.Settings = stats.Settings
             if not ob or not nb or not ob.get("times") or not nb.get("times"):
                 continue
             c = stats.compare(f"{ol} (old)", ob["times"], f"{nl} (new)", nb["times"], settings).to_json()
-            osha, nsha = old_builds[ol].get("sha", ""), new_builds[nl].get("sha", "")
+            osha, nsha = old_builds[ol].get("sha") or "", new_builds[nl].get("sha") or ""
             notes = []
             if fixture_differs:
                 notes.append("fixture differs: not like-for-like")
