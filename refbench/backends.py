@@ -58,11 +58,11 @@ def _stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
 class MinioServer:
     """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
 
-    def __init__(self, workdir: Path, binary: str | None = None):
+    def __init__(self, workdir: Path, binary: str | None = None, data_parent: Path | None = None):
         self.binary = binary or find_tool("minio")
         if not self.binary:
             raise RunError("minio not found (tools/bin/minio or PATH): run `make setup`, or pass -b BUCKET")
-        self.data_dir = Path(tempfile.mkdtemp(prefix="minio-", dir=workdir))
+        self.data_dir = Path(tempfile.mkdtemp(prefix="refbench-minio-", dir=data_parent or workdir))
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.access_key = "rb" + secrets.token_hex(8)
@@ -110,6 +110,29 @@ class MinioServer:
                 "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": self.endpoint}
 
 
+def minio_data_parent(stored_bytes: int, workdir: Path) -> Path:
+    """Where the embedded MinIO keeps its data: RAM (/dev/shm) when the run's objects fit with
+    room to spare, so the server's disk adds no noise and teardown is instant; else the run's
+    local directory."""
+    shm = Path("/dev/shm")
+    try:
+        free = shutil.disk_usage(shm).free
+        avail = _mem_available()
+    except OSError:
+        return workdir
+    # deleted and overwritten objects linger in MinIO's trash for a while: leave 3x headroom
+    if shm.is_dir() and os.access(shm, os.W_OK) and stored_bytes * 3 < min(free, avail // 2):
+        return shm
+    return workdir
+
+
+def _mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
     import boto3
     from botocore.config import Config as BotoConfig
@@ -140,10 +163,10 @@ class S3Backend:
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
-             run_id: str) -> "S3Backend":
+             run_id: str, stored_bytes: int = 0) -> "S3Backend":
         prefix = "/".join(p for p in (prefix_base.strip("/"), run_id) if p)
         if bucket is None:
-            server = MinioServer(workdir).start()
+            server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir)).start()
             backend = cls("refbench", prefix, server.endpoint, server, dict(server.env))
             try:
                 backend.client().create_bucket(Bucket=backend.bucket)
@@ -212,8 +235,12 @@ class S3Backend:
         return removed
 
     def describe(self) -> dict:
+        where = ""
+        if self.server is not None:
+            where = " in RAM" if str(self.server.data_dir).startswith("/dev/shm") else " on disk"
         return {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
-                "prefix": self.prefix, "endpoint": self.endpoint if not self.server else "embedded MinIO (loopback)"}
+                "prefix": self.prefix, "data_dir": str(self.server.data_dir) if self.server else None,
+                "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})"}
 
     def close(self) -> None:
         try:

@@ -315,4 +315,5 @@ def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
 def _git_msg(e: git.GitCommandError) -> str:
     text = (e.stderr or str(e)).strip().replace("stderr:", "").strip().strip("'").strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "git failed"
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return (fatal[0] if fatal else lines[-1] if lines else "git failed").removeprefix("fatal: ")

@@ -121,6 +121,23 @@ def run_parser() -> argparse.ArgumentParser:
     return p
 
 
+_FLAG_VALUE_OPTIONS = ("-hf", "--hyperfine-extra-flags", "-sf", "--s5cmd-extra-flags", "--extra-flags")
+
+
+def bind_flag_values(argv: list[str]) -> list[str]:
+    """`-hf '--runs 3'` and `-sf --numworkers=8` take values that start with '-', which argparse
+    would read as options (s5cmd's script needed a leading space); bind them as `-hf=VALUE`."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] in _FLAG_VALUE_OPTIONS and i + 1 < len(argv):
+            out.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
@@ -131,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         if argv and argv[0] in SUBCOMMANDS:
             from . import commands
             return commands.dispatch(argv[0], argv[1:])
-        return cmd_run(run_parser().parse_args(argv), argv)
+        return cmd_run(run_parser().parse_args(bind_flag_values(argv)), argv)
     except RefbenchError as e:
         print(f"refbench: error: {e}", file=sys.stderr)
         if e.detail:
@@ -172,9 +189,10 @@ def select_scenarios(scenarios: list[Scenario], only: list[str]):
 
 
 def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
-               n_builds: int) -> tuple[int, int, str]:
-    """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one)."""
-    fixture_need, run_need, which = 0, 0, ""
+               n_builds: int) -> tuple[int, int, str, int]:
+    """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one,
+    peak bytes stored in the backend)."""
+    fixture_need, run_need, which, stored_peak = 0, 0, "", 0
     seen = set()
     for s in scenarios:
         files, total, allocated = fx.planned_bytes(s.fixture)
@@ -190,7 +208,8 @@ def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, em
             stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total
         if local + stored > run_need:
             run_need, which = local + stored, s.name
-    return fixture_need, run_need, which
+        stored_peak = max(stored_peak, stored)
+    return fixture_need, run_need, which, stored_peak
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
@@ -231,10 +250,16 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         if not local_root.is_dir():
             raise RefbenchError(f"-l/--local-path {args.local_path!r} is not a directory")
     cache_dir = Path(args.builds_dir).expanduser().resolve()
-    fixture_need, run_need, which = disk_needs(scenarios, cache_dir, target.backend,
+    fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
                                                target.backend == "s3" and not args.bucket, len(args.refs))
-    fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
-    fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need, f"scenario {which!r} (downloads and stored objects)")
+    try:
+        fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
+        fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need,
+                      f"scenario {which!r} (downloads and stored objects)")
+    except RunError as e:
+        if not args.dry_run:
+            raise
+        reporter.warn(f"a real run would stop here: {e}")
 
     builder = bl.Builder(target, cache_dir, args.repo, args.source)
     reporter.info(f"resolving {len(args.refs)} refs of {target.name} from "
@@ -266,7 +291,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     runner = None
     try:
         if target.backend == "s3":
-            backend = S3Backend.open(args.bucket, args.prefix, workdir, args.endpoint_url, run_id)
+            backend = S3Backend.open(args.bucket, args.prefix, workdir, args.endpoint_url, run_id,
+                                     stored_bytes=stored_peak)
             reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                           f", objects under s3://{backend.bucket}/{backend.prefix}/")
         else:
@@ -349,7 +375,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 def run_and_load(argv: list[str]) -> tuple[int, dict | None]:
     """Run a comparison as the command line would (for nightly, bisect, ...) and return its exit
     code and results. argv must name --json; errors raise RefbenchError as usual."""
-    args = run_parser().parse_args(argv)
+    args = run_parser().parse_args(bind_flag_values(argv))
     if not args.json:
         raise RefbenchError("run_and_load needs --json")
     code = cmd_run(args, argv)

@@ -12,6 +12,7 @@ import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -170,9 +171,8 @@ class Runner:
     def sh(self, cmd: str, what: str, capture: bool = False) -> str:
         log.debug("$ %s", cmd)
         t0 = time.monotonic()
-        proc = subprocess.run(["sh", "-c", cmd], env=self.base_env, text=True,
-                              stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
-                              stderr=subprocess.PIPE)
+        proc = run_group(["sh", "-c", cmd], env=self.base_env, text=True,
+                         stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.untimed_seconds += time.monotonic() - t0
         if proc.returncode != 0:
             tail = (proc.stderr or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
@@ -285,8 +285,8 @@ class Runner:
             fh.write(f"\n# {where} round {r + 1}\n$ {shlex.join(argv)}\n")
             fh.flush()
             try:
-                proc = subprocess.run(argv, env=self.base_env, stdout=None if self.plan.verbose else fh,
-                                      stderr=subprocess.PIPE, text=True)
+                proc = run_group(argv, env=self.base_env, stdout=None if self.plan.verbose else fh,
+                                 stderr=subprocess.PIPE, text=True)
             except FileNotFoundError:
                 raise RunError("hyperfine not found on PATH: run `make setup` (or apt-get install hyperfine)") from None
             fh.write(proc.stderr)
@@ -320,8 +320,7 @@ class Runner:
         t0 = time.monotonic()
         out = self.plan.workdir / f"rss-{os.getpid()}.txt"
         argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
-        proc = subprocess.run(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                              text=True)
+        proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.untimed_seconds += time.monotonic() - t0
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
@@ -351,6 +350,32 @@ def _gnu_time() -> str | None:
         if not ok:
             log.warning("GNU time not found: peak RSS will not be measured (apt-get install time)")
     return _GNU_TIME
+
+
+def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run in a process group of its own. On any exception (Ctrl-C, SIGTERM turned
+    into KeyboardInterrupt) the whole group is killed and reaped before the exception goes on,
+    so no orphaned upload can write under the prefix while cleanup removes it."""
+    capture = kwargs.pop("capture_output", False)
+    if capture:
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        for sig, wait in ((signal.SIGINT, 5), (signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(ProcessLookupError):  # grandchildren that outlived the leader
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def _per_run(res: dict, key: str, n: int) -> list[float]:

@@ -100,3 +100,13 @@ def test_render_quotes_every_value():
 def test_render_unknown_value_is_an_error():
     with pytest.raises(ConfigError, match="undefined"):
         render("{{ nope }}", {})
+
+
+def test_extra_flags_may_start_with_a_dash():
+    from refbench.cli import bind_flag_values, run_parser
+    argv = ["-s", "a", "b", "-sf", "--numworkers 8", "-hf", "-i --shell=bash", "-r", "3"]
+    args = run_parser().parse_args(bind_flag_values(argv))
+    assert args.target_flags == "--numworkers 8" and args.hyperfine_extra_flags == "-i --shell=bash"
+    assert args.runs == 3 and args.refs == ["a", "b"]
+    args = run_parser().parse_args(bind_flag_values(["-s", "a", "b", "-sf", " --legacy-leading-space"]))
+    assert args.target_flags.split() == ["--legacy-leading-space"]
