@@ -58,3 +58,11 @@ def s5_run(tmp_path_factory, s5_origin, builds_dir):
                      "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
     assert proc.returncode == 0, proc.stderr
     return {"dir": out, "summary": out / "summary.md", "results": out / "results.json", "proc": proc}
+
+
+@pytest.fixture(scope="session")
+def kubo_origin(tmp_path_factory):
+    """A local origin: v1.0.0 wraps kubo v0.40.1, v1.1.0 (master) wraps kubo v0.41.0."""
+    from origins import make_kubo_origin
+
+    return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
