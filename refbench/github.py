@@ -11,6 +11,7 @@ body is always written to a file first, so an API failure never loses the result
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -61,7 +62,7 @@ class GitHub:
                 headers = {k.lower(): v for k, v in resp.headers.items()}
         except urllib.error.HTTPError as e:
             raise _http_error(method, url, e) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             raise GitHubError(f"cannot reach the GitHub API at {self.api}: {reason}") from None
         try:
