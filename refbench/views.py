@@ -252,12 +252,15 @@ def fit_svg(family: dict, labels: list[str], width: int = 900, height: int = 340
 
 # ---- latency vs size --------------------------------------------------------------------------
 def size_families(results: dict) -> list[dict]:
-    """Steps of the same name and fixture kind run at two or more sizes (e.g. upload of small
-    files / a large file / a very large file), with per build the least-squares fit of
-    time = overhead + bytes / throughput over every run (bee-bench's latency-vs-size view)."""
+    """Steps of the same name run at two or more sizes of the same shape (fixture kind and file
+    count, e.g. upload of a large file and of a very large file; or scenarios sharing a `family`
+    key), with per build the least-squares fit of time = overhead + bytes / throughput over every
+    run (bee-bench's latency-vs-size view). Different file counts are not mixed: per-file cost
+    would masquerade as size cost."""
     groups: dict[tuple[str, str], list[tuple[dict, dict]]] = {}
     for sc in results["scenarios"]:
-        fam = sc.get("family") or sc["fixture"].get("kind", "")
+        fx = sc["fixture"]
+        fam = sc.get("family") or (f"{fx.get('kind')}, {fx.get('files')} file" + ("s" if fx.get("files") != 1 else ""))
         for st in sc["steps"]:
             groups.setdefault((st["name"], fam), []).append((sc, st))
     out = []

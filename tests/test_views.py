@@ -260,8 +260,12 @@ def test_latency_vs_size_fit_recovers_overhead_and_throughput():
     assert old["overhead"] == pytest.approx(overhead, abs=0.03)
     page = views.render_html(r)
     assert 'id="latency-vs-size"' in page and 'class="chart fit"' in page
-    # one size only: no fit section
+    # one size only, or sizes of different file counts: no fit
     assert views.size_families(basic_results()) == []
+    mixed = make_results({("many", "upload"): {"old": _times(1.0), "new": _times(1.0)},
+                          ("one", "upload"): {"old": _times(0.5), "new": _times(0.5)}},
+                         fixtures={"many": (200, 50 << 20), "one": (1, 256 << 20)})
+    assert views.size_families(mixed) == []
 
 
 def test_views_read_older_files_without_optional_fields(tmp_path):
