@@ -7,11 +7,10 @@ import math
 import pytest
 
 from conftest import run_bench
-from origins import make_bisect_origin
-
-pytestmark = pytest.mark.slow
+from origins import make_bisect_origin, new_origin
 
 
+@pytest.mark.slow
 def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, builds_dir):
     root = tmp_path_factory.mktemp("bisect-origin")
     o = make_bisect_origin(root, n=8, slow_from=5, broken=(6,))
@@ -38,3 +37,71 @@ def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, bui
     assert len(midpoints) <= math.ceil(math.log2(7)) + 1
     assert out["builds"] == 2 + len(midpoints)  # every probed commit built once, GOOD once
     assert f"{out['builds']} builds (1 failed)" in proc.stdout
+
+
+# ---- the search itself, with the comparisons faked (no Go, no hyperfine) ---------------------
+def _fake_line(tmp_path, n):
+    o = new_origin(tmp_path)
+    for i in range(1, n + 1):
+        o.commit(f"c{i}", {"NOTE": f"{i}\n"}, f"c{i}", tags=["good"] if i == 1 else ())
+    return o
+
+
+def _bisect(tmp_path, monkeypatch, o, slow_from, broken=(), cached=(), extra=()):
+    from refbench import bisect as bs
+    from refbench.errors import BuildError
+    index = {sha: int(name[1:]) for name, sha in o.shas.items()}
+    calls = []
+
+    def fake_run_and_load(argv):
+        good, mid = argv[1], argv[2]
+        calls.append(index[mid])
+        if index[mid] in broken:
+            raise BuildError(f"build of {mid[:10]} ({mid[:10]}) failed (exit 1)")
+        verdict = "slower" if index[mid] >= slow_from else "no significant change"
+        comp = {"verdict": verdict, "rel": 0.5 if verdict == "slower" else 0.0}
+        builds = [{"sha": good, "cached": index[good] in cached}, {"sha": mid, "cached": index[mid] in cached}]
+        return 0, {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+
+    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
+    args = bs.parser().parse_args(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
+                                   "--builds-dir", str(tmp_path / "builds"), *extra])
+    return bs.bisect(args, [], say=lambda m: None), calls
+
+
+@pytest.mark.parametrize("n,slow_from", [(8, 5), (8, 2), (8, 8), (17, 9), (33, 30)])
+def test_search_takes_about_log2_probes(tmp_path, monkeypatch, n, slow_from):
+    o = _fake_line(tmp_path, n)
+    out, calls = _bisect(tmp_path, monkeypatch, o, slow_from)
+    assert out.first_slower == o.shas[f"c{slow_from}"]
+    assert calls[0] == n  # BAD verified first
+    assert len(calls) - 1 <= math.ceil(math.log2(n - 1))
+    assert out.builds == len(set(calls)) + 1  # + GOOD
+
+
+def test_skipped_commits_and_ambiguity(tmp_path, monkeypatch):
+    o = _fake_line(tmp_path, 8)
+    out, calls = _bisect(tmp_path, monkeypatch, o, slow_from=5, broken=(6,))
+    assert out.first_slower == o.shas["c5"] and 6 in calls and out.failed_builds == 1
+    # when the only commits left are ones that do not build, say which ones it could be (git bisect does too)
+    out, calls = _bisect(tmp_path, monkeypatch, o, slow_from=5, broken=(4, 5))
+    assert out.first_slower is None and out.candidates == [o.shas["c4"], o.shas["c5"], o.shas["c6"]]
+    assert out.failed_builds == 2
+
+
+def test_cached_builds_are_counted_apart(tmp_path, monkeypatch):
+    o = _fake_line(tmp_path, 8)
+    out, _ = _bisect(tmp_path, monkeypatch, o, slow_from=5, cached=tuple(range(1, 9)))
+    assert out.builds == 0 and out.cached >= 4
+
+
+def test_bad_must_be_slower(tmp_path, monkeypatch):
+    from refbench.errors import RefbenchError
+    o = _fake_line(tmp_path, 4)
+    with pytest.raises(RefbenchError, match="not slower than GOOD"):
+        _bisect(tmp_path, monkeypatch, o, slow_from=99)
+    from refbench import bisect as bs
+    with pytest.raises(RefbenchError, match="not an ancestor"):
+        args = bs.parser().parse_args(["master", "good", "--only", "x", "--repo", str(o.path),
+                                       "--builds-dir", str(tmp_path / "b")])
+        bs.bisect(args, [], say=lambda m: None)
