@@ -161,7 +161,7 @@ def _now() -> str:
 
 
 # ---- the trend page ------------------------------------------------------------------------
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 220, 64, 16, 16, 40
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
 
 def trend_data(db: sqlite3.Connection) -> list[dict]:
