@@ -1,0 +1,113 @@
+"""Calibration of the verdicts on real runs: A/A false positives, an injected slow-down of known
+size, --fail-on-regression, --until-decided and N-way comparisons. Asserts verdicts and
+intervals, never absolute times."""
+from __future__ import annotations
+
+import json
+from math import comb
+
+import pytest
+
+from conftest import ROOT, run_bench
+
+pytestmark = pytest.mark.slow
+CALIBRATION = str(ROOT / "tests" / "calibration.toml")
+ALPHA = 0.05
+
+
+def bench(origin, builds_dir, tmp_path, *args):
+    proc = run_bench("--scenarios", CALIBRATION, "--repo", str(origin.path), "--builds-dir", str(builds_dir),
+                     "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), *args,
+                     cwd=tmp_path)
+    results = json.loads((tmp_path / "results.json").read_text()) if (tmp_path / "results.json").exists() else None
+    return proc, results
+
+
+def comparisons(results):
+    return [(st["name"], c) for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]]
+
+
+def binomial_tail(n: int, k: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k, n + 1))
+
+
+def test_aa_false_positives_stay_within_alpha(s5_origin, builds_dir, tmp_path):
+    # one binary against itself on 16 independent fast steps, interleaved (the default 5 rounds)
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.0.0", "--only", "calibration",
+                    "-r", "20", "-w", "2", "--fail-on-regression")
+    assert r is not None, proc.stderr
+    comps = comparisons(r)
+    assert len(comps) == 16
+    assert {c["contender"] for _, c in comps} == {"v1.0.0 #2"}
+    false_pos = [(name, c["verdict"], c["rel"]) for name, c in comps if c["verdict"] in ("slower", "faster")]
+    # the promise: a false slower/faster at most at rate alpha. Allow the count a Binomial(16, alpha)
+    # reaches with 1% probability, so the test fails when the rate is above alpha, not by chance.
+    limit = next(k for k in range(17) if binomial_tail(16, k + 1, ALPHA) < 0.01)
+    assert len(false_pos) <= limit, false_pos
+    # --fail-on-regression exits 1 exactly when a step is slower, and nothing else does
+    assert proc.returncode == (1 if any(v == "slower" for _, v, _ in false_pos) else 0), proc.stderr
+    print(f"A/A: {len(false_pos)} false slower/faster of {len(comps)}; "
+          f"verdicts: {sorted(c['verdict'] for _, c in comps)}")
+
+
+def test_injected_slowdown_named_slower_with_its_size(s5_origin, builds_dir, tmp_path):
+    # v1.1.0 and PR 7 wrap the same s5cmd v2.3.0; PR 7 sleeps 30% of its own run time before exiting.
+    # Process start-up before main() is not slowed, so the true change of the step is a little
+    # under +30%: somewhere in [+25%, +30%].
+    # --until-decided: on a quiet machine 20 runs decide it; a noisy one gets more rounds
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.1.0", "7", "--only", "injected",
+                    "-r", "20", "-w", "2", "--fail-on-regression", "--until-decided", "--max-runs", "80")
+    assert r is not None, proc.stderr
+    [(name, c)] = comparisons(r)
+    assert c["verdict"] == "slower", c
+    assert c["ci_low"] <= 0.30 and c["ci_high"] >= 0.25, c  # the true size lies inside the interval
+    assert c["rel"] > 0.1
+    assert proc.returncode == 1  # --fail-on-regression
+    assert "slower: injected / remove" in proc.stderr
+    md = (tmp_path / "summary.md").read_text()
+    assert "🔴" in md and "| slower " in md
+    # the same run without --fail-on-regression exits 0; with a 90% threshold it is not "slower"
+    proc2, r2 = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.1.0", "7", "--only", "injected",
+                      "-r", "6", "-w", "1", "--threshold", "0.9", "--fail-on-regression")
+    assert comparisons(r2)[0][1]["verdict"] != "slower" and proc2.returncode == 0, proc2.stderr
+
+
+def test_rounds_1_is_plain_hyperfine_order(s5_origin, builds_dir, tmp_path):
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.1.0", "--only", "list 1",
+                    "-r", "4", "-w", "0", "--rounds", "1")
+    assert proc.returncode == 0, proc.stderr
+    st = r["scenarios"][0]["steps"][0]
+    assert all(b["rounds"] == [0, 0, 0, 0] for b in st["builds"].values())
+    assert st["rounds"] == 1
+
+
+def test_until_decided_adds_rounds_within_budget(s5_origin, builds_dir, tmp_path):
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.0.0", "--only", "list 1",
+                    "-r", "3", "-w", "1", "--rounds", "1", "--until-decided", "--max-runs", "24")
+    assert proc.returncode == 0, proc.stderr
+    st = r["scenarios"][0]["steps"][0]
+    n = {len(b["times"]) for b in st["builds"].values()}
+    assert len(n) == 1
+    [n] = n
+    verdict = st["comparisons"][0]["verdict"]
+    assert 3 < n <= 24  # 3 runs cannot resolve ±5%: rounds were added, and the budget held
+    assert verdict != "inconclusive" or n == 24
+    assert st["rounds"] > 1
+
+
+def test_n_way_compares_each_with_baseline_and_keeps_a_scoreboard(s5_origin, builds_dir, tmp_path):
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.1.0", "7", "--only", "injected",
+                    "-r", "6", "-w", "1", "--rounds", "3")
+    assert proc.returncode == 0, proc.stderr
+    [(_, a), (_, b)] = comparisons(r)
+    assert (a["baseline"], a["contender"]) == ("v1.0.0", "v1.1.0")
+    assert (b["baseline"], b["contender"]) == ("v1.0.0", "PR #7")
+    board = r["scoreboard"]
+    assert set(board) == {"v1.0.0", "v1.1.0", "PR #7"}
+    assert min(v["vs_fastest"] for v in board.values()) == pytest.approx(1.0)
+    assert board["PR #7"]["vs_fastest"] > board["v1.1.0"]["vs_fastest"]
+    st = r["scenarios"][0]["steps"][0]
+    assert all(len(set(tuple(x) for x in [b["rounds"]])) == 1 for b in st["builds"].values())
+    md = (tmp_path / "summary.md").read_text()
+    assert "### Scoreboard" in md and "1.00x" in md
