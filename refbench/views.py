@@ -53,6 +53,16 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out
 
 
+def log_ticks(l0: float, l1: float) -> list[float]:
+    """Ticks between 10**l0 and 10**l1: 1-2-5 per decade, every digit when that gives < 3."""
+    for mantissas in ((1,), (1, 2, 5), tuple(range(1, 10))):
+        ticks = [m * 10.0 ** e for e in range(math.floor(l0), math.ceil(l1) + 1) for m in mantissas
+                 if l0 <= math.log10(m * 10.0 ** e) <= l1]
+        if len(ticks) >= 3:
+            return ticks
+    return ticks
+
+
 def fmt_seconds(x: float) -> str:
     if x == 0:
         return "0"
@@ -219,14 +229,14 @@ def fit_svg(family: dict, labels: list[str], width: int = 900, height: int = 340
     out = [f'<svg class="chart fit" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'viewBox="0 0 {width} {height}" role="img" aria-label="latency vs size" style="{FONT};font-size:12px">',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#d0d7de"/>']
-    for e in range(math.ceil(lx0), math.floor(lx1) + 1):
-        out.append(f'<line x1="{X(10 ** e):.1f}" y1="{top}" x2="{X(10 ** e):.1f}" y2="{top + ph}" stroke="#eaeef2"/>'
-                   f'<text x="{X(10 ** e):.1f}" y="{top + ph + 15}" text-anchor="middle" fill="#57606a">'
-                   f'{_e(fmt_bytes(10 ** e))}</text>')
-    for e in range(math.ceil(ly0), math.floor(ly1) + 1):
-        out.append(f'<line x1="{left}" y1="{Y(10 ** e):.1f}" x2="{left + pw}" y2="{Y(10 ** e):.1f}" stroke="#eaeef2"/>'
-                   f'<text x="{left - 6}" y="{Y(10 ** e) + 4:.1f}" text-anchor="end" fill="#57606a">'
-                   f'{_e(fmt_seconds(10 ** e))}</text>')
+    for bx in family["sizes"]:  # x ticks: the sizes that were run
+        out.append(f'<line x1="{X(bx):.1f}" y1="{top}" x2="{X(bx):.1f}" y2="{top + ph}" stroke="#eaeef2"/>'
+                   f'<text x="{X(bx):.1f}" y="{top + ph + 15}" text-anchor="middle" fill="#57606a">'
+                   f'{_e(fmt_bytes(bx))}</text>')
+    for tv in log_ticks(ly0, ly1):
+        out.append(f'<line x1="{left}" y1="{Y(tv):.1f}" x2="{left + pw}" y2="{Y(tv):.1f}" stroke="#eaeef2"/>'
+                   f'<text x="{left - 6}" y="{Y(tv) + 4:.1f}" text-anchor="end" fill="#57606a">'
+                   f'{_e(fmt_seconds(tv))}</text>')
     out.append(f'<text x="{left + pw / 2:.0f}" y="{height - 6}" text-anchor="middle" fill="#57606a">'
                f'bytes per run (log)</text>')
     for k, (lab, b) in enumerate(family["builds"].items()):
@@ -396,7 +406,9 @@ def html_context(results: dict) -> dict:
     headline = sorted([r for r in forest_rows if r["c"]["verdict"] in ("slower", "faster")],
                       key=lambda r: (severity[r["c"]["verdict"]], -abs(r["c"]["rel"])))
     return {"r": results, "labels": labels, "multi": multi, "counts": report.verdict_counts(results),
-            "forest": Markup(forest_svg(forest_rows, threshold)), "headline": headline, "steps": steps,
+            "forest": Markup(forest_svg(forest_rows if len(forest_rows) <= 30 else sorted(
+                forest_rows, key=lambda r: (severity[r["c"]["verdict"]], -abs(r["c"]["rel"]))), threshold)),
+            "headline": headline, "steps": steps,
             "families": families, "scoreboard": scoreboard(results), "threshold": threshold,
             "baseline": labels[0] if labels else None}
 
