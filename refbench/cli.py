@@ -304,7 +304,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         runner = Runner(plan, progress=reporter.status, on_round=reporter.advance)
         total_rounds = sum(len(split_runs(st.runs or s.runs or args.runs, args.rounds))
                            for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
-        reporter.start(total_rounds)
+        reporter.start(total_rounds, [b.label for b in built])
         try:
             for s in scenarios:
                 t0 = time.monotonic()

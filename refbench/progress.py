@@ -69,6 +69,9 @@ class Reporter:
                                       TextColumn("rounds"), TimeElapsedColumn(), TextColumn("ETA"),
                                       TimeRemainingColumn(), console=self.console, transient=True)
             self._progress.start()
+            if self.builds:
+                self._progress.console.print(f"benchmarking {' vs '.join(self.builds)}: {self.total} interleaved "
+                                             f"rounds", markup=False)
             self._task = self._progress.add_task("benchmarking", total=self.total or None)
         else:
             who = f" of {', '.join(self.builds)}" if self.builds else ""
