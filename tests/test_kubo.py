@@ -1,0 +1,207 @@
+"""The kubo target end to end: two real kubo builds (v0.40.1 and v0.41.0, wrapped in a local
+origin) compared on the --quick kubo scenarios through real hyperfine, on throw-away offline repos.
+
+Asserts behaviour only: root CIDs recorded and equal for equal settings, a reported difference when
+a scenario varies a CID-changing flag between builds, byte-for-byte download checks, both builds'
+timings and a verdict for every step, and nothing left behind (daemons, repos, scratch files).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_bench
+
+pytestmark = pytest.mark.slow
+
+CID = re.compile(r"^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,})$")
+COMMON = ("-t", "kubo", "-s", "v1.0.0", "v1.1.0")
+
+
+def processes_under(path: Path) -> list[str]:
+    """Command lines of live processes whose executable or arguments mention `path`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(path) in cmd:
+            found.append(f"{pid}: {cmd}")
+    return found
+
+
+def kubo_section() -> str:
+    """The kubo target exactly as scenarios.toml declares it, for the tests' own scenario files."""
+    t = tomllib.loads((ROOT / "scenarios.toml").read_text())["targets"]["kubo"]
+    build = ", ".join(json.dumps(a) for a in t["build"])
+    return (f'[targets.kubo]\nrepo = "{t["repo"]}"\nmodule = "{t["module"]}"\npackage = "{t["package"]}"\n'
+            f'build = [{build}]\nbinary = "{t["binary"]}"\nbackend = "{t["backend"]}"\n')
+
+
+@pytest.fixture(scope="module")
+def kubo_run(tmp_path_factory, kubo_origin, builds_dir):
+    """One --quick comparison of every kubo scenario: v1.0.0 (kubo v0.40.1) vs v1.1.0 (v0.41.0)."""
+    out = tmp_path_factory.mktemp("kubo-run")
+    local = out / "local"
+    local.mkdir()
+    proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--quick",
+                     "-r", "2", "-w", "1", "--rounds", "2", "-l", str(local),
+                     "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return {"out": out, "local": local, "proc": proc, "summary": (out / "summary.md").read_text(),
+            "results": json.loads((out / "results.json").read_text())}
+
+
+def steps(results: dict) -> dict[tuple[str, str], dict]:
+    return {(sc["name"], st["name"]): st for sc in results["scenarios"] for st in sc["steps"]}
+
+
+def test_every_kubo_scenario_and_step_ran_for_both_builds(kubo_run):
+    from refbench.config import load_config
+
+    declared = {(s.name, st.name) for s in load_config(ROOT / "scenarios.toml").scenarios_for("kubo")
+                for st in s.steps}
+    got = steps(kubo_run["results"])
+    assert set(got) == declared
+    labels = [b["label"] for b in kubo_run["results"]["builds"]]
+    assert labels == ["v1.0.0", "v1.1.0"]
+    for key, st in got.items():
+        for lab in labels:
+            b = st["builds"][lab]
+            assert len(b["times"]) == 2 and all(t > 0 for t in b["times"]), key
+            assert set(b["exit_codes"]) == {0}, key
+        assert len(st["comparisons"]) == 1 and st["comparisons"][0]["verdict"], key
+
+
+def test_summary_shows_both_timings_a_verdict_and_the_check_for_every_step(kubo_run):
+    summary = kubo_run["summary"]
+    assert summary.startswith("# refbench: kubo")
+    for (scenario, step), st in steps(kubo_run["results"]).items():
+        # the verdict table: one row per step
+        assert re.search(rf"\|\s*{re.escape(scenario)}\s*\|\s*{re.escape(step)}\s*\|", summary), (scenario, step)
+        # the detailed table: a timing row per build
+        for lab in ("v1.0.0", "v1.1.0"):
+            assert re.search(rf"\|\s*{re.escape(step)} {re.escape(scenario)}\s*\|\s*{re.escape(lab)}\s*\|\s*\d",
+                             summary), (scenario, step, lab)
+        # and the result check of every step, identical for both builds
+        assert f"- {scenario} / {step}: identical for every build:" in summary, (scenario, step)
+    assert "⚠️" not in summary
+
+
+def test_same_settings_give_the_same_root_cid_in_both_kubo_versions(kubo_run):
+    got = steps(kubo_run["results"])
+    cids = {}
+    for (scenario, step), st in got.items():
+        if not step.startswith("add"):
+            continue
+        values = {lab: b["check"] for lab, b in st["builds"].items()}
+        assert all(v and CID.match(v) for v in values.values()), (scenario, step, values)
+        assert len(set(values.values())) == 1 and st["check_differs"] is False, (scenario, step, values)
+        cids[(scenario, step)] = values["v1.0.0"]
+    # pinning does not change a CID; --raw-leaves does
+    assert cids[("tree", "add")] == cids[("tree", "add --pin=false")]
+    assert cids[("tree", "add --raw-leaves")] == cids[("tree", "add --raw-leaves --pin=false")]
+    assert cids[("tree", "add")] != cids[("tree", "add --raw-leaves")]
+    assert len({cids[("tree", "add")], cids[("large file", "add")], cids[("small files", "add")]}) == 3
+
+
+def test_downloads_match_the_fixture_byte_for_byte(kubo_run):
+    got = steps(kubo_run["results"])
+    for key in [("tree", "get"), ("large file", "get"), ("large file", "cat"), ("small files", "get")]:
+        assert {b["check"] for b in got[key]["builds"].values()} == {"identical to the fixture"}, key
+    for key in [("concurrent fetch", "sequential"), ("concurrent fetch", "concurrent 8")]:
+        assert {b["check"] for b in got[key]["builds"].values()} == {"64 objects identical to the fixture"}, key
+
+
+def test_remove_step_collects_the_unpinned_three_quarters(kubo_run):
+    st = steps(kubo_run["results"])[("remove", "pin rm + repo gc")]
+    for lab, b in st["builds"].items():
+        m = re.match(r"^(\d+) blocks before, (\d+) after \((\d+) recursive pins\)$", b["check"] or "")
+        assert m, (lab, b["check"])
+        before, after, pins = map(int, m.groups())
+        # 400 one-block files: 100 stay pinned, 300 go; the empty MFS root stays and is pinned
+        assert after == 101 and pins == 101, (lab, b["check"])
+        assert before >= 400, (lab, b["check"])
+
+
+def test_nothing_is_left_behind(kubo_run, builds_dir):
+    assert list(kubo_run["local"].iterdir()) == []  # repos, daemon logs, downloads: gone
+    assert processes_under(Path(builds_dir) / "kubo") == []  # no daemon (or anything) still running
+
+
+def test_a_cid_changing_flag_is_reported(tmp_path, kubo_origin, builds_dir, kubo_run):
+    """One scenario varies --raw-leaves between the builds: the CIDs differ and the summary warns;
+    one varies only --pin=false: the CIDs agree."""
+    scen = tmp_path / "scenarios.toml"
+    scen.write_text(kubo_section() + '''
+[[scenarios]]
+name = "leaves"
+target = "kubo"
+fixture = { kind = "tree", dirs = 2, count = 4, depth = 2, size = "64K", random_fanout = true, random_size = true, seed = 3 }
+vary = { leaves = [[], ["--raw-leaves"]] }
+  [[scenarios.steps]]
+  name = "add"
+  command = "{{ bin }} add -r -Q {{ leaves }} {{ fixture }} > {{ work ~ '/cid' }}"
+  check = "cat {{ work ~ '/cid' }}"
+
+[[scenarios]]
+name = "pinning"
+target = "kubo"
+fixture = { kind = "tree", dirs = 2, count = 4, depth = 2, size = "64K", random_fanout = true, random_size = true, seed = 3 }
+vary = { pin = [[], ["--pin=false"]] }
+  [[scenarios.steps]]
+  name = "add"
+  command = "{{ bin }} add -r -Q {{ pin }} {{ fixture }} > {{ work ~ '/cid' }}"
+  check = "cat {{ work ~ '/cid' }}"
+''')
+    local = tmp_path / "local"
+    local.mkdir()
+    proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--scenarios",
+                     str(scen), "-r", "2", "-w", "0", "--rounds", "1", "-l", str(local),
+                     "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = steps(json.loads((tmp_path / "results.json").read_text()))
+    leaves, pinning = got[("leaves", "add")], got[("pinning", "add")]
+    old, new = leaves["builds"]["v1.0.0"]["check"], leaves["builds"]["v1.1.0"]["check"]
+    assert CID.match(old) and CID.match(new) and old != new
+    assert leaves["check_differs"] is True
+    assert pinning["check_differs"] is False
+    assert pinning["builds"]["v1.0.0"]["check"] == pinning["builds"]["v1.1.0"]["check"] == old
+    summary = (tmp_path / "summary.md").read_text()
+    warnings = [ln for ln in summary.splitlines() if "⚠️" in ln]
+    assert len(warnings) == 1 and "leaves / add" in warnings[0] and old in warnings[0] and new in warnings[0]
+    assert f"- pinning / add: identical for every build: `{old}`" in summary
+    assert list(local.iterdir()) == []
+
+
+def test_a_failing_daemon_step_still_stops_the_daemon_and_removes_the_repos(tmp_path, kubo_origin, builds_dir,
+                                                                          kubo_run):
+    scen = tmp_path / "scenarios.toml"
+    scen.write_text(kubo_section() + '''
+[[scenarios]]
+name = "broken"
+target = "kubo"
+fixture = { kind = "random", size = "4K", count = 2 }
+daemon = true
+setup = "test -n {{ api }} && {{ bin }} id >/dev/null"
+  [[scenarios.steps]]
+  name = "fails"
+  command = "{{ bin }} cat bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy"
+''')
+    local = tmp_path / "local"
+    local.mkdir()
+    proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--scenarios",
+                     str(scen), "-r", "1", "-w", "0", "--rounds", "1", "-l", str(local),
+                     "-o", str(tmp_path / "summary.md"), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "broken" in proc.stderr
+    assert list(local.iterdir()) == []
+    assert processes_under(Path(builds_dir) / "kubo") == []
