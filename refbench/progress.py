@@ -12,8 +12,8 @@ import time
 from typing import TextIO
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, \
-    TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 
 def fmt_duration(seconds: float) -> str:
@@ -21,6 +21,19 @@ def fmt_duration(seconds: float) -> str:
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class _EtaColumn(ProgressColumn):
+    """ETA at the average pace of the rounds done so far (rich's own estimate needs a window of
+    samples and stays blank for the first, long rounds)."""
+
+    def __init__(self, reporter: "Reporter"):
+        super().__init__()
+        self.reporter = reporter
+
+    def render(self, task) -> Text:
+        eta = self.reporter.eta_seconds()
+        return Text("ETA " + (fmt_duration(eta) if eta is not None else "-:--"), style="progress.remaining")
 
 
 class Reporter:
@@ -66,8 +79,8 @@ class Reporter:
             return
         if self.tty:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                      TextColumn("rounds"), TimeElapsedColumn(), TextColumn("ETA"),
-                                      TimeRemainingColumn(), console=self.console, transient=True)
+                                      TextColumn("rounds"), TimeElapsedColumn(), _EtaColumn(self),
+                                      console=self.console, transient=True)
             self._progress.start()
             if self.builds:
                 self._progress.console.print(f"benchmarking {' vs '.join(self.builds)}: {self.total} interleaved "
