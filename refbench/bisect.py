@@ -207,8 +207,10 @@ def _is_own_build_failure(e: BuildError, sha: str) -> bool:
 
 def _print_outcome(o: Outcome) -> None:
     subjects = dict(getattr(o, "_line", []))
-    tail = (f"{o.builds} builds ({o.failed_builds} failed), {o.cached} binaries from the cache, "
-            f"{len(o.probes)} comparisons, {o.seconds:.0f} s")
+    def n(k, word):
+        return f"{k} {word}{'' if k == 1 else 's'}"
+    tail = (f"{n(o.builds, 'build')} ({o.failed_builds} failed), {o.cached} {'binary' if o.cached == 1 else 'binaries'} "
+            f"from the cache, {n(len(o.probes), 'comparison')}, {o.seconds:.0f} s")
     if o.first_slower:
         print(f"first slower commit for {o.step!r}: {o.first_slower} {subjects.get(o.first_slower, '')}")
     else:
