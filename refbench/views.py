@@ -604,8 +604,7 @@ def cmd_report(argv: list[str]) -> int:
     p.add_argument("--format", choices=("md", "github"), default="md",
                    help="markdown flavour: md (summary.md) or github (PR comment, within GitHub's size limit)")
     args = p.parse_args(argv)
-    results = report.load_results(Path(args.results))
-    _check_shape(results, args.results)
+    results = _load(args.results)
     if args.html:
         write_html(results, Path(args.html))
         print(f"wrote {args.html}", file=sys.stderr)
@@ -619,6 +618,17 @@ def cmd_report(argv: list[str]) -> int:
     if not (args.html or args.csv or args.output):
         sys.stdout.write(report.render_markdown(results, args.format))
     return EXIT_OK
+
+
+def _load(path: str) -> dict:
+    try:
+        results = report.load_results(Path(path))
+    except IsADirectoryError:
+        raise RefbenchError(f"{path}: is a directory, not a results file") from None
+    except OSError as e:
+        raise RefbenchError(f"{path}: cannot read: {e.strerror or e}") from None
+    _check_shape(results, path)
+    return results
 
 
 def _check_shape(results: dict, path) -> None:
@@ -643,9 +653,7 @@ def cmd_compare(argv: list[str]) -> int:
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step got slower")
     add_stats_args(p)
     args = p.parse_args(argv)
-    old, new = report.load_results(Path(args.old)), report.load_results(Path(args.new))
-    _check_shape(old, args.old)
-    _check_shape(new, args.new)
+    old, new = _load(args.old), _load(args.new)
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     cmp = compare_runs(old, new, settings, args.match)
     if not cmp["pairs"]:

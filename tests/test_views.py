@@ -203,6 +203,8 @@ def test_compare_bad_input_is_one_line_exit_2(tmp_path):
     assert proc.stderr.strip().splitlines() == [f"refbench: error: {tmp_path / 'missing.json'}: no such results file"]
     with pytest.raises(RefbenchError, match="not a refbench results file"):
         views.cmd_compare([str(good), str(bad)])
+    with pytest.raises(RefbenchError, match="is a directory"):
+        views.cmd_compare([str(good), str(tmp_path)])
     with pytest.raises(SystemExit) as e:
         views.cmd_compare([str(good)])
     assert e.value.code == 2
