@@ -576,7 +576,8 @@ def render_compare_md(cmp: dict, old_name: str = "OLD", new_name: str = "NEW") -
                           report.fmt_ci(cc), report.fmt_p(cc["p_value"]), cc["verdict"], md("; ".join(r["notes"]))])
         lines.append(tabulate(table, headers=["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]",
                                                "Change", "95% CI", "p", "Verdict", "Note"],
-                              tablefmt="github", disable_numparse=True))
+                              tablefmt="github", disable_numparse=True,
+                              colalign=["left"] * 4 + ["right"] * 5 + ["left"] * 2))
     else:
         lines.append("*No step and build appears in both files.*")
     lines.append("")
