@@ -29,7 +29,7 @@ def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
     assert first.returncode == 0, first.stderr[-3000:] + first.stdout
 
     # a regression lands on master during the day
-    o.commit("night2", s5cmd_files(S5CMD_NEW, scratch, slow=50, note="oops\n"), "make remove slower")
+    o.commit("night2", s5cmd_files(S5CMD_NEW, scratch, slow=100, note="oops\n"), "make remove slower")
     second = run_bench("nightly", "--since-last", *common, cwd=root)
     assert second.returncode == 1, second.stderr[-3000:] + second.stdout
     assert "REGRESSION small files / remove" in second.stdout
