@@ -81,3 +81,16 @@ def test_render_only_and_empty_history(tmp_path):
     assert "No completed runs yet" in page
     bad = run_bench("nightly", "--history", str(db), "-s", "a", "b")
     assert bad.returncode == 2 and "nightly sets -s itself" in bad.stderr
+
+
+def test_a_failed_night_is_recorded_and_exits_2(tmp_path):
+    o = new_origin(tmp_path)
+    o.commit("one", {"NOTE": "1\n"}, "one", tags=["v1.0.0"])
+    db_path = tmp_path / "bench.db"
+    proc = run_bench("nightly", "--history", str(db_path), "--repo", str(o.path), "--head", "no-such-branch",
+                     "--builds-dir", str(tmp_path / "builds"), *RUN)
+    assert proc.returncode == 2, proc.stderr
+    assert "no-such-branch" in proc.stderr and "Traceback" not in proc.stderr
+    row = sqlite3.connect(db_path).execute("SELECT exit_code, error, head_ref, results FROM runs").fetchone()
+    assert row[0] == 2 and "no-such-branch" in row[1] and row[2] == "no-such-branch" and row[3] is None
+    assert "error:" in (tmp_path / "trend.html").read_text()
