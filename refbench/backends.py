@@ -158,6 +158,7 @@ class S3Backend:
     endpoint: str | None = None
     server: MinioServer | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    versioned_bucket: str | None = None  # where deletions can be undone in batches (see s3restore)
     kind: str = "s3"
     shared_context: bool = True  # all builds share the same remote area per scenario
 
@@ -169,7 +170,13 @@ class S3Backend:
             server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir)).start()
             backend = cls("refbench", prefix, server.endpoint, server, dict(server.env))
             try:
-                backend.client().create_bucket(Bucket=backend.bucket)
+                client = backend.client()
+                client.create_bucket(Bucket=backend.bucket)
+                # a second, versioned bucket for areas whose deletions are undone before every run
+                client.create_bucket(Bucket="refbench-versioned")
+                client.put_bucket_versioning(Bucket="refbench-versioned",
+                                             VersioningConfiguration={"Status": "Enabled"})
+                backend.versioned_bucket = "refbench-versioned"
             except Exception:
                 server.stop()
                 raise
@@ -177,6 +184,12 @@ class S3Backend:
         endpoint = endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
         backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {})
         backend.check_bucket()
+        # a user's bucket is used as it is: never reconfigured, versioned only if it already is
+        try:
+            if backend.client().get_bucket_versioning(Bucket=bucket).get("Status") == "Enabled":
+                backend.versioned_bucket = bucket
+        except Exception:
+            pass
         return backend
 
     def client(self):
@@ -202,7 +215,14 @@ class S3Backend:
         return f"s3://{self.bucket}/{self.prefix}/{scenario_slug}"
 
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
-        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or ""}
+        restore = find_tool("refbench-s3restore")
+        versioned = bool(self.versioned_bucket and restore)
+        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or "",
+                # where an area of objects can be deleted and brought back in batches:
+                # `{{ s3restore }} {{ remote_versioned ~ '/area/' }}` undoes the deletions
+                "versioned": versioned, "s3restore": restore or "",
+                "remote_versioned": (f"s3://{self.versioned_bucket}/{self.prefix}/{scenario_slug}" if versioned
+                                     else self.remote(scenario_slug))}
 
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
         return {}
@@ -221,18 +241,23 @@ class S3Backend:
         return keys
 
     def remove_prefix(self) -> int:
-        """Delete every object under this run's prefix, and nothing else."""
+        """Delete every object under this run's prefix — every version of it in a versioned
+        bucket — and nothing else."""
         prefix = self.prefix.rstrip("/") + "/"
         if not self.prefix.strip("/"):
             raise RunError("refusing to clean an empty prefix")
         client = self.client()
-        removed = 0
-        keys = self.list_keys()
-        for i in range(0, len(keys), 1000):
-            batch = [k for k in keys[i:i + 1000] if k.startswith(prefix)]
-            client.delete_objects(Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True})
-            removed += len(batch)
-        return removed
+        if self.versioned_bucket == self.bucket:
+            entries = []
+            for page in client.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=prefix):
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                    entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+        else:
+            entries = [{"Key": k} for k in self.list_keys()]
+        entries = [e for e in entries if e["Key"].startswith(prefix)]
+        for i in range(0, len(entries), 1000):
+            client.delete_objects(Bucket=self.bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
+        return len(entries)
 
     def describe(self) -> dict:
         where = ""

@@ -82,6 +82,15 @@ if [ ! -x "$minio_cached" ]; then
 fi
 ln -sf "$minio_cached" tools/bin/minio
 
+# ---- refbench-s3restore: our own small Go tool (tools-src/s3restore), cached by its source hash --
+restore_hash=$(cat tools-src/s3restore/go.mod tools-src/s3restore/go.sum tools-src/s3restore/*.go | sha256sum | cut -c1-16)
+restore_cached="$CACHE/s3restore-$restore_hash"
+if [ ! -x "$restore_cached" ]; then
+  say "building refbench-s3restore"
+  (cd tools-src/s3restore && GOFLAGS=-buildvcs=false go build -o "$restore_cached.tmp" . && mv "$restore_cached.tmp" "$restore_cached")
+fi
+ln -sf "$restore_cached" tools/bin/refbench-s3restore
+
 # ---- Python ---------------------------------------------------------------------------------
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"

@@ -40,7 +40,9 @@ def test_shipped_scenarios_load_with_seed_defaults():
         quick = s.for_quick(True).fixture
         assert quick.size * quick.count < s.fixture.size * s.fixture.count
         remove = s.steps[2]
-        assert remove.prepare and "sleep" not in remove.prepare and " cp " in remove.prepare
+        # restored before every run without sleep: batched delete-marker removal, else server-side copy
+        assert remove.prepare and "sleep" not in remove.prepare
+        assert "s3restore" in remove.prepare and " cp " in remove.prepare
 
 
 def write(tmp_path, text):

@@ -109,6 +109,31 @@ def test_user_bucket_prefix_removed_and_outside_untouched(minio, s5_origin, buil
     assert all_keys(client) == before  # this run's objects gone, everyone else's intact
 
 
+def test_versioned_user_bucket_restores_in_batches_and_removes_every_version(minio, s5_origin, builds_dir,
+                                                                              tmp_path):
+    server, client = minio
+    client.create_bucket(Bucket="verbucket")
+    client.put_bucket_versioning(Bucket="verbucket", VersioningConfiguration={"Status": "Enabled"})
+    client.put_object(Bucket="verbucket", Key="keep/me.txt", Body=b"v1")
+    client.put_object(Bucket="verbucket", Key="keep/me.txt", Body=b"v2")
+
+    def versions():
+        page = client.list_object_versions(Bucket="verbucket")
+        return sorted((v["Key"], v["VersionId"]) for v in page.get("Versions", []) + page.get("DeleteMarkers", []))
+
+    before = versions()
+    proc = run_bench("-s", "v1.0.0", "v1.1.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "-b", "verbucket", "--endpoint-url", server.endpoint, "--quick", "--only", "small files/remove",
+                     "-r", "3", "-w", "1", "--rounds", "1", "-o", str(tmp_path / "s.md"), env=bench_env(server),
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads((tmp_path / "results.json").read_text())
+    st = r["scenarios"][0]["steps"][0]
+    assert all("refbench-s3restore" in b["prepare"] for b in st["builds"].values())
+    assert all(len(b["times"]) == 3 for b in st["builds"].values())
+    assert versions() == before  # every version and delete marker under the run's prefix is gone
+
+
 def test_ctrl_c_cleans_up_prefix_and_local_files(minio, s5_origin, builds_dir, tmp_path):
     server, client = minio
     local = tmp_path / "local"
