@@ -282,6 +282,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         built.append(b)
     build_seconds = time.monotonic() - t_builds
 
+    load_before = os.getloadavg()[0]
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
     workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=local_root))
     backend = None
@@ -349,7 +350,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                   "until_decided": args.until_decided, "max_runs": args.max_runs, "only": args.only,
                   "hyperfine_flags": hf_flags, "target_flags": target_flags},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
-        env=report.environment(built[0].toolchain), scoreboard=scoreboard, command_line=argv)
+        env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),
+             "load_after": round(os.getloadavg()[0], 2)},
+        scoreboard=scoreboard, command_line=argv)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.parent / "results.json"
     report.write_json(results, json_path)
@@ -361,6 +364,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             views.write_html(results, Path(args.html))
         if args.csv:
             views.write_csv(results, Path(args.csv))
+    busy = report.busy_warning(results)
+    if busy:
+        reporter.warn(busy)
     counts = report.verdict_counts(results)
     reporter.info(f"wrote {out} and {json_path}: {counts['slower']} slower, {counts['faster']} faster, "
                   f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "

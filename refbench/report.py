@@ -57,6 +57,17 @@ def _mem_total() -> int | None:
     return None
 
 
+def busy_warning(results: dict) -> str | None:
+    """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
+    env = results.get("environment", {})
+    cpus = env.get("cpus") or 1
+    load = max(env.get("load_before") or 0, env.get("load_after") or 0)
+    if load > cpus:
+        return (f"the machine was busy during this run (load average {load:.1f} on {cpus} CPUs): other work "
+                "competed with the benchmark, so timings are noisier and verdicts less reliable")
+    return None
+
+
 def verdict_counts(results: dict) -> dict[str, int]:
     counts = {v: 0 for v in VERDICTS}
     for sc in results["scenarios"]:
@@ -152,7 +163,7 @@ def render_markdown(results: dict, flavour: str = "md") -> str:
         return render_github(results)
     env = _jinja()
     template = env.get_template("summary.md.j2")
-    return template.render(r=results, marker=COMMENT_MARKER, t=tables(results), counts=verdict_counts(results),
+    return template.render(r=results, marker=COMMENT_MARKER, busy=busy_warning(results), t=tables(results), counts=verdict_counts(results),
                            regressions=regressions(results))
 
 
@@ -194,7 +205,7 @@ def render_github(results: dict, limit: int = GITHUB_COMMENT_LIMIT, report_url: 
             shown = [rows[i][1] for i in keep]
             hidden = [rows[i][0] for i in order[keep_rows:]]
         hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
-        return template.render(r=results, marker=COMMENT_MARKER, counts=verdict_counts(results), t=t,
+        return template.render(r=results, marker=COMMENT_MARKER, busy=busy_warning(results), counts=verdict_counts(results), t=t,
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
                                omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url)

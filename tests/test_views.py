@@ -364,3 +364,12 @@ def test_main_command_writes_html_and_csv(s5_run, s5_origin, builds_dir, tmp_pat
     assert 'class="chart dist"' in (tmp_path / "r.html").read_text()
     assert len(list(csv.DictReader((tmp_path / "r.csv").open()))) == 2
     assert (tmp_path / "summary.md").read_text().startswith(report.COMMENT_MARKER)
+
+
+def test_busy_machine_is_called_out():
+    from refbench import report
+    base = {"environment": {"cpus": 2, "load_before": 0.3, "load_after": 1.1}}
+    assert report.busy_warning(base) is None
+    busy = {"environment": {"cpus": 2, "load_before": 0.3, "load_after": 6.8}}
+    assert "load average 6.8 on 2 CPUs" in report.busy_warning(busy)
+    assert report.busy_warning({"environment": {}}) is None  # older results files
