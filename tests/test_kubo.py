@@ -242,3 +242,42 @@ fixture = { kind = "random", size = "300K", count = 3, seed = 9 }
     assert [len(b["times"]) for b in st["builds"].values()] == [2, 2]
     assert {CID.match(b["check"] or "") is not None for b in st["builds"].values()} == {True}
     assert list(local.iterdir()) == []
+
+
+def test_ipfs_backend_repos_are_offline_loopback_only_and_removed(tmp_path, kubo_run):
+    """The backend on its own: a fresh repo per build (test profile: no bootstrap peers, loopback
+    addresses only), a daemon whose API answers on 127.0.0.1, and nothing left after close."""
+    import subprocess
+    import urllib.request
+    from types import SimpleNamespace
+
+    from refbench.backends import IpfsBackend
+
+    binaries = [b["binary"] for b in kubo_run["results"]["builds"]]
+    backend = IpfsBackend.open(tmp_path / "work")
+    scenario = SimpleNamespace(slug="probe", daemon=True)
+    try:
+        backend.open_scenario(scenario, ["old", "new"], binaries, tmp_path / "work")
+        paths = [backend.repos[lab].path for lab in ("old", "new")]
+        assert len(set(paths)) == 2 and all((p / "config").exists() for p in paths)
+        for lab, binary in zip(("old", "new"), binaries):
+            repo = backend.repos[lab]
+            assert repo.api.startswith("http://127.0.0.1:")
+            with urllib.request.urlopen(urllib.request.Request(f"{repo.api}/api/v0/version", method="POST"),
+                                        timeout=10) as r:
+                assert r.status == 200 and b"Version" in r.read()
+            cfg = json.loads((repo.path / "config").read_text())
+            assert cfg["Bootstrap"] in (None, [])
+            listen = cfg["Addresses"]["Swarm"] + [cfg["Addresses"]["API"], cfg["Addresses"]["Gateway"]]
+            assert all(a.startswith("/ip4/127.0.0.1/") for a in listen), listen
+            env = {**os.environ, **backend.context_env("probe", lab)}
+            assert env["IPFS_PATH"] == str(repo.path) and env["IPFS_TELEMETRY"] == "off"
+            # with the exported environment, the CLI works on this build's own repo
+            out = subprocess.run([binary, "config", "Addresses.API"], env=env, capture_output=True, text=True)
+            assert out.returncode == 0 and out.stdout.strip() == cfg["Addresses"]["API"]
+        daemons = [backend.repos[lab].daemon.pid for lab in ("old", "new")]
+    finally:
+        backend.close()
+    assert not (tmp_path / "work" / "ipfs").exists()
+    for pid in daemons:
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
