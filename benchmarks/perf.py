@@ -37,19 +37,34 @@ def timed(fn):
     return time.perf_counter() - t0
 
 
-def bench_sparse(tmp: Path) -> dict:
-    d1, d2 = tmp / "sparse-refbench", tmp / "sparse-truncate"
-    d1.mkdir()
+def bench_sparse(tmp: Path, trials: int = 3) -> dict:
+    """refbench's one-process sparse fixture, several trials (ext4 journal contention with
+    background writeback makes single trials swing), and one truncate process per file once."""
+    ours = []
+    for t in range(trials):
+        d = tmp / f"sparse-refbench-{t}"
+        d.mkdir()
+        ours.append(timed(lambda: fx.write_sparse(d, 1 << 20, 10000)))
+        shutil.rmtree(d)
+    d2 = tmp / "sparse-truncate"
     d2.mkdir()
-    ours = timed(lambda: fx.write_sparse(d1, 1 << 20, 10000))
 
     def per_process():
         for i in range(10000):
             subprocess.run(["truncate", "-s", "1M", str(d2 / f"tmp{i}")], check=True)
     theirs = timed(per_process)
-    shutil.rmtree(d1)
     shutil.rmtree(d2)
     return {"refbench_s": ours, "truncate_per_file_s": theirs}
+
+
+def bench_disk(tmp: Path) -> float:
+    """What the disk writes (dd, 4 GiB, including the flush), for reference: GB/s."""
+    p = subprocess.run(["dd", "if=/dev/zero", f"of={tmp / 'dd'}", "bs=4M", "count=1024", "conv=fdatasync"],
+                       capture_output=True, text=True)
+    os.remove(tmp / "dd")
+    line = p.stderr.strip().splitlines()[-1]
+    secs = float(line.split(" s,")[0].split(",")[-1])
+    return 4 * 1024 ** 3 / secs / 1e9
 
 
 def bench_random(tmp: Path, gib: int = 4) -> dict:
@@ -74,26 +89,37 @@ def bench_random(tmp: Path, gib: int = 4) -> dict:
 
 
 def bench_remove_prepare(tmp: Path, s5cmd: str, count: int = 1000, size: str = "1M") -> dict:
-    """hyperfine times the prepare (server-side copy) and the remove it serves, on a real MinIO."""
+    """hyperfine times the remove step and the two ways of restoring its objects before each run,
+    on a real MinIO: a server-side copy (one request per object) and refbench's batched removal
+    of delete markers in a versioned bucket (refbench-s3restore)."""
+    restore = str(ROOT / "tools" / "bin" / "refbench-s3restore")
     server = MinioServer(tmp, data_parent=Path("/dev/shm") if Path("/dev/shm").is_dir() else tmp).start()
     try:
         env = {**os.environ, **server.env}
-        s3_client(server.endpoint, server.env).create_bucket(Bucket="perf")
+        client = s3_client(server.endpoint, server.env)
+        client.create_bucket(Bucket="perf")
+        client.create_bucket(Bucket="perfv")
+        client.put_bucket_versioning(Bucket="perfv", VersioningConfiguration={"Status": "Enabled"})
         src = tmp / "rm-fixture"
         src.mkdir()
         fx.write_sparse(src, fx_size(size), count)
         subprocess.run([s5cmd, "cp", f"{src}/*", "s3://perf/src/"], env=env, check=True, capture_output=True)
-        prepare = f"{s5cmd} cp 's3://perf/src/*' s3://perf/rm/"
+        subprocess.run([s5cmd, "cp", "s3://perf/src/*", "s3://perfv/rm/"], env=env, check=True,
+                       capture_output=True)
+        copy = f"{s5cmd} cp 's3://perf/src/*' s3://perf/rm/"
         remove = f"{s5cmd} rm 's3://perf/rm/*'"
+        undelete = f"{restore} s3://perfv/rm/"
+        remove_v = f"{s5cmd} rm 's3://perfv/rm/*'"
         out = tmp / "rm.json"
-        # "prepare" alone (objects overwritten in place each run), then remove with its prepare
         subprocess.run(["hyperfine", "--style", "none", "-r", "5", "-w", "1", "--export-json", str(out),
-                        "-n", "prepare (server-side copy)", "-n", "remove",
-                        "--prepare", "true", "--prepare", prepare, prepare, remove],
+                        "-n", "copy", "-n", "remove", "-n", "restore", "-n", "remove (versioned)",
+                        "--prepare", "true", "--prepare", copy, "--prepare", remove_v, "--prepare", undelete,
+                        copy, remove, undelete, remove_v],
                        env=env, check=True, capture_output=True)
         res = {r["command"]: r["mean"] for r in json.loads(out.read_text())["results"]}
-        return {"objects": count, "size": size, "prepare_s": res["prepare (server-side copy)"],
-                "remove_s": res["remove"], "ratio": res["prepare (server-side copy)"] / res["remove"]}
+        return {"objects": count, "size": size, **res,
+                "copy_ratio": res["copy"] / res["remove"],
+                "restore_ratio": res["restore"] / res["remove (versioned)"]}
     finally:
         server.stop()
 
@@ -131,20 +157,23 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="refbench-perf-"))
     try:
         sp = bench_sparse(tmp)
-        print(f"sparse 10000 x 1 MiB: refbench {sp['refbench_s']:.3f} s; one truncate process per file "
+        print(f"sparse 10000 x 1 MiB: refbench {', '.join(f'{t:.3f}' for t in sp['refbench_s'])} s "
+              f"(min {min(sp['refbench_s']):.3f}); one truncate process per file "
               f"{sp['truncate_per_file_s']:.1f} s (target <= 0.7 s)", flush=True)
         rnd = bench_random(tmp)
-        print(f"random: generate {rnd['generate_GBps']:.2f} GB/s, generate+write {rnd['write_GBps']:.2f} GB/s "
-              f"(target >= 1 GB/s); numpy Generator.bytes() {rnd['numpy_bytes_GBps']:.2f} GB/s; "
-              f"10000 x 64 KiB random files {rnd['random_10000x64K_s']:.2f} s", flush=True)
+        disk = bench_disk(tmp)
+        print(f"random: generate {rnd['generate_GBps']:.2f} GB/s (target >= 1 GB/s), generate+write "
+              f"{rnd['write_GBps']:.2f} GB/s vs the disk's own {disk:.2f} GB/s (dd); numpy Generator.bytes() "
+              f"{rnd['numpy_bytes_GBps']:.2f} GB/s; 10000 x 64 KiB random files {rnd['random_10000x64K_s']:.2f} s",
+              flush=True)
         if not args.skip_run:
             runs = bench_runs(args.refs, args.source, tmp)
             for label, r in runs.items():
                 measured = r["wall_seconds"] - r["build_seconds"] - r["fixture_seconds"]
                 print(f"{label} --quick run: wall {r['wall_seconds']:.1f} s (process {r['process_wall_s']:.1f} s), "
                       f"building {r['build_seconds']:.2f} s (cached: {r['cached']}), fixtures {r['fixture_seconds']:.2f} s, "
-                      f"hyperfine {r['hyperfine_seconds']:.1f} s, refbench's own untimed commands (setup uploads, "
-                      f"RSS/check warm-ups) {r['untimed_command_seconds']:.1f} s, overhead (wall - builds - fixtures "
+                      f"hyperfine {r['hyperfine_seconds']:.1f} s, refbench's own untimed commands "
+                      f"{r['untimed_command_seconds']:.1f} s {r.get('untimed_by_kind')}, overhead (wall - builds - fixtures "
                       f"- hyperfine) {r['overhead_seconds']:.1f} s = {100 * r['overhead_share']:.1f}% "
                       f"[excluding refbench's own warm-up/setup runs: "
                       f"{100 * (r['overhead_seconds'] - r['untimed_command_seconds']) / measured:.1f}%]", flush=True)
@@ -152,8 +181,10 @@ def main() -> None:
                      None)
         if s5cmd:
             rm = bench_remove_prepare(tmp, s5cmd, count=args.rm_count)
-            print(f"remove step, {rm['objects']} x {rm['size']}: prepare (server-side copy) {rm['prepare_s']:.3f} s, "
-                  f"remove {rm['remove_s']:.3f} s, ratio {rm['ratio']:.2f} (target <= 2)", flush=True)
+            print(f"remove step, {rm['objects']} x {rm['size']}: refbench's prepare (batched delete-marker "
+                  f"removal) {rm['restore']:.3f} s for a remove of {rm['remove (versioned)']:.3f} s: ratio "
+                  f"{rm['restore_ratio']:.2f} (target <= 2); by server-side copy {rm['copy']:.3f} s for "
+                  f"{rm['remove']:.3f} s: ratio {rm['copy_ratio']:.2f}", flush=True)
         else:
             print("remove step: no s5cmd build in builds/ yet (run `make demo` first)")
     finally:

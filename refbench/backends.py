@@ -228,10 +228,14 @@ class S3Backend:
         return {}
 
     def open_scenario(self, scenario, builds, binaries, workdir: Path) -> None:
-        pass
+        self._scenario = scenario.slug
 
     def close_scenario(self) -> None:
-        pass
+        """Free what a finished scenario stored in the versioned area: every version of it (a
+        delete there only adds a marker), so stored data does not pile up across scenarios."""
+        slug, self._scenario = getattr(self, "_scenario", None), None
+        if slug and self.versioned_bucket:
+            self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
 
     def list_keys(self, prefix: str | None = None) -> list[str]:
         prefix = (prefix or self.prefix).rstrip("/") + "/"
@@ -240,23 +244,45 @@ class S3Backend:
             keys.extend(o["Key"] for o in page.get("Contents", []))
         return keys
 
-    def remove_prefix(self) -> int:
+    def remove_prefix(self, settle: float = 10.0) -> int:
         """Delete every object under this run's prefix — every version of it in a versioned
-        bucket — and nothing else."""
+        bucket — and nothing else. Uploads cut off by Ctrl-C or a failure may still be committed
+        by the server just after the client died, so repeat until a listing comes back empty."""
         prefix = self.prefix.rstrip("/") + "/"
         if not self.prefix.strip("/"):
             raise RunError("refusing to clean an empty prefix")
-        client = self.client()
+        removed, empty_passes, deadline = 0, 0, time.monotonic() + settle
+        while empty_passes < 2:  # two passes in a row, a pause apart, found nothing
+            n = self._remove_once(prefix)
+            removed += n
+            empty_passes = empty_passes + 1 if n == 0 else 0
+            if time.monotonic() > deadline:
+                raise RunError(f"objects keep appearing under s3://{self.bucket}/{prefix} during cleanup")
+            if empty_passes < 2:
+                time.sleep(0.2)
+        return removed
+
+    def _remove_once(self, prefix: str) -> int:
         if self.versioned_bucket == self.bucket:
-            entries = []
-            for page in client.get_paginator("list_object_versions").paginate(Bucket=self.bucket, Prefix=prefix):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
-        else:
-            entries = [{"Key": k} for k in self.list_keys()]
-        entries = [e for e in entries if e["Key"].startswith(prefix)]
+            return self._delete_versions(self.bucket, prefix)
+        client = self.client()
+        entries = [{"Key": k} for k in self.list_keys() if k.startswith(prefix)]
         for i in range(0, len(entries), 1000):
             client.delete_objects(Bucket=self.bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
+        return len(entries)
+
+    def _delete_versions(self, bucket: str, prefix: str) -> int:
+        """Delete every version and delete marker under prefix (which is inside this run's prefix)."""
+        if not prefix.startswith(self.prefix.rstrip("/") + "/"):
+            raise RunError(f"refusing to delete outside this run's prefix: {prefix!r}")
+        client = self.client()
+        entries = []
+        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                if v["Key"].startswith(prefix):
+                    entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+        for i in range(0, len(entries), 1000):
+            client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
         return len(entries)
 
     def describe(self) -> dict:

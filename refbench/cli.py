@@ -283,6 +283,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     build_seconds = time.monotonic() - t_builds
 
     load_before = os.getloadavg()[0]
+    cpu_before = _cpu_accounting()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
     workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=local_root))
     backend = None
@@ -338,6 +339,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         "wall_seconds": round(wall, 3), "build_seconds": round(build_seconds, 3),
         "fixture_seconds": round(t_fixtures, 3), "hyperfine_seconds": round(hf, 3),
         "untimed_command_seconds": round(runner.untimed_seconds if runner else 0.0, 3),
+        "untimed_by_kind": {k: round(v, 3) for k, v in (runner.untimed.items() if runner else [])},
         "overhead_seconds": round(measured_wall - hf, 3),
         "overhead_share": round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None,
     }
@@ -351,7 +353,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                   "hyperfine_flags": hf_flags, "target_flags": target_flags},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
         env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),
-             "load_after": round(os.getloadavg()[0], 2)},
+             "competing_cpu_share": _competing_share(cpu_before, _cpu_accounting())},
         scoreboard=scoreboard, command_line=argv)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.parent / "results.json"
@@ -387,6 +389,28 @@ def run_and_load(argv: list[str]) -> tuple[int, dict | None]:
     code = cmd_run(args, argv)
     path = Path(args.json)
     return code, (report.load_results(path) if path.exists() else None)
+
+
+def _cpu_accounting() -> tuple[float, float, float] | None:
+    """(wall, CPU seconds the whole machine was busy, CPU seconds of refbench and its reaped
+    children: hyperfine, the target, MinIO, IPFS daemons)."""
+    import resource
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+    own = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for f in ("ru_utime", "ru_stime"))
+    return time.monotonic(), busy, own
+
+
+def _competing_share(before, after) -> float | None:
+    """Share of the machine's CPU used by work other than this run while it ran."""
+    if not before or not after or after[0] <= before[0]:
+        return None
+    other = (after[1] - before[1]) - (after[2] - before[2])
+    return round(max(0.0, other) / ((after[0] - before[0]) * (os.cpu_count() or 1)), 4)
 
 
 def _valid_bucket(name: str) -> bool:

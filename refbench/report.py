@@ -61,10 +61,14 @@ def busy_warning(results: dict) -> str | None:
     """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
     env = results.get("environment", {})
     cpus = env.get("cpus") or 1
-    load = max(env.get("load_before") or 0, env.get("load_after") or 0)
-    if load > cpus:
-        return (f"the machine was busy during this run (load average {load:.1f} on {cpus} CPUs): other work "
-                "competed with the benchmark, so timings are noisier and verdicts less reliable")
+    share = env.get("competing_cpu_share")
+    if share is not None and share > 0.25:
+        return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
+                "so timings are noisier and verdicts less reliable")
+    load = env.get("load_before") or 0
+    if share is None and load > cpus:
+        return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
+                "so timings may be noisier and verdicts less reliable")
     return None
 
 

@@ -139,7 +139,9 @@ class Runner:
         self.progress = progress or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
         self.hyperfine_seconds = 0.0
-        self.untimed_seconds = 0.0  # setup/prepare/check commands refbench runs itself
+        # commands refbench runs itself, untimed, by kind: setup (scenario/step setup, teardown,
+        # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
+        self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
         self.hf_log = plan.workdir / "hyperfine.log"
         self.base_env = {**os.environ, **plan.backend.env}
 
@@ -168,12 +170,16 @@ class Runner:
             cmd = f"export {exports}; {cmd}"
         return cmd
 
-    def sh(self, cmd: str, what: str, capture: bool = False) -> str:
+    @property
+    def untimed_seconds(self) -> float:
+        return sum(self.untimed.values())
+
+    def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup") -> str:
         log.debug("$ %s", cmd)
         t0 = time.monotonic()
         proc = run_group(["sh", "-c", cmd], env=self.base_env, text=True,
                          stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.untimed_seconds += time.monotonic() - t0
+        self.untimed[kind] += time.monotonic() - t0
         if proc.returncode != 0:
             tail = (proc.stderr or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
             raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
@@ -232,7 +238,7 @@ class Runner:
                 s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}")
                 if step.check:
                     s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
-                                      capture=True)
+                                      capture=True, kind="check")
             hf_warmup = max(0, warmup - 1)
         per_round = split_runs(runs, plan.rounds)
         orders = round_orders(len(builds), len(per_round))
@@ -315,13 +321,13 @@ class Runner:
         ru_maxrss would start at Python's own RSS (Linux keeps the pre-exec high-water mark).
         """
         if prep:
-            self.sh(prep, f"{what} (prepare)")
+            self.sh(prep, f"{what} (prepare)", kind="warmup")
         gnu_time = _gnu_time()
         t0 = time.monotonic()
         out = self.plan.workdir / f"rss-{os.getpid()}.txt"
         argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
         proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.untimed_seconds += time.monotonic() - t0
+        self.untimed["warmup"] += time.monotonic() - t0
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
             raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{proc.stderr[-2000:]}")

@@ -58,6 +58,11 @@ if [ ! -x /usr/bin/time ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null
   apt-get install -y -qq time >/dev/null 2>&1 || { apt-get update -qq >/dev/null && apt-get install -y -qq time >/dev/null; } || say "GNU time not installed: peak RSS will be n/a"
 fi
 
+# curl with --parallel (7.66+) drives kubo's concurrent HTTP API fetches
+if ! command -v curl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
+fi
+
 # ---- Chromium + chromedriver: only for the headless-browser test of the HTML report ----------
 # (tests/test_html_browser.py; it skips, saying why, where they cannot be installed)
 if ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then

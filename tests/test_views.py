@@ -368,8 +368,9 @@ def test_main_command_writes_html_and_csv(s5_run, s5_origin, builds_dir, tmp_pat
 
 def test_busy_machine_is_called_out():
     from refbench import report
-    base = {"environment": {"cpus": 2, "load_before": 0.3, "load_after": 1.1}}
-    assert report.busy_warning(base) is None
-    busy = {"environment": {"cpus": 2, "load_before": 0.3, "load_after": 6.8}}
-    assert "load average 6.8 on 2 CPUs" in report.busy_warning(busy)
+    quiet = {"environment": {"cpus": 2, "load_before": 2.5, "competing_cpu_share": 0.03}}
+    assert report.busy_warning(quiet) is None  # a high load of our own making is not "busy"
+    busy = {"environment": {"cpus": 2, "load_before": 0.3, "competing_cpu_share": 0.61}}
+    assert "other work used 61% of its 2 CPUs" in report.busy_warning(busy)
+    assert "load average 6.8" in report.busy_warning({"environment": {"cpus": 2, "load_before": 6.8}})
     assert report.busy_warning({"environment": {}}) is None  # older results files
