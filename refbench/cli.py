@@ -325,6 +325,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     # ---- statistics and report ----
+    family = [(st, i) for sr in results_scenarios for st in sr.steps for i in range(len(st.comparisons))]
+    for (st, i), c in zip(family, stats.adjust_family([st.comparisons[i] for st, i in family], settings)):
+        st.comparisons[i] = c
     ratios: dict[str, list[float]] = {b.label: [] for b in built}
     for sr in results_scenarios:
         for st in sr.steps:
@@ -349,6 +352,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         builds=[b.to_json() for b in built], backend=backend.describe(),
         settings={"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
                   "threshold": args.threshold, "alpha": args.alpha, "noise_limit": args.noise_limit,
+                  "multiple_testing": "benjamini-hochberg across the run's comparisons",
                   "until_decided": args.until_decided, "max_runs": args.max_runs, "only": args.only,
                   "hyperfine_flags": hf_flags, "target_flags": target_flags},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -73,6 +73,7 @@ class Comparison:
     factor_err: float
     faster: str  # label of the faster build
     slower_label: str
+    p_raw: float | None = None  # the step's own p before the run-wide adjustment (p_value is adjusted)
 
     @property
     def marker(self) -> str:
@@ -143,17 +144,41 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
         p = 1.0 if b.mean == c.mean else 0.0
     else:
         p = float(sps.mannwhitneyu(cont_times, base_times, alternative="two-sided").pvalue)
-    significant = p < settings.alpha and (lo > 0 or hi < 0)
-    if significant and abs(rel) > t:
-        verdict = SLOWER if rel > 0 else FASTER
-    elif -t < lo and hi < t:
-        verdict = SAME
-    else:
-        verdict = INCONCLUSIVE
+    verdict = decide(rel, lo, hi, p, settings)
     se = math.sqrt(b.cv ** 2 / b.n + c.cv ** 2 / c.n)
     mde = (_z(1 - settings.alpha / 2) + _z(POWER)) * se
     return Comparison(base_label, cont_label, ratio, rel, lo, hi, p, verdict, noisy, mde,
                       _runs_needed(b, c, settings), factor, err, faster, slower_label)
+
+
+def decide(rel: float, lo: float, hi: float, p: float, settings: Settings) -> str:
+    """slower/faster: significant (p < alpha, interval excludes 0) and beyond the threshold;
+    no significant change: the interval inside ±threshold; otherwise inconclusive."""
+    t = settings.threshold
+    if p < settings.alpha and (lo > 0 or hi < 0) and abs(rel) > t:
+        return SLOWER if rel > 0 else FASTER
+    if -t < lo and hi < t:
+        return SAME
+    return INCONCLUSIVE
+
+
+def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> list[Comparison]:
+    """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
+    nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
+    the run's comparisons keeps that at alpha when nothing changed (the A/A case, where false
+    discovery rate and family-wise error coincide) and loses less power than Bonferroni-Holm
+    when something did. p_value becomes the adjusted p; p_raw keeps the step's own."""
+    idx = [i for i, c in enumerate(comps) if c.p_value is not None]
+    if len(idx) < 2:
+        return list(comps)
+    from scipy.stats import false_discovery_control
+    adjusted = false_discovery_control([comps[i].p_value for i in idx], method="bh")
+    out = list(comps)
+    for i, a in zip(idx, adjusted):
+        c = comps[i]
+        a = float(a)
+        out[i] = replace(c, p_value=a, p_raw=c.p_value, verdict=decide(c.rel, c.ci_low, c.ci_high, a, settings))
+    return out
 
 
 def _runs_needed(b: Summary, c: Summary, settings: Settings) -> int | None:

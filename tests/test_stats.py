@@ -80,3 +80,19 @@ def test_rounds_alternate_and_split():
     assert all(sorted(o) == [0, 1, 2] for o in orders) and len({tuple(o) for o in orders}) > 2
     assert split_runs(10, 5) == [2, 2, 2, 2, 2]
     assert split_runs(10, 3) == [4, 3, 3] and split_runs(1, 5) == [1] and split_runs(10, 1) == [10]
+
+
+def test_family_adjustment_keeps_an_aa_fluke_from_being_called_slower():
+    # nine A/A steps, one of which happens to look 6% slower (p ~ 0.02), and no real change
+    fluke = stats.compare("A", [1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00, 1.01], "B",
+                          [1.09, 1.10, 0.99, 1.09, 1.01, 1.06, 1.14, 0.98, 1.08, 1.04])
+    others = [stats.compare("A", sample(1.0, 0.05, 10, 100 + i), "B", sample(1.0, 0.05, 10, 200 + i))
+              for i in range(8)]
+    assert fluke.verdict == stats.SLOWER and 0.001 < fluke.p_value < 0.05
+    adjusted = stats.adjust_family([fluke, *others])
+    assert adjusted[0].verdict != stats.SLOWER and adjusted[0].p_raw == fluke.p_value
+    assert adjusted[0].p_value > fluke.p_value
+    # a real +30% regression among them keeps its verdict
+    real = stats.compare("A", sample(1.0, 0.05, 10, 1), "B", sample(1.3, 0.05, 10, 2))
+    assert stats.adjust_family([real, *others])[0].verdict == stats.SLOWER
+    assert stats.adjust_family([real]) == [real]  # a family of one is left as it is
