@@ -126,6 +126,8 @@ def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
         raise RefbenchError(f"no commits between {args.good} and {args.bad}")
     out = Outcome(good=good.sha, bad=bad.sha, step=args.only, commits=len(line), first_slower=None, candidates=[])
     seen_builds: set[str] = set()
+    extra, user_threshold = _take_threshold(extra)
+    threshold = [user_threshold]  # raised to half the GOOD->BAD regression once BAD is measured
     common = ["--target", args.target, "--repo", builder.repo_url, "--scenarios", args.scenarios,
               "--builds-dir", builds_dir, "--only", args.only, *extra]
     if args.until_decided and "--until-decided" not in extra:
@@ -137,7 +139,8 @@ def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
         sha, subject = line[i]
         p = Probe(sha, subject)
         with tempfile.TemporaryDirectory(prefix="refbench-bisect-") as tmp:
-            argv = ["-s", good.sha, sha, *common, "--json", f"{tmp}/results.json", "-o", f"{tmp}/summary.md"]
+            argv = ["-s", good.sha, sha, *common, "--threshold", str(threshold[0]),
+                    "--json", f"{tmp}/results.json", "-o", f"{tmp}/summary.md"]
             try:
                 _, res = run_and_load(argv)
             except BuildError as e:
@@ -178,6 +181,13 @@ def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
         if v.verdict != SLOWER:
             raise RefbenchError(f"BAD ({bad.short}) is not slower than GOOD ({good.short}) on {args.only!r}: "
                                 f"{v.verdict}; nothing to bisect (more runs, or --until-decided, may help)")
+        # A midpoint is "bad" when it carries the regression being hunted: slower by more than half
+        # of what BAD measured. A stray few-percent false "slower" on an innocent commit (each
+        # probe is tested at alpha on its own) then cannot send the search the wrong way.
+        if v.rel and v.rel / 2 > threshold[0]:
+            threshold[0] = round(v.rel / 2, 4)
+            say(f"BAD is {v.rel * 100:+.1f}% vs GOOD: a midpoint counts as slower beyond "
+                f"+{threshold[0] * 100:.1f}% (half of that)")
     while len(out.probes) < args.max_probes:
         untested = [i for i in range(lo + 1, hi) if i not in skipped]
         if not untested:
@@ -198,6 +208,23 @@ def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
     out.seconds = round(time.monotonic() - t0, 1)
     out._line = line  # type: ignore[attr-defined]  # for printing subjects
     return out
+
+
+def _take_threshold(extra: list[str]) -> tuple[list[str], float]:
+    """Split a user's --threshold out of the pass-through options (bisect sets it per probe)."""
+    from .cli import _fraction
+    rest, value, i = [], 0.05, 0
+    while i < len(extra):
+        a = extra[i]
+        if a == "--threshold" and i + 1 < len(extra):
+            value, i = _fraction(extra[i + 1]), i + 2
+            continue
+        if a.startswith("--threshold="):
+            value = _fraction(a.split("=", 1)[1])
+        else:
+            rest.append(a)
+        i += 1
+    return rest, value
 
 
 def _is_own_build_failure(e: BuildError, sha: str) -> bool:

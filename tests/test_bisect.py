@@ -108,3 +108,29 @@ def test_bad_must_be_slower(tmp_path, monkeypatch):
         args = bs.parser().parse_args(["master", "good", "--only", "x", "--repo", str(o.path),
                                        "--builds-dir", str(tmp_path / "b")])
         bs.bisect(args, [], say=lambda m: None)
+
+
+def test_a_small_false_slower_on_an_innocent_commit_does_not_mislead(tmp_path, monkeypatch):
+    """Each probe is one test at alpha, so an innocent commit can come out "slower" by a few
+    percent by chance. Midpoints are judged against half of the regression BAD showed."""
+    from refbench import bisect as bs
+    o = _fake_line(tmp_path, 8)
+    index = {sha: int(name[1:]) for name, sha in o.shas.items()}
+    thresholds = []
+
+    def fake_run_and_load(argv):
+        mid = argv[2]
+        t = float(argv[argv.index("--threshold") + 1])
+        thresholds.append(t)
+        rel = 1.0 if index[mid] >= 5 else (0.08 if index[mid] == 4 else 0.0)  # c4: a +8% fluke
+        verdict = "slower" if rel > t else "no significant change"
+        comp = {"verdict": verdict, "rel": rel}
+        builds = [{"sha": argv[1], "cached": False}, {"sha": mid, "cached": False}]
+        return 0, {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+
+    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
+    args = bs.parser().parse_args(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
+                                   "--builds-dir", str(tmp_path / "builds")])
+    out = bs.bisect(args, ["--threshold", "0.05"], say=lambda m: None)
+    assert out.first_slower == o.shas["c5"]
+    assert thresholds[0] == 0.05 and all(t == 0.5 for t in thresholds[1:])  # half of BAD's +100%
