@@ -131,7 +131,9 @@ class Builder:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock")):
             try:
-                r.git.fetch("--quiet", "--prune", "--force", "origin",
+                # --update-shallow: an origin that is itself a shallow clone (CI checkouts) would
+                # otherwise have its tags and branches silently rejected
+                r.git.fetch("--quiet", "--prune", "--force", "--update-shallow", "origin",
                             "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
             except git.GitCommandError as e:
                 raise RefError(f"cannot fetch {self.repo_url}: {_git_msg(e)}") from None
@@ -148,7 +150,7 @@ class Builder:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock")):
             try:
-                r.git.fetch("--quiet", "--force", "origin",
+                r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
                             f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
             except git.GitCommandError as e:
                 msg = _git_msg(e)
@@ -160,7 +162,7 @@ class Builder:
         if self.offline:
             return
         with contextlib.suppress(git.GitCommandError):
-            self.repo().git.fetch("--quiet", "origin", sha)
+            self.repo().git.fetch("--quiet", "--update-shallow", "origin", sha)
 
     def resolve(self, text: str) -> refs.ResolvedRef:
         ref = refs.classify(text)

@@ -245,3 +245,16 @@ def test_module_source_resolves_through_the_proxy(builds_dir, tmp_path):
     proc = run_bench("-s", "v2.2.2", "478", "--source", "module", "--builds-dir", str(builds_dir), "--dry-run",
                      cwd=tmp_path)
     assert "use --source git" in one_line_error(proc)
+
+
+def test_a_shallow_origin_works(s5_origin, builds_dir, tmp_path):
+    """CI checkouts are shallow clones; their tags, branches and PR refs must still resolve."""
+    shallow = tmp_path / "shallow.git"
+    subprocess.run(["git", "clone", "-q", "--bare", "--depth", "1", "--no-single-branch",
+                    f"file://{s5_origin.path}", str(shallow)], check=True)
+    subprocess.run(["git", "-C", str(shallow), "fetch", "-q", "--depth", "1", "origin",
+                    "+refs/pull/7/head:refs/pull/7/head", "+refs/tags/*:refs/tags/*"], check=True)
+    proc = run_bench("-s", "v1.0.0", "7", "--repo", str(shallow), "--builds-dir", str(builds_dir), "--dry-run",
+                     cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"v1.0.0: {s5_origin.shas['old']}" in proc.stderr and f"PR #7: {s5_origin.shas['slow']}" in proc.stderr
