@@ -35,6 +35,41 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
+def die_with_parent() -> None:
+    """preexec_fn for servers refbench starts: if refbench is killed outright (SIGKILL, a CI
+    timeout), the kernel sends the server SIGTERM rather than leave it running forever."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def sweep_stale(parent: Path, pattern: str = "refbench-minio-*") -> int:
+    """Remove data dirs left by refbench runs that were killed outright (owner process gone)."""
+    removed = 0
+    for d in Path(parent).glob(pattern):
+        owner = d / "owner" if d.is_dir() else None
+        try:
+            pid = int(owner.read_text()) if owner else None
+        except (OSError, ValueError):
+            continue
+        if pid is None:
+            continue
+        try:
+            os.kill(pid, 0)
+            continue  # still running
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            d.with_suffix(".log").unlink()
+        removed += 1
+    return removed
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -62,7 +97,10 @@ class MinioServer:
         self.binary = binary or find_tool("minio")
         if not self.binary:
             raise RunError("minio not found (tools/bin/minio or PATH): run `make setup`, or pass -b BUCKET")
-        self.data_dir = Path(tempfile.mkdtemp(prefix="refbench-minio-", dir=data_parent or workdir))
+        parent = data_parent or workdir
+        sweep_stale(parent)
+        self.data_dir = Path(tempfile.mkdtemp(prefix="refbench-minio-", dir=parent))
+        (self.data_dir / "owner").write_text(str(os.getpid()))
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.access_key = "rb" + secrets.token_hex(8)
@@ -78,7 +116,8 @@ class MinioServer:
             self.proc = subprocess.Popen(
                 [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
                  "--console-address", f"127.0.0.1:{console}", str(self.data_dir / "data")],
-                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -339,7 +378,7 @@ class IpfsRepo:
         with open(log_path, "w") as fh:
             self.daemon = subprocess.Popen([self.binary, "daemon", "--offline"], stdout=fh,
                                            stderr=subprocess.STDOUT, env={**os.environ, **self.env},
-                                           start_new_session=True)
+                                           start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         api_file = self.path / "api"
         while time.monotonic() < deadline:

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -258,3 +259,40 @@ def test_a_shallow_origin_works(s5_origin, builds_dir, tmp_path):
                      cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert f"v1.0.0: {s5_origin.shas['old']}" in proc.stderr and f"PR #7: {s5_origin.shas['slow']}" in proc.stderr
+
+
+def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origin, builds_dir, tmp_path):
+    """SIGKILL (a CI timeout, the OOM killer) allows no cleanup: the embedded MinIO must not outlive
+    refbench, and the next run removes the data dir the killed one left."""
+    from refbench.backends import MinioServer
+
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench.py"), "-s", "v1.0.0", "v1.1.0", "--repo", str(s5_origin.path),
+         "--builds-dir", str(builds_dir), "--quick", "--only", "small files", "-r", "40",
+         "-o", str(tmp_path / "s.md")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    shm = Path("/dev/shm")
+    mine = None
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and mine is None:
+        for d in shm.glob("refbench-minio-*"):
+            try:
+                if (d / "owner").read_text() == str(proc.pid):
+                    mine = d
+            except OSError:
+                pass
+        time.sleep(0.2)
+    assert mine is not None, "the run never started its embedded MinIO in /dev/shm"
+    time.sleep(2)
+    proc.kill()
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and str(mine) in subprocess.run(["ps", "-eo", "args"], capture_output=True,
+                                                                      text=True).stdout:
+        time.sleep(0.2)
+    assert str(mine) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert mine.exists()  # nothing could clean up after SIGKILL ...
+    server = MinioServer(tmp_path, data_parent=shm)  # ... until the next run starts a server
+    try:
+        assert not mine.exists()
+    finally:
+        server.stop()
