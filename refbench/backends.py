@@ -200,6 +200,7 @@ class S3Backend:
     versioned_bucket: str | None = None  # where deletions can be undone in batches (see s3restore)
     kind: str = "s3"
     shared_context: bool = True  # all builds share the same remote area per scenario
+    restore_tool: str | None = field(default_factory=lambda: find_tool("refbench-s3restore"))
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
@@ -254,7 +255,7 @@ class S3Backend:
         return f"s3://{self.bucket}/{self.prefix}/{scenario_slug}"
 
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
-        restore = find_tool("refbench-s3restore")
+        restore = self.restore_tool
         versioned = bool(self.versioned_bucket and restore)
         return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or "",
                 # where an area of objects can be deleted and brought back in batches:
@@ -304,22 +305,22 @@ class S3Backend:
     def _remove_once(self, prefix: str) -> int:
         if self.versioned_bucket == self.bucket:
             return self._delete_versions(self.bucket, prefix)
-        client = self.client()
-        entries = [{"Key": k} for k in self.list_keys() if k.startswith(prefix)]
-        for i in range(0, len(entries), 1000):
-            client.delete_objects(Bucket=self.bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
-        return len(entries)
+        return self._delete_batches(self.bucket, [{"Key": k} for k in self.list_keys() if k.startswith(prefix)])
 
     def _delete_versions(self, bucket: str, prefix: str) -> int:
         """Delete every version and delete marker under prefix (which is inside this run's prefix)."""
         if not prefix.startswith(self.prefix.rstrip("/") + "/"):
             raise RunError(f"refusing to delete outside this run's prefix: {prefix!r}")
-        client = self.client()
         entries = []
-        for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for page in self.client().get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
             for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
                 if v["Key"].startswith(prefix):
                     entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+        return self._delete_batches(bucket, entries)
+
+    def _delete_batches(self, bucket: str, entries: list[dict]) -> int:
+        """DeleteObjects, 1000 keys (or key versions) per request."""
+        client = self.client()
         for i in range(0, len(entries), 1000):
             client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
         return len(entries)

@@ -201,11 +201,9 @@ def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, em
             fixture_need += allocated
         seen.add(key)
         local = max((st.local_copies for st in s.steps), default=0) * total
-        stored = 0
-        if backend_kind == "ipfs":
-            stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total * n_builds
-        elif embedded:
-            stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total
+        # stored on this machine: IPFS keeps a repo per build; an embedded MinIO one shared copy
+        on_disk = n_builds if backend_kind == "ipfs" else 1 if embedded else 0
+        stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total * on_disk
         if local + stored > run_need:
             run_need, which = local + stored, s.name
         stored_peak = max(stored_peak, stored)

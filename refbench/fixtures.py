@@ -51,10 +51,10 @@ def _file_name(i: int) -> str:
     return f"tmp{i}"  # as s5cmd's bench names them
 
 
-def planned_bytes(spec: Fixture) -> tuple[int, int, int]:
+def planned_bytes(spec: Fixture, plan: list[tuple[str, int]] | None = None) -> tuple[int, int, int]:
     """(files, apparent bytes, bytes that will be allocated on disk) without writing anything."""
     if spec.kind == "tree":
-        files = [size for _, size in _tree_plan(spec)]
+        files = [size for _, size in (plan if plan is not None else _tree_plan(spec))]
         total = sum(files)
         return len(files), total, total
     total = spec.size * spec.count
@@ -65,7 +65,8 @@ def ensure(spec: Fixture, cache_dir: Path) -> FixtureFiles:
     """Create the fixture if it is not cached yet; return where it is."""
     root = Path(cache_dir) / "fixtures" / spec.key()
     marker = marker_path(root)
-    files, total, allocated = planned_bytes(spec)
+    plan = _tree_plan(spec) if spec.kind == "tree" else None
+    files, total, allocated = planned_bytes(spec, plan)
     if marker.exists():
         return FixtureFiles(spec, root, files, total, allocated)
     if root.exists():
@@ -76,7 +77,7 @@ def ensure(spec: Fixture, cache_dir: Path) -> FixtureFiles:
     elif spec.kind == "random":
         write_random(root, spec.size, spec.count, spec.seed)
     else:
-        write_tree(root, spec)
+        write_tree(root, spec, plan)
     marker.write_text(json.dumps({"files": files, "bytes": total}))
     return FixtureFiles(spec, root, files, total, allocated)
 
@@ -158,8 +159,8 @@ def _tree_plan(spec: Fixture) -> list[tuple[str, int]]:
     return out
 
 
-def write_tree(root: Path, spec: Fixture) -> None:
-    plan = _tree_plan(spec)
+def write_tree(root: Path, spec: Fixture, plan: list[tuple[str, int]] | None = None) -> None:
+    plan = plan if plan is not None else _tree_plan(spec)
     gen = RandomWriter(spec.seed, pool_bytes=min(POOL, max(1 << 20, sum(s for _, s in plan))))
     made = set()
     for i, (rel, size) in enumerate(plan):

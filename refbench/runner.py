@@ -181,8 +181,7 @@ class Runner:
                          stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.untimed[kind] += time.monotonic() - t0
         if proc.returncode != 0:
-            tail = (proc.stderr or "").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-            raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
+            raise _failed(what, cmd, proc)
         return proc.stdout.strip() if capture else ""
 
     # ---- scenario -------------------------------------------------------------------------
@@ -329,8 +328,7 @@ class Runner:
         proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.untimed["warmup"] += time.monotonic() - t0
         if proc.returncode != 0:
-            tail = proc.stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
-            raise RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
+            raise _failed(what, cmd, proc)
         if not gnu_time:
             return None
         try:
@@ -356,6 +354,13 @@ def _gnu_time() -> str | None:
         if not ok:
             log.warning("GNU time not found: peak RSS will not be measured (apt-get install time)")
     return _GNU_TIME
+
+
+def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
+    """One line naming what failed and the command's last word; the command and stderr as detail."""
+    stderr = proc.stderr or ""
+    tail = stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+    return RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{stderr[-2000:]}")
 
 
 def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
