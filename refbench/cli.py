@@ -27,7 +27,8 @@ from .runner import Plan, Runner, check_hyperfine_flags, split_runs
 
 log = logging.getLogger("refbench")
 DEFAULT_SCENARIOS = PROJECT_ROOT / "scenarios.toml"
-SUBCOMMANDS = ("report", "compare", "comment", "nightly", "bisect", "clean")
+from .commands import COMMANDS as _COMMANDS
+SUBCOMMANDS = tuple(_COMMANDS)
 
 
 class _Parser(argparse.ArgumentParser):

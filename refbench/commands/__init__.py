@@ -1,0 +1,23 @@
+"""Subcommands beside the main comparison: one module per subcommand.
+
+Each entry names the module and its function `main(argv) -> exit code`; a new subcommand is a new
+file here and one line in COMMANDS.
+"""
+from __future__ import annotations
+
+import importlib
+
+# subcommand -> "module:function" (relative to the refbench package)
+COMMANDS = {
+    "report": "views:cmd_report",
+    "compare": "views:cmd_compare",
+    "comment": "github:cmd_comment",
+    "nightly": "nightly:cmd_nightly",
+    "bisect": "bisect:cmd_bisect",
+    "clean": "commands.clean:main",
+}
+
+
+def dispatch(name: str, argv: list[str]) -> int:
+    module, func = COMMANDS[name].split(":")
+    return getattr(importlib.import_module(f"refbench.{module}"), func)(argv)
