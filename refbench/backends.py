@@ -45,6 +45,12 @@ def die_with_parent() -> None:
         pass
 
 
+def _server_preexec(cpus: frozenset[int] | None) -> None:
+    die_with_parent()
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
 def sweep_stale(parent: Path, pattern: str = "refbench-minio-*") -> int:
     """Remove data dirs left by refbench runs that were killed outright (owner process gone)."""
     removed = 0
@@ -93,7 +99,9 @@ def _stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
 class MinioServer:
     """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
 
-    def __init__(self, workdir: Path, binary: str | None = None, data_parent: Path | None = None):
+    def __init__(self, workdir: Path, binary: str | None = None, data_parent: Path | None = None,
+                 cpus: frozenset[int] | None = None):
+        self.cpus = cpus  # pinned here, with GOMAXPROCS to match, when the run separates server and client
         self.binary = binary or find_tool("minio")
         if not self.binary:
             raise RunError("minio not found (tools/bin/minio or PATH): run `make setup`, or pass -b BUCKET")
@@ -111,13 +119,15 @@ class MinioServer:
     def start(self, timeout: float = 60) -> "MinioServer":
         env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
                "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1"}
+        if self.cpus:
+            env["GOMAXPROCS"] = str(len(self.cpus))
         console = free_port()
         with open(self.log_path, "w") as fh:
             self.proc = subprocess.Popen(
                 [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
                  "--console-address", f"127.0.0.1:{console}", str(self.data_dir / "data")],
                 stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-                preexec_fn=die_with_parent)
+                preexec_fn=lambda: _server_preexec(self.cpus))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -204,10 +214,11 @@ class S3Backend:
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
-             run_id: str, stored_bytes: int = 0) -> "S3Backend":
+             run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None) -> "S3Backend":
         prefix = "/".join(p for p in (prefix_base.strip("/"), run_id) if p)
         if bucket is None:
-            server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir)).start()
+            server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir),
+                                 cpus=server_cpus).start()
             backend = cls("refbench", prefix, server.endpoint, server, dict(server.env))
             try:
                 client = backend.client()

@@ -16,7 +16,9 @@ import signal
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import __version__, builds as bl, fixtures as fx, refs, report, stats
 from .backends import IpfsBackend, PROJECT_ROOT, S3Backend, find_tool
@@ -65,6 +67,55 @@ def _fraction(text: str) -> float:
     return v
 
 
+def duration(text: str) -> float:
+    """Seconds from '600', '90s', '10m', '1h30m'."""
+    import re
+    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text or "")
+    if not text or not m or not any(m.groups()):
+        raise argparse.ArgumentTypeError(f"expected a duration like 600, 90s, 10m or 1h30m, got {text!r}")
+    h, mi, se = (float(g) if g else 0.0 for g in m.groups())
+    v = h * 3600 + mi * 60 + se
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a duration above 0, got {text!r}")
+    return v
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return frozenset(out)
+
+
+def cpu_split(text: str) -> tuple[frozenset[int], frozenset[int] | None] | str:
+    """'0:1' -> ({0}, {1}); '0-2' -> ({0,1,2}, None); 'auto' kept for the run to resolve."""
+    if text in ("auto", "off"):
+        return text
+    try:
+        client, _, server = text.partition(":")
+        pair = _cpu_list(client), (_cpu_list(server) if server else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CPUs like 0:1 or 0-2:3, got {text!r}") from None
+    have = os.sched_getaffinity(0)
+    bad = sorted(c for c in pair[0] | (pair[1] or frozenset()) if c not in have)
+    if bad:
+        raise argparse.ArgumentTypeError(f"CPU {bad[0]} is not available here (this process may use "
+                                         f"{', '.join(map(str, sorted(have)))})")
+    return pair
+
+
+def resolve_cpus(spec) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """(client CPUs, server CPUs) for --cpus; 'auto' gives the server the last CPU when there are
+    at least two, so the embedded server and the client do not take turns on one core."""
+    if spec in (None, "off"):
+        return None, None
+    if spec == "auto":
+        have = sorted(os.sched_getaffinity(0))
+        return (frozenset(have[:-1]), frozenset(have[-1:])) if len(have) >= 2 else (None, None)
+    return spec
+
+
 def add_stats_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verdicts")
     g.add_argument("--threshold", type=_fraction, default=0.05,
@@ -110,9 +161,21 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=_positive, default=5,
                    help="interleaved rounds per step (1 = plain hyperfine order: all A runs, then all B)")
     p.add_argument("--until-decided", action="store_true",
-                   help="add interleaved rounds to inconclusive steps until decided or out of budget")
-    p.add_argument("--max-runs", type=_positive, default=60, help="--until-decided: most runs per build and step")
-    p.add_argument("--max-time", type=float, default=600.0, help="--until-decided: most seconds per step")
+                   help="look after every round and add rounds to undecided steps until decided, --max-runs or "
+                        "--max-time (alpha spending keeps the false-alarm rate)")
+    p.add_argument("--budget", type=duration, metavar="DURATION",
+                   help="time for the whole run's measuring, e.g. 10m: every step gets its planned runs, then "
+                        "undecided steps get more rounds while they can still be decided in the time left")
+    p.add_argument("--max-runs", type=_positive, default=60,
+                   help="--until-decided / --budget: most runs per build and step")
+    p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
+    p.add_argument("--interleave", choices=("runs", "rounds"), default="runs",
+                   help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a row")
+    p.add_argument("--no-shell", choices=("auto", "on", "off"), default="auto",
+                   help="hyperfine -N (no intermediate shell): auto = where no command needs shell syntax")
+    p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
+                   help="pin hyperfine and the target to CPUs CLIENT and the embedded server to SERVER, "
+                        "e.g. 0:1 or 0-1:2-3 ('auto': the last CPU for the server, the rest for the client)")
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower")
     p.add_argument("--no-rss", dest="rss", action="store_false",
                    help="do not measure peak RSS (it uses the first warm-up run)")
@@ -189,6 +252,14 @@ def select_scenarios(scenarios: list[Scenario], only: list[str]):
     return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
 
 
+def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int) -> int:
+    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders): the family
+    whose false alarms the run controls together."""
+    steps = sum(1 for s in scenarios for st in s.steps if (not step_filter or step_filter(s, st))
+                and (st.runs or s.runs or runs) >= 2)
+    return max(1, steps * (n_builds - 1))
+
+
 def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
                n_builds: int) -> tuple[int, int, str, int]:
     """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one,
@@ -211,7 +282,16 @@ def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, em
     return fixture_need, run_need, which, stored_peak
 
 
-def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+@dataclass(frozen=True)
+class RunHooks:
+    """What `calibrate` changes in an ordinary run: the builds it measures (shims around one
+    binary), the family each contender's verdicts belong to, and the budget's scale."""
+    builds: Callable[[list, Path], list] | None = None  # (built, workdir) -> builds to measure
+    family_per_contender: bool = False  # a 2-build run's family: steps, not steps x contenders
+    budget_scale: float = 1.0
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> int:
     t_wall = time.monotonic()
     reporter = Reporter()
     cfg = load_config(args.scenarios)
@@ -285,15 +365,18 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     cpu_before = _cpu_accounting()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
     workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=local_root))
+    if hooks.builds:
+        built = hooks.builds(built, workdir)
     backend = None
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    client_cpus, server_cpus = resolve_cpus(args.cpus)
     results_scenarios = []
     t_fixtures = 0.0
     runner = None
     try:
         if target.backend == "s3":
             backend = S3Backend.open(args.bucket, args.prefix, workdir, args.endpoint_url, run_id,
-                                     stored_bytes=stored_peak)
+                                     stored_bytes=stored_peak, server_cpus=server_cpus)
             reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                           f", objects under s3://{backend.bucket}/{backend.prefix}/")
         else:
@@ -301,8 +384,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         plan = Plan(builds=built, backend=backend, workdir=workdir, cache_dir=cache_dir, runs=args.runs,
                     warmup=args.warmup, rounds=args.rounds, settings=settings, target_flags=target_flags,
                     hyperfine_flags=hf_flags, until_decided=args.until_decided, max_runs=args.max_runs,
-                    max_time=args.max_time, verbose=args.verbose, measure_rss=args.rss)
+                    max_time=args.max_time, verbose=args.verbose, measure_rss=args.rss,
+                    interleave=args.interleave, no_shell=args.no_shell,
+                    budget=args.budget * hooks.budget_scale if args.budget else None,
+                    family_size=family_size(scenarios, step_filter, args.runs,
+                                            2 if hooks.family_per_contender else len(built)),
+                    client_cpus=client_cpus)
         runner = Runner(plan, progress=reporter.status, on_round=reporter.advance)
+        runner.steps_total = sum(1 for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
         total_rounds = sum(len(split_runs(st.runs or s.runs or args.runs, args.rounds))
                            for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
         reporter.start(total_rounds, [b.label for b in built])
@@ -324,9 +413,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
     # ---- statistics and report ----
-    family = [(st, i) for sr in results_scenarios for st in sr.steps for i in range(len(st.comparisons))]
-    for (st, i), c in zip(family, stats.adjust_family([st.comparisons[i] for st, i in family], settings)):
-        st.comparisons[i] = c
+    n_contenders = len(built) - 1
+    for family in (range(n_contenders) if hooks.family_per_contender else [None]):
+        members = [(st, i) for sr in results_scenarios for st in sr.steps for i in range(len(st.comparisons))
+                   if family is None or i == family]
+        for (st, i), c in zip(members, stats.adjust_family([st.comparisons[i] for st, i in members], settings)):
+            st.comparisons[i] = c
     ratios: dict[str, list[float]] = {b.label: [] for b in built}
     for sr in results_scenarios:
         for st in sr.steps:
@@ -353,6 +445,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                   "threshold": args.threshold, "alpha": args.alpha, "noise_limit": args.noise_limit,
                   "multiple_testing": "benjamini-hochberg across the run's comparisons",
                   "until_decided": args.until_decided, "max_runs": args.max_runs, "only": args.only,
+                  "budget_seconds": args.budget, "interleave": args.interleave, "no_shell": args.no_shell,
+                  "cpus": {"client": sorted(client_cpus) if client_cpus else None,
+                           "server": sorted(server_cpus) if server_cpus else None},
+                  "family_size": runner.plan.family_size if runner else None,
                   "hyperfine_flags": hf_flags, "target_flags": target_flags},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
         env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),

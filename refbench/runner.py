@@ -23,7 +23,7 @@ from . import fixtures as fx
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
-from .stats import INCONCLUSIVE, Comparison, Settings, compare, summarize
+from .stats import Comparison, Settings, compare, runs_for, should_stop, summarize
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,17 @@ class Plan:
     max_time: float = 600.0
     verbose: bool = False
     measure_rss: bool = True
+    interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
+    budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
+    family_size: int = 1  # comparisons in the run (steps x contenders): the family the verdicts share
+    no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
+    client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
+
+    @property
+    def sequential(self) -> bool:
+        """Look after every round and stop a step once it is decided (alpha spending keeps the
+        error rates): with --until-decided or a --budget."""
+        return self.until_decided or self.budget is not None
 
 
 @dataclass
@@ -66,6 +77,8 @@ class BuildSamples:
     system: list[float] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)  # round index of every sample
+    blocks: list[int] = field(default_factory=list)  # pass index: one run of every build (the analysis' block)
+    memory: list[int | None] = field(default_factory=list)  # peak bytes per run, where hyperfine reports it
     rss_kb: int | None = None
     check: str | None = None
     command: str = ""
@@ -77,6 +90,7 @@ class BuildSamples:
         return {
             "times": [round(t, 9) for t in self.times], "user": [round(t, 9) for t in self.user],
             "system": [round(t, 9) for t in self.system], "exit_codes": self.exit_codes, "rounds": self.rounds,
+            "blocks": self.blocks,
             "stats": s.to_json() if s else None,
             "cpu_mean": round(sum(cpu) / len(cpu), 9) if cpu else None,
             "cpu_wall_ratio": round(sum(cpu) / sum(self.times), 4) if cpu and sum(self.times) > 0 else None,
@@ -95,9 +109,12 @@ class StepResult:
     comparisons: list[Comparison]
     hyperfine_seconds: float
     check_differs: bool = False
+    looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
+    stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
 
     def to_json(self) -> dict:
         return {"name": self.step, "runs": self.runs, "warmup": self.warmup, "rounds": self.rounds,
+                "looks": [round(x, 6) for x in self.looks], "stopped": self.stopped,
                 "builds": {k: v.to_json() for k, v in self.samples.items()},
                 "comparisons": [c.to_json() for c in self.comparisons],
                 "check_differs": self.check_differs, "hyperfine_seconds": round(self.hyperfine_seconds, 3)}
@@ -143,6 +160,12 @@ class Runner:
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
         self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
         self.hf_log = plan.workdir / "hyperfine.log"
+        self.blocks = 0  # next block (pass) index; unique across the run
+        # the budget's bookkeeping: steps planned and done, and the time the done ones took
+        self.t_begin = time.monotonic()
+        self.steps_total = 0
+        self.steps_done = 0
+        self.planned_seconds = 0.0
         self.base_env = {**os.environ, **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
@@ -200,7 +223,10 @@ class Runner:
             for step in scenario.steps:
                 if step_filter and not step_filter(scenario, step):
                     continue
+                t0 = time.monotonic()
                 results.append(self.run_step(scenario, fixture, step))
+                self.steps_done += 1
+                self.planned_seconds += time.monotonic() - t0
             if scenario.teardown:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
@@ -226,6 +252,7 @@ class Runner:
         if step.setup:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
+        t_start = time.monotonic()
         hf_seconds = 0.0
         # The first warm-up of each build runs here, untimed: it measures the peak RSS (hyperfine
         # cannot), and the step's check reads what that build's own run produced. Without warm-ups,
@@ -239,59 +266,112 @@ class Runner:
                     s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
                                       capture=True, kind="check")
             hf_warmup = max(0, warmup - 1)
+        if hf_warmup:
+            hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
         per_round = split_runs(runs, plan.rounds)
-        orders = round_orders(len(builds), len(per_round))
-        t_start = time.monotonic()
+        sequential = plan.sequential and runs >= 2
+        n_max = max(plan.max_runs, runs) if sequential else runs
+        looks: list[float] = []
+        stopped = "planned"
         r = 0
         while True:
-            if r < len(per_round):
-                k, order = per_round[r], orders[r]
-            else:  # --until-decided: extra rounds while a comparison is inconclusive
-                comps = self.comparisons(builds, samples)
-                n_each = min(len(s.times) for s in samples.values())
-                if (not plan.until_decided or all(c.verdict != INCONCLUSIVE for c in comps)
-                        or n_each >= plan.max_runs or time.monotonic() - t_start >= plan.max_time):
+            n_each = min(len(s.times) for s in samples.values())
+            if r >= len(per_round) or sequential:
+                stop = self.stop_reason(r, per_round, n_each, n_max, builds, samples, looks, t_start) \
+                    if sequential else "planned"
+                if stop:
+                    stopped = stop
                     break
-                k = min(per_round[-1] if per_round else 2, plan.max_runs - n_each)
-                order = round_orders(len(builds), r + 1)[r]
+            k = per_round[r] if r < len(per_round) else min(per_round[-1] if per_round else 2, n_max - n_each)
+            order = round_orders(len(builds), r + 1)[r]
             self.progress(f"{where}: round {r + 1}" + (f"/{len(per_round)}" if r < len(per_round) else " (extra)"))
-            hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k,
-                                               hf_warmup if r == 0 else 0)
+            hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
+            looks.append(min(1.0, min(len(s.times) for s in samples.values()) / n_max))
             self.on_round()
             r += 1
         if step.cleanup:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         checks = {s.check for s in samples.values()}
-        comps = self.comparisons(builds, samples)
+        looks_t = tuple(looks) if sequential and looks else (1.0,)
+        comps = self.comparisons(builds, samples, looks_t)
         return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
-                          check_differs=bool(step.check) and len(checks) > 1)
+                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped)
 
-    def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples]) -> list[Comparison]:
+    def stop_reason(self, r: int, per_round: list[int], n_each: int, n_max: int, builds: list[Build],
+                    samples: dict[str, BuildSamples], looks: list[float], t_start: float) -> str | None:
+        """Sequential sampling: why this step stops now, or None to run another round.
+
+        Every round is a look; the alpha-spending boundaries in stats keep the false-alarm rate of
+        looking after every round at alpha. A step stops when every comparison is decided
+        (significant at alpha / family size, so it survives the run-wide adjustment, or shown
+        equivalent), at --max-runs, at --max-time, or when the budget says more runs would not
+        decide it in the time left (the rest of the budget goes to the steps after it)."""
+        plan = self.plan
+        if n_each >= n_max:
+            return "max-runs"
+        if r == 0:
+            return None
+        comps = self.comparisons(builds, samples, tuple(looks))
+        if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
+            return "decided"
+        now = time.monotonic()
+        if now - t_start >= plan.max_time:
+            return "max-time"
+        if r < len(per_round):  # the planned runs are everyone's minimum: a budget only adds rounds
+            return None
+        if plan.budget is None:
+            return None if plan.until_decided else "planned"
+        per_run = (now - t_start) / max(1, n_each * len(builds))
+        need = max((runs_to_decide(c, plan.settings, plan.family_size) or n_max) for c in comps)
+        more = max(0, min(need, n_max) - n_each) * per_run * len(builds)
+        if more > self.budget_left(now):
+            return "budget"
+        return None
+
+    def budget_left(self, now: float) -> float:
+        """Seconds this step may still spend: what is left of the budget after the planned runs of
+        the steps still to come (estimated at the average pace of the steps so far)."""
+        plan = self.plan
+        if plan.budget is None:
+            return float("inf")
+        pending = max(0, self.steps_total - self.steps_done - 1)
+        per_step = (self.planned_seconds / self.steps_done) if self.steps_done else 0.0
+        return plan.budget - (now - self.t_begin) - pending * per_step
+
+    def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
+                    looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
         base = builds[0].label
-        return [compare(base, samples[base].times, b.label, samples[b.label].times, self.plan.settings)
+        b0 = samples[base]
+        return [compare(base, b0.times, b.label, samples[b.label].times, self.plan.settings,
+                        base_rounds=b0.blocks or None, cont_rounds=samples[b.label].blocks or None,
+                        looks=looks, family_size=self.plan.family_size)
                 for b in builds[1:]]
 
-    def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
-                        preps: list[str | None], samples: dict[str, BuildSamples], runs: int, warmup: int) -> float:
-        jpath = self.plan.workdir / f"round-{os.getpid()}.json"
+    def hyperfine_argv(self, jpath: Path, names: list[str], cmds: list[str], preps: list[str | None],
+                       runs: int, warmup: int) -> list[str]:
+        """One hyperfine invocation: the commands in the order given, each with its own prepare."""
         argv = ["hyperfine", "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
                 "--style", "basic" if self.plan.verbose else "none"]
-        for i in order:
-            argv += ["-n", builds[i].label]
+        if use_no_shell(self.plan.no_shell, cmds, preps):
+            argv.append("-N")
+        for n in names:
+            argv += ["-n", n]
         if any(preps):
-            for i in order:
-                argv += ["--prepare", preps[i] or ":"]
+            for p in preps:
+                argv += ["--prepare", p or ":"]
         argv += self.plan.hyperfine_flags
-        argv += ["--", *[cmds[i] for i in order]] if _hf_supports_dashdash() else [cmds[i] for i in order]
+        return argv + (["--", *cmds] if _hf_supports_dashdash() else list(cmds))
+
+    def run_hyperfine(self, where: str, argv: list[str], jpath: Path) -> tuple[dict, float]:
         log.debug("$ %s", shlex.join(argv))
         t0 = time.monotonic()
         with open(self.hf_log, "a") as fh:
-            fh.write(f"\n# {where} round {r + 1}\n$ {shlex.join(argv)}\n")
+            fh.write(f"\n# {where}\n$ {shlex.join(argv)}\n")
             fh.flush()
             try:
                 proc = run_group(argv, env=self.base_env, stdout=None if self.plan.verbose else fh,
-                                 stderr=subprocess.PIPE, text=True)
+                                 stderr=subprocess.PIPE, text=True, cpus=self.plan.client_cpus)
             except FileNotFoundError:
                 raise RunError("hyperfine not found on PATH: run `make setup` (or apt-get install hyperfine)") from None
             fh.write(proc.stderr)
@@ -303,7 +383,32 @@ class Runner:
             raise RunError(f"{where}: hyperfine failed: {msg.strip()}", detail=proc.stderr[-3000:])
         data = json.loads(jpath.read_text())
         jpath.unlink()
-        for pos, res in zip(order, data["results"]):
+        return data, elapsed
+
+    def hyperfine_warmup(self, where: str, builds: list[Build], cmds: list[str], preps: list[str | None],
+                         warmup: int) -> float:
+        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them)."""
+        jpath = self.plan.workdir / f"warmup-{os.getpid()}.json"
+        argv = self.hyperfine_argv(jpath, [b.label for b in builds], cmds, preps, 1, warmup - 1)
+        return self.run_hyperfine(f"{where} warm-up", argv, jpath)[1]
+
+    def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
+                        preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
+        """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
+        hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
+        or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
+        jpath = self.plan.workdir / f"round-{os.getpid()}.json"
+        if self.plan.interleave == "runs":
+            seq = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])]
+            per_cmd, block_of = 1, [self.blocks + j for j in range(runs) for _ in order]
+            self.blocks += runs
+        else:
+            seq, per_cmd, block_of = order, runs, [self.blocks] * len(order)
+            self.blocks += 1
+        argv = self.hyperfine_argv(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
+                                   [preps[i] for i in seq], per_cmd, 0)
+        data, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
+        for pos, block, res in zip(seq, block_of, data["results"]):
             s = samples[builds[pos].label]
             n = len(res["times"])
             s.times += res["times"]
@@ -311,6 +416,8 @@ class Runner:
             s.system += _per_run(res, "system", n)
             s.exit_codes += list(res.get("exit_codes") or [0] * n)
             s.rounds += [r] * n
+            s.blocks += [block] * n
+            s.memory += list(res.get("memory_usage_byte") or [None] * n)
         return elapsed
 
     def measure_rss(self, cmd: str, prep: str | None, what: str) -> int | None:
@@ -363,6 +470,47 @@ def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
     return RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{stderr[-2000:]}")
 
 
+def runs_to_decide(c: Comparison, settings: Settings, family_size: int) -> int | None:
+    """Runs per build at which this comparison would likely be decided (80% power): enough to show
+    its observed change is not zero, or that it is inside +-threshold, whichever needs fewer."""
+    t = settings.threshold
+    effect = max(abs(c.rel), t - abs(c.rel))
+    return runs_for(effect, 0.8, c.noise, settings, family_size) if c.noise else None
+
+
+# what makes a command need a shell: operators, expansions, globs, redirections (outside quotes)
+_SHELL_CHARS = set("|&;<>()$`*?[~{}#\\\n")
+
+
+def needs_shell(cmd: str) -> bool:
+    """Whether a command uses shell syntax. hyperfine -N splits a command into words itself
+    (quotes honoured) and spares the shell's start-up and its spawn-time correction, one source of
+    noise in a few-millisecond step; any operator, expansion or glob outside quotes keeps the shell."""
+    if "=" in cmd.split(" ", 1)[0]:  # VAR=value cmd
+        return True
+    quote = None
+    for ch in cmd:
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif quote == '"':
+            if ch in '$`\\':
+                return True
+            quote = None if ch == '"' else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _SHELL_CHARS:
+            return True
+    return False
+
+
+def use_no_shell(mode: str, cmds: list[str], preps: list[str | None]) -> bool:
+    if mode == "off":
+        return False
+    if mode == "on":
+        return True
+    return not any(needs_shell(c) for c in [*cmds, *(p for p in preps if p)])
+
+
 def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run in a process group of its own. On any exception (Ctrl-C, SIGTERM turned
     into KeyboardInterrupt) the whole group is killed and reaped before the exception goes on,
@@ -371,6 +519,9 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     if capture:
         kwargs.setdefault("stdout", subprocess.PIPE)
         kwargs.setdefault("stderr", subprocess.PIPE)
+    cpus = kwargs.pop("cpus", None)
+    if cpus:
+        kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
     proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
     try:
         out, err = proc.communicate()

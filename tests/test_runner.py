@@ -1,0 +1,147 @@
+"""The runner's scheduling with a fake hyperfine and a fake backend, in milliseconds: run-by-run
+interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the budget, and when
+hyperfine may skip the shell."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from refbench import runner as rn, stats
+from refbench.builds import Build
+from refbench.config import Fixture, Scenario, Step
+from refbench.fixtures import FixtureFiles
+from refbench.refs import ResolvedRef
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+
+class FakeBackend:
+    env: dict = {}
+    shared_context = True
+
+    def context_values(self, slug, label):
+        return {}
+
+    def context_env(self, slug, label):
+        return {}
+
+    def open_scenario(self, *a):
+        pass
+
+    def close_scenario(self):
+        pass
+
+
+@pytest.fixture
+def fake_hf(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_HF_LOG", str(tmp_path / "hf.log"))
+    monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
+    monkeypatch.setattr(rn, "_DASHDASH", True)
+    return tmp_path / "hf.log"
+
+
+def builds(tmp_path, *factors) -> list[Build]:
+    out = []
+    for i, f in enumerate(factors):
+        ref = ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}")
+        out.append(Build("t", ref, f"b{i}", tmp_path / f"fake-{f:.2f}", "git", "go", False, 0.0))
+    return out
+
+
+def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, **plan):
+    (tmp_path / "work").mkdir(exist_ok=True)
+    p = rn.Plan(builds=builds(tmp_path, *factors), backend=FakeBackend(), workdir=tmp_path / "work",
+                cache_dir=tmp_path, runs=runs, warmup=warmup, rounds=rounds, settings=stats.Settings(),
+                measure_rss=False, **plan)
+    r = rn.Runner(p)
+    r.steps_total = 1
+    spec = Fixture(kind="sparse", size=1, count=1)
+    sc = Scenario("s", "t", spec, spec, (Step("step", command, prepare=prepare),))
+    fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
+    return r.run_scenario(sc, fixture).steps[0]
+
+
+def calls(log: Path) -> list[list[str]]:
+    return [json.loads(line) for line in log.read_text().splitlines() if "--export-json" in line]
+
+
+def names(argv: list[str]) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == "-n"]
+
+
+def test_runs_alternate_within_a_round_and_each_pass_is_a_block(tmp_path, fake_hf):
+    st = run(tmp_path, [1.0, 1.0], runs=4, rounds=2)
+    rounds = calls(fake_hf)
+    assert [names(a) for a in rounds] == [["b0", "b1", "b1", "b0"], ["b1", "b0", "b0", "b1"]]
+    assert all(a[a.index("--runs") + 1] == "1" for a in rounds)
+    a, b = st.samples["b0"], st.samples["b1"]
+    assert a.blocks == b.blocks == [0, 1, 2, 3]
+    assert a.rounds == [0, 0, 1, 1]
+    assert st.looks == (1.0,) and st.stopped == "planned"
+
+
+def test_interleave_rounds_keeps_plain_hyperfine_order(tmp_path, fake_hf):
+    st = run(tmp_path, [1.0, 1.0], runs=4, rounds=2, interleave="rounds")
+    rounds = calls(fake_hf)
+    assert [names(a) for a in rounds] == [["b0", "b1"], ["b1", "b0"]]
+    assert all(a[a.index("--runs") + 1] == "2" for a in rounds)
+    assert st.samples["b0"].blocks == [0, 0, 1, 1]
+
+
+def test_warmups_run_in_one_hyperfine_call_before_the_rounds(tmp_path, fake_hf):
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, warmup=3)
+    first = calls(fake_hf)[0]
+    assert first[first.index("--warmup") + 1] == "2" and first[first.index("--runs") + 1] == "1"
+    assert names(first) == ["b0", "b1"]
+
+
+def test_fixed_size_run_names_a_large_slowdown(tmp_path, fake_hf):
+    st = run(tmp_path, [1.0, 1.3], runs=10, rounds=5)
+    assert st.comparisons[0].verdict == stats.SLOWER
+    assert len(st.samples["b0"].times) == 10
+
+
+def test_sequential_stops_once_decided_and_records_its_looks(tmp_path, fake_hf):
+    st = run(tmp_path, [1.0, 1.5], runs=4, rounds=2, until_decided=True, max_runs=40)
+    assert st.stopped == "decided"
+    assert st.comparisons[0].verdict == stats.SLOWER
+    assert len(st.looks) == st.rounds and st.looks == tuple(sorted(st.looks))
+    assert len(st.samples["b0"].times) < 40
+
+
+def test_sequential_gives_up_at_max_runs(tmp_path, fake_hf, monkeypatch):
+    monkeypatch.setenv("FAKE_HF_SIGMA", "0.5")  # far too noisy to decide 3% in 12 runs
+    st = run(tmp_path, [1.0, 1.03], runs=4, rounds=2, until_decided=True, max_runs=12)
+    assert st.stopped in ("max-runs", "decided")
+    assert len(st.samples["b0"].times) <= 12
+    if st.stopped == "max-runs":
+        assert st.looks[-1] == 1.0
+
+
+def test_budget_adds_no_rounds_that_cannot_decide_in_time(tmp_path, fake_hf, monkeypatch):
+    monkeypatch.setenv("FAKE_HF_SIGMA", "0.5")
+    st = run(tmp_path, [1.0, 1.03], runs=4, rounds=2, budget=0.001, max_runs=200)
+    assert st.stopped in ("budget", "decided")
+    assert len(st.samples["b0"].times) == 4 or st.stopped == "decided"
+
+
+@pytest.mark.parametrize("cmd,shell", [
+    ("s5cmd cp '/a/*' s3://x/y/", False), ("rm -rf '/tmp/a b'", False), ("ipfs get -o /d QmX", False),
+    ("export A=1; s5cmd ls", True), ("ipfs add -r -Q /x > /y", True), ('echo "$HOME"', True),
+    ("A=1 s5cmd ls", True), ("ls /tmp/*", True), ("a | b", True), ("cd ~", True),
+])
+def test_needs_shell(cmd, shell):
+    assert rn.needs_shell(cmd) is shell
+
+
+def test_no_shell_only_when_every_command_and_prepare_allows_it(tmp_path, fake_hf):
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1)
+    assert "-N" in calls(fake_hf)[-1]
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, prepare="true | true")
+    assert "-N" not in calls(fake_hf)[-1]
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, no_shell="off")
+    assert "-N" not in calls(fake_hf)[-1]
