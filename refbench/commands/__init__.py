@@ -15,6 +15,7 @@ COMMANDS = {
     "nightly": "nightly:cmd_nightly",
     "bisect": "bisect:cmd_bisect",
     "clean": "commands.clean:main",
+    "calibrate": "commands.calibrate:main",
 }
 
 

@@ -1,0 +1,201 @@
+"""What a machine and a set of settings can detect, measured without a second build.
+
+One build is measured against itself (A/A) and against itself made P% slower, in the same
+interleaved run: every arm runs the same binary through a small shim that sleeps P% of the
+binary's own elapsed time after it exits (P = 0 for the baseline and the A/A arm, so all arms pay
+the shim's few milliseconds alike). Repeated K times, that gives per step the noise, the rate of
+false verdicts, the power at each P, the time a verdict takes, and the runs that would reach 90%
+power at 10%. Each arm's verdicts form their own family, as in an ordinary two-build run.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from . import stats
+
+SHIM = """#!/usr/bin/env bash
+# refbench calibrate: run the binary, then sleep {percent}% of its elapsed time (an injected,
+# proportional slow-down; 0 for the baseline and A/A arms, which pay the same shim cost)
+s=${{EPOCHREALTIME//[.,]/}}
+{binary} "$@"
+rc=$?
+e=${{EPOCHREALTIME//[.,]/}}
+us=$(( (e - s) * {percent} / 100 ))
+sleep "$((us / 1000000)).$(printf '%06d' $((us % 1000000)))"
+exit $rc
+"""
+
+BASE, AA = "base", "A/A"
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    percent: int  # injected slow-down in percent of the binary's own time
+
+
+def arms(slowdowns: list[int]) -> list[Arm]:
+    """The baseline, the A/A arm, then one arm per slow-down."""
+    return [Arm(BASE, 0), Arm(AA, 0)] + [Arm(f"+{p}%", p) for p in slowdowns]
+
+
+def write_shims(binary: Path, arm_list: list[Arm], where: Path) -> list[Path]:
+    import shlex
+    out = []
+    for i, arm in enumerate(arm_list):
+        path = Path(where) / f"calibrate-shim-{i}"
+        path.write_text(SHIM.format(binary=shlex.quote(str(binary)), percent=arm.percent))
+        path.chmod(0o755)
+        out.append(path)
+    return out
+
+
+def shim_builds(built: list, workdir: Path, arm_list: list[Arm]) -> list:
+    """Every arm is the first build behind its shim, under the arm's label."""
+    shims = write_shims(built[0].binary, arm_list, workdir)
+    return [replace(built[0], label=a.label, binary=s) for a, s in zip(arm_list, shims)]
+
+
+# ---- analysis ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class StepCalibration:
+    scenario: str
+    step: str
+    runs: float  # median runs per build
+    cv: float  # classic coefficient of variation of the baseline
+    robust_cv: float  # the noise the verdicts see (within blocks, outliers discounted)
+    false_alarms: int  # repetitions whose A/A verdict was slower or faster
+    reps: int
+    power: dict[int, float]  # slow-down percent -> share of repetitions called slower
+    seconds_to_verdict: dict[int, float | None]  # median measured seconds (baseline + arm) to a verdict
+    runs_for_90_at_10: int | None  # runs per build for 90% power at +10%
+    seconds_for_90_at_10: float | None  # measured seconds a 2-build step would take at those runs
+
+    @property
+    def false_alarm_rate(self) -> float:
+        return self.false_alarms / self.reps if self.reps else 0.0
+
+    def to_json(self) -> dict:
+        return {"scenario": self.scenario, "step": self.step, "runs": self.runs, "cv": _r(self.cv),
+                "robust_cv": _r(self.robust_cv), "false_alarms": self.false_alarms, "reps": self.reps,
+                "false_alarm_rate": _r(self.false_alarm_rate),
+                "power": {str(k): _r(v) for k, v in self.power.items()},
+                "seconds_to_verdict": {str(k): _r(v) for k, v in self.seconds_to_verdict.items()},
+                "runs_for_90_at_10": self.runs_for_90_at_10,
+                "seconds_for_90_at_10": _r(self.seconds_for_90_at_10)}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    target: str
+    ref: str
+    reps: int
+    slowdowns: tuple[int, ...]
+    settings: dict
+    steps: tuple[StepCalibration, ...]
+    runs_with_false_alarm: int  # repetitions in which any step's A/A verdict was slower or faster
+    wall_seconds: tuple[float, ...]  # per repetition (all arms)
+
+    @property
+    def multi_run_steps(self) -> tuple[StepCalibration, ...]:
+        return tuple(s for s in self.steps if s.runs >= 2)
+
+    def power_overall(self, percent: int) -> float | None:
+        """Share of (multi-run step, repetition) pairs called slower at this slow-down."""
+        steps = self.multi_run_steps
+        return sum(s.power[percent] for s in steps) / len(steps) if steps else None
+
+    def to_json(self) -> dict:
+        return {"schema": "refbench/calibration", "version": 1, "target": self.target, "ref": self.ref,
+                "reps": self.reps, "slowdowns": list(self.slowdowns), "settings": self.settings,
+                "runs_with_false_alarm": self.runs_with_false_alarm,
+                "power_overall": {str(p): _r(self.power_overall(p)) for p in self.slowdowns},
+                "wall_seconds": [round(w, 1) for w in self.wall_seconds],
+                "steps": [s.to_json() for s in self.steps]}
+
+
+def _r(x):
+    return round(x, 6) if isinstance(x, float) else x
+
+
+def analyse(results: list[dict], arm_list: list[Arm], settings: stats.Settings, *, target: str, ref: str,
+            run_settings: dict) -> Calibration:
+    """Aggregate K results files of calibration runs (arms as builds) into per-step figures."""
+    slowdowns = tuple(a.percent for a in arm_list[2:])
+    keyed: dict[tuple[str, str], list[dict]] = {}
+    false_runs = 0
+    for res in results:
+        any_false = False
+        for sc in res["scenarios"]:
+            for st in sc["steps"]:
+                keyed.setdefault((sc["name"], st["name"]), []).append(st)
+                any_false |= any(c["contender"] == AA and c["verdict"] in (stats.SLOWER, stats.FASTER)
+                                 for c in st["comparisons"])
+        false_runs += any_false
+    n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
+    family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
+    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family) for (sc, name), sts in keyed.items()]
+    return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
+                       tuple(r.get("timing", {}).get("wall_seconds", 0.0) for r in results))
+
+
+def _runs(st: dict) -> int:
+    return len(st["builds"][BASE]["times"])
+
+
+def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...], settings: stats.Settings,
+          n_max: int | None, family: int) -> StepCalibration:
+    def verdict(st, label):
+        return next((c["verdict"] for c in st["comparisons"] if c["contender"] == label), None)
+
+    base = [st["builds"][BASE] for st in reps]
+    cvs = [stats.summarize(b["times"]).cv for b in base if len(b["times"]) >= 2]
+    robust = [stats.robust_noise(b["times"], b.get("blocks") or None) for b in base if len(b["times"]) >= 2]
+    noise = statistics.median(robust) if robust else 0.0
+    mean_run = statistics.median(statistics.fmean(b["times"]) for b in base)
+    power = {p: sum(verdict(st, f"+{p}%") == stats.SLOWER for st in reps) / len(reps) for p in slowdowns}
+    seconds = {}
+    for p in slowdowns:
+        times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
+        seconds[p] = statistics.median(times) if times else None
+    need = stats.runs_for(0.10, 0.9, noise, settings, family) if noise else None
+    return StepCalibration(
+        scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
+        noise, sum(verdict(st, AA) in (stats.SLOWER, stats.FASTER) for st in reps), len(reps), power, seconds,
+        need, need * 2 * mean_run * 1.05 if need else None)
+
+
+def seconds_to_verdict(st: dict, label: str, settings: stats.Settings, n_max: int | None,
+                       family: int) -> float | None:
+    """Replay the step's looks for one arm against the baseline, as a two-build run would have
+    made them, and return the measured time (both builds' runs) up to the first look at which the
+    arm's comparison was decided; None if it never was. Without sequential sampling there is one
+    look, at the end."""
+    b, c = st["builds"][BASE], st["builds"][label]
+    rounds = sorted(set(b.get("rounds") or [0]))
+    looks_at = rounds if n_max else rounds[-1:]
+    looks: list[float] = []
+    for r in looks_at:
+        bi = [i for i, x in enumerate(b.get("rounds") or [0] * len(b["times"])) if x <= r]
+        ci = [i for i, x in enumerate(c.get("rounds") or [0] * len(c["times"])) if x <= r]
+        if len(bi) < 2 or len(ci) < 2:
+            continue
+        n = min(len(bi), len(ci))
+        looks.append(min(1.0, n / n_max) if n_max else 1.0)
+        comp = stats.compare(BASE, [b["times"][i] for i in bi], label, [c["times"][i] for i in ci], settings,
+                             base_rounds=_pick(b.get("blocks"), bi), cont_rounds=_pick(c.get("blocks"), ci),
+                             looks=tuple(looks), family_size=family)
+        if stats.should_stop(comp, settings, family) and comp.verdict != stats.INCONCLUSIVE:
+            return sum(b["times"][i] for i in bi) + sum(c["times"][i] for i in ci)
+    return None
+
+
+def _pick(values, idx):
+    return [values[i] for i in idx] if values else None
+
+
+def fmt_pct(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"

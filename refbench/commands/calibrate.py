@@ -1,0 +1,98 @@
+"""`bench.py calibrate`: what this machine and these settings can detect, for any target, without
+a second build (A/A and injected proportional slow-downs, repeated K times).
+
+    bench.py calibrate -s REF [-t TARGET] [--repo ...] [--quick] [--only ...] [-K 5]
+                       [--slowdowns 5,10,20] [-o calibration.md] [--json calibration.json]
+                       [run options: -r -w --rounds --budget --until-decided --interleave --cpus ...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from functools import partial
+from pathlib import Path
+
+from .. import calibrate as cal, report, stats
+from ..errors import EXIT_OK, RefbenchError
+
+
+def _slowdowns(text: str) -> list[int]:
+    try:
+        values = [int(x.strip().rstrip("%")) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected whole percentages like 5,10,20, got {text!r}") from None
+    if not values or any(not 0 < v <= 500 for v in values):
+        raise argparse.ArgumentTypeError(f"expected percentages between 1 and 500, got {text!r}")
+    return sorted(set(values))
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..cli import run_parser
+    p = run_parser()
+    p.prog = "bench.py calibrate"
+    p.description = ("Measure what this machine can detect: one build against itself (A/A) and against "
+                     "itself made P%% slower, repeated K times; per step the noise, false alarms, power, time "
+                     "to a verdict and the runs that would reach 90%% power at +10%%.")
+    g = p.add_argument_group("calibrate")
+    g.add_argument("-K", "--repetitions", type=int, default=5, help="how many times to repeat the run")
+    g.add_argument("--slowdowns", type=_slowdowns, default=[5, 10, 20], help="injected slow-downs in percent")
+    p.set_defaults(output="calibration.md")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    from ..cli import RunHooks, bind_flag_values, cmd_run
+    args = parser().parse_args(bind_flag_values(argv))
+    if args.repetitions < 1:
+        raise RefbenchError(f"-K must be at least 1, got {args.repetitions}")
+    if not args.refs or len(args.refs) != 1:
+        raise RefbenchError("calibrate measures one build: give exactly one ref, -s REF")
+    arm_list = cal.arms(args.slowdowns)
+    ref = args.refs[0]
+    # measure as a two-build run would: each arm its own family, the budget of two builds
+    hooks = RunHooks(builds=partial(cal.shim_builds, arm_list=arm_list), family_per_contender=True,
+                     budget_scale=len(arm_list) / 2)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="refbench-calibrate-") as tmp:
+        for k in range(args.repetitions):
+            print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
+            rep = argparse.Namespace(**vars(args))
+            rep.refs = [ref, ref]
+            rep.output = str(Path(tmp) / f"summary-{k}.md")
+            rep.json = str(Path(tmp) / f"results-{k}.json")
+            rep.html = rep.csv = None
+            rep.fail_on_regression = False
+            cmd_run(rep, argv, hooks)
+            results.append(report.load_results(Path(rep.json)))
+    settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    run_settings = {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
+                    "interleave": args.interleave, "budget_seconds": args.budget, "max_runs": args.max_runs,
+                    "sequential": bool(args.until_decided or args.budget), "cpus": args.cpus if isinstance(args.cpus, str)
+                    else None, "only": args.only, "threshold": args.threshold, "alpha": args.alpha}
+    c = cal.analyse(results, arm_list, settings, target=args.target, ref=ref, run_settings=run_settings)
+    out = Path(args.output)
+    json_path = Path(args.json) if args.json else out.with_suffix(".json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(c, args))
+    json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
+    print(f"refbench: wrote {out} and {json_path}: false alarms in {c.runs_with_false_alarm}/{c.reps} runs; "
+          + ", ".join(f"+{p}% called slower in {cal.fmt_pct(c.power_overall(p))}" for p in c.slowdowns),
+          file=sys.stderr)
+    return EXIT_OK
+
+
+def render(c: cal.Calibration, args) -> str:
+    def median_seconds(p):
+        values = [s.seconds_to_verdict.get(p) for s in c.multi_run_steps]
+        values = [v for v in values if v is not None]
+        return statistics.median(values) if values else None
+
+    line = (f"-r {args.runs}, -w {args.warmup}, --rounds {args.rounds}, --interleave {args.interleave}"
+            + (f", --budget {args.budget:.0f}s" if args.budget else "") + (", --until-decided" if args.until_decided else "")
+            + (", --quick" if args.quick else "") + (f", --only {' / '.join(args.only)}" if args.only else ""))
+    return report._jinja().get_template("calibrate.md.j2").render(
+        c=c, pct=cal.fmt_pct, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
+        alpha=args.alpha, settings_line=line)
