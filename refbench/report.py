@@ -14,6 +14,7 @@ import jinja2
 from tabulate import tabulate
 
 from . import __version__
+from .progress import fmt_duration
 from .stats import MARKERS, VERDICTS
 
 SCHEMA = "refbench/results"
@@ -79,6 +80,33 @@ def verdict_counts(results: dict) -> dict[str, int]:
             for c in st["comparisons"]:
                 counts[c["verdict"]] += 1
     return counts
+
+
+def more_seconds(st: dict, c: dict) -> float | None:
+    """Measuring time the runs still needed would take: (needed - done) runs of both builds."""
+    need = c.get("runs_needed")
+    b, k = st["builds"].get(c["baseline"]), st["builds"].get(c["contender"])
+    if not need or not b or not k or not b.get("times") or not k.get("times"):
+        return None
+    done = min(len(b["times"]), len(k["times"]))
+    per_pair = sum(b["times"]) / len(b["times"]) + sum(k["times"]) / len(k["times"])
+    return max(0, need - done) * per_pair
+
+
+def detection_line(results: dict) -> str | None:
+    """The run's power in one sentence: on how many of its multi-run steps it could have detected a
+    change of the threshold's size, and of twice that (from each comparison's detectable effect)."""
+    t = results["settings"].get("threshold", 0.05)
+    mdes = [c.get("mde") for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]
+            if c.get("p_value") is not None]
+    if not mdes:
+        return None
+    m = len(mdes)
+    n1 = sum(1 for x in mdes if x is not None and x <= t)
+    n2 = sum(1 for x in mdes if x is not None and x <= 2 * t)
+    what = "comparisons" if len(results["builds"]) > 2 else "steps"
+    return (f"This run could detect changes of ≥ {t * 100:.0f}% on {n1} of {m} {what}, "
+            f"and of ≥ {2 * t * 100:.0f}% on {n2} of {m}.")
 
 
 def regressions(results: dict) -> list[tuple[str, str, dict]]:
@@ -168,7 +196,7 @@ def render_markdown(results: dict, flavour: str = "md") -> str:
     env = _jinja()
     template = env.get_template("summary.md.j2")
     return template.render(r=results, marker=COMMENT_MARKER, busy=busy_warning(results), t=tables(results), counts=verdict_counts(results),
-                           regressions=regressions(results))
+                           regressions=regressions(results), detection=detection_line(results))
 
 
 # ---- the PR-comment flavour -----------------------------------------------------------------
@@ -256,7 +284,9 @@ def verdict_rows(results: dict) -> list[tuple[str, list[str]]]:
         if c.get("noisy"):
             notes.append("noisy")
         if c["verdict"] == "inconclusive" and c.get("mde") is not None:
-            need = f", ~{c['runs_needed']} runs/build to resolve" if c.get("runs_needed") else ""
+            more = more_seconds(row["st"], c)
+            need = (f", ~{c['runs_needed']} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
+                    + " to decide") if c.get("runs_needed") else ""
             notes.append(f"could detect ±{c['mde'] * 100:.0f}%{need}")
         if row["st"].get("check_differs"):
             notes.append("results differ")
