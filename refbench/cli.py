@@ -169,8 +169,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-runs", type=_positive, default=60,
                    help="--until-decided / --budget: most runs per build and step")
     p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
-    p.add_argument("--interleave", choices=("runs", "rounds"), default="runs",
-                   help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a row")
+    p.add_argument("--interleave", choices=("runs", "rounds"), default=None,
+                   help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a "
+                        "row (default: runs; rounds with --rounds 1, which is plain hyperfine order)")
     p.add_argument("--no-shell", choices=("auto", "on", "off"), default="auto",
                    help="hyperfine -N (no intermediate shell): auto = where no command needs shell syntax")
     p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
@@ -370,6 +371,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     backend = None
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     client_cpus, server_cpus = resolve_cpus(args.cpus)
+    if args.interleave is None:  # --rounds 1 keeps meaning plain hyperfine order: all A runs, then all B
+        args.interleave = "rounds" if args.rounds == 1 else "runs"
     results_scenarios = []
     t_fixtures = 0.0
     runner = None

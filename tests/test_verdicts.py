@@ -111,3 +111,27 @@ def test_n_way_compares_each_with_baseline_and_keeps_a_scoreboard(s5_origin, bui
     assert all(len(set(tuple(x) for x in [b["rounds"]])) == 1 for b in st["builds"].values())
     md = (tmp_path / "summary.md").read_text()
     assert "### Scoreboard" in md and "1.00x" in md
+
+
+def test_calibrate_reports_its_figures_and_detects_an_injected_30_percent(s5_origin, builds_dir, tmp_path):
+    # one build, no second one: A/A and the same build made 30% slower by calibrate's own shim
+    out = tmp_path / "cal.md"
+    proc = run_bench("calibrate", "--scenarios", CALIBRATION, "--repo", str(s5_origin.path), "--builds-dir",
+                     str(builds_dir), "-s", "v1.1.0", "--only", "injected", "-K", "2", "--slowdowns", "30",
+                     "-r", "10", "-w", "1", "--until-decided", "--max-runs", "40", "-o", str(out), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cal = json.loads(out.with_suffix(".json").read_text())
+    assert cal["schema"] == "refbench/calibration" and cal["reps"] == 2 and cal["slowdowns"] == [30]
+    [step] = cal["steps"]
+    assert (step["scenario"], step["step"]) == ("injected", "remove")
+    assert step["reps"] == 2 and 0 <= step["false_alarms"] <= 2
+    assert step["cv"] > 0 and step["robust_cv"] > 0
+    assert step["runs_for_90_at_10"] is None or step["runs_for_90_at_10"] >= 2
+    # an injected +30% is called slower (in both repetitions on a quiet machine; one is the floor)
+    assert step["power"]["30"] >= 0.5, step
+    assert step["seconds_to_verdict"]["30"] is not None
+    md = out.read_text()
+    assert "| step | runs | cv | robust cv | false alarms | power +30% |" in md
+    assert "injected / remove" in md and "**+30%** called slower in" in md
+    # nothing left behind: calibrate's temporary results and shims are gone
+    assert not list(tmp_path.glob("results-*.json")) and not list(tmp_path.glob("calibrate-shim-*"))
