@@ -114,9 +114,10 @@ class Comparison:
                 f"times faster than {quote}{self.slower_label}{quote}")
 
     def to_json(self) -> dict:
+        """Flat, JSON-safe: floats rounded, a non-finite float (an unbounded boundary) as None."""
         d = asdict(self)
         d["phrase"] = self.phrase()
-        return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in d.items()}
+        return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
 
 
 def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
@@ -462,13 +463,18 @@ _P_GRID = np.concatenate([np.logspace(-10, -1, 28), np.linspace(0.15, 0.95, 9)])
 
 
 @lru_cache(maxsize=256)
-def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[np.ndarray, np.ndarray]:
+def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[float, float, PchipInterpolator | None]:
+    """log alpha as a function of the last look's boundary, from boundaries on a grid of alphas:
+    (smallest boundary, largest boundary, interpolator)."""
     c = _bounds(fractions, _P_GRID, spending)[:, -1]
     ok = np.isfinite(c)
     # c falls as alpha grows; keep a strictly decreasing run for the interpolation
     cs, ls = c[ok], np.log(_P_GRID[ok])
     keep = np.concatenate([[True], np.diff(cs) < 0])
-    return cs[keep][::-1], ls[keep][::-1]
+    cs, ls = cs[keep][::-1], ls[keep][::-1]
+    if cs.size < 2:
+        return math.inf, math.inf, None
+    return float(cs[0]), float(cs[-1]), PchipInterpolator(cs, ls)
 
 
 def repeated_p(z: float, fractions, spending: str = "obrien-fleming") -> float:
@@ -486,12 +492,12 @@ def repeated_p(z: float, fractions, spending: str = "obrien-fleming") -> float:
         if spending == "pocock":
             return min(1.0, tail / math.log1p((math.e - 1) * t1))
         raise ValueError(f"unknown alpha spending {spending!r}")
-    cs, ls = _p_table(fr, spending)
-    if cs.size == 0 or az <= cs[0]:
+    c_min, c_max, log_alpha = _p_table(fr, spending)
+    if log_alpha is None or az <= c_min:
         return 1.0
-    if az >= cs[-1]:
+    if az >= c_max:
         return float(_P_GRID[0])
-    return float(min(1.0, math.exp(PchipInterpolator(cs, ls)(az))))
+    return float(min(1.0, math.exp(float(log_alpha(az)))))
 
 
 def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
