@@ -1,25 +1,46 @@
 """From raw per-run times to a verdict.
 
-- summary: mean ± σ, median, min, max, p95, cv
+- summary: mean ± σ, median, min, max, p95, cv (display data)
 - hyperfine's phrase: "'B' ran 1.18 ± 0.23 times faster than 'A'" (same error propagation)
-- the relative difference of means (contender / baseline − 1) with a 95% bootstrap interval
-- Mann-Whitney U two-sided p-value
-- verdict: slower / faster (significant AND beyond the threshold), no significant change
-  (the interval sits inside ±threshold), inconclusive (too wide to tell), with the minimum
-  detectable effect at the observed noise and the runs that would resolve the threshold.
+- the effect: a Hodges–Lehmann shift of log times, compared within rounds only, so drift between
+  rounds cancels and outliers cannot drag it; `rel` = exp(shift) − 1 (contender / baseline − 1)
+- its test and interval: the matching stratified rank test (van Elteren; the paired signed-rank
+  test when every round holds one run per build), the interval by inverting that test
+- looks: group-sequential alpha spending (Lan–DeMets) so the runner may look after every round
+  and stop early; the interval is then a repeated confidence interval and the p-value a repeated
+  p-value, both valid whenever sampling stops
+- verdict: slower / faster (significant, interval excludes 0, and not equivalent), no significant
+  change (the interval inside ±threshold), inconclusive; with the minimum detectable effect at
+  the observed robust noise and the runs that would resolve the threshold.
+
+Why these methods (figures from tests/test_stats_sim.py, 5 rounds × 2 runs per build): runs on a
+shared machine drift between rounds and throw outliers (a run 1.5–3× slower). A mean ratio with
+an unpaired interval carries both into its width; the within-round rank comparison carries
+neither, and its null distribution needs no assumption on the noise: runs of one round are
+exchangeable between builds when nothing changed.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 from scipy import stats as sps
+from scipy.interpolate import PchipInterpolator
+from scipy.special import ndtr, ndtri
 
 SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "no significant change", "inconclusive"
 VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE)
 MARKERS = {SLOWER: "🔴", FASTER: "🟢", SAME: "⚪", INCONCLUSIVE: "🟡"}
 POWER = 0.8
+SPENDINGS = ("obrien-fleming", "pocock")
+# Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
+# standard error of the shift is sqrt(π/3) · σ / sqrt(S), S = Σ_rounds n m / (n + m + 1).
+_HL_SE = math.sqrt(math.pi / 3)
+_SQRT2PI = math.sqrt(2 * math.pi)
+# median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ
+_PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
 
 
 @dataclass(frozen=True)
@@ -28,7 +49,9 @@ class Settings:
     alpha: float = 0.05
     noise_limit: float = 0.10
     confidence: float = 0.95
-    resamples: int = 4000
+    resamples: int = 4000  # only for rel_interval (the bootstrap of the mean ratio, kept for callers)
+    spending: str = "obrien-fleming"  # alpha spending across looks: "obrien-fleming" or "pocock"
+    power: float = POWER  # power the minimum detectable effect and runs_needed refer to
 
 
 @dataclass(frozen=True)
@@ -60,20 +83,26 @@ def summarize(times) -> Summary:
 class Comparison:
     baseline: str
     contender: str
-    ratio: float  # contender mean / baseline mean (> 1: contender slower)
+    ratio: float  # exp(shift): the typical contender/baseline time ratio (> 1: contender slower)
     rel: float  # ratio − 1
-    ci_low: float | None  # of rel
+    ci_low: float | None  # of rel; None when the data cannot bound it
     ci_high: float | None
-    p_value: float | None
+    p_value: float | None  # two-sided; after adjust_family the run-wide adjusted p
     verdict: str
-    noisy: bool
-    mde: float | None  # smallest |rel| this run could detect (α, 80% power)
-    runs_needed: int | None  # runs per build that would resolve ±threshold at this noise
-    factor: float  # hyperfine: how many times faster the faster one ran
+    noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
+    mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)
+    runs_needed: int | None  # runs per build that would detect ±threshold at this noise
+    factor: float  # hyperfine: how many times faster the faster one ran (means)
     factor_err: float
-    faster: str  # label of the faster build
+    faster: str  # label of the faster build (by mean, as hyperfine says)
     slower_label: str
     p_raw: float | None = None  # the step's own p before the run-wide adjustment (p_value is adjusted)
+    method: str = ""  # e.g. "van Elteren, 5 rounds"
+    noise: float | None = None  # robust within-round noise: σ of log times (≈ cv)
+    look: int = 1  # looks so far (1 for a fixed-size run)
+    fraction: float = 1.0  # information fraction at this look (runs per build / n_max)
+    z: float | None = None  # standardized test statistic (> 0: contender slower)
+    crit: float | None = None  # |z| the interval's level needs at this look
 
     @property
     def marker(self) -> str:
@@ -85,9 +114,10 @@ class Comparison:
                 f"times faster than {quote}{self.slower_label}{quote}")
 
     def to_json(self) -> dict:
+        """Flat, JSON-safe: floats rounded, a non-finite float (an unbounded boundary) as None."""
         d = asdict(self)
         d["phrase"] = self.phrase()
-        return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in d.items()}
+        return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
 
 
 def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
@@ -99,11 +129,12 @@ def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
 
 
 def _z(p: float) -> float:
-    return float(sps.norm.ppf(p))
+    return float(ndtri(p))
 
 
 def rel_interval(base, cont, confidence: float, resamples: int, seed: int = 0) -> tuple[float, float]:
-    """Bootstrap (BCa, falling back to percentile) interval of mean(cont)/mean(base) − 1."""
+    """Bootstrap (BCa, falling back to percentile) interval of mean(cont)/mean(base) − 1.
+    Not used by compare any more (see module docstring); kept for callers that want the mean."""
     base = np.asarray(base, dtype=float)
     cont = np.asarray(cont, dtype=float)
 
@@ -124,10 +155,405 @@ def rel_interval(base, cont, confidence: float, resamples: int, seed: int = 0) -
     return float(r), float(r)
 
 
-def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Settings = Settings()) -> Comparison:
+# ---- the within-round rank comparison --------------------------------------------------------
+
+def _log(times) -> np.ndarray:
+    a = np.asarray(times, dtype=float)
+    return np.log(np.maximum(a, 1e-300))
+
+
+def _cells(logs: np.ndarray, rounds) -> dict:
+    if rounds is None:
+        return {0: logs}
+    r = np.asarray(rounds)
+    if r.shape != logs.shape:
+        raise ValueError("rounds must give one round index per sample")
+    return {k: logs[r == k] for k in dict.fromkeys(r.tolist())}
+
+
+def _strata(x: np.ndarray, xr, y: np.ndarray, yr) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(baseline, contender) log times per round that holds both; one stratum without rounds
+    (or when no round holds both builds)."""
+    if xr is not None and yr is not None:
+        cx, cy = _cells(x, xr), _cells(y, yr)
+        strata = [(cx[k], cy[k]) for k in cx if k in cy]
+        if strata:
+            return strata
+    return [(x, y)]
+
+
+def _ranks(e: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Ranks along the last axis of aligned values (all ≥ 0; each round's fastest run is 0).
+    The zeros tie by construction and share their mean rank; rows flagged in exact (data sets
+    with repeated times, where other ties are possible) get mid-ranks throughout."""
+    r = np.argsort(np.argsort(e, axis=-1), axis=-1) + 1.0
+    zero = e == 0
+    r = np.where(zero, (zero.sum(axis=-1, keepdims=True) + 1) / 2, r)
+    if exact.any():
+        r[exact] = sps.rankdata(e[exact], axis=-1)
+    return r
+
+
+def _groups(strata: list[tuple[np.ndarray, np.ndarray]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Rounds of equal run counts stacked: (x (B, G, n), y (B, G, m)) per distinct (n, m)."""
+    by: dict[tuple[int, int], list] = {}
+    for x, y in strata:
+        by.setdefault((x.shape[1], y.shape[1]), []).append((x, y))
+    return [(np.stack([x for x, _ in g], axis=1), np.stack([y for _, y in g], axis=1)) for g in by.values()]
+
+
+def _aligned_z(groups: list[tuple[np.ndarray, np.ndarray]], delta: np.ndarray, exact: np.ndarray) -> np.ndarray:
+    """Standardized aligned-rank statistic of contender − delta vs baseline.
+
+    groups: rounds stacked by run counts (see _groups), log times of B data sets; delta (B, D);
+    exact (B,): data sets that need full tie handling (see _ranks).
+    Returns Z (B, D): > 0 when the contender (shifted back by delta) still ranks high."""
+    bn, dn = delta.shape
+    parts = []
+    for x, y in groups:
+        shape = (bn, dn) + x.shape[1:]
+        v = np.concatenate([np.broadcast_to(x[:, None], shape), y[:, None] - delta[:, :, None, None]], axis=3)
+        parts.append(v - v.min(axis=3, keepdims=True))
+    flat = np.concatenate([p.reshape(bn, dn, -1) for p in parts], axis=2)
+    r = _ranks(flat, exact)
+    num = np.zeros((bn, dn))
+    var = np.zeros((bn, dn))
+    off = 0
+    for p, (x, y) in zip(parts, groups):
+        g, n, m = x.shape[1], x.shape[2], y.shape[2]
+        big = n + m
+        rr = r[:, :, off:off + g * big].reshape(bn, dn, g, big)
+        off += g * big
+        rbar = rr.mean(axis=3)
+        num += (rr[..., n:].sum(axis=3) - m * rbar).sum(axis=2)
+        var += (n * m / (big * (big - 1)) * ((rr - rbar[..., None]) ** 2).sum(axis=3)).sum(axis=2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(var > 0, num / np.sqrt(np.maximum(var, 1e-300)), 0.0)
+
+
+@dataclass(frozen=True)
+class RankFit:
+    """The aligned-rank comparison of B data sets (arrays of shape (B,)); log scale."""
+    shift: np.ndarray  # Hodges–Lehmann-type estimate: where Z(δ) crosses 0
+    low: np.ndarray  # interval {δ : |Z(δ)| < crit}; −inf / +inf when the data cannot bound it
+    high: np.ndarray
+    z: np.ndarray  # Z(0); 0 when every round is all ties
+    s_eff: float  # Σ_rounds n m / (n + m + 1): the effective size the standard error scales with
+    rounds: int
+
+
+def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps: int = 8,
+                points: int = 8) -> RankFit:
+    """Hodges–Lehmann aligned-rank test, estimate and interval, within rounds.
+
+    Each round's runs (baseline and contender − δ together) are aligned by subtracting the
+    fastest of them, which removes the round's level: drift between rounds cancels. The fastest
+    run, not the median: timing outliers are slow ones, and with 2 + 2 runs a round's median
+    moves with two of them (in simulation, 5% of runs ×1.5–3: +20% found 97% of the time
+    against 94% for median alignment). The aligned values of all rounds are ranked together, so
+    runs are compared across rounds once aligned, and a run 3× slower is only the highest rank.
+    Against van Elteren's stratified Wilcoxon (comparisons within rounds only) the power is the
+    same, but with rounds of 2 + 2 runs van Elteren's statistic takes so few values that its
+    normal approximation calls 5.5–5.7% false alarms at alpha 5%; aligned ranks stay under 5%. Under "no change", the runs of one round are
+    exchangeable between builds; conditionally on the aligned values, the contender's rank sum
+    then has a known mean and variance (permutations within rounds), whatever the noise
+    distribution: Z is referred to the normal. With one run per build per round this is the
+    signed-rank test; with one round, the Mann–Whitney test.
+
+    The estimate is where Z(δ) crosses 0, the interval the δ with |Z(δ)| < crit: Z is
+    non-increasing in δ (the contender's aligned values fall, the baseline's rise), found by a
+    vectorised search (points^steps cells across at most 4× the data's span)."""
+    bn = strata[0][0].shape[0]
+    allv = np.concatenate([np.concatenate([x, y], axis=1) for x, y in strata], axis=1)
+    xs = np.concatenate([x for x, _ in strata], axis=1)
+    ys = np.concatenate([y for _, y in strata], axis=1)
+    span = allv.max(axis=1) - allv.min(axis=1)
+    # beyond these every aligned contender run sits above (below) every aligned baseline run
+    # and Z no longer changes
+    lo0 = ys.min(axis=1) - xs.max(axis=1) - span - 1e-9
+    hi0 = ys.max(axis=1) - xs.min(axis=1) + span + 1e-9
+    srt = np.sort(allv, axis=1)
+    exact = (np.diff(srt, axis=1) == 0).any(axis=1)  # repeated times: ties beyond the aligned zeros
+    z0 = _aligned_z(_groups(strata), np.zeros((bn, 1)), exact)[:, 0]
+    # the four boundaries, searched together: sup{Z > 0}, sup{Z ≥ 0}, sup{Z ≥ c}, sup{Z > −c}
+    preds = (lambda z: z > 0, lambda z: z >= 0, lambda z: z >= crit, lambda z: z > -crit)
+    big = _groups([(np.tile(x, (4, 1)), np.tile(y, (4, 1))) for x, y in strata])
+    lo = np.tile(lo0, 4)
+    hi = np.tile(hi0, 4)
+    which = np.repeat(np.arange(4), bn)
+    grid_u = np.linspace(0.0, 1.0, points)
+
+    def test(z):
+        out = np.empty(z.shape, dtype=bool)
+        for i, pr in enumerate(preds):
+            out[which == i] = pr(z[which == i])
+        return out
+
+    ex4 = np.tile(exact, 4)
+    ends = test(_aligned_z(big, np.stack([lo, hi], axis=1), ex4))
+    lo_open, hi_closed = ~ends[:, 0], ends[:, 1]  # the set is empty / unbounded above
+    for _ in range(steps):
+        grid = lo[:, None] + (hi - lo)[:, None] * grid_u[None, :]
+        ok = test(_aligned_z(big, grid, ex4))
+        ok[:, 0] = True
+        first_false = np.where(ok.all(axis=1), points - 1, np.argmax(~ok, axis=1))
+        rows = np.arange(lo.size)
+        lo, hi = grid[rows, np.maximum(first_false - 1, 0)], grid[rows, first_false]
+    root = 0.5 * (lo + hi)
+    root = np.where(lo_open, -np.inf, np.where(hi_closed, np.inf, root))
+    r = root.reshape(4, bn)
+    shift = 0.5 * (r[0] + r[1])
+    lo_ci = np.where(lo_open[2 * bn:3 * bn], -np.inf, r[2])
+    hi_ci = np.where(hi_closed[3 * bn:], np.inf, r[3])
+    s_eff = sum(x.shape[1] * y.shape[1] / (x.shape[1] + y.shape[1] + 1) for x, y in strata)
+    return RankFit(shift, lo_ci, hi_ci, z0, float(s_eff), len(strata))
+
+
+def _shamos(cells: list[np.ndarray]) -> float | None:
+    """σ from the median |difference| of all pairs within a cell, pooled over cells: robust
+    (an outlier spoils only its own pairs) and blind to level shifts between cells."""
+    diffs = [np.abs(c[:, None] - c[None, :])[np.triu_indices(len(c), 1)] for c in cells if len(c) > 1]
+    if not diffs:
+        return None
+    return float(np.median(np.concatenate(diffs))) / _PAIR_MEDIAN
+
+
+def robust_noise(times, rounds=None) -> float:
+    """Robust noise of one build's runs: σ of log times (≈ cv for small cv) from the median
+    absolute difference of pairs of runs within the same round, so drift between rounds and
+    outliers do not count. With one run per round (or one run), pairs across all runs."""
+    logs = _log(times)
+    if logs.size < 2:
+        return 0.0
+    s = _shamos(list(_cells(logs, rounds).values()))
+    if s is None:
+        s = _shamos([logs])
+    return float(s)
+
+
+def _noise(x: np.ndarray, xr, y: np.ndarray, yr) -> float | None:
+    """Robust σ of log times within rounds, pooled over both builds. When every round holds one
+    run per build, from the per-round differences (round effects cancel; each has variance 2σ²)."""
+    cells = list(_cells(x, xr).values()) + list(_cells(y, yr).values()) if xr is not None and yr is not None \
+        else [x, y]
+    s = _shamos(cells)
+    if s is None:
+        strata = _strata(x, xr, y, yr)
+        diff = np.array([b.mean() - a.mean() for a, b in strata])
+        s2 = _shamos([diff])
+        s = None if s2 is None else s2 / math.sqrt(2)
+    return s
+
+
+# ---- group-sequential boundaries ------------------------------------------------------------
+
+def _spent(t: np.ndarray, alpha: np.ndarray, spending: str) -> np.ndarray:
+    """Lan–DeMets cumulative two-sided alpha spent by information fraction t (capped at 1)."""
+    t = np.minimum(np.asarray(t, float), 1.0)
+    alpha = np.asarray(alpha, float)[:, None]
+    if spending == "obrien-fleming":
+        za = -ndtri(alpha / 4)
+        with np.errstate(divide="ignore"):
+            return np.where(t > 0, 4 * ndtr(-za / np.sqrt(np.maximum(t, 1e-300))), 0.0)
+    if spending == "pocock":
+        return alpha * np.log1p((math.e - 1) * t)
+    raise ValueError(f"unknown alpha spending {spending!r}: one of {', '.join(SPENDINGS)}")
+
+
+_GRID_HALF, _GRID_STEP, _GRID_MIN, _GRID_MAX = 7.0, 3.0, 41, 401
+
+
+def _grid_size(half: float, dt: float) -> int:
+    """Odd number of Simpson points over [−half, half]: spacing at most sd/_GRID_STEP of the
+    next increment (the kernel's width), within [_GRID_MIN, _GRID_MAX]."""
+    g = 2 * math.ceil(half / (math.sqrt(max(dt, 1e-12)) / _GRID_STEP) / 2) + 1
+    return int(min(_GRID_MAX, max(_GRID_MIN, g)))
+
+
+def _simpson(g: int) -> np.ndarray:
+    w = np.ones(g)
+    w[1:-1:2], w[2:-1:2] = 4.0, 2.0
+    return w / 3.0
+
+
+def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str) -> np.ndarray:
+    """Two-sided critical |z| per look (columns) for each total alpha (rows).
+
+    Armitage–McPherson–Rowe recursion on the score scale S_k = Z_k·sqrt(t_k), a Brownian motion
+    with independent N(0, Δt) increments under the null: the sub-density of S_k on the region
+    not yet stopped is carried on a Simpson grid from look to look; at each look the boundary
+    is solved (Newton, bracketed) so that the probability of first crossing there equals the
+    alpha the spending function releases there."""
+    t = np.asarray(fractions, float)
+    if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
+        raise ValueError("information fractions must be positive and increasing")
+    a_n, k_n = len(alphas), t.size
+    cum = _spent(t, alphas, spending)
+    inc = np.diff(np.concatenate([np.zeros((a_n, 1)), cum], axis=1), axis=1)
+    out = np.full((a_n, k_n), np.inf)
+    with np.errstate(divide="ignore"):
+        out[:, 0] = np.where(inc[:, 0] > 0, -ndtri(np.clip(inc[:, 0], 1e-300, 1) / 2), np.inf)
+    if k_n == 1:
+        return out
+    # sub-density of S_1 on its grid, per alpha
+    b = out[:, 0] * math.sqrt(t[0])
+    half = np.minimum(b, _GRID_HALF * math.sqrt(t[0]))
+    g = _grid_size(float(np.max(half)), t[1] - t[0])
+    u = np.linspace(-1, 1, g)
+    s = half[:, None] * u[None, :]
+    f = np.exp(-s * s / (2 * t[0])) / math.sqrt(2 * math.pi * t[0])
+    wts = _simpson(g)[None, :] * (2 * half / (g - 1))[:, None]
+    for k in range(1, k_n):
+        dt = t[k] - t[k - 1]
+        sd = math.sqrt(dt)
+        mass = wts * f  # (A, G): probability mass of each grid point still running
+        bk = np.full(a_n, np.inf)
+        live = inc[:, k] > 1e-15
+        if np.any(live):
+            target = inc[live, k]
+            m, sl = mass[live], s[live]
+            lo_b = np.zeros(target.size)
+            hi_b = np.full(target.size, 40.0)
+            # start: the boundary if nothing had stopped before (a little too high)
+            x = np.minimum(-ndtri(np.clip(target, 1e-300, 1) / 2), 30.0) * math.sqrt(t[k])
+            for _ in range(50):
+                a1, a2 = (-x[:, None] - sl) / sd, (x[:, None] - sl) / sd
+                err = (m * (ndtr(a1) + ndtr(-a2))).sum(1) - target
+                dens = (m * (np.exp(-a1 * a1 / 2) + np.exp(-a2 * a2 / 2))).sum(1) / (sd * _SQRT2PI)
+                lo_b = np.where(err > 0, x, lo_b)  # crossing too likely: the boundary must go up
+                hi_b = np.where(err <= 0, x, hi_b)
+                nx = x + err / np.maximum(dens, 1e-300)
+                nx = np.where((nx > lo_b) & (nx < hi_b), nx, 0.5 * (lo_b + hi_b))
+                done = np.abs(nx - x) < 1e-8
+                x = nx
+                if done.all():
+                    break
+            bk[live] = x
+        out[:, k] = bk / math.sqrt(t[k])
+        if k == k_n - 1:
+            break
+        # carry the sub-density to the new grid (inside this look's boundary)
+        half = np.minimum(bk, _GRID_HALF * math.sqrt(t[k]))
+        g = _grid_size(float(np.max(half)), t[k + 1] - t[k])
+        u = np.linspace(-1, 1, g)
+        s_new = half[:, None] * u[None, :]
+        kern = np.exp(-((s_new[:, :, None] - s[:, None, :]) ** 2) / (2 * dt)) / math.sqrt(2 * math.pi * dt)
+        f = np.einsum("agh,ah->ag", kern, mass)
+        s = s_new
+        wts = _simpson(g)[None, :] * (2 * half / (g - 1))[:, None]
+    return out
+
+
+@lru_cache(maxsize=256)
+def _bounds_cached(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
+    return tuple(float(v) for v in _bounds(fractions, np.array([alpha]), spending)[0])
+
+
+def sequential_bounds(fractions, alpha: float, spending: str = "obrien-fleming") -> list[float]:
+    """Two-sided critical |z| at each look for Lan–DeMets alpha spending, α/2 per side as in
+    gsDesign / rpact ("obrien-fleming": each side spends 2 − 2Φ(z_{1−α/4}/√t), nearly nothing
+    early, almost the fixed-size test at the end — 5 equal looks: 4.877 3.357 2.680 2.290 2.031;
+    "pocock": α(t) = α·ln(1 + (e − 1)t), even boundaries). Fractions: information at each look,
+    increasing, the last usually 1; a single look at 1.0 gives z_{1−α/2}, the fixed-size test."""
+    fr = tuple(float(f) for f in fractions)
+    return list(_bounds_cached(fr, float(alpha), spending))
+
+
+_P_GRID = np.concatenate([np.logspace(-10, -1, 28), np.linspace(0.15, 0.95, 9)])
+
+
+@lru_cache(maxsize=256)
+def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[float, float, PchipInterpolator | None]:
+    """log alpha as a function of the last look's boundary, from boundaries on a grid of alphas:
+    (smallest boundary, largest boundary, interpolator)."""
+    c = _bounds(fractions, _P_GRID, spending)[:, -1]
+    ok = np.isfinite(c)
+    # c falls as alpha grows; keep a strictly decreasing run for the interpolation
+    cs, ls = c[ok], np.log(_P_GRID[ok])
+    keep = np.concatenate([[True], np.diff(cs) < 0])
+    cs, ls = cs[keep][::-1], ls[keep][::-1]
+    if cs.size < 2:
+        return math.inf, math.inf, None
+    return float(cs[0]), float(cs[-1]), PchipInterpolator(cs, ls)
+
+
+def repeated_p(z: float, fractions, spending: str = "obrien-fleming") -> float:
+    """The smallest total alpha at which this look's boundary is crossed (Jennison & Turnbull's
+    repeated p-value). Valid however the looks and stopping were chosen: P(some look has
+    p ≤ u) ≤ u under the null, so the p of the look where sampling stopped can enter
+    Benjamini–Hochberg. One look at fraction 1 gives the fixed-size two-sided p exactly."""
+    fr = tuple(float(f) for f in fractions)
+    az = abs(z)
+    if len(fr) == 1:
+        tail = 2 * float(ndtr(-az))  # alpha spent at look 1 must reach this
+        t1 = min(fr[0], 1.0)
+        if spending == "obrien-fleming":  # 4·Φ̄(z_{1−α/4}/√t1) = tail
+            return min(1.0, 4 * float(ndtr(math.sqrt(t1) * ndtri(tail / 4))))
+        if spending == "pocock":
+            return min(1.0, tail / math.log1p((math.e - 1) * t1))
+        raise ValueError(f"unknown alpha spending {spending!r}")
+    c_min, c_max, log_alpha = _p_table(fr, spending)
+    if log_alpha is None or az <= c_min:
+        return 1.0
+    if az >= c_max:
+        return float(_P_GRID[0])
+    return float(min(1.0, math.exp(float(log_alpha(az)))))
+
+
+def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
+    if len(fractions) == 1 and fractions[0] >= 1:
+        return _z(1 - alpha / 2)
+    return _bounds_cached(fractions, float(alpha), spending)[-1]
+
+
+# ---- planning --------------------------------------------------------------------------------
+
+def _s_eff(n: float, per_round: int | None) -> float:
+    """S for n runs per build: rounds of k + k runs give n·k / (2k + 1); one block n² / (2n + 1)."""
+    k = n if per_round is None else min(per_round, n)
+    return n * k / (2 * k + 1)
+
+
+def detectable(noise: float, s_eff: float, settings: Settings, family_size: int = 1, crit: float | None = None,
+               power: float | None = None) -> float | None:
+    """Smallest |rel| found significant with the given power: (c + z_power)·se, se of the shift
+    from the robust noise (the same figure the interval width follows)."""
+    if noise is None or s_eff <= 0:
+        return None
+    c = crit if crit is not None else _z(1 - settings.alpha / (2 * max(1, family_size)))
+    pw = settings.power if power is None else power
+    return math.expm1((c + _z(pw)) * _HL_SE * noise / math.sqrt(s_eff))
+
+
+def runs_for(effect: float, power: float, noise: float, settings: Settings, family_size: int = 1,
+             per_round: int | None = 2) -> int | None:
+    """Runs per build for a change of `effect` (relative) to be found significant with `power`
+    at α/family_size (the level that survives Benjamini–Hochberg for sure), by the within-round
+    rank test, at the robust noise σ of log times. per_round: runs per build in each round
+    (None: one block). Fixed-size; O'Brien–Fleming looks every round add about 3%."""
+    if not noise or noise <= 0 or effect == 0 or not math.isfinite(noise):
+        return None
+    delta = abs(math.log1p(effect))
+    c = _z(1 - settings.alpha / (2 * max(1, family_size))) + _z(power)
+    need_s = (c * _HL_SE * noise / delta) ** 2  # S that gives se = delta / c
+    # S grows as n·k/(2k + 1) with rounds of k + k runs, as n²/(2n + 1) in one block
+    if per_round is None:
+        n = need_s + math.sqrt(need_s * need_s + need_s)
+    else:
+        n = need_s * (2 * per_round + 1) / per_round
+    return max(2, math.ceil(n - 1e-9))
+
+
+# ---- comparing two builds --------------------------------------------------------------------
+
+def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Settings = Settings(), *,
+            base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
+            family_size: int = 1) -> Comparison:
+    """Compare contender with baseline. base_rounds / cont_rounds: the round of every sample
+    (runs are compared within rounds only); looks: information fractions (runs per build so far
+    / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
+    run; family_size: comparisons in the run (steps × contenders), for mde / runs_needed."""
     b, c = summarize(base_times), summarize(cont_times)
-    ratio = c.mean / b.mean if b.mean > 0 else float("inf")
-    rel = ratio - 1.0
     if c.mean <= b.mean:
         factor, err = hyperfine_ratio(c, b)
         faster, slower_label = cont_label, base_label
@@ -135,31 +561,72 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
         factor, err = hyperfine_ratio(b, c)
         faster, slower_label = base_label, cont_label
     noisy = max(b.cv, c.cv) > settings.noise_limit
-    t = settings.threshold
-    if b.n < 2 or c.n < 2:
-        return Comparison(base_label, cont_label, ratio, rel, None, None, None, INCONCLUSIVE, noisy, None,
-                          _runs_needed(b, c, settings), factor, err, faster, slower_label)
-    lo, hi = rel_interval(base_times, cont_times, settings.confidence, settings.resamples)
-    if b.stddev == 0 and c.stddev == 0:
-        p = 1.0 if b.mean == c.mean else 0.0
+    looks = tuple(float(f) for f in looks) or (1.0,)
+    x, y = _log(base_times), _log(cont_times)
+    if (base_rounds is None) != (cont_rounds is None):
+        base_rounds = cont_rounds = None
+    noise = _noise(x, base_rounds, y, cont_rounds) if b.n >= 1 and c.n >= 1 else None
+    strata = _strata(x, base_rounds, y, cont_rounds)
+    per_round = None
+    if len(strata) > 1:
+        per_round = max(1, round(sum(min(len(a), len(b_)) for a, b_ in strata) / len(strata)))
+    needed = runs_for(settings.threshold, settings.power, noise, settings, family_size, per_round) \
+        if noise and settings.threshold > 0 else None
+    common = dict(factor=factor, factor_err=err, faster=faster, slower_label=slower_label,
+                  noise=noise, look=len(looks), fraction=looks[-1])
+    if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
+        ratio = c.median / b.median if b.median > 0 else float("inf")
+        return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, INCONCLUSIVE, noisy, None,
+                          needed, method="too few runs", **common)
+    crit = _crit(looks, 1 - settings.confidence, settings.spending)
+    fit = aligned_fit([(a[None, :], b_[None, :]) for a, b_ in strata], crit)
+    shift, lo, hi, z = float(fit.shift[0]), float(fit.low[0]), float(fit.high[0]), float(fit.z[0])
+    p = repeated_p(z, looks, settings.spending)
+    rel = math.expm1(shift)
+    rlo = math.expm1(lo) if math.isfinite(lo) else None
+    rhi = math.expm1(hi) if math.isfinite(hi) else None
+    verdict = decide(rel, rlo, rhi, p, settings)
+    mcrit = _crit(looks, settings.alpha / max(1, family_size), settings.spending)
+    mde = detectable(noise, fit.s_eff, settings, family_size, crit=mcrit) if noise is not None else None
+    if len(strata) == 1:
+        method = "Mann-Whitney"
+    elif all(len(a) == 1 and len(b_) == 1 for a, b_ in strata):
+        method = f"signed-rank, {len(strata)} rounds"
     else:
-        p = float(sps.mannwhitneyu(cont_times, base_times, alternative="two-sided").pvalue)
-    verdict = decide(rel, lo, hi, p, settings)
-    se = math.sqrt(b.cv ** 2 / b.n + c.cv ** 2 / c.n)
-    mde = (_z(1 - settings.alpha / 2) + _z(POWER)) * se
-    return Comparison(base_label, cont_label, ratio, rel, lo, hi, p, verdict, noisy, mde,
-                      _runs_needed(b, c, settings), factor, err, faster, slower_label)
+        method = f"aligned ranks, {len(strata)} rounds"
+    return Comparison(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
+                      method=method, z=z, crit=crit, **common)
 
 
-def decide(rel: float, lo: float, hi: float, p: float, settings: Settings) -> str:
-    """slower/faster: significant (p < alpha, interval excludes 0) and beyond the threshold;
-    no significant change: the interval inside ±threshold; otherwise inconclusive."""
+def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Settings) -> str:
+    """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
+    shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
+    than TOST's 90%, and valid at every look of a sequential run where the interval is the
+    repeated one); slower/faster: otherwise, when significant (p < alpha) and the interval
+    excludes 0, by the sign of rel, however small the change (a tight +5% is slower; equivalence
+    margins decide what counts as nothing); otherwise inconclusive."""
+    if lo is None or hi is None or p is None:
+        return INCONCLUSIVE
     t = settings.threshold
-    if p < settings.alpha and (lo > 0 or hi < 0) and abs(rel) > t:
-        return SLOWER if rel > 0 else FASTER
     if -t < lo and hi < t:
         return SAME
+    if p < settings.alpha and (lo > 0 or hi < 0):
+        return SLOWER if rel > 0 else FASTER
     return INCONCLUSIVE
+
+
+def should_stop(comp: Comparison, settings: Settings, family_size: int) -> bool:
+    """Whether the runner can stop sampling this step: the step's own p is below
+    alpha/family_size (Benjamini–Hochberg will keep it, whatever the other steps do), the
+    interval shows equivalence, or the information fraction reached 1 (n_max)."""
+    p = comp.p_raw if comp.p_raw is not None else comp.p_value
+    lo, hi = comp.ci_low, comp.ci_high
+    if p is not None and lo is not None and hi is not None:
+        if p < settings.alpha / max(1, family_size) and (lo > 0 or hi < 0):
+            return True
+        if -settings.threshold < lo and hi < settings.threshold:
+            return True
+    return comp.fraction >= 1.0
 
 
 def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> list[Comparison]:
@@ -167,7 +634,9 @@ def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> l
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
     the run's comparisons keeps that at alpha when nothing changed (the A/A case, where false
     discovery rate and family-wise error coincide) and loses less power than Bonferroni-Holm
-    when something did. p_value becomes the adjusted p; p_raw keeps the step's own."""
+    when something did. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
+    p-values are repeated p-values when they looked more than once: valid at the look where they
+    stopped, so BH applies unchanged."""
     idx = [i for i, c in enumerate(comps) if c.p_value is not None]
     if len(idx) < 2:
         return list(comps)
@@ -179,15 +648,6 @@ def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> l
         a = float(a)
         out[i] = replace(c, p_value=a, p_raw=c.p_value, verdict=decide(c.rel, c.ci_low, c.ci_high, a, settings))
     return out
-
-
-def _runs_needed(b: Summary, c: Summary, settings: Settings) -> int | None:
-    """Runs per build for a change of ±threshold to be detected (two-sample, α, 80% power)."""
-    cv2 = (b.cv ** 2 + c.cv ** 2) / 2
-    if cv2 == 0 or settings.threshold <= 0:
-        return None
-    z = _z(1 - settings.alpha / 2) + _z(POWER)
-    return max(2, math.ceil(2 * z * z * cv2 / settings.threshold ** 2))
 
 
 def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:

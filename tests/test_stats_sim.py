@@ -1,0 +1,382 @@
+"""The decision procedure on simulated runs: false alarms and power, fixed-size and sequential.
+
+Runs are simulated the way the runner collects them: R rounds, k runs per build per round, the
+builds in ABBA order (runner.round_orders), so within a round one build's k runs come before
+the other's. Log times = a level per round (drift, sd comparable to the noise within a round)
++ a slow linear trend over the whole sequence + lognormal noise; 5% of runs are outliers,
+×1.5–3 slower; the contender is multiplied by (1 + effect). Fixed seeds.
+
+Rates are asserted within binomial bounds: a limit the true rate passes with ≥ 99%
+probability, so a test fails when the property is broken, not by chance. Run with -s to see
+the figures.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.stats import binom
+
+from refbench import stats
+from refbench.runner import round_orders
+
+ALPHA = 0.05
+SETTINGS = stats.Settings()
+
+
+# ---- binomial bounds -------------------------------------------------------------------------
+
+def binomial_tail(n: int, k: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p) (tests/test_verdicts.py's helper, by scipy for large n)."""
+    return float(binom.sf(k - 1, n, p))
+
+
+def at_most(n: int, p: float) -> int:
+    """The largest count a Binomial(n, p) exceeds with < 1% probability: a rate ≤ p passes."""
+    return next(k for k in range(n + 1) if binomial_tail(n, k + 1, p) < 0.01)
+
+
+def at_least(n: int, p: float) -> int:
+    """The smallest count a Binomial(n, p) falls below with < 1% probability: a rate ≥ p passes."""
+    return next(k for k in range(n, -1, -1) if 1 - binomial_tail(n, k, p) < 0.01)
+
+
+# ---- simulated runs --------------------------------------------------------------------------
+
+def simulate(seed: int, seqs: int, rounds: int, k: int, effect: float = 0.0, noise: float = 0.06,
+             drift: float | None = None, trend: float | None = None, outliers: float = 0.05):
+    """(baseline, contender) log times, each (seqs, rounds, k). drift: sd of the per-round level
+    (default = noise); trend: total linear change over the sequence (default = noise)."""
+    rng = np.random.default_rng(seed)
+    drift = noise if drift is None else drift
+    trend = noise if trend is None else trend
+    first = np.array([o[0] for o in round_orders(2, rounds)])
+    slot = np.stack([(first != 0).astype(int), (first == 0).astype(int)], axis=1)  # (R, 2): block position
+    pos = np.arange(rounds)[:, None, None] * 2 * k + slot[:, :, None] * k + np.arange(k)[None, None, :]
+    logs = (drift * rng.standard_normal((seqs, rounds, 1, 1)) + trend * (pos / max(1, 2 * k * rounds - 1) - 0.5)
+            + noise * rng.standard_normal((seqs, rounds, 2, k)))
+    slow = rng.random((seqs, rounds, 2, k)) < outliers
+    logs = logs + slow * np.log(rng.uniform(1.5, 3.0, (seqs, rounds, 2, k)))
+    logs[:, :, 1, :] += math.log1p(effect)
+    return logs[:, :, 0, :], logs[:, :, 1, :]
+
+
+def decide_all(x, y, looks=(1.0,), settings=SETTINGS, blocked=True, family_size=1):
+    """stats.compare's decision for every sequence at once: the same aligned_fit, repeated_p and
+    decide (test_batch_matches_compare checks that it is the same)."""
+    seqs, rounds, _ = x.shape
+    strata = [(x[:, r, :], y[:, r, :]) for r in range(rounds)] if blocked else \
+        [(x.reshape(seqs, -1), y.reshape(seqs, -1))]
+    crit = stats._crit(tuple(looks), 1 - settings.confidence, settings.spending)
+    fit = stats.aligned_fit(strata, crit)
+    out = []
+    for shift, lo, hi, z in zip(fit.shift, fit.low, fit.high, fit.z):
+        p = stats.repeated_p(z, looks, settings.spending)
+        rel = math.expm1(shift)
+        rlo = math.expm1(lo) if math.isfinite(lo) else None
+        rhi = math.expm1(hi) if math.isfinite(hi) else None
+        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, settings), looks))
+    return out
+
+
+def comparison(rel, lo, hi, p, verdict, looks=(1.0,)):
+    return stats.Comparison("A", "B", 1 + rel, rel, lo, hi, p, verdict, False, None, None, 1.0, 0.0, "A", "B",
+                            look=len(looks), fraction=looks[-1])
+
+
+def rate(comps, *verdicts) -> float:
+    return float(np.mean([c.verdict in verdicts for c in comps]))
+
+
+def count(comps, *verdicts) -> int:
+    return sum(c.verdict in verdicts for c in comps)
+
+
+def sequential(x, y, settings=SETTINGS, family_size=1, naive=False):
+    """Look after every round up to the last (n_max), stop when should_stop says so. naive:
+    every look at the fixed-size level (no spending) and stop at the first verdict."""
+    seqs, rounds, _ = x.shape
+    final: list = [None] * seqs
+    stopped_at = np.full(seqs, rounds)
+    live = np.arange(seqs)
+    for r in range(1, rounds + 1):
+        looks = (1.0,) if naive else tuple((i + 1) / rounds for i in range(r))
+        comps = decide_all(x[live, :r], y[live, :r], looks, settings)
+        keep = []
+        for i, c in zip(live, comps):
+            if naive:
+                stop = c.verdict != stats.INCONCLUSIVE or r == rounds
+            else:
+                c = replace(c, fraction=r / rounds, look=r)
+                stop = stats.should_stop(c, settings, family_size)
+            if stop:
+                final[i] = c
+                stopped_at[i] = r
+            else:
+                keep.append(i)
+        live = np.array(keep, dtype=int)
+        if live.size == 0:
+            break
+    return final, stopped_at
+
+
+# ---- the batch is compare ----------------------------------------------------------------------
+
+def test_batch_matches_compare():
+    x, y = simulate(1, 40, 5, 2, effect=0.08)
+    rounds = np.repeat(np.arange(5), 2)
+    batch = decide_all(x, y)
+    for i in range(40):
+        c = stats.compare("A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(), base_rounds=rounds,
+                          cont_rounds=rounds)
+        assert c.verdict == batch[i].verdict and c.method == "aligned ranks, 5 rounds"
+        assert c.rel == pytest.approx(batch[i].rel, abs=1e-9) and c.p_value == pytest.approx(batch[i].p_value)
+        assert c.ci_low <= c.rel <= c.ci_high
+
+
+# ---- fixed size: the default run (10 runs per build in 5 rounds) -----------------------------
+
+def test_fixed_size_false_alarms_within_alpha_per_step_and_per_family():
+    n = 3000
+    x, y = simulate(2, n, 5, 2, noise=0.06)
+    comps = decide_all(x, y)
+    wrong = count(comps, stats.SLOWER, stats.FASTER)
+    print(f"\nA/A, 10 runs in 5 rounds, cv 6% + drift + trend + 5% outliers: "
+          f"{wrong / n:.3%} slower/faster per step")
+    assert wrong <= at_most(n, ALPHA)
+    # a run's steps are one family: 8 steps each, Benjamini-Hochberg across them
+    fams = [stats.adjust_family(comps[i:i + 8]) for i in range(0, n, 8)]
+    any_wrong = sum(any(c.verdict in (stats.SLOWER, stats.FASTER) for c in f) for f in fams)
+    print(f"families of 8 steps with BH: {any_wrong / len(fams):.2%} with any false slower/faster "
+          f"(without BH: {np.mean([count(comps[i:i + 8], stats.SLOWER, stats.FASTER) > 0 for i in range(0, n, 8)]):.1%})")
+    assert any_wrong <= at_most(len(fams), ALPHA)
+
+
+@pytest.mark.parametrize("effect, noise, floor", [(0.10, 0.04, 0.85), (0.10, 0.05, 0.78), (0.20, 0.06, 0.92),
+                                                  (0.05, 0.04, 0.45)])
+def test_fixed_size_power(effect, noise, floor):
+    n = 1000
+    x, y = simulate(3, n, 5, 2, effect=effect, noise=noise)
+    comps = decide_all(x, y)
+    hit = count(comps, stats.SLOWER)
+    print(f"\n+{effect:.0%} at cv {noise:.0%} within rounds (+ drift, trend, outliers), 10 runs in 5 rounds: "
+          f"called slower {hit / n:.1%}, faster {rate(comps, stats.FASTER):.1%}")
+    assert hit >= at_least(n, floor)
+    assert count(comps, stats.FASTER) == 0
+
+
+def test_mde_and_runs_for_match_the_simulated_power():
+    # at the minimum detectable effect the test has about 80% power, and runs_for's run count
+    # gives about the power asked for: the summary's "could detect X%" stays true
+    noise = 0.05
+    x, y = simulate(4, 400, 5, 2, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
+    rounds = np.repeat(np.arange(5), 2)
+    c = stats.compare("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds, cont_rounds=rounds)
+    assert c.noise == pytest.approx(noise, rel=0.5)
+    mde = stats.detectable(noise, c_s_eff(5, 2), SETTINGS)
+    x, y = simulate(5, 1000, 5, 2, effect=mde, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
+    power = rate(decide_all(x, y), stats.SLOWER)
+    print(f"\nmde at cv 5%, 10 runs in 5 rounds: {mde:.1%}; simulated power there {power:.1%}")
+    assert 0.65 <= power <= 0.92
+    n = stats.runs_for(0.10, 0.9, noise, SETTINGS, per_round=2)
+    assert n is not None and n % 1 == 0
+    r = math.ceil(n / 2)
+    x, y = simulate(6, 600, r, 2, effect=0.10, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
+    comps = decide_all(x, y)
+    print(f"runs_for(+10%, 90%, cv 5%) = {n} runs per build; simulated power with {2 * r}: "
+          f"{rate(comps, stats.SLOWER):.1%}")
+    assert count(comps, stats.SLOWER) >= at_least(600, 0.82)
+
+
+def c_s_eff(rounds: int, k: int) -> float:
+    return rounds * k * k / (2 * k + 1)
+
+
+# ---- sequential: a look after every round ------------------------------------------------------
+
+def test_sequential_looks_keep_false_alarms_within_alpha_and_naive_looks_do_not():
+    n = 600
+    x, y = simulate(7, n, 10, 2, noise=0.06)  # n_max = 20 runs per build, a look after each round
+    final, stopped = sequential(x, y)
+    wrong = count(final, stats.SLOWER, stats.FASTER)
+    print(f"\nA/A, looks after each of 10 rounds (O'Brien-Fleming): {wrong / n:.2%} false slower/faster, "
+          f"{rate(final, stats.SAME):.0%} stopped as no significant change, median stop round {np.median(stopped):.0f}")
+    assert wrong <= at_most(n, ALPHA)
+    naive, _ = sequential(x, y, naive=True)
+    naive_wrong = count(naive, stats.SLOWER, stats.FASTER)
+    print(f"the same looks at the fixed-size level, stopping at the first verdict: {naive_wrong / n:.2%}")
+    assert naive_wrong >= at_least(n, 0.10)  # repeated looking without spending inflates the rate
+    assert naive_wrong > at_most(n, ALPHA)
+
+
+def test_sequential_pocock_keeps_false_alarms_within_alpha():
+    n = 400
+    x, y = simulate(8, n, 6, 2, noise=0.06)
+    final, _ = sequential(x, y, stats.Settings(spending="pocock"))
+    wrong = count(final, stats.SLOWER, stats.FASTER)
+    print(f"\nA/A, 6 looks, Pocock: {wrong / n:.2%} false slower/faster")
+    assert wrong <= at_most(n, ALPHA)
+
+
+def test_sequential_power_and_early_stops():
+    # a budget of 40 runs per build (20 rounds of 2), stopping when decided: +5% at cv 5%
+    n = 150
+    x, y = simulate(9, n, 20, 2, effect=0.05, noise=0.05)
+    final, stopped = sequential(x, y, family_size=1)
+    hit = count(final, stats.SLOWER)
+    print(f"\n+5% at cv 5%, up to 40 runs per build, looks every round: slower {hit / n:.1%}, "
+          f"median stop after {2 * np.median(stopped):.0f} runs per build")
+    assert hit >= at_least(n, 0.75)
+    n = 200
+    x, y = simulate(10, n, 10, 2, effect=0.10, noise=0.06)
+    final, stopped = sequential(x, y, family_size=8)
+    hit = count(final, stats.SLOWER)
+    print(f"+10% at cv 6%, up to 20 runs per build, family of 8: slower {hit / n:.1%}, "
+          f"median stop after {2 * np.median(stopped):.0f} runs per build")
+    assert hit >= at_least(n, 0.80) and np.mean(stopped) < 10  # some steps stop before n_max
+
+
+# ---- what the design buys --------------------------------------------------------------------
+
+def test_blocking_by_round_beats_ignoring_rounds_under_drift():
+    n = 1000
+    x, y = simulate(11, n, 5, 2, effect=0.10, noise=0.04, drift=0.08)
+    blocked, pooled = decide_all(x, y), decide_all(x, y, blocked=False)
+    wb = np.median([c.ci_high - c.ci_low for c in blocked])
+    wp = np.median([c.ci_high - c.ci_low for c in pooled])
+    pb, pp = rate(blocked, stats.SLOWER), rate(pooled, stats.SLOWER)
+    print(f"\n+10%, cv 4% within rounds, drift sd 8%: blocked power {pb:.1%} (interval {wb:.1%}), "
+          f"rounds ignored {pp:.1%} (interval {wp:.1%})")
+    assert wb < 0.8 * wp and pb > pp + 0.2
+
+
+def test_ranks_beat_the_mean_under_outliers():
+    # the mean ratio (what compare used to test): a blocked t-test on per-round mean log times
+    n = 1000
+    x, y = simulate(12, n, 5, 2, effect=0.10, noise=0.04, outliers=0.08)
+    ranks = rate(decide_all(x, y), stats.SLOWER)
+    d = np.log(np.exp(y).mean(axis=2)) - np.log(np.exp(x).mean(axis=2))  # per round: log mean ratio
+    t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(d.shape[1]))
+    from scipy import stats as sps
+    means = float(np.mean((sps.t.sf(np.abs(t), d.shape[1] - 1) * 2 < ALPHA) & (t > 0)))
+    print(f"\n+10%, cv 4%, 8% outliers ×1.5–3: aligned ranks {ranks:.1%}, mean ratio (paired t) {means:.1%}")
+    assert ranks > means + 0.2
+
+
+def test_identical_builds_with_enough_runs_reach_no_significant_change():
+    n = 500
+    x, y = simulate(13, n, 5, 4, noise=0.02)  # 20 runs per build in 5 rounds, cv 2%
+    comps = decide_all(x, y)
+    same = count(comps, stats.SAME)
+    print(f"\nA/A, cv 2%, 20 runs per build: no significant change {same / n:.1%}")
+    assert same >= at_least(n, 0.85)
+    assert count(comps, stats.SLOWER, stats.FASTER) <= at_most(n, ALPHA)
+
+
+# ---- sequential boundaries ---------------------------------------------------------------------
+
+def test_sequential_bounds_match_published_values_and_reduce_to_the_fixed_test():
+    # Lan-DeMets, two-sided alpha 0.05, five equal looks (gsDesign / rpact)
+    assert stats.sequential_bounds([0.2, 0.4, 0.6, 0.8, 1.0], 0.05) == pytest.approx(
+        [4.877, 3.357, 2.680, 2.290, 2.031], abs=2e-3)
+    assert stats.sequential_bounds([0.2, 0.4, 0.6, 0.8, 1.0], 0.05, "pocock") == pytest.approx(
+        [2.438, 2.427, 2.410, 2.397, 2.386], abs=2e-3)
+    assert stats.sequential_bounds([1.0], 0.05) == [pytest.approx(1.959964)]
+    assert stats.repeated_p(2.5, (1.0,)) == pytest.approx(2 * (1 - 0.9937903), rel=1e-5)
+    for fr in [(0.25, 0.5, 1.0), (0.1, 0.15, 0.5, 0.55, 0.9, 1.0)]:
+        for a in (0.001, 0.01, 0.05):
+            c = stats.sequential_bounds(fr, a)[-1]
+            assert stats.repeated_p(c, fr) == pytest.approx(a, rel=0.01)
+            assert stats.repeated_p(c + 0.3, fr) < a < stats.repeated_p(c - 0.3, fr)
+    with pytest.raises(ValueError):
+        stats.sequential_bounds([0.5, 0.4], 0.05)
+
+
+def test_sequential_bounds_are_fast():
+    fr = [(i + 1) / 30 for i in range(30)]
+    stats._bounds(tuple(fr), np.array([0.05]), "obrien-fleming")  # warm up
+    t0 = time.perf_counter()
+    for _ in range(5):
+        stats._bounds(tuple(fr), np.array([0.05]), "obrien-fleming")
+    per = (time.perf_counter() - t0) / 5
+    print(f"\nsequential_bounds, 30 looks: {per * 1000:.1f} ms")
+    assert per < 0.2  # ~20-60 ms on a shared 2-core machine; generous for CI
+
+
+def test_should_stop():
+    sig = comparison(0.2, 0.1, 0.3, 0.001, stats.SLOWER, (0.2, 0.4))
+    assert stats.should_stop(sig, SETTINGS, 1) and stats.should_stop(sig, SETTINGS, 9)
+    weak = comparison(0.2, 0.01, 0.3, 0.03, stats.SLOWER, (0.2, 0.4))
+    assert stats.should_stop(weak, SETTINGS, 1) and not stats.should_stop(weak, SETTINGS, 9)
+    same = comparison(0.0, -0.02, 0.02, 0.9, stats.SAME, (0.5,))
+    assert stats.should_stop(same, SETTINGS, 9)
+    open_ = comparison(0.03, -0.05, 0.11, 0.4, stats.INCONCLUSIVE, (0.5,))
+    assert not stats.should_stop(open_, SETTINGS, 1)
+    assert stats.should_stop(replace(open_, fraction=1.0), SETTINGS, 1)
+
+
+# ---- edge cases ------------------------------------------------------------------------------
+
+def test_robust_noise_sees_through_drift_and_outliers():
+    # within-round cv 5%, drift between rounds sd 20%: 40 runs in 10 rounds, 100 times
+    rounds = np.repeat(np.arange(10), 4)
+    x, _ = simulate(14, 100, 10, 4, noise=0.05, drift=0.2, trend=0.0, outliers=0.0)
+    clean = [stats.robust_noise(np.exp(s).ravel(), rounds) for s in x]
+    x, _ = simulate(14, 100, 10, 4, noise=0.05, drift=0.2, trend=0.05, outliers=0.05)
+    dirty = [stats.robust_noise(np.exp(s).ravel(), rounds) for s in x]
+    print(f"\nrobust noise at cv 5%: {np.mean(clean):.4f}; with trend and 5% outliers {np.mean(dirty):.4f}")
+    assert np.mean(clean) == pytest.approx(0.05, rel=0.1)
+    assert np.mean(dirty) == pytest.approx(0.05, rel=0.25)
+    assert stats.robust_noise(np.exp(x[0]).ravel()) > 0.1  # across rounds the drift counts
+    assert stats.robust_noise([1.0]) == 0.0 and stats.robust_noise([2.0, 2.0, 2.0]) == 0.0
+
+
+def test_edge_cases():
+    r = [0, 0, 1, 1, 2, 2]
+    # fewer than 2 runs: no test, but still a ratio and hyperfine's phrase
+    c = stats.compare("A", [1.0], "B", [1.1, 1.2])
+    assert c.verdict == stats.INCONCLUSIVE and c.p_value is None and c.ci_low is None
+    # all equal: nothing changed, and the interval says so
+    c = stats.compare("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
+    assert (c.verdict, c.p_value) == (stats.SAME, 1.0)
+    assert c.rel == pytest.approx(0, abs=1e-9) and c.ci_low == pytest.approx(0, abs=1e-6)
+    assert c.ci_high == pytest.approx(0, abs=1e-6)
+    # no spread at all but a clear difference: significant, the interval the difference itself
+    r5 = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+    c = stats.compare("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
+    assert c.verdict == stats.SLOWER and c.rel == pytest.approx(0.2, abs=1e-6) and c.p_value < 0.001
+    assert c.ci_low == pytest.approx(0.2, abs=1e-6) and c.ci_high == pytest.approx(0.2, abs=1e-6)
+    # one round: the plain two-sample test
+    base, cont = [1.0, 1.02, 0.98, 1.01, 0.99] * 2, [1.1, 1.12, 1.08, 1.11, 1.09] * 2
+    c = stats.compare("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
+    assert c.method == "Mann-Whitney" and c.verdict == stats.SLOWER
+    assert c.rel == pytest.approx(stats.compare("A", base, "B", cont).rel)
+    # unequal runs per round, and a round only one build reached (it cannot be compared within)
+    c = stats.compare("A", [1.0, 1.01, 0.99, 1.2, 1.21, 0.8, 0.5], "B", [1.1, 1.3, 1.31, 1.32, 0.88, 0.87, 0.86],
+                      base_rounds=[0, 0, 0, 1, 1, 2, 3], cont_rounds=[0, 1, 1, 1, 2, 2, 2])
+    assert c.method == "aligned ranks, 3 rounds" and c.rel == pytest.approx(0.09, abs=0.02)
+    # one run per build per round: the signed-rank test on pairs
+    c = stats.compare("A", [1.0, 1.2, 0.9, 1.1, 1.0, 1.3], "B", [1.1, 1.32, 0.99, 1.21, 1.1, 1.43],
+                      base_rounds=range(6), cont_rounds=range(6))
+    assert c.method == "signed-rank, 6 rounds" and c.rel == pytest.approx(0.1, abs=1e-6) and c.p_value < 0.05
+    # rounds for one side only: ignored
+    assert stats.compare("A", base, "B", cont, base_rounds=[0] * 10).method == "Mann-Whitney"
+    with pytest.raises(ValueError):
+        stats.compare("A", base, "B", cont, base_rounds=[0] * 9, cont_rounds=[0] * 10)
+
+
+def test_json_is_flat_and_strict():
+    import json
+    x, y = simulate(15, 1, 5, 2, effect=0.1)
+    rounds = np.repeat(np.arange(5), 2)
+    for looks in [(1.0,), (0.04, 0.08), (0.2, 0.4, 0.6)]:
+        c = stats.compare("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds,
+                          cont_rounds=rounds, looks=looks, family_size=6)
+        d = c.to_json()
+        json.dumps(d, allow_nan=False)
+        assert all(not isinstance(v, (dict, list)) for v in d.values())
+        assert {"method", "noise", "look", "fraction", "z", "crit", "p_raw"} <= set(d)
+    assert d["look"] == 3 and d["fraction"] == 0.6
