@@ -137,7 +137,9 @@ def analyse(results: list[dict], arm_list: list[Arm], settings: stats.Settings, 
         false_runs += any_false
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
-    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family) for (sc, name), sts in keyed.items()]
+    per_block = 1 if run_settings.get("interleave", "runs") == "runs" else \
+        max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
+    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_block) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
                        tuple(r.get("timing", {}).get("wall_seconds", 0.0) for r in results))
 
@@ -147,13 +149,14 @@ def _runs(st: dict) -> int:
 
 
 def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...], settings: stats.Settings,
-          n_max: int | None, family: int) -> StepCalibration:
+          n_max: int | None, family: int, per_block: int | None) -> StepCalibration:
     def verdict(st, label):
         return next((c["verdict"] for c in st["comparisons"] if c["contender"] == label), None)
 
     base = [st["builds"][BASE] for st in reps]
     cvs = [stats.summarize(b["times"]).cv for b in base if len(b["times"]) >= 2]
-    robust = [stats.robust_noise(b["times"], b.get("blocks") or None) for b in base if len(b["times"]) >= 2]
+    # the noise the test itself sees: the A/A comparison's (within blocks, outliers discounted)
+    robust = [c["noise"] for st in reps for c in st["comparisons"] if c["contender"] == AA and c.get("noise")]
     noise = statistics.median(robust) if robust else 0.0
     mean_run = statistics.median(statistics.fmean(b["times"]) for b in base)
     power = {p: sum(verdict(st, f"+{p}%") == stats.SLOWER for st in reps) / len(reps) for p in slowdowns}
@@ -161,7 +164,7 @@ def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...]
     for p in slowdowns:
         times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
         seconds[p] = statistics.median(times) if times else None
-    need = stats.runs_for(0.10, 0.9, noise, settings, family) if noise else None
+    need = stats.runs_for(0.10, 0.9, noise, settings, family, per_block) if noise else None
     return StepCalibration(
         scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
         noise, sum(verdict(st, AA) in (stats.SLOWER, stats.FASTER) for st in reps), len(reps), power, seconds,

@@ -323,7 +323,8 @@ class Runner:
         if plan.budget is None:
             return None if plan.until_decided else "planned"
         per_run = (now - t_start) / max(1, n_each * len(builds))
-        need = max((runs_to_decide(c, plan.settings, plan.family_size) or n_max) for c in comps)
+        per_block = 1 if plan.interleave == "runs" else max(1, per_round[-1])
+        need = max((runs_to_decide(c, plan.settings, plan.family_size, per_block) or n_max) for c in comps)
         more = max(0, min(need, n_max) - n_each) * per_run * len(builds)
         if more > self.budget_left(now):
             return "budget"
@@ -470,12 +471,12 @@ def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
     return RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{stderr[-2000:]}")
 
 
-def runs_to_decide(c: Comparison, settings: Settings, family_size: int) -> int | None:
+def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_block: int) -> int | None:
     """Runs per build at which this comparison would likely be decided (80% power): enough to show
     its observed change is not zero, or that it is inside +-threshold, whichever needs fewer."""
     t = settings.threshold
     effect = max(abs(c.rel), t - abs(c.rel))
-    return runs_for(effect, 0.8, c.noise, settings, family_size) if c.noise else None
+    return runs_for(effect, 0.8, c.noise, settings, family_size, per_block) if c.noise else None
 
 
 # what makes a command need a shell: operators, expansions, globs, redirections (outside quotes)

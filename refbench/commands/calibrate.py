@@ -51,6 +51,8 @@ def main(argv: list[str]) -> int:
     if not args.refs or len(args.refs) != 1:
         raise RefbenchError("calibrate measures one build: give exactly one ref, -s REF")
     arm_list = cal.arms(args.slowdowns)
+    if args.interleave is None:
+        args.interleave = "rounds" if args.rounds == 1 else "runs"
     ref = args.refs[0]
     # measure as a two-build run would: each arm its own family, the budget of two builds
     hooks = RunHooks(builds=partial(cal.shim_builds, arm_list=arm_list), family_per_contender=True,
