@@ -21,7 +21,7 @@ from pathlib import Path
 import git
 
 from . import builds as bl
-from .backends import PROJECT_ROOT
+from . import paths
 from .cli import DEFAULT_SCENARIOS, _Parser, _positive, run_and_load
 from .config import load_config
 from .errors import EXIT_ERROR, EXIT_OK, BuildError, RefbenchError
@@ -118,7 +118,7 @@ def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
     cfg = load_config(args.scenarios)
     if args.target not in cfg.targets:
         raise RefbenchError(f"unknown target {args.target!r}")
-    builds_dir = args.builds_dir or os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds"))
+    builds_dir = args.builds_dir or str(paths.default_builds_dir())
     builder = bl.Builder(cfg.targets[args.target], Path(builds_dir), args.repo)
     good, bad = builder.resolve(args.good), builder.resolve(args.bad)
     line = commit_line(builder, good.sha, bad.sha)

@@ -13,14 +13,14 @@ from pathlib import Path
 import jinja2
 from tabulate import tabulate
 
-from . import __version__
+from . import __version__, paths
 from .stats import MARKERS, VERDICTS
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 1
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = paths.templates_dir()  # prefer paths.template_loader()
 
 
 def environment(toolchain: str | None = None) -> dict:
@@ -144,7 +144,7 @@ def md_escape(text: str) -> str:
 
 
 def _jinja() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False,
+    env = jinja2.Environment(loader=paths.template_loader(), autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined)
     env.filters.update(pct=fmt_pct, s=fmt_s, p=fmt_p, ci=fmt_ci, md=md_escape)
