@@ -150,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     _install_signal_handlers()
-    paths.extend_path()  # refbench's own tools (setup's pinned hyperfine, MinIO, ...) before PATH
+    from . import hyperfine
+    # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH
+    paths.extend_path(first=(hyperfine.pinned_path().parent,))
     try:
         if argv and argv[0] in SUBCOMMANDS:
             from . import commands

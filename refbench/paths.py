@@ -141,11 +141,14 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name)
 
 
-def extend_path(env: dict | None = None) -> dict:
-    """Put refbench's tools directories in front of PATH (os.environ by default), so every
-    command refbench or hyperfine starts finds the same hyperfine, go, minio and s3restore."""
+def extend_path(env: dict | None = None, first: tuple[Path, ...] = ()) -> dict:
+    """Put `first` and refbench's tools directories in front of PATH (os.environ by default), so
+    every command refbench or hyperfine starts finds the same hyperfine, go, minio, s3restore."""
     env = os.environ if env is None else env
     parts = [p for p in env.get("PATH", "").split(os.pathsep) if p]
-    front = [str(d) for d in tool_dirs() if d.is_dir() and str(d) not in parts]
+    front = []
+    for d in (*first, *tool_dirs()):
+        if d.is_dir() and str(d) not in parts and str(d) not in front:
+            front.append(str(d))
     env["PATH"] = os.pathsep.join(front + parts)
     return env

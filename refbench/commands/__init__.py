@@ -15,6 +15,8 @@ COMMANDS = {
     "nightly": "nightly:cmd_nightly",
     "bisect": "bisect:cmd_bisect",
     "clean": "commands.clean:main",
+    "setup": "commands.setup:main",
+    "doctor": "commands.doctor:main",
 }
 
 
