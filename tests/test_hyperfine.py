@@ -117,3 +117,27 @@ def test_a_real_pinned_hyperfine_exports_what_the_reader_expects(tmp_path):
         assert res.peak_memory_bytes > 50_000_000
     else:
         assert res.memory_bytes is None
+
+
+def test_install_builds_into_the_cache_once(tmp_path, monkeypatch):
+    """`cargo install --locked --version PIN hyperfine --root TMP`, then TMP renamed into place."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    log = tmp_path / "cargo.log"
+    cargo = tmp_path / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+echo "$@" >> {log}
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    said = []
+    path = hyperfine.install(cargo=str(cargo), say=said.append)
+    assert path == hyperfine.pinned_path() and path.is_file()
+    assert hyperfine.version(str(path)) == hyperfine.parse_version(hyperfine.PINNED_VERSION)
+    args = log.read_text().split()
+    assert args[:6] == ["install", "--locked", "--quiet", "--version", hyperfine.PINNED_VERSION, "hyperfine"]
+    assert said and "crates.io" in said[0]
+    assert hyperfine.install(cargo=str(cargo)) == path  # cached: cargo not run again
+    assert len(log.read_text().splitlines()) == 1
+    assert [p.name for p in path.parent.parent.parent.iterdir()] == [path.parent.parent.name]  # no temp left
