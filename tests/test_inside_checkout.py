@@ -9,7 +9,9 @@ the bundled targets with those modules, as a project vendoring refbench in bench
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,54 @@ def test_s5cmd_checkout_quick_run_just_works(s5_origin, tmp_path, builds_dir):
     assert results["target"]["name"] == "s5cmd" and results["target"]["repo"] == str(tmp_path / "s5cmd")
     assert [b["sha"] for b in results["builds"]] == [s5_origin.shas["old"], s5_origin.shas["slow"]]
     assert "MB/s" in (bench / "summary.md").read_text()
+
+
+def action_step_script(step_id: str) -> str:
+    """The run: script of the action.yml step with this id."""
+    lines = (paths.PROJECT_ROOT / "action.yml").read_text().splitlines()
+    at = lines.index(f"      id: {step_id}")
+    start = next(i for i in range(at, len(lines)) if lines[i].strip() == "run: |") + 1
+    body = []
+    for ln in lines[start:]:
+        if ln.strip() and not ln.startswith(" " * 8):
+            break
+        body.append(ln[8:])
+    return "\n".join(body) + "\n"
+
+
+def test_the_actions_benchmark_step_in_a_pr_checkout(s5_origin, tmp_path, builds_dir):
+    """The Action's Benchmark step, run here as on a runner: refs default to the PR's base commit
+    and number, the target and origin come from the checkout, a /bench comment adds only its
+    allowed options, the budget turns into --until-decided --max-time."""
+    bench = checkout_of(s5_origin, tmp_path / "s5cmd")
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "refbench").write_text(f"#!/bin/sh\nexec {sys.executable} {paths.PROJECT_ROOT / 'bench.py'} \"$@\"\n")
+    (tools / "refbench").chmod(0o755)
+    runner_temp = tmp_path / "runner"
+    runner_temp.mkdir()
+    output = tmp_path / "github_output"
+    env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "RUNNER_TEMP": str(runner_temp),
+           "GITHUB_OUTPUT": str(output), "REFBENCH_BUILDS_DIR": str(builds_dir),
+           "REFS": "", "TARGET": "", "SCENARIOS": "", "ARGS": "--dry-run -w 0", "QUICK": "true",
+           "BENCH_COMMAND": "/bench --only 'small files' -r 3", "ASSOCIATION": "MEMBER",
+           "BUDGET": "120", "FAIL_ON_REGRESSION": "false", "PR_NUMBER": "7", "BASE_SHA": s5_origin.shas["old"]}
+    p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"target s5cmd from {tmp_path / 's5cmd'}" in p.stdout
+    assert s5_origin.shas["slow"] in p.stdout  # PR 7
+    assert "/bench arguments: --only small files -r 3" in p.stdout
+    out = dict(ln.split("=", 1) for ln in output.read_text().splitlines())
+    assert out["exit-code"] == "0" and out["results"] == str(runner_temp / "refbench" / "results.json")
+    assert (runner_temp / "refbench" / "pr-number").read_text() == "7\n"
+    # an untrusted association, or anything a shell would act on, is refused before anything runs
+    p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench,
+                       env={**env, "ASSOCIATION": "CONTRIBUTOR"}, capture_output=True, text=True, timeout=600)
+    assert p.returncode != 0 and "/bench is for maintainers" in p.stderr
+    pwned = tmp_path / "pwned"
+    for body in (f"/bench -r 3; touch {pwned}", f"/bench --only $(touch {pwned})", f"/bench --only `touch {pwned}`"):
+        p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench,
+                           env={**env, "BENCH_COMMAND": body}, capture_output=True, text=True, timeout=600)
+        assert p.returncode != 0 and "refbench: error: /bench" in p.stderr, body
+    assert not pwned.exists()
