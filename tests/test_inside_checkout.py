@@ -139,6 +139,7 @@ def test_the_actions_benchmark_step_in_a_pr_checkout(s5_origin, tmp_path, builds
     tools.mkdir()
     (tools / "refbench").write_text(f"#!/bin/sh\nexec {sys.executable} {paths.PROJECT_ROOT / 'bench.py'} \"$@\"\n")
     (tools / "refbench").chmod(0o755)
+    (tools / "python").symlink_to(sys.executable)  # what actions/setup-python provides
     runner_temp = tmp_path / "runner"
     runner_temp.mkdir()
     output = tmp_path / "github_output"
