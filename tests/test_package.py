@@ -225,3 +225,52 @@ def test_example_workflows_use_the_action():
         assert "bench.py" not in text and "--repo" not in text and "setup.sh" not in text, name
     comment = (ROOT / ".github" / "workflows" / "bench-comment.yml").read_text()
     assert "actions/checkout" not in comment  # the write-token job checks nothing out
+
+
+def test_paths_defaults(tmp_path, monkeypatch):
+    from refbench import paths
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.delenv("REFBENCH_BUILDS_DIR", raising=False)
+    monkeypatch.delenv("REFBENCH_TOOLS_BIN", raising=False)
+    assert paths.cache_root() == tmp_path / "xdg" / "refbench"
+    # this test runs from a checkout: builds and tools stay in it, as before
+    assert paths.CHECKOUT == ROOT and paths.default_builds_dir() == ROOT / "builds"
+    assert paths.tools_bin() == ROOT / "tools" / "bin"
+    monkeypatch.setattr(paths, "CHECKOUT", None)  # as installed from the wheel
+    assert paths.default_builds_dir() == tmp_path / "xdg" / "refbench" / "builds"
+    assert paths.tools_bin() == tmp_path / "xdg" / "refbench" / "bin"
+    monkeypatch.setenv("REFBENCH_BUILDS_DIR", str(tmp_path / "mine"))
+    assert paths.default_builds_dir() == tmp_path / "mine"
+    # scenarios: ./refbench.toml first, else the bundled file
+    assert paths.default_scenarios(tmp_path) == paths.bundled_scenarios()
+    assert paths.bundled_scenarios().is_file() and paths.bundled_scenarios().parent == paths.PACKAGE_DIR
+    (tmp_path / "refbench.toml").write_text("")
+    assert paths.default_scenarios(tmp_path) == tmp_path / "refbench.toml"
+    # tools: the tools directory before PATH
+    bin_dir = tmp_path / "xdg" / "refbench" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "minio").write_text("#!/bin/sh\n")
+    (bin_dir / "minio").chmod(0o755)
+    assert paths.find_tool("minio") == str(bin_dir / "minio")
+    env = paths.extend_path({"PATH": "/usr/bin"})
+    assert env["PATH"] == f"{bin_dir}:/usr/bin"
+    # the s3restore source hash is the one scripts/setup.sh used (cat go.mod go.sum *.go | sha256sum)
+    src = paths.PACKAGE_DIR / "tools_src" / "s3restore"
+    import hashlib
+    blob = b"".join((src / n).read_bytes() for n in ("go.mod", "go.sum", *sorted(p.name for p in src.glob("*.go"))))
+    assert paths.tool_source_hash("s3restore") == hashlib.sha256(blob).hexdigest()[:16]
+    with paths.tool_source("s3restore") as d:
+        assert (d / "main.go").is_file()
+
+
+def test_templates_load_through_importlib_resources():
+    from refbench import paths
+
+    loader = paths.template_loader()
+    import jinja2
+    env = jinja2.Environment(loader=loader)
+    source, _, uptodate = loader.get_source(env, "summary.md.j2")
+    assert "refbench:" in source and uptodate()
+    with pytest.raises(jinja2.TemplateNotFound):
+        env.get_template("nope.j2")
