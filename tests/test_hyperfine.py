@@ -141,3 +141,37 @@ chmod +x "$root/bin/hyperfine"
     assert hyperfine.install(cargo=str(cargo)) == path  # cached: cargo not run again
     assert len(log.read_text().splitlines()) == 1
     assert [p.name for p in path.parent.parent.parent.iterdir()] == [path.parent.parent.name]  # no temp left
+
+
+def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypatch, capsys):
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    old = _fake_hyperfine(tmp_path / "path", "1.15.0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    if setup.shutil.which("cargo"):
+        pytest.skip("cargo is on /usr/bin here")
+    assert setup.ensure_hyperfine(tmp_path / "bin") == str(old)
+    assert "GNU time" in capsys.readouterr().err
+
+
+def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch):
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    _fake_hyperfine(tmp_path / "path", "1.15.0")
+    cargo = tmp_path / "path" / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    got = setup.ensure_hyperfine(tmp_path / "bin")
+    assert got == str(hyperfine.pinned_path())
+    assert os.readlink(tmp_path / "bin" / "hyperfine") == got
+    assert hyperfine.locate() == got  # and from now on it is the one refbench runs

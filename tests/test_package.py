@@ -274,3 +274,23 @@ def test_templates_load_through_importlib_resources():
     assert "refbench:" in source and uptodate()
     with pytest.raises(jinja2.TemplateNotFound):
         env.get_template("nope.j2")
+
+
+def test_doctor_says_what_is_missing_and_how_to_fix_it(tmp_path):
+    """Only /usr/bin and /bin on PATH, an empty cache and tools directory: each line that is not
+    ok names what it disables and the command that fixes it; exit 2 without Go."""
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+           "REFBENCH_TOOLS_BIN": str(tmp_path / "bin"), "HOME": str(tmp_path)}
+    if shutil.which("go", path=env["PATH"]):
+        pytest.skip("Go is installed in /usr/bin here")
+    p = subprocess.run([sys.executable, str(ROOT / "bench.py"), "doctor"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stdout + p.stderr
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith(("ok ", "warn ", "MISSING "))]
+    status = {ln.split()[1]: ln.split()[0] for ln in lines}
+    assert status["go"] == "MISSING" and status["minio"] == "MISSING"
+    assert status["refbench-s3restore"] in ("MISSING", "warn")
+    for ln in lines:
+        if not ln.startswith("ok "):
+            assert re.search(r"run `refbench setup`|apt-get install|install Rust|pass -t", ln), ln
+    assert "cannot run comparisons until go" in p.stderr
