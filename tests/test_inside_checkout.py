@@ -167,3 +167,29 @@ def test_the_actions_benchmark_step_in_a_pr_checkout(s5_origin, tmp_path, builds
                            env={**env, "BENCH_COMMAND": body}, capture_output=True, text=True, timeout=600)
         assert p.returncode != 0 and "refbench: error: /bench" in p.stderr, body
     assert not pwned.exists()
+
+
+def test_bisect_inside_a_checkout_builds_from_it(s5_origin, tmp_path, builds_dir, monkeypatch):
+    """bisect, too, takes the target and the origin from the checkout (its probes get --repo it)."""
+    from refbench import bisect as bs
+
+    bench = checkout_of(s5_origin, tmp_path / "s5cmd")
+    seen = []
+
+    def fake_run_and_load(argv):
+        seen.append(argv)
+        good, mid = argv[1], argv[2]
+        slower = mid == s5_origin.shas["new"]
+        comp = {"verdict": "slower" if slower else "no significant change", "rel": 0.5 if slower else 0.0}
+        return 0, {"builds": [{"sha": good, "cached": True}, {"sha": mid, "cached": True}],
+                   "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+
+    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
+    monkeypatch.chdir(bench)
+    args = bs.parser().parse_args(["v1.0.0", "v1.1.0", "--only", "small files/upload", "--builds-dir", str(builds_dir)])
+    out = bs.bisect(args, [], say=lambda m: None)
+    assert out.first_slower == s5_origin.shas["new"]
+    argv = seen[0]
+    assert argv[argv.index("--target") + 1] == "s5cmd"
+    assert argv[argv.index("--repo") + 1] == str(tmp_path / "s5cmd")
+    assert argv[argv.index("--scenarios") + 1] == str(bench / "refbench.toml")
