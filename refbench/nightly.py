@@ -327,8 +327,6 @@ def _nightly(db, args, extra, history: Path, trend: Path) -> int:
 
 
 def _builds_dir(extra: list[str]) -> str:
-    import os
-
     from . import paths
     for i, a in enumerate(extra):
         if a == "--builds-dir" and i + 1 < len(extra):

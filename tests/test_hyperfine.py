@@ -5,14 +5,13 @@ The two data files are real exports (tests/data): hyperfine 1.15.0 (Debian's) an
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from refbench import hyperfine, paths
+from refbench import hyperfine
 from refbench.errors import RefbenchError
 
 DATA = Path(__file__).resolve().parent / "data"
