@@ -1,11 +1,11 @@
 """hyperfine itself: which binary, which version, how it is installed, and its --export-json files.
 
 refbench wants hyperfine >= 1.20: it exports the peak memory of every run (`memory_usage_byte`),
-so no extra untimed run is needed to measure it. Debian ships 1.15, which exports none. (Both
-export user and system CPU time only as means over the runs.) `refbench setup`
-therefore builds the pinned version below from crates.io once per machine
+so no extra untimed run is needed to measure it. Debian ships 1.15, which exports none. So
+`refbench setup` builds the pinned version below from crates.io once per machine
 (`cargo install --locked`) into the cache, and `locate()` prefers it. Everything here also reads
-1.15-style files, so an older hyperfine still works, only without per-run memory.
+1.15-style files, so an older hyperfine still works, only without per-run memory. (Both 1.15 and
+1.20 export user and system CPU time only as means over the runs.)
 """
 from __future__ import annotations
 
