@@ -4,9 +4,16 @@
 export PATH := $(CURDIR)/tools/bin:$(PATH)
 DEMO_ARGS ?= -s v2.2.2 v2.3.0 --source module --quick
 
-.PHONY: setup demo test test-fast clean
+.PHONY: setup doctor demo test test-fast dist clean
 setup:
 	@bash scripts/setup.sh
+
+doctor:
+	@./bench.py doctor
+
+# the sdist and the wheel (`pipx install dist/refbench-*.whl` gives a `refbench` command)
+dist: setup
+	.venv/bin/python -m pip wheel --no-deps -w dist .
 
 demo: setup
 	./bench.py $(DEMO_ARGS)
@@ -19,4 +26,4 @@ test-fast: setup
 	.venv/bin/python -m pytest -ra -m "not slow" $(PYTEST_ARGS)
 
 clean:
-	rm -rf builds tools .venv summary.md results.json
+	rm -rf builds tools .venv dist summary.md results.json

@@ -24,15 +24,7 @@ from .errors import RunError
 
 log = logging.getLogger(__name__)
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-TOOLS_BIN = PROJECT_ROOT / "tools" / "bin"
-
-
-def find_tool(name: str) -> str | None:
-    local = TOOLS_BIN / name
-    if local.exists() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(name)
+from .paths import PROJECT_ROOT, find_tool  # noqa: F401  (path lookups live in paths.py)
 
 
 def die_with_parent() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -21,8 +20,8 @@ from pathlib import Path
 import git
 
 from . import builds as bl
-from .backends import PROJECT_ROOT
-from .cli import DEFAULT_SCENARIOS, _Parser, _positive, run_and_load
+from . import paths
+from .cli import _Parser, _positive, choose_target, run_and_load
 from .config import load_config
 from .errors import EXIT_ERROR, EXIT_OK, BuildError, RefbenchError
 from .stats import SLOWER
@@ -67,9 +66,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("good", help="a ref where the step is fast (tag, commit, branch)")
     p.add_argument("bad", help="a later ref where the step is slower")
     p.add_argument("--only", required=True, metavar="STEP", help="the step to bisect ('scenario/step' or a unique name)")
-    p.add_argument("-t", "--target", default="s5cmd")
-    p.add_argument("--repo", help="origin to build from (default: the target's repo)")
-    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS))
+    p.add_argument("-t", "--target", default=None, help="(default: the target of the checkout around the "
+                   "current directory, else s5cmd)")
+    p.add_argument("--repo", help="origin to build from (default: that checkout, else the target's repo)")
+    p.add_argument("--scenarios", default=None, help="(default: ./refbench.toml, else the bundled file)")
     p.add_argument("--builds-dir", default=None)
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="trust that BAD is slower than GOOD (saves one comparison)")
@@ -115,11 +115,13 @@ def commit_line(builder: bl.Builder, good: str, bad: str) -> list[tuple[str, str
 def bisect(args: argparse.Namespace, extra: list[str], say=None) -> Outcome:
     say = say or (lambda msg: print(f"bisect: {msg}", file=sys.stderr, flush=True))
     t0 = time.monotonic()
+    args.scenarios = str(args.scenarios or paths.default_scenarios())
     cfg = load_config(args.scenarios)
-    if args.target not in cfg.targets:
-        raise RefbenchError(f"unknown target {args.target!r}")
-    builds_dir = args.builds_dir or os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds"))
-    builder = bl.Builder(cfg.targets[args.target], Path(builds_dir), args.repo)
+    target, origin = choose_target(cfg, args.target, args.repo, "git")
+    args.target = target.name
+    builds_dir = args.builds_dir or str(paths.default_builds_dir())
+    builder = bl.Builder(target, Path(builds_dir), origin.url if origin else args.repo,
+                         pr_remote=origin.remote if origin else None, checkout=origin is not None)
     good, bad = builder.resolve(args.good), builder.resolve(args.bad)
     line = commit_line(builder, good.sha, bad.sha)
     if not line:

@@ -1,6 +1,6 @@
 """Check out and build refs of a target, caching binaries by commit.
 
-Layout under the builds directory (default ``builds/`` in the project):
+Layout under the builds directory (see paths.default_builds_dir()):
 
     builds/<target>/clones/<origin-slug>/   one bare clone per origin, fetched, never re-cloned
     builds/<target>/<sha>/<binary>          the binary built from that commit (git source)
@@ -64,6 +64,47 @@ def go_version(env: dict | None = None) -> str:
     return out.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Checkout:
+    """A git checkout of a Go module, e.g. the project refbench is vendored in or the Action's."""
+    root: Path  # top-level directory: the origin refbench builds from
+    module: str  # the module its go.mod declares
+    remote: str | None  # its `origin` remote, where PR refs (refs/pull/N/head) are fetched from
+
+    @property
+    def url(self) -> str:
+        return str(self.root)
+
+
+_MODULE_RE = re.compile(r'^\s*module\s+"?([^\s"]+)"?', re.MULTILINE)
+
+
+def go_checkout(start: Path | None = None) -> Checkout | None:
+    """The git checkout around `start` (default: the current directory) when its top level has a
+    go.mod, with the module it declares; None outside a checkout or without go.mod."""
+    def git_out(*args: str) -> str | None:
+        try:
+            p = subprocess.run(["git", *args], cwd=start or os.getcwd(), capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    top = git_out("rev-parse", "--show-toplevel")
+    if not top:
+        return None
+    try:
+        text = (Path(top) / "go.mod").read_text(errors="replace")
+    except OSError:
+        return None
+    m = _MODULE_RE.search(re.sub(r"//[^\n]*", "", text))
+    if not m:
+        return None
+    remote = git_out("config", "--get", "remote.origin.url")
+    if remote and "://" not in remote and not re.match(r"^[\w.-]+@[\w.-]+:", remote) and not os.path.isabs(remote):
+        remote = os.path.normpath(os.path.join(top, remote))  # a relative path remote
+    return Checkout(Path(top), m.group(1), remote or None)
+
+
 def origin_slug(url: str) -> str:
     """A readable, unique directory name for an origin URL or path."""
     norm = url.rstrip("/")
@@ -89,7 +130,8 @@ class Builder:
     """Resolves refs and builds them, for one target from one origin (git) or the module proxy."""
 
     def __init__(self, target: Target, builds_dir: Path, repo_url: str | None = None,
-                 source: str = "git", offline: bool = False):
+                 source: str = "git", offline: bool = False, pr_remote: str | None = None,
+                 checkout: bool = False):
         if source not in SOURCES:
             raise BuildError(f"unknown source {source!r} (expected git or module)")
         if source == "module" and not (target.module and target.package):
@@ -102,6 +144,11 @@ class Builder:
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
         self.source = source
         self.offline = offline
+        # where PR refs and unknown commits come from when the origin is a local checkout (its remote)
+        self.pr_remote = pr_remote
+        # the origin is a working checkout (not a bare mirror): also take its remote-tracking
+        # branches and whatever it has checked out (a detached PR merge commit in CI)
+        self.checkout = checkout
         self.root = self.builds_dir / target.name
         self._repo: git.Repo | None = None
         self._fetched = False
@@ -131,9 +178,13 @@ class Builder:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock")):
             try:
+                if self.checkout:  # its remote-tracking branches first; its own branches win
+                    r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
+                                "+refs/remotes/origin/*:refs/remotes/origin/*", "+HEAD:refs/refbench/checkout-head")
                 # --update-shallow: an origin that is itself a shallow clone (CI checkouts) would
                 # otherwise have its tags and branches silently rejected
-                r.git.fetch("--quiet", "--prune", "--force", "--update-shallow", "origin",
+                r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
+                            *(() if self.checkout else ("--prune",)),
                             "+refs/heads/*:refs/remotes/origin/*", "+refs/tags/*:refs/tags/*")
             except git.GitCommandError as e:
                 raise RefError(f"cannot fetch {self.repo_url}: {_git_msg(e)}") from None
@@ -150,19 +201,22 @@ class Builder:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock")):
             try:
-                r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
+                r.git.fetch("--quiet", "--force", "--update-shallow", self.pr_remote or "origin",
                             f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
             except git.GitCommandError as e:
                 msg = _git_msg(e)
                 if "couldn't find remote ref" in msg or "not our ref" in msg:
-                    raise RefError(f"PR #{number} not found in {self.repo_url} (no refs/pull/{number}/head)") from None
-                raise RefError(f"cannot fetch PR #{number} from {self.repo_url}: {msg}") from None
+                    raise RefError(f"PR #{number} not found in {self.pr_remote or self.repo_url} "
+                                   f"(no refs/pull/{number}/head)") from None
+                raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {msg}") from None
 
     def _fetch_commit(self, sha: str) -> None:
         if self.offline:
             return
-        with contextlib.suppress(git.GitCommandError):
-            self.repo().git.fetch("--quiet", "--update-shallow", "origin", sha)
+        for remote in ("origin",) + ((self.pr_remote,) if self.pr_remote else ()):
+            with contextlib.suppress(git.GitCommandError):
+                self.repo().git.fetch("--quiet", "--update-shallow", remote, sha)
+                return
 
     def resolve(self, text: str) -> refs.ResolvedRef:
         ref = refs.classify(text)

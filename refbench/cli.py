@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, builds as bl, fixtures as fx, refs, report, stats
-from .backends import IpfsBackend, PROJECT_ROOT, S3Backend, find_tool
+from . import __version__, builds as bl, fixtures as fx, paths, refs, report, stats
+from .backends import IpfsBackend, S3Backend, find_tool
 from .config import Scenario, load_config, format_size, human_bytes
 from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, RefbenchError, RunError
 from .progress import Reporter
 from .runner import Plan, Runner, check_hyperfine_flags, split_runs
 
 log = logging.getLogger("refbench")
-DEFAULT_SCENARIOS = PROJECT_ROOT / "scenarios.toml"
+DEFAULT_SCENARIOS = paths.bundled_scenarios()
 from .commands import COMMANDS as _COMMANDS
 SUBCOMMANDS = tuple(_COMMANDS)
 
@@ -131,7 +131,9 @@ def run_parser() -> argparse.ArgumentParser:
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", metavar="REF",
                    help="refs to compare, baseline first: tag, PR number, commit, branch, latest_release, HEAD")
-    p.add_argument("-t", "--target", default="s5cmd", help="target declared in the scenarios file")
+    p.add_argument("-t", "--target", default=None,
+                   help="target declared in the scenarios file (default: the target whose module the go.mod of "
+                   "the git checkout around the current directory declares, else s5cmd)")
     p.add_argument("-w", "--warmup", type=_nonneg, default=2, help="warm-up runs per build and step")
     p.add_argument("-r", "--runs", type=_positive, default=10, help="measured runs per build and step")
     p.add_argument("-o", "--output_file_name", "--output", dest="output", default="summary.md",
@@ -142,11 +144,13 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("-hf", "--hyperfine-extra-flags", default="", help="extra hyperfine flags, e.g. '-i'")
     p.add_argument("-sf", "--s5cmd-extra-flags", "--extra-flags", dest="target_flags", default="",
                    help="extra global flags for the target binary, e.g. '--numworkers 64'")
-    p.add_argument("--repo", help="origin to build from: URL or local path (default: the target's repo)")
+    p.add_argument("--repo", help="origin to build from: URL or local path (default: the checkout around the "
+                   "current directory when it is the target's, else the target's repo)")
     p.add_argument("--source", choices=bl.SOURCES, default="git",
                    help="git: clone the repo; module: build versions from the Go module proxy (no clone)")
     p.add_argument("--endpoint-url", help="S3 endpoint URL for -b (default: S3_ENDPOINT_URL / AWS)")
-    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS), help="scenarios file")
+    p.add_argument("--scenarios", default=None,
+                   help=f"scenarios file (default: ./{paths.USER_SCENARIOS} if present, else the bundled one)")
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this scenario, step, or 'scenario/step' (repeatable)")
     p.add_argument("--quick", action="store_true", help="scaled-down sizes: a whole run in minutes on 2 cores")
@@ -156,8 +160,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("md", "github"), default="md", help="summary flavour")
     p.add_argument("--html", help="also write a self-contained HTML report here")
     p.add_argument("--csv", help="also write one CSV row per step and build here")
-    p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
-                   help="build and fixture cache (env REFBENCH_BUILDS_DIR)")
+    p.add_argument("--builds-dir", default=str(paths.default_builds_dir()),
+                   help="build and fixture cache (env REFBENCH_BUILDS_DIR; default builds/ in a checkout, "
+                   "else $XDG_CACHE_HOME/refbench/builds)")
     p.add_argument("--rounds", type=_positive, default=5,
                    help="interleaved rounds per step (1 = plain hyperfine order: all A runs, then all B)")
     p.add_argument("--until-decided", action="store_true",
@@ -209,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     _install_signal_handlers()
+    from . import hyperfine
+    # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH
+    paths.extend_path(first=(hyperfine.pinned_path().parent,))
     try:
         if argv and argv[0] in SUBCOMMANDS:
             from . import commands
@@ -295,10 +303,10 @@ class RunHooks:
 def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> int:
     t_wall = time.monotonic()
     reporter = Reporter()
+    args.scenarios = str(args.scenarios or paths.default_scenarios())
     cfg = load_config(args.scenarios)
-    if args.target not in cfg.targets:
-        raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
-    target = cfg.targets[args.target]
+    target, origin = choose_target(cfg, args.target, args.repo, args.source)
+    args.target = target.name
     all_scenarios = [s.for_quick(args.quick) for s in cfg.scenarios_for(target.name)]
     if args.list:
         print_list(cfg, args.quick)
@@ -323,7 +331,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     if not args.dry_run:
         for tool in ("hyperfine", "go") + (("minio",) if target.backend == "s3" and not args.bucket else ()):
             if not find_tool(tool):
-                raise RefbenchError(f"{tool} not found (tools/bin or PATH): run `make setup`")
+                raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH): run `refbench setup` "
+                                    "(`make setup` in a checkout); `refbench doctor` says what is missing")
     local_root = None
     if args.local_path:
         local_root = Path(args.local_path).expanduser()
@@ -341,7 +350,10 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
             raise
         reporter.warn(f"a real run would stop here: {e}")
 
-    builder = bl.Builder(target, cache_dir, args.repo, args.source)
+    builder = bl.Builder(target, cache_dir, origin.url if origin else args.repo, args.source,
+                         pr_remote=origin.remote if origin else None, checkout=origin is not None)
+    if origin:
+        reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
     reporter.info(f"resolving {len(args.refs)} refs of {target.name} from "
                   f"{'the Go module proxy' if args.source == 'module' else builder.repo_url}")
     resolved = [builder.resolve(r) for r in args.refs]
@@ -491,6 +503,23 @@ def run_and_load(argv: list[str]) -> tuple[int, dict | None]:
     code = cmd_run(args, argv)
     path = Path(args.json)
     return code, (report.load_results(path) if path.exists() else None)
+
+
+def choose_target(cfg, name: str | None, repo: str | None, source: str, cwd: Path | None = None):
+    """(target, checkout origin or None). Without -t, the target whose module the go.mod of the git
+    checkout around `cwd` declares (else s5cmd, else the first declared); that checkout is then
+    the origin unless --repo or --source module says otherwise."""
+    checkout = None
+    if name is None or (repo is None and source == "git"):
+        checkout = bl.go_checkout(cwd)
+    inferred = cfg.target_for_module(checkout.module) if checkout else None
+    if name is None:
+        name = inferred.name if inferred else "s5cmd" if "s5cmd" in cfg.targets else next(iter(cfg.targets), "s5cmd")
+    if name not in cfg.targets:
+        raise RefbenchError(f"unknown target {name!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
+    target = cfg.targets[name]
+    origin = checkout if inferred is target and repo is None and source == "git" else None
+    return target, origin
 
 
 def _cpu_accounting() -> tuple[float, float, float] | None:

@@ -140,6 +140,11 @@ class Config:
     def scenarios_for(self, target: str) -> list[Scenario]:
         return [s for s in self.scenarios if s.target == target]
 
+    def target_for_module(self, module: str | None) -> Target | None:
+        """The target whose Go module is `module` (a checkout's go.mod), if one is declared."""
+        found = [t for t in self.targets.values() if module and t.module == module]
+        return found[0] if found else None
+
 
 def slugify(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"

@@ -327,12 +327,10 @@ def _nightly(db, args, extra, history: Path, trend: Path) -> int:
 
 
 def _builds_dir(extra: list[str]) -> str:
-    import os
-
-    from .backends import PROJECT_ROOT
+    from . import paths
     for i, a in enumerate(extra):
         if a == "--builds-dir" and i + 1 < len(extra):
             return extra[i + 1]
         if a.startswith("--builds-dir="):
             return a.split("=", 1)[1]
-    return os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds"))
+    return str(paths.default_builds_dir())

@@ -13,7 +13,7 @@ from pathlib import Path
 import jinja2
 from tabulate import tabulate
 
-from . import __version__
+from . import __version__, paths
 from .progress import fmt_duration
 from .stats import MARKERS, VERDICTS
 
@@ -21,7 +21,7 @@ SCHEMA = "refbench/results"
 SCHEMA_VERSION = 1
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+TEMPLATES = paths.templates_dir()  # prefer paths.template_loader()
 
 
 def environment(toolchain: str | None = None) -> dict:
@@ -172,7 +172,7 @@ def md_escape(text: str) -> str:
 
 
 def _jinja() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), autoescape=False,
+    env = jinja2.Environment(loader=paths.template_loader(), autoescape=False,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined)
     env.filters.update(pct=fmt_pct, s=fmt_s, p=fmt_p, ci=fmt_ci, md=md_escape)
@@ -221,7 +221,7 @@ def render_github(results: dict, limit: int = GITHUB_COMMENT_LIMIT, report_url: 
         sections.append(("Scoreboard", t["scoreboard"]))
     sections.append(("Hyperfine summary", t["phrases"]))
     sections.append(("Detailed timings (s)", t["detailed"]))
-    sections.append(("Resources (CPU, peak RSS)", t["resources"]))
+    sections.append(("Resources and throughput (MB/s, objects/s, CPU, peak RSS)", t["resources"]))
     sections.append(("Builds", t["builds"]))
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
@@ -274,6 +274,36 @@ def _fmt_rss(kb) -> str:
     return "n/a" if kb is None else f"{kb / 1024:.1f} MiB"
 
 
+# ---- throughput: what users of warp and bee-bench read first -------------------------------
+def throughput(sc: dict, side: dict | None) -> tuple[float | None, float | None]:
+    """(bytes/s, objects/s) of one build in one step: the scenario's fixture (bytes moved, objects)
+    over the build's mean time. None where the time or the fixture size is unknown."""
+    mean = ((side or {}).get("stats") or {}).get("mean")
+    if not mean or mean <= 0:
+        return None, None
+    fx = sc.get("fixture") or {}
+    nbytes, files = fx.get("bytes"), fx.get("files")
+    return (nbytes / mean if nbytes else None), (files / mean if files else None)
+
+
+def fmt_rate(x: float | None) -> str:
+    """A rate with three significant figures or so: 1234 -> '1234', 95.31 -> '95.3', 0.512 -> '0.51'."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def fmt_mbps(bps: float | None) -> str:
+    """bytes/s as MB/s (10^6 bytes, as warp and s3-benchmark print it)."""
+    return fmt_rate(None if bps is None else bps / 1e6)
+
+
+def _rate_change(base: float | None, new: float | None, fmt) -> str:
+    if base is None or new is None:
+        return "n/a"
+    return f"{fmt(base)} → {fmt(new)}"
+
+
 def verdict_rows(results: dict) -> list[tuple[str, list[str]]]:
     """(verdict, table row) per (scenario, step, contender), in the order of the run."""
     multi = len(results["builds"]) > 2
@@ -290,16 +320,22 @@ def verdict_rows(results: dict) -> list[tuple[str, list[str]]]:
             notes.append(f"could detect ±{c['mde'] * 100:.0f}%{need}")
         if row["st"].get("check_differs"):
             notes.append("results differ")
+        sides = row["st"].get("builds", {})
+        base_bps, base_ops = throughput(row["sc"], sides.get(c["baseline"]))
+        new_bps, new_ops = throughput(row["sc"], sides.get(c["contender"]))
         out.append((c["verdict"], [MARKERS[c["verdict"]], md_escape(row["scenario"]), md_escape(row["step"])]
                     + ([md_escape(c["contender"])] if multi else [])
-                    + [fmt_pct(c["rel"]), fmt_ci(c), fmt_p(c["p_value"]), c["verdict"], "; ".join(notes)]))
+                    + [fmt_pct(c["rel"]), _rate_change(base_bps, new_bps, fmt_mbps),
+                       _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c["p_value"]),
+                       c["verdict"], "; ".join(notes)]))
     return out
 
 
 def verdict_table(results: dict, rows: list[list[str]]) -> str:
     multi = len(results["builds"]) > 2
     return tabulate(rows, headers=["", "Scenario", "Step"] + (["Build"] if multi else [])
-                    + ["Time change", "95% CI", "p", "Verdict", "Note"], tablefmt="github", disable_numparse=True)
+                    + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict", "Note"], tablefmt="github",
+                    disable_numparse=True)
 
 
 def tables(results: dict) -> dict[str, str]:
@@ -339,15 +375,16 @@ def tables(results: dict) -> dict[str, str]:
                                     f"{s['mean']:.3f} ± {s['stddev']:.3f}", f"{s['median']:.3f}", f"{s['min']:.3f}",
                                     f"{s['max']:.3f}", f"{s['cv'] * 100:.1f}%", str(s["n"]),
                                     "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
+                bps, ops = throughput(sc, b)
                 resource_rows.append([md_escape(f"{st['name']} {sc['name']}"), md_escape(label),
-                                      fmt_s(b.get("cpu_mean")),
+                                      fmt_mbps(bps), fmt_rate(ops), fmt_s(b.get("cpu_mean")),
                                       "n/a" if b.get("cpu_wall_ratio") is None else f"{b['cpu_wall_ratio']:.2f}",
                                       _fmt_rss(b.get("rss_kb"))])
     detailed = t(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
                                "Runs", "Relative"],
                  ["left", "left", "right", "right", "right", "right", "right", "right", "right"])
-    resources = t(resource_rows, ["Scenario", "Build", "CPU [s]", "CPU/wall", "Peak RSS"],
-                  ["left", "left", "right", "right", "right"])
+    resources = t(resource_rows, ["Scenario", "Build", "MB/s", "objects/s", "CPU [s]", "CPU/wall", "Peak RSS"],
+                  ["left", "left", "right", "right", "right", "right", "right"])
     checks = []
     for sc in results["scenarios"]:
         for st in sc["steps"]:

@@ -21,7 +21,7 @@ import jinja2
 import numpy as np
 from markupsafe import Markup
 
-from . import report, stats
+from . import paths, report, stats
 from .errors import EXIT_ERROR, EXIT_OK, EXIT_REGRESSION, RefbenchError
 
 VERDICT_COLOURS = {"slower": "#cf222e", "faster": "#1a7f37", "no significant change": "#6e7781",
@@ -343,7 +343,7 @@ def normalise(results: dict) -> dict:
 
 # ---- HTML -------------------------------------------------------------------------------------
 def _jinja_html() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(report.TEMPLATES)),
+    env = jinja2.Environment(loader=paths.template_loader(),
                              autoescape=jinja2.select_autoescape(["html", "j2"], default=True),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters.update(pct=report.fmt_pct, s=report.fmt_s, p=report.fmt_p, ci=report.fmt_ci, secs=fmt_seconds,

@@ -28,7 +28,7 @@ def test_format_size_roundtrip():
 
 
 def test_shipped_scenarios_load_with_seed_defaults():
-    cfg = load_config(ROOT / "scenarios.toml")
+    cfg = load_config(ROOT / "refbench" / "scenarios.toml")
     s5 = {s.name: s for s in cfg.scenarios_for("s5cmd")}
     assert {"small files", "large file", "very large file"} <= set(s5)
     assert (s5["small files"].fixture.size, s5["small files"].fixture.count) == (1 << 20, 10000)

@@ -40,7 +40,7 @@ def processes_under(path: Path) -> list[str]:
 
 def kubo_section() -> str:
     """The kubo target exactly as scenarios.toml declares it, for the tests' own scenario files."""
-    t = tomllib.loads((ROOT / "scenarios.toml").read_text())["targets"]["kubo"]
+    t = tomllib.loads((ROOT / "refbench" / "scenarios.toml").read_text())["targets"]["kubo"]
     build = ", ".join(json.dumps(a) for a in t["build"])
     return (f'[targets.kubo]\nrepo = "{t["repo"]}"\nmodule = "{t["module"]}"\npackage = "{t["package"]}"\n'
             f'build = [{build}]\nbinary = "{t["binary"]}"\nbackend = "{t["backend"]}"\n')
@@ -67,7 +67,7 @@ def steps(results: dict) -> dict[tuple[str, str], dict]:
 def test_every_kubo_scenario_and_step_ran_for_both_builds(kubo_run):
     from refbench.config import load_config
 
-    declared = {(s.name, st.name) for s in load_config(ROOT / "scenarios.toml").scenarios_for("kubo")
+    declared = {(s.name, st.name) for s in load_config(ROOT / "refbench" / "scenarios.toml").scenarios_for("kubo")
                 for st in s.steps}
     got = steps(kubo_run["results"])
     assert set(got) == declared

@@ -16,6 +16,8 @@ COMMANDS = {
     "bisect": "bisect:cmd_bisect",
     "clean": "commands.clean:main",
     "calibrate": "commands.calibrate:main",
+    "setup": "commands.setup:main",
+    "doctor": "commands.doctor:main",
 }
 
 

@@ -5,13 +5,13 @@ import argparse
 import os
 import shutil
 
-from ..backends import PROJECT_ROOT
+from .. import paths
 from ..errors import EXIT_OK
 
 
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="bench.py clean", description="remove cached builds and fixtures")
-    p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")))
+    p.add_argument("--builds-dir", default=str(paths.default_builds_dir()))
     p.add_argument("--fixtures-only", action="store_true")
     args = p.parse_args(argv)
     target = os.path.join(args.builds_dir, "fixtures") if args.fixtures_only else args.builds_dir

@@ -1,0 +1,126 @@
+"""`refbench doctor`: what refbench finds, where, which versions, and what each missing piece
+disables, with the command that fixes it. Changes nothing.
+
+Exit code 0 when a comparison on the embedded MinIO can run, 2 when something it needs is missing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+from .. import __version__, hyperfine, paths
+from ..errors import EXIT_ERROR, EXIT_OK
+
+OK, WARN, MISSING = "ok", "warn", "MISSING"
+
+
+def _first_line(argv: list[str]) -> str | None:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = (p.stdout or p.stderr).strip().splitlines()
+    return lines[0].strip() if lines else None
+
+
+def checks() -> list[tuple[str, str, str, bool]]:
+    """(status, tool, what was found / what it disables and how to fix it, required)."""
+    setup = "run `refbench setup`" + (" (`make setup` in this checkout)" if paths.CHECKOUT else "")
+    out = []
+
+    hf = hyperfine.locate()
+    v = hyperfine.version(hf) if hf else None
+    vtext = ".".join(map(str, v)) if v else "?"
+    if not hf:
+        out.append((MISSING, "hyperfine", f"nothing can be measured: {setup} (builds hyperfine "
+                    f"{hyperfine.PINNED_VERSION} with cargo), or apt-get install hyperfine", True))
+    elif not hyperfine.exports_memory(hf):
+        out.append((WARN, "hyperfine", f"{vtext} at {hf}: no per-run peak memory or CPU (needs 1.20+), so peak "
+                    f"RSS comes from one extra untimed run under GNU time: {setup} with cargo installed", False))
+    else:
+        out.append((OK, "hyperfine", f"{vtext} at {hf} (per-run peak memory)", True))
+
+    go = paths.find_tool("go")
+    gov = _first_line([go, "version"]) if go else None
+    out.append((OK, "go", f"{gov} at {go}", True) if go else
+               (MISSING, "go", f"no builds: {setup} (fetches a Go toolchain from the Go module proxy) or install Go", True))
+
+    git = shutil.which("git")
+    out.append((OK, "git", f"{_first_line([git, '--version'])} at {git}", True) if git else
+               (MISSING, "git", "no --source git builds (only --source module): apt-get install git", True))
+
+    minio = paths.find_tool("minio")
+    out.append((OK, "minio", f"at {minio} (embedded S3 server)", False) if minio else
+               (MISSING, "minio", f"S3 targets need -b BUCKET (no embedded MinIO): {setup}", False))
+
+    restore = paths.find_tool("refbench-s3restore")
+    out.append((OK, "refbench-s3restore", f"at {restore} (remove steps restore objects in batches)", False)
+               if restore else
+               (WARN, "refbench-s3restore", "remove steps restore their objects by one server-side copy per "
+                f"object (7-25x the cost of the remove): {setup}", False))
+
+    gtime = next((p for p in ("/usr/bin/time", shutil.which("gtime")) if p and os.access(p, os.X_OK)), None)
+    if gtime:
+        out.append((OK, "GNU time", f"at {gtime}", False))
+    elif hf and hyperfine.exports_memory(hf):
+        out.append((OK, "GNU time", "not needed: hyperfine reports peak memory", False))
+    else:
+        out.append((WARN, "GNU time", "peak RSS is n/a: apt-get install time (or get hyperfine 1.20+)", False))
+
+    curl = shutil.which("curl")
+    out.append((OK, "curl", f"at {curl}", False) if curl else
+               (WARN, "curl", "kubo's concurrent HTTP API scenario cannot run: apt-get install curl", False))
+
+    cargo = shutil.which("cargo") or hyperfine._home_cargo()
+    if not (hf and hyperfine.exports_memory(hf)):
+        out.append((OK, "cargo", f"at {cargo} (`refbench setup` can build hyperfine {hyperfine.PINNED_VERSION})", False)
+                   if cargo else
+                   (WARN, "cargo", f"cannot build hyperfine {hyperfine.PINNED_VERSION}: install Rust (rustup, or "
+                    "apt-get install cargo), then run `refbench setup`", False))
+    return out
+
+
+def where() -> list[tuple[str, str]]:
+    from .. import builds as bl
+    from ..config import load_config
+    from ..errors import RefbenchError
+
+    scen = paths.default_scenarios()
+    rows = [("refbench", f"{__version__} ({'checkout ' + str(paths.CHECKOUT) if paths.CHECKOUT else 'installed at ' + str(paths.PACKAGE_DIR)})"),
+            ("scenarios", f"{scen}" + (" (./refbench.toml)" if scen.name == paths.USER_SCENARIOS else " (bundled; "
+                                       f"put your own in ./{paths.USER_SCENARIOS} or pass --scenarios)")),
+            ("builds dir", f"{paths.default_builds_dir()} (--builds-dir or REFBENCH_BUILDS_DIR to move it)"),
+            ("tools dir", f"{paths.tools_bin()} (then PATH)"),
+            ("cache", str(paths.cache_root()))]
+    co = bl.go_checkout()
+    if co:
+        try:
+            t = load_config(scen).target_for_module(co.module)
+        except RefbenchError:
+            t = None
+        rows.append(("checkout", f"{co.root} (module {co.module}) -> " + (
+            f"target {t.name}, built from this checkout; PR refs from {co.remote or 'its origin'}" if t else
+            "no declared target has this module: pass -t and --repo, or declare it in ./refbench.toml")))
+    return rows
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="refbench doctor", description=__doc__.split("\n\n")[0])
+    p.parse_args(argv)
+    paths.extend_path()
+    for k, v in where():
+        print(f"{k + ':':12} {v}")
+    print()
+    rows = checks()
+    width = max(len(t) for _, t, _, _ in rows)
+    for status, tool, text, _ in rows:
+        print(f"{status:8} {tool:{width}}  {text}")
+    bad = [t for s, t, _, req in rows if s == MISSING and req]
+    if bad:
+        print(f"\nrefbench cannot run comparisons until {', '.join(bad)} {'is' if len(bad) == 1 else 'are'} installed",
+              file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK

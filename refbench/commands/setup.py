@@ -1,0 +1,239 @@
+"""`refbench setup`: install or locate the tools a comparison needs, idempotently.
+
+What a pip-installed user lacks, from the package registries only (never GitHub):
+
+- Go: a toolchain from the Go module proxy (golang.org/toolchain), only when none is installed;
+- hyperfine >= 1.20 (per-run peak memory): the pinned version built from crates.io with
+  `cargo install --locked`, once per machine; without cargo, the Debian package as a fallback;
+- MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine;
+- refbench-s3restore: built from the Go source shipped in the package, cached by its hash;
+- GNU time, only while the hyperfine found cannot report peak memory itself.
+
+Everything built is kept in $XDG_CACHE_HOME/refbench and linked into the tools directory
+(paths.tools_bin(): tools/bin in a checkout, else the cache's bin/). scripts/setup.sh (`make
+setup`) calls this, so there is one implementation.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from pathlib import Path
+
+from .. import hyperfine, paths
+from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
+
+MINIO_MODULE = "github.com/minio/minio"
+MINIO_VERSION = os.environ.get("MINIO_VERSION", "v0.0.0-20260212201848-7aac2a2c5b7c")
+GO_TOOLCHAIN = os.environ.get("GO_TOOLCHAIN", "go1.24.6")  # fetched only when no Go is installed
+
+
+def say(msg: str) -> None:
+    print(f"setup: {msg}", file=sys.stderr, flush=True)
+
+
+def _link(target: Path, name: str, bin_dir: Path) -> Path:
+    """bin_dir/name -> target (replaced atomically)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    link = bin_dir / name
+    if link.is_symlink() and os.readlink(link) == str(target):
+        return link
+    tmp = bin_dir / f".{name}.tmp-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(target)
+    tmp.replace(link)
+    return link
+
+
+def _root_apt() -> list[str] | None:
+    """apt-get argv prefix when packages can be installed (root, or password-less sudo)."""
+    if not shutil.which("apt-get"):
+        return None
+    if os.geteuid() == 0:
+        return ["apt-get"]
+    if shutil.which("sudo") and subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode == 0:
+        return ["sudo", "apt-get"]
+    return None
+
+
+def apt_install(*packages: str) -> bool:
+    apt = _root_apt()
+    if not apt:
+        return False
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = [*apt, "install", "-y", "-qq", "--no-install-recommends", *packages]
+    if subprocess.run(cmd, capture_output=True, env=env).returncode == 0:
+        return True
+    subprocess.run([*apt, "update", "-qq"], capture_output=True, env=env)
+    return subprocess.run(cmd, capture_output=True, env=env).returncode == 0
+
+
+def _go_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("GOFLAGS", "-buildvcs=false")
+    return env
+
+
+# ---- the pieces ---------------------------------------------------------------------------
+def ensure_go(bin_dir: Path) -> str:
+    go = paths.find_tool("go")
+    if go:
+        return go
+    arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
+    dest = paths.cache_root() / f"{GO_TOOLCHAIN}.linux-{arch}"
+    if not (dest / "bin" / "go").is_file():
+        proxy = (os.environ.get("GOPROXY") or "https://proxy.golang.org").split(",")[0].split("|")[0]
+        if proxy in ("direct", "off"):
+            proxy = "https://proxy.golang.org"
+        url = f"{proxy}/golang.org/toolchain/@v/v0.0.1-{GO_TOOLCHAIN}.linux-{arch}.zip"
+        say(f"Go not found: fetching the {GO_TOOLCHAIN} toolchain from the Go module proxy")
+        try:
+            data = urllib.request.urlopen(url, timeout=300).read()
+        except OSError as e:
+            raise RefbenchError(f"cannot fetch Go from {url}: {e} (install Go, or set GOPROXY)") from None
+        prefix = f"golang.org/toolchain@v0.0.1-{GO_TOOLCHAIN}.linux-{arch}/"
+        tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for info in z.infolist():
+                if not info.filename.startswith(prefix) or info.is_dir():
+                    continue
+                out = tmp / info.filename[len(prefix):]
+                out.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(info) as src, open(out, "wb") as fh:
+                    shutil.copyfileobj(src, fh)
+                mode = (info.external_attr >> 16) & 0o777
+                if mode & 0o111 or "/bin/" in str(out) or "/tool/" in str(out):
+                    out.chmod(0o755)
+        try:
+            tmp.rename(dest)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+    _link(dest / "bin" / "go", "go", bin_dir)
+    _link(dest / "bin" / "gofmt", "gofmt", bin_dir)
+    return str(bin_dir / "go")
+
+
+def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
+    """A hyperfine >= 1.20 when possible; an older one (or the Debian package) as the fallback."""
+    found = hyperfine.locate()
+    if found and hyperfine.exports_memory(found):
+        if Path(found) == hyperfine.pinned_path():
+            _link(Path(found), "hyperfine", bin_dir)
+        return found
+    if build:
+        cargo = shutil.which("cargo") or hyperfine._home_cargo()
+        if cargo:
+            have = hyperfine.version(found) if found else None
+            if have:
+                say(f"hyperfine {'.'.join(map(str, have))} at {found} cannot report per-run memory (needs 1.20+)")
+            try:
+                pinned = hyperfine.install(cargo=cargo, say=say)
+            except RefbenchError as e:
+                say(f"{e}; keeping {found or 'no hyperfine'}")
+                if e.detail:
+                    print(e.detail, file=sys.stderr)
+            else:
+                _link(pinned, "hyperfine", bin_dir)
+                return str(pinned)
+        elif not found:
+            say("cargo not found: cannot build hyperfine 1.20; trying the Debian package")
+    if not found and apt_install("hyperfine"):
+        found = shutil.which("hyperfine")
+    if found and not hyperfine.exports_memory(found):
+        say(f"using hyperfine {'.'.join(map(str, hyperfine.version(found) or ()))} at {found}: "
+            "peak memory will come from GNU time (install cargo and run `refbench setup` for 1.20)")
+    return found
+
+
+def ensure_minio(bin_dir: Path, go: str) -> str:
+    cached = paths.cache_root() / f"minio-{MINIO_VERSION}"
+    if not cached.is_file():
+        say(f"building MinIO {MINIO_VERSION} from the Go module proxy (a few minutes, once per machine)")
+        with tempfile.TemporaryDirectory(prefix="minio-", dir=paths.cache_root()) as tmp:
+            p = subprocess.run([go, "install", f"{MINIO_MODULE}@{MINIO_VERSION}"], env={**_go_env(), "GOBIN": tmp},
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                raise RefbenchError(f"go install {MINIO_MODULE}@{MINIO_VERSION} failed", detail=p.stderr[-3000:])
+            shutil.move(os.path.join(tmp, "minio"), str(cached) + ".tmp")
+            os.replace(str(cached) + ".tmp", cached)
+    _link(cached, "minio", bin_dir)
+    return str(cached)
+
+
+def ensure_s3restore(bin_dir: Path, go: str) -> str:
+    cached = paths.cache_root() / f"s3restore-{paths.tool_source_hash('s3restore')}"
+    if not cached.is_file():
+        say("building refbench-s3restore")
+        with paths.tool_source("s3restore") as src:
+            tmp = Path(str(cached) + f".tmp-{os.getpid()}")
+            p = subprocess.run([go, "build", "-o", str(tmp), "."], cwd=src, env=_go_env(),
+                               capture_output=True, text=True)
+            if p.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise RefbenchError("building refbench-s3restore failed", detail=p.stderr[-3000:])
+            os.replace(tmp, cached)
+    _link(cached, "refbench-s3restore", bin_dir)
+    return str(cached)
+
+
+def gnu_time() -> str | None:
+    for p in ("/usr/bin/time", shutil.which("gtime") or ""):
+        if p and os.access(p, os.X_OK) and subprocess.run([p, "-f", "%M", "true"], capture_output=True).returncode == 0:
+            return p
+    return None
+
+
+def ensure_gnu_time(needed: bool) -> str | None:
+    found = gnu_time()
+    if found or not needed:
+        return found
+    if apt_install("time"):
+        return gnu_time()
+    say("GNU time not installed (apt-get install time): peak RSS will be n/a with this hyperfine")
+    return None
+
+
+# ---- the command ----------------------------------------------------------------------------
+def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: bool = True) -> dict:
+    """Install or locate everything; returns {tool: path or None}."""
+    bin_dir = Path(bin_dir or paths.tools_bin())
+    paths.cache_root().mkdir(parents=True, exist_ok=True)
+    os.environ["PATH"] = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
+    out: dict[str, str | None] = {}
+    go = out["go"] = ensure_go(bin_dir)
+    say(subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip())
+    hf = out["hyperfine"] = ensure_hyperfine(bin_dir, build=build_hyperfine)
+    if hf:
+        say(f"hyperfine {'.'.join(map(str, hyperfine.version(hf) or ()))} at {hf}")
+    else:
+        say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
+    out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.exports_memory(hf)))
+    out["minio"] = ensure_minio(bin_dir, go) if minio else paths.find_tool("minio")
+    out["refbench-s3restore"] = ensure_s3restore(bin_dir, go)
+    say(f"tools linked in {bin_dir}")
+    return out
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="refbench setup", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin-dir", type=Path, help=f"where to link the tools (default: {paths.tools_bin()})")
+    p.add_argument("--no-build-hyperfine", dest="build_hyperfine", action="store_false",
+                   help="do not build hyperfine with cargo; use whatever hyperfine is installed")
+    p.add_argument("--no-minio", dest="minio", action="store_false",
+                   help="skip MinIO (you will always pass -b BUCKET)")
+    args = p.parse_args(argv)
+    found = run_setup(args.bin_dir, args.build_hyperfine, args.minio)
+    missing = [k for k in ("go", "hyperfine") if not found.get(k)]
+    if missing:
+        say(f"still missing: {', '.join(missing)} (see `refbench doctor`)")
+        return EXIT_ERROR
+    say("ready (`refbench doctor` shows what was found)")
+    return EXIT_OK

@@ -1,0 +1,154 @@
+"""Where refbench finds its own files and keeps its caches: the one place that knows.
+
+Bundled resources (templates, the default scenarios.toml, the source of refbench-s3restore) ship
+inside the package and are read through importlib.resources, so an installed wheel works from
+any directory. Caches and tools:
+
+- run from a source checkout (``./bench.py``, ``make``, an editable install: the package's parent
+  holds bench.py and pyproject.toml): ``<checkout>/builds`` and ``<checkout>/tools/bin``, as before;
+- installed (pipx, pip, the GitHub Action): ``$XDG_CACHE_HOME/refbench`` (default
+  ``~/.cache/refbench``) with ``builds/`` and ``bin/`` under it.
+
+``--builds-dir`` / ``REFBENCH_BUILDS_DIR`` override the builds directory either way. Pinned tools
+that are built once per machine (MinIO, hyperfine, refbench-s3restore) always live in the cache
+root and are linked into the tools directory by ``refbench setup``.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.resources
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator
+
+PACKAGE = "refbench"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _checkout() -> Path | None:
+    root = PACKAGE_DIR.parent
+    if (root / "bench.py").is_file() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+#: the source checkout refbench runs from, or None when it is installed
+CHECKOUT: Path | None = _checkout()
+#: kept for older callers: the checkout, or the package directory when installed
+PROJECT_ROOT: Path = CHECKOUT or PACKAGE_DIR
+
+USER_SCENARIOS = "refbench.toml"  # a user's own scenarios file, found in the current directory
+
+
+# ---- bundled resources ----------------------------------------------------------------------
+def resource(*parts: str):
+    """A Traversable for a file shipped inside the package."""
+    return importlib.resources.files(PACKAGE).joinpath(*parts)
+
+
+def bundled_scenarios() -> Path:
+    """The scenarios.toml that ships with refbench."""
+    return _as_path(resource("scenarios.toml"))
+
+
+def templates_dir() -> Path:
+    return _as_path(resource("templates"))
+
+
+def template_loader():
+    """A Jinja loader for the bundled templates (importlib.resources: works from a wheel or zip)."""
+    import jinja2
+
+    def load(name: str):
+        res = resource("templates", name)
+        if not res.is_file():
+            return None
+        return res.read_text(encoding="utf-8"), None, lambda: True
+
+    return jinja2.FunctionLoader(load)
+
+
+@contextlib.contextmanager
+def tool_source(name: str) -> Iterator[Path]:
+    """A real directory holding the Go source of one of refbench's own tools (e.g. s3restore)."""
+    with importlib.resources.as_file(resource("tools_src", name)) as p:
+        yield Path(p)
+
+
+def tool_source_hash(name: str) -> str:
+    """Short hash of a bundled tool's source (go.mod, go.sum, *.go): its cache key."""
+    d = resource("tools_src", name)
+    files = sorted((e for e in d.iterdir() if e.name in ("go.mod", "go.sum") or e.name.endswith(".go")),
+                   key=lambda e: (e.name not in ("go.mod", "go.sum"), e.name))
+    h = hashlib.sha256()
+    for e in files:
+        h.update(e.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _as_path(res) -> Path:
+    # regular installs (wheel, sdist, editable, checkout) are plain directories
+    return Path(str(res))
+
+
+# ---- user files -----------------------------------------------------------------------------
+def default_scenarios(cwd: Path | None = None) -> Path:
+    """./refbench.toml when the current directory has one, else the bundled scenarios.toml."""
+    own = Path(cwd or os.getcwd()) / USER_SCENARIOS
+    return own if own.is_file() else bundled_scenarios()
+
+
+# ---- caches ---------------------------------------------------------------------------------
+def cache_root() -> Path:
+    """$XDG_CACHE_HOME/refbench (default ~/.cache/refbench): tools built once per machine."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "refbench"
+
+
+def default_builds_dir() -> Path:
+    """REFBENCH_BUILDS_DIR, else builds/ in the checkout, else $XDG_CACHE_HOME/refbench/builds."""
+    env = os.environ.get("REFBENCH_BUILDS_DIR")
+    if env:
+        return Path(env).expanduser()
+    return CHECKOUT / "builds" if CHECKOUT else cache_root() / "builds"
+
+
+def tools_bin() -> Path:
+    """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/."""
+    env = os.environ.get("REFBENCH_TOOLS_BIN")
+    if env:
+        return Path(env).expanduser()
+    return CHECKOUT / "tools" / "bin" if CHECKOUT else cache_root() / "bin"
+
+
+def tool_dirs() -> list[Path]:
+    """Directories searched before PATH, in order."""
+    out = []
+    for d in (tools_bin(), cache_root() / "bin"):
+        if d not in out:
+            out.append(d)
+    return out
+
+
+def find_tool(name: str) -> str | None:
+    """A tool refbench runs: refbench's tools directories first, then PATH."""
+    for d in tool_dirs():
+        p = d / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return str(p)
+    return shutil.which(name)
+
+
+def extend_path(env: dict | None = None, first: tuple[Path, ...] = ()) -> dict:
+    """Put `first` and refbench's tools directories in front of PATH (os.environ by default), so
+    every command refbench or hyperfine starts finds the same hyperfine, go, minio, s3restore."""
+    env = os.environ if env is None else env
+    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p]
+    front = []
+    for d in (*first, *tool_dirs()):
+        if d.is_dir() and str(d) not in parts and str(d) not in front:
+            front.append(str(d))
+    env["PATH"] = os.pathsep.join(front + parts)
+    return env

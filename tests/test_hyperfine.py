@@ -1,0 +1,176 @@
+"""refbench.hyperfine: version detection, locating the binary, reading --export-json files.
+
+The two data files are real exports (tests/data): hyperfine 1.15.0 (Debian's) and 1.20.0 (what
+`refbench setup` builds), each of `-n first 'sleep 0.01' -n second 'sh -c "exit 0"' --runs 3`.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from refbench import hyperfine
+from refbench.errors import RefbenchError
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_reads_a_hyperfine_1_15_export_without_memory():
+    first, second = hyperfine.read_export(DATA / "hyperfine-1.15.json")
+    assert (first.name, second.name) == ("first", "second")
+    assert first.runs == 3 and len(first.times) == 3
+    assert first.times[0] == pytest.approx(0.08904802744000001)
+    # 1.15 exports the mean user/system time: spread over the runs
+    assert first.user == (pytest.approx(0.00200874),) * 3 and first.system == (0.0,) * 3
+    assert not first.per_run_cpu
+    assert second.cpu == tuple(pytest.approx(0.00116674 + 0.0005751466666666667) for _ in range(3))
+    assert first.exit_codes == (0, 0, 0)
+    assert first.memory_bytes is None and first.peak_memory_bytes is None
+
+
+def test_reads_a_hyperfine_1_20_export_with_memory_per_run():
+    first, second = hyperfine.read_export(DATA / "hyperfine-1.20.json")
+    assert first.name == first.command == "first"
+    assert first.memory_bytes == (2932736, 2932736, 2932736)
+    assert first.peak_memory_bytes == 2932736
+    assert len(second.memory_bytes) == second.runs == 3
+    assert first.user == (pytest.approx(0.0013153666666666664),) * 3
+    assert all(isinstance(c, int) for c in first.exit_codes)
+
+
+def test_exit_codes_signals_parameters_and_single_runs():
+    data = {"results": [
+        {"command": "echo 1", "times": [0.5, 0.25], "user": [0.1, 0.2], "system": [0.0, 0.01],
+         "exit_codes": [0, None], "memory_usage_byte": [100, 300], "stddev": None, "parameters": {"n": "1"}},
+        {"command": "old", "times": [1.0], "user": 0.5, "system": 0.25},  # pre-1.13: no exit_codes
+    ]}
+    a, b = hyperfine.parse_export(data)
+    assert a.exit_codes == (0, None) and a.per_run_cpu and a.user == (0.1, 0.2)
+    assert a.peak_memory_bytes == 300 and a.parameters == (("n", "1"),)
+    assert b.exit_codes == (0,) and b.cpu == (0.75,) and b.memory_bytes is None
+
+
+@pytest.mark.parametrize("bad", [{}, {"results": [{"times": [1.0]}]}, {"results": [{"command": "x"}]},
+                                 {"results": [{"command": "x", "times": [1, 2], "memory_usage_byte": [1]}]},
+                                 {"results": [{"command": "x", "times": [1], "exit_codes": [0, 0]}]}])
+def test_malformed_exports_are_one_error(bad, tmp_path):
+    with pytest.raises(RefbenchError, match="not a hyperfine --export-json file"):
+        hyperfine.parse_export(bad)
+    f = tmp_path / "x.json"
+    f.write_text("{not json")
+    with pytest.raises(RefbenchError, match="cannot read hyperfine results"):
+        hyperfine.read_export(f)
+
+
+def test_parse_version():
+    assert hyperfine.parse_version("hyperfine 1.20.0\n") == (1, 20, 0)
+    assert hyperfine.parse_version("hyperfine 1.15.0") == (1, 15, 0)
+    assert hyperfine.parse_version("hyperfine 2.1") == (2, 1, 0)
+    assert hyperfine.parse_version("nonsense") is None
+
+
+def _fake_hyperfine(d: Path, ver: str) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    f = d / "hyperfine"
+    f.write_text(f"#!/bin/sh\necho 'hyperfine {ver}'\n")
+    f.chmod(0o755)
+    return f
+
+
+def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    on_path = _fake_hyperfine(tmp_path / "path", "1.15.0")
+    assert hyperfine.locate() == str(on_path)
+    assert hyperfine.version() == (1, 15, 0) and not hyperfine.exports_memory()
+    pinned = _fake_hyperfine(hyperfine.pinned_path().parent, hyperfine.PINNED_VERSION)
+    assert pinned == hyperfine.pinned_path() and pinned.is_relative_to(tmp_path / "cache" / "refbench")
+    assert hyperfine.locate() == str(pinned)
+    assert hyperfine.version() == hyperfine.parse_version(hyperfine.PINNED_VERSION)
+    assert hyperfine.exports_memory()
+
+
+def test_install_without_cargo_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(RefbenchError, match="cargo not found"):
+        hyperfine.install()
+
+
+def test_a_real_pinned_hyperfine_exports_what_the_reader_expects(tmp_path):
+    """Whatever hyperfine this machine has: the reader takes its export; >= 1.20 has memory."""
+    binary = hyperfine.locate()
+    if not binary:
+        pytest.skip("no hyperfine installed (run `refbench setup`)")
+    out = tmp_path / "x.json"
+    subprocess.run([binary, "--runs", "2", "--style", "none", "-n", "py",
+                    "python3 -c 'x = bytearray(50_000_000)'", "--export-json", str(out)], check=True,
+                   capture_output=True, cwd=tmp_path)
+    (res,) = hyperfine.read_export(out)
+    assert res.name == "py" and res.runs == 2 and res.exit_codes == (0, 0)
+    if hyperfine.exports_memory(binary):
+        assert res.peak_memory_bytes > 50_000_000
+    else:
+        assert res.memory_bytes is None
+
+
+def test_install_builds_into_the_cache_once(tmp_path, monkeypatch):
+    """`cargo install --locked --version PIN hyperfine --root TMP`, then TMP renamed into place."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    log = tmp_path / "cargo.log"
+    cargo = tmp_path / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+echo "$@" >> {log}
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    said = []
+    path = hyperfine.install(cargo=str(cargo), say=said.append)
+    assert path == hyperfine.pinned_path() and path.is_file()
+    assert hyperfine.version(str(path)) == hyperfine.parse_version(hyperfine.PINNED_VERSION)
+    args = log.read_text().split()
+    assert args[:6] == ["install", "--locked", "--quiet", "--version", hyperfine.PINNED_VERSION, "hyperfine"]
+    assert said and "crates.io" in said[0]
+    assert hyperfine.install(cargo=str(cargo)) == path  # cached: cargo not run again
+    assert len(log.read_text().splitlines()) == 1
+    assert [p.name for p in path.parent.parent.parent.iterdir()] == [path.parent.parent.name]  # no temp left
+
+
+def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypatch, capsys):
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    old = _fake_hyperfine(tmp_path / "path", "1.15.0")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    if setup.shutil.which("cargo"):
+        pytest.skip("cargo is on /usr/bin here")
+    assert setup.ensure_hyperfine(tmp_path / "bin") == str(old)
+    assert "GNU time" in capsys.readouterr().err
+
+
+def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch):
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    _fake_hyperfine(tmp_path / "path", "1.15.0")
+    cargo = tmp_path / "path" / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    got = setup.ensure_hyperfine(tmp_path / "bin")
+    assert got == str(hyperfine.pinned_path())
+    assert os.readlink(tmp_path / "bin" / "hyperfine") == got
+    assert hyperfine.locate() == got  # and from now on it is the one refbench runs
