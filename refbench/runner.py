@@ -7,7 +7,6 @@ time does not land on one side. Samples are read from hyperfine's --export-json,
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shlex
@@ -19,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import fixtures as fx
+from . import fixtures as fx, hyperfine
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
+from .hyperfine import CommandResult
 from .stats import Comparison, Settings, compare, runs_for, should_stop, summarize
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class BuildSamples:
         return {
             "times": [round(t, 9) for t in self.times], "user": [round(t, 9) for t in self.user],
             "system": [round(t, 9) for t in self.system], "exit_codes": self.exit_codes, "rounds": self.rounds,
-            "blocks": self.blocks,
+            "blocks": self.blocks, "memory_bytes": self.memory if any(m is not None for m in self.memory) else None,
             "stats": s.to_json() if s else None,
             "cpu_mean": round(sum(cpu) / len(cpu), 9) if cpu else None,
             "cpu_wall_ratio": round(sum(cpu) / sum(self.times), 4) if cpu and sum(self.times) > 0 else None,
@@ -258,10 +258,12 @@ class Runner:
         # cannot), and the step's check reads what that build's own run produced. Without warm-ups,
         # a check costs one extra untimed run.
         hf_warmup = warmup
-        if (warmup >= 1 and plan.measure_rss) or step.check:
+        # hyperfine 1.20+ reports every measured run's peak memory: no GNU-time warm-up for RSS then
+        rss_by_warmup = plan.measure_rss and not hyperfine.exports_memory()
+        if (warmup >= 1 and rss_by_warmup) or step.check:
             for b, c, p, v in zip(builds, cmds, preps, vals):
                 s = samples[b.label]
-                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}")
+                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}", rss=rss_by_warmup)
                 if step.check:
                     s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
                                       capture=True, kind="check")
@@ -292,6 +294,10 @@ class Runner:
         if step.cleanup:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
+        for s in samples.values():
+            measured = [m for m in s.memory if m is not None]
+            if measured and plan.measure_rss:
+                s.rss_kb = max(measured) // 1024
         checks = {s.check for s in samples.values()}
         looks_t = tuple(looks) if sequential and looks else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
@@ -364,7 +370,7 @@ class Runner:
         argv += self.plan.hyperfine_flags
         return argv + (["--", *cmds] if _hf_supports_dashdash() else list(cmds))
 
-    def run_hyperfine(self, where: str, argv: list[str], jpath: Path) -> tuple[dict, float]:
+    def run_hyperfine(self, where: str, argv: list[str], jpath: Path) -> tuple[tuple[CommandResult, ...], float]:
         log.debug("$ %s", shlex.join(argv))
         t0 = time.monotonic()
         with open(self.hf_log, "a") as fh:
@@ -382,9 +388,9 @@ class Runner:
             lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
             msg = next((ln for ln in lines if "rror" in ln), lines[-1] if lines else f"exit {proc.returncode}")
             raise RunError(f"{where}: hyperfine failed: {msg.strip()}", detail=proc.stderr[-3000:])
-        data = json.loads(jpath.read_text())
+        results = hyperfine.read_export(jpath)
         jpath.unlink()
-        return data, elapsed
+        return results, elapsed
 
     def hyperfine_warmup(self, where: str, builds: list[Build], cmds: list[str], preps: list[str | None],
                          warmup: int) -> float:
@@ -408,28 +414,29 @@ class Runner:
             self.blocks += 1
         argv = self.hyperfine_argv(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
                                    [preps[i] for i in seq], per_cmd, 0)
-        data, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
-        for pos, block, res in zip(seq, block_of, data["results"]):
+        results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
+        for pos, block, res in zip(seq, block_of, results):
             s = samples[builds[pos].label]
-            n = len(res["times"])
-            s.times += res["times"]
-            s.user += _per_run(res, "user", n)
-            s.system += _per_run(res, "system", n)
-            s.exit_codes += list(res.get("exit_codes") or [0] * n)
+            n = res.runs
+            s.times += res.times
+            s.user += res.user
+            s.system += res.system
+            s.exit_codes += res.exit_codes
             s.rounds += [r] * n
             s.blocks += [block] * n
-            s.memory += list(res.get("memory_usage_byte") or [None] * n)
+            s.memory += res.memory_bytes or [None] * n
         return elapsed
 
-    def measure_rss(self, cmd: str, prep: str | None, what: str) -> int | None:
-        """Run prepare + command once (untimed); return the command's peak RSS in KiB.
+    def measure_rss(self, cmd: str, prep: str | None, what: str, rss: bool = True) -> int | None:
+        """Run prepare + command once (untimed); return the command's peak RSS in KiB (with
+        rss, where hyperfine cannot report it) or None.
 
         GNU time forks the command from its own small process: measured from Python, a child's
         ru_maxrss would start at Python's own RSS (Linux keeps the pre-exec high-water mark).
         """
         if prep:
             self.sh(prep, f"{what} (prepare)", kind="warmup")
-        gnu_time = _gnu_time()
+        gnu_time = _gnu_time() if rss else None
         t0 = time.monotonic()
         out = self.plan.workdir / f"rss-{os.getpid()}.txt"
         argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
@@ -539,14 +546,6 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
             os.killpg(proc.pid, signal.SIGKILL)
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def _per_run(res: dict, key: str, n: int) -> list[float]:
-    """hyperfine ≥ 1.15 exports only the mean user/system time; spread it over the runs."""
-    v = res.get(key)
-    if isinstance(v, list):
-        return list(v)
-    return [float(v or 0.0)] * n
 
 
 _DASHDASH: bool | None = None
