@@ -19,11 +19,20 @@ Why (tests/test_stats_sim.py; 10 runs per build in 5 rounds, noise within a roun
 a level per round with the same sd, a slow trend, 5% of runs ×1.5–3 slower): a mean ratio
 with an unpaired interval carries drift and outliers into its width — with 8% outliers a
 paired t-test on round means finds +10% at cv 4% a quarter of the time, the ranks 85%; under
-drift of 2× the noise, ignoring rounds halves the power. Aligned ranks need no assumption on
-the noise distribution (runs of a round are exchangeable between builds when nothing
-changed): per-step false alarms 4.5% at alpha 5%. Power at +10%: 96% at cv 3%, 90% at 4%,
-84% at 5%, 74% at 6%, 53% at 8% (cv within a round; the default run cannot reach 90% above
-about 4%: even a z-test on clean normal data with known σ has 76% at 8%).
+drift of 2× the noise, ignoring rounds drops the power at +10% from 91% to 59%. Aligned ranks need no assumption on
+the noise distribution (runs of a round are exchangeable between builds when nothing changed),
+and the test at δ = 0 is counted exactly for up to 120 runs: per-step false alarms 3.9–5.0% at
+alpha 5%. Power at +10% (1500 simulated runs each): 96% at cv 3%, 92% at 4%, 84% at 5%, 73%
+at 6%, 52% at 8% (cv within a round); +5%: 76/53/39/29/20%; +20%: 98/98/97/95/90%. The default
+run reaches 90% at +10% only up to a cv of about 4% within rounds: even a z-test on clean
+normal data with known σ has 76% at 8%.
+
+Limits: the test assumes runs of one round are exchangeable between builds when nothing
+changed. What breaks that is a difference between the two builds' blocks of a round (hyperfine
+runs A k times, then B k times): a trend within the round, or a disturbance lasting several
+runs. Alternating rounds (ABBA) cancel a linear trend on average; with one round
+(--rounds 1) nothing does, and a trend of one noise sd across the run made 15% of A/A runs
+"significant" in simulation. More, shorter rounds are the cure, not a statistic.
 """
 from __future__ import annotations
 
