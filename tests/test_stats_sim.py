@@ -140,7 +140,7 @@ def test_batch_matches_compare():
 # ---- fixed size: the default run (10 runs per build in 5 rounds) -----------------------------
 
 def test_fixed_size_false_alarms_within_alpha_per_step_and_per_family():
-    n = 3000
+    n = 2400
     x, y = simulate(2, n, 5, 2, noise=0.06)
     comps = decide_all(x, y)
     wrong = count(comps, stats.SLOWER, stats.FASTER)
@@ -198,7 +198,7 @@ def c_s_eff(rounds: int, k: int) -> float:
 # ---- sequential: a look after every round ------------------------------------------------------
 
 def test_sequential_looks_keep_false_alarms_within_alpha_and_naive_looks_do_not():
-    n = 600
+    n = 500
     x, y = simulate(7, n, 10, 2, noise=0.06)  # n_max = 20 runs per build, a look after each round
     final, stopped = sequential(x, y)
     wrong = count(final, stats.SLOWER, stats.FASTER)
@@ -230,7 +230,7 @@ def test_sequential_power_and_early_stops():
     print(f"\n+5% at cv 5%, up to 40 runs per build, looks every round: slower {hit / n:.1%}, "
           f"median stop after {2 * np.median(stopped):.0f} runs per build")
     assert hit >= at_least(n, 0.75)
-    n = 200
+    n = 150
     x, y = simulate(10, n, 10, 2, effect=0.10, noise=0.06)
     final, stopped = sequential(x, y, family_size=8)
     hit = count(final, stats.SLOWER)
@@ -242,7 +242,7 @@ def test_sequential_power_and_early_stops():
 # ---- what the design buys --------------------------------------------------------------------
 
 def test_blocking_by_round_beats_ignoring_rounds_under_drift():
-    n = 1000
+    n = 600
     x, y = simulate(11, n, 5, 2, effect=0.10, noise=0.04, drift=0.08)
     blocked, pooled = decide_all(x, y), decide_all(x, y, blocked=False)
     wb = np.median([c.ci_high - c.ci_low for c in blocked])
