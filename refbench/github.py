@@ -166,7 +166,9 @@ _ALLOWED: dict[str, tuple[str, str | None]] = {
     "--threshold": ("--threshold", "frac"),
     "--quick": ("--quick", None),
     "--until-decided": ("--until-decided", None),
+    "--budget": ("--budget", "duration"),
 }
+_DURATION = re.compile(r"^(?=\d)(\d{1,2}h)?(\d{1,3}m)?(\d{1,5}s?)?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _./-]{0,99}$")
 _FRAC = re.compile(r"^(0?\.\d{1,4}|\d{1,2}(\.\d{1,2})?%)$")
 
@@ -220,6 +222,10 @@ def _check_value(opt: str, kind: str, value: str) -> str:
         if not re.fullmatch(r"\d{1,4}", value) or not int(lo) <= int(value) <= int(hi):
             raise RefbenchError(f"/bench: {opt} expects a whole number from {lo} to {hi}, got {value!r}")
         return str(int(value))
+    if kind == "duration":
+        if not _DURATION.match(value):
+            raise RefbenchError(f"/bench: {opt} expects a duration like 600, 90s, 10m or 1h30m, got {value!r}")
+        return value
     if kind == "frac":
         if not _FRAC.match(value):
             raise RefbenchError(f"/bench: {opt} expects a fraction like 0.05 or 5%, got {value!r}")

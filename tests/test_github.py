@@ -242,6 +242,8 @@ def test_parse_bench_command_allows_listed_options():
         ["--quick", "-r", "8", "-w", "1", "--rounds", "4", "--threshold", "3%"]
     assert parse_bench_command("/bench --only 'small files/remove' --only upload --until-decided") == \
         ["--only", "small files/remove", "--only", "upload", "--until-decided"]
+    assert parse_bench_command("/bench --budget 10m") == ["--budget", "10m"]
+    assert parse_bench_command("/bench --budget=1h30m --budget 600") == ["--budget", "1h30m", "--budget", "600"]
 
 
 @pytest.mark.parametrize("body", [
@@ -259,6 +261,9 @@ def test_parse_bench_command_allows_listed_options():
     "/bench -r",
     "/bench --quick=yes",
     "/bench --threshold 5",
+    "/bench --budget 10x",
+    "/bench --budget '10m; rm -rf /'",
+    "/bench --budget m",
     "/bench --only \"unterminated",
     "/bench `id`",
 ])
