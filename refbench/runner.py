@@ -24,6 +24,7 @@ from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
 from .stats import INCONCLUSIVE, Comparison, Settings, compare, summarize
+from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
 
@@ -205,6 +206,10 @@ class Runner:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: teardown for {b.label}")
+        except WatchdogStop as stop:  # the watchdog ended the run: keep the steps that finished
+            if results:
+                stop.partial.append(ScenarioResult(scenario, fixture, results))
+            raise
         finally:
             backend.close_scenario()
             shutil.rmtree(plan.workdir / scenario.slug, ignore_errors=True)
