@@ -347,11 +347,16 @@ class S3Backend:
     kind: str = "s3"
     shared_context: bool = True  # all builds share the same remote area per scenario
     restore_tool: str | None = field(default_factory=lambda: find_tool("refbench-s3restore"))
+    base_prefix: str = ""  # -p: the run's prefix is base_prefix/<run id>
+    lease: object | None = None  # lease.Lease on a user's bucket
+    swept: list = field(default_factory=list)  # lease.Found: dead runs' prefixes found at start
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
              run_id: str, stored_bytes: int = 0) -> "S3Backend":
-        prefix = "/".join(p for p in (prefix_base.strip("/"), run_id) if p)
+        from . import lease
+        base = lease.check_prefix(prefix_base)
+        prefix = f"{base}/{run_id}"
         if bucket is None:
             server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir)).start()
             backend = cls("refbench", prefix, server.endpoint, server, dict(server.env))
@@ -368,7 +373,8 @@ class S3Backend:
                 raise
             return backend
         endpoint = endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
-        backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {})
+        backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
+                      base_prefix=base)
         backend.check_bucket()
         # a user's bucket is used as it is: never reconfigured, versioned only if it already is
         try:
@@ -376,7 +382,41 @@ class S3Backend:
                 backend.versioned_bucket = bucket
         except Exception:
             pass
+        # remove what runs that died left under the same -p (expired leases only), then take a
+        # lease on this run's prefix before anything is stored under it
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            backend.swept = backend.sweep_dead()
+            backend.lease = lease.Lease(backend.client, bucket, prefix).start()
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "?")
+            raise RunError(f"bucket {bucket!r}: cannot list or write under {base}/ ({code})") from None
+        except BotoCoreError as e:
+            raise RunError(f"bucket {bucket!r}: {e}") from None
         return backend
+
+    def sweep_dead(self, dry_run: bool = False) -> list:
+        """Find the prefixes below -p left by dead runs (expired lease) and remove them."""
+        from . import lease
+        return lease.sweep(self.client(), self.bucket, self.base_prefix, self.remove_dead, skip=self.prefix,
+                           dry_run=dry_run)
+
+    def remove_dead(self, prefix: str) -> int:
+        """Remove a dead run's prefix (found by the lease sweep): below -p, never this run's own."""
+        base = self.base_prefix.strip("/") + "/"
+        prefix = prefix.strip("/")
+        if not base.strip("/") or not prefix.startswith(base) or prefix == self.prefix.strip("/") \
+                or "/" in prefix[len(base):]:
+            raise RunError(f"refusing to remove {prefix!r}: not a run's prefix directly below {base!r}")
+        return self._purge(prefix + "/", versions=self._bucket_has_versions())
+
+    def _bucket_has_versions(self) -> bool:
+        if self.versioned_bucket == self.bucket:
+            return True
+        try:  # suspended versioning keeps the versions made while it was enabled
+            return self.client().get_bucket_versioning(Bucket=self.bucket).get("Status") in ("Enabled", "Suspended")
+        except Exception:
+            return False
 
     def client(self):
         env = {**os.environ, **self.extra_env}
@@ -432,14 +472,25 @@ class S3Backend:
 
     def remove_prefix(self, settle: float = 10.0) -> int:
         """Delete every object under this run's prefix — every version of it in a versioned
-        bucket — and nothing else. Uploads cut off by Ctrl-C or a failure may still be committed
-        by the server just after the client died, so repeat until a listing comes back empty."""
-        prefix = self.prefix.rstrip("/") + "/"
+        bucket — and nothing else; the lease goes last, so a cleanup cut short still leaves a
+        lease that will expire and let the next run finish the job. Uploads cut off by Ctrl-C or
+        a failure may still be committed by the server just after the client died, so repeat
+        until a listing comes back empty."""
         if not self.prefix.strip("/"):
             raise RunError("refusing to clean an empty prefix")
+        prefix = self.prefix.rstrip("/") + "/"
+        keep = self.lease.key if self.lease is not None else None
+        removed = self._purge(prefix, versions=self.versioned_bucket == self.bucket, keep=keep, settle=settle)
+        if keep:
+            removed += self._purge(prefix, versions=self.versioned_bucket == self.bucket, settle=settle)
+        return removed
+
+    def _purge(self, prefix: str, versions: bool, keep: str | None = None, settle: float = 10.0) -> int:
+        """Delete everything under prefix (but keep), repeating until two listings a pause apart
+        find nothing."""
         removed, empty_passes, deadline = 0, 0, time.monotonic() + settle
         while empty_passes < 2:  # two passes in a row, a pause apart, found nothing
-            n = self._remove_once(prefix)
+            n = self._delete_under(self.bucket, prefix, versions, keep)
             removed += n
             empty_passes = empty_passes + 1 if n == 0 else 0
             if time.monotonic() > deadline:
@@ -448,21 +499,28 @@ class S3Backend:
                 time.sleep(0.2)
         return removed
 
-    def _remove_once(self, prefix: str) -> int:
-        if self.versioned_bucket == self.bucket:
-            return self._delete_versions(self.bucket, prefix)
-        return self._delete_batches(self.bucket, [{"Key": k} for k in self.list_keys() if k.startswith(prefix)])
+    def _delete_under(self, bucket: str, prefix: str, versions: bool, keep: str | None = None) -> int:
+        if not prefix.strip("/") or not prefix.endswith("/"):
+            raise RunError(f"refusing to delete under {prefix!r}")
+        client = self.client()
+        entries = []
+        if versions:
+            for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                    if v["Key"].startswith(prefix) and v["Key"] != keep:
+                        entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+        else:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                entries += [{"Key": o["Key"]} for o in page.get("Contents", [])
+                            if o["Key"].startswith(prefix) and o["Key"] != keep]
+        return self._delete_batches(bucket, entries)
 
     def _delete_versions(self, bucket: str, prefix: str) -> int:
         """Delete every version and delete marker under prefix (which is inside this run's prefix)."""
         if not prefix.startswith(self.prefix.rstrip("/") + "/"):
             raise RunError(f"refusing to delete outside this run's prefix: {prefix!r}")
-        entries = []
-        for page in self.client().get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-            for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                if v["Key"].startswith(prefix):
-                    entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
-        return self._delete_batches(bucket, entries)
+        keep = self.lease.key if self.lease is not None and bucket == self.bucket else None
+        return self._delete_under(bucket, prefix, True, keep)
 
     def _delete_batches(self, bucket: str, entries: list[dict]) -> int:
         """DeleteObjects, 1000 keys (or key versions) per request."""
@@ -470,6 +528,20 @@ class S3Backend:
         for i in range(0, len(entries), 1000):
             client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
         return len(entries)
+
+    # ---- what the watchdog samples ----
+    def watch_dir(self) -> tuple[Path | None, str]:
+        if self.server is None:
+            return None, ""
+        ram = str(self.server.data_dir).startswith("/dev/shm")
+        return self.server.data_dir, f"embedded MinIO data dir ({'in RAM' if ram else 'on disk'})"
+
+    def server_pids(self) -> list[int]:
+        proc = self.server.proc if self.server is not None else None
+        return [proc.pid] if proc is not None and proc.poll() is None else []
+
+    def watch_extra(self) -> dict:
+        return {"trash_purged": self.server.trash_purged} if self.server is not None else {}
 
     def describe(self) -> dict:
         where = ""
