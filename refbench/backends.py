@@ -141,7 +141,7 @@ def _stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
 # itself, every TRASH_PURGE_INTERVAL: what is in there is already out of the namespace, and MinIO's
 # own purge is the same removeAll of each entry.
 DELETE_CLEANUP_INTERVAL = "1s"
-TRASH_PURGE_INTERVAL = 0.2
+TRASH_PURGE_INTERVAL = 0.1
 TRASH_DIR = Path(".minio.sys") / "tmp" / ".trash"
 
 
@@ -170,9 +170,10 @@ class MinioServer:
     def trash(self) -> Path:
         return self.data_dir / "data" / TRASH_DIR
 
-    def purge_trash(self, min_age: float = 0.1) -> int:
-        """Remove what MinIO moved to its trash at least min_age seconds ago (never the trash dir
-        itself, nor the drive's writable-check file); return the bytes freed."""
+    def purge_trash(self, min_age: float = 0.0) -> int:
+        """Remove what MinIO moved to its trash (at least min_age seconds ago); never the trash dir
+        itself, nor the drive's writable-check file. MinIO moves an object's data in with one
+        rename(2), so an entry is complete as soon as it is there. Returns the bytes freed."""
         freed = 0
         now = time.time()
         try:
@@ -183,8 +184,8 @@ class MinioServer:
             if e.name.startswith(".writable-check-"):
                 continue
             try:
-                if now - e.stat(follow_symlinks=False).st_ctime < min_age:
-                    continue  # being moved in right now: leave it to the next pass
+                if min_age and now - e.stat(follow_symlinks=False).st_ctime < min_age:
+                    continue
                 size = tree_bytes(Path(e.path))
                 if e.is_dir(follow_symlinks=False):
                     shutil.rmtree(e.path, ignore_errors=True)
