@@ -212,3 +212,41 @@ def test_safe_prefixes_accepted(value, expected):
 def test_clean_remote_needs_a_bucket(tmp_path):
     proc = run_bench("clean", "--remote", cwd=tmp_path, timeout=60)
     assert proc.returncode == 2 and proc.stderr.strip() == "refbench: error: clean --remote needs -b BUCKET"
+
+
+# ---- on this machine: temp dirs and RAM data dirs of killed runs ---------------------------------
+def test_clean_stale_removes_only_dirs_whose_owner_is_gone(tmp_path):
+    from refbench.backends import make_workdir, write_owner
+
+    (tmp_path / "refbench-20260101-000000-deadbeef-killed").mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
+                             "from pathlib import Path; from refbench.backends import write_owner;"
+                             "write_owner(Path(sys.argv[2])); print('ok', flush=True); time.sleep(60)",
+                             str(ROOT), str(tmp_path / "refbench-20260101-000000-deadbeef-killed")],
+                            stdout=subprocess.PIPE, text=True)
+    assert dead.stdout.readline().strip() == "ok"
+    dead.kill()  # SIGKILL: nothing cleans up
+    dead.wait()
+    (tmp_path / "refbench-20260101-000000-deadbeef-killed" / "downloads").mkdir()
+    live = tmp_path / "refbench-20260101-000001-0a0a0a0a-live"
+    live.mkdir()
+    write_owner(live)  # this process: running
+    unmarked = tmp_path / "refbench-20260101-000002-00000000-unmarked"
+    unmarked.mkdir()  # no owner: not known to be a run's
+    foreign = tmp_path / "refbench-20260101-000003-11111111-foreign"
+    foreign.mkdir()
+    (foreign / "owner").write_text(str(dead.pid))
+    (foreign / "owner.json").write_text(json.dumps({"host": "another-host", "pid": dead.pid}))
+    other = tmp_path / "unrelated"
+    other.mkdir()
+    proc = run_bench("clean", "--stale", "-l", str(tmp_path), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "killed" in proc.stdout and "removed 1 directories" in proc.stdout, proc.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unmarked.name, foreign.name, "unrelated"])
+    # a pid reused by another process does not keep a killed run's dir alive
+    reused = tmp_path / "refbench-20260101-000004-22222222-reused"
+    reused.mkdir()
+    (reused / "owner").write_text(str(os.getpid()))
+    (reused / "owner.json").write_text(json.dumps({"pid": os.getpid(), "pid_start": "1"}))
+    workdir, swept = make_workdir("20260102-000000-33333333", tmp_path)  # what a new run does first
+    assert swept == [reused] and workdir.is_dir() and (workdir / "owner").read_text() == str(os.getpid())
