@@ -306,7 +306,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         for found in getattr(backend, "swept", []):
             reporter.info(f"lease sweep: {found.describe()}")
         watchdog = Watchdog.for_run(backend, workdir, cache_dir, run_need=run_need, fixture_need=fixture_need,
-                                    expected_data=stored_peak).start()
+                                    expected_data=stored_peak)
+        watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
         plan = Plan(builds=built, backend=backend, workdir=workdir, cache_dir=cache_dir, runs=args.runs,
                     warmup=args.warmup, rounds=args.rounds, settings=settings, target_flags=target_flags,
                     hyperfine_flags=hf_flags, until_decided=args.until_decided, max_runs=args.max_runs,
