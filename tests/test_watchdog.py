@@ -97,3 +97,19 @@ def test_started_outside_the_main_thread_it_only_records():
     t.start()
     t.join()
     assert out["samples"] >= 2
+
+
+def test_ram_or_disk_counts_everything_the_server_keeps(tmp_path, monkeypatch):
+    """Objects alone would fit in RAM; with the trash copy, MinIO's metadata and its own memory
+    they do not, so the data goes to disk."""
+    import shutil
+    from collections import namedtuple
+
+    from refbench import backends
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(24 * GIB, 0, 24 * GIB))
+    monkeypatch.setattr(backends, "_mem_available", lambda: 8 * GIB)  # half of it: 4 GiB
+    assert backends.minio_footprint(3 * GIB) == 6 * GIB + backends.MINIO_META_BYTES
+    assert backends.minio_data_parent(1 * GIB, tmp_path) == backends.Path("/dev/shm")
+    assert backends.minio_data_parent(int(1.8 * GIB), tmp_path) == tmp_path  # 3.6 GiB + metadata + RSS > 4 GiB
