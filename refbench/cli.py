@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import __version__, builds as bl, fixtures as fx, refs, report, stats
 from .backends import IpfsBackend, PROJECT_ROOT, S3Backend, find_tool, make_workdir
-from .lease import check_prefix
+from .lease import check_prefix, sweep_lines
 from .watchdog import Watchdog, WatchdogStop
 from .config import Scenario, load_config, format_size, human_bytes
 from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, RefbenchError, RunError
@@ -303,8 +303,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                           f", objects under s3://{backend.bucket}/{backend.prefix}/")
         else:
             backend = IpfsBackend.open(workdir)
-        for found in getattr(backend, "swept", []):
-            reporter.info(f"lease sweep: {found.describe()}")
+        for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
+            reporter.info(line)
         watchdog = Watchdog.for_run(backend, workdir, cache_dir, run_need=run_need, fixture_need=fixture_need,
                                     expected_data=stored_peak)
         watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short

@@ -194,6 +194,22 @@ class Found:
         return f"{self.prefix}/: no refbench lease (not known to be a run's), left alone"
 
 
+def sweep_lines(found: list[Found]) -> list[str]:
+    """What a run says about its start-up sweep: each prefix removed, then one line for the
+    prefixes left alone (a busy -p would otherwise print a line per run every time)."""
+    lines = [f"lease sweep: {f.describe()}" for f in found if f.state == "expired"]
+    left: dict[str, int] = {}
+    for f in found:
+        if f.state != "expired":
+            left[f.state] = left.get(f.state, 0) + 1
+    if left:
+        words = {"live": "live run(s)", "no lease": "without a refbench lease", "foreign lease": "with a lease "
+                 "naming another prefix", "owner running": "expired but its owner still runs here"}
+        lines.append("lease sweep: left alone below -p: " + ", ".join(
+            f"{n} {words.get(state, state)}" for state, n in left.items()))
+    return lines
+
+
 def _dur(s: float | None) -> str:
     if s is None:
         return "?"
