@@ -409,7 +409,10 @@ class S3Backend:
         if not base.strip("/") or not prefix.startswith(base) or prefix == self.prefix.strip("/") \
                 or "/" in prefix[len(base):]:
             raise RunError(f"refusing to remove {prefix!r}: not a run's prefix directly below {base!r}")
-        return self._purge(prefix + "/", versions=self._bucket_has_versions())
+        versions = self._bucket_has_versions()
+        from .lease import lease_key  # its lease last, as the run itself would have done
+        removed = self._purge(prefix + "/", versions=versions, keep=lease_key(prefix))
+        return removed + self._purge(prefix + "/", versions=versions)
 
     def _bucket_has_versions(self) -> bool:
         if self.versioned_bucket == self.bucket:

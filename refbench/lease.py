@@ -180,8 +180,11 @@ class Found:
     age: float | None = None  # seconds since the lease was last written (server clock)
     ttl: float | None = None
     removed: int = 0  # objects (and versions) removed
+    error: str = ""  # why removing it failed (the sweep goes on with the others)
 
     def describe(self) -> str:
+        if self.state == "expired" and self.error:
+            return f"{self.prefix}/: lease of {self.owner} expired, but removing it failed: {self.error}"
         if self.state == "expired":
             return (f"{self.prefix}/: lease of {self.owner} expired {_dur(self.age - self.ttl)} ago, "
                     f"{self.removed} objects removed")
@@ -288,6 +291,9 @@ def sweep(client, bucket: str, base: str, remove: Callable[[str], int], *, skip:
             if again.state != "expired":
                 f = again
             else:
-                f.removed = remove(child)
+                try:
+                    f.removed = remove(child)
+                except Exception as e:  # one stubborn prefix must not stop the run or the others
+                    f.error = str(e).splitlines()[0] if str(e) else type(e).__name__
         found.append(f)
     return found
