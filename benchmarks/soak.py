@@ -223,10 +223,13 @@ def print_report(res: dict) -> None:
     if res.get("resources"):
         r = res["resources"]
         dd = r.get("data_dir") or {}
-        print(f"refbench's own record: data dir peak {human_bytes(dd.get('peak') or 0)}, trash purged "
-              f"{human_bytes(dd.get('trash_purged') or 0)}, available memory min "
-              f"{human_bytes(r['memory']['available_min'] or 0)}, server RSS peak "
-              f"{human_bytes((r.get('server') or {}).get('rss_peak') or 0)}")
+        parts = [f"data dir peak {human_bytes(dd.get('peak') or 0)}"]
+        if dd.get("trash_purged"):
+            parts.append(f"MinIO trash purged {human_bytes(dd['trash_purged'])}")
+        parts.append(f"available memory min {human_bytes(r['memory']['available_min'] or 0)}")
+        if (r.get("server") or {}).get("rss_peak"):
+            parts.append(f"server RSS peak {human_bytes(r['server']['rss_peak'])}")
+        print("refbench's own record (results.json resources): " + ", ".join(parts))
 
 
 def main() -> int:
