@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_bench
 
 from refbench import lease
-from refbench.backends import S3Backend, s3_client
+from refbench.backends import S3Backend
 from refbench.errors import RefbenchError
 
 DEAD = "lt/20260101-000000-deadbeef"
