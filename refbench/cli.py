@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Callable
 
 from . import __version__, builds as bl, fixtures as fx, paths, refs, report, stats
-from .backends import IpfsBackend, S3Backend, find_tool
+from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
+from .lease import check_prefix, sweep_lines
+from .watchdog import Watchdog, WatchdogStop
 from .config import Scenario, load_config, format_size, human_bytes
 from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, RefbenchError, RunError
 from .progress import Reporter
@@ -328,6 +330,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
         raise RefbenchError(f"-b/--bucket applies to S3 targets; {target.name!r} uses the {target.backend} backend")
     if args.bucket is not None and not _valid_bucket(args.bucket):
         raise RefbenchError(f"not a valid bucket name: {args.bucket!r}")
+    args.prefix = check_prefix(args.prefix)  # refuse '', '/', '..', control characters, wildcards
     if not args.dry_run:
         for tool in ("hyperfine", "go") + (("minio",) if target.backend == "s3" and not args.bucket else ()):
             if not find_tool(tool):
@@ -377,10 +380,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     load_before = os.getloadavg()[0]
     cpu_before = _cpu_accounting()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-    workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=local_root))
+    workdir, swept = make_workdir(run_id, local_root)  # after sweeping temp dirs of killed runs
+    for d in swept:
+        reporter.info(f"removed {d}, left by a run that was killed")
+    backend = watchdog = stopped = None
     if hooks.builds:
         built = hooks.builds(built, workdir)
-    backend = None
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     client_cpus, server_cpus = resolve_cpus(args.cpus)
     if args.interleave is None:  # --rounds 1 keeps meaning plain hyperfine order: all A runs, then all B
@@ -396,6 +401,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                           f", objects under s3://{backend.bucket}/{backend.prefix}/")
         else:
             backend = IpfsBackend.open(workdir)
+        for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
+            reporter.info(line)
+        watchdog = Watchdog.for_run(backend, workdir, cache_dir, run_need=run_need, fixture_need=fixture_need,
+                                    expected_data=stored_peak)
+        watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
         plan = Plan(builds=built, backend=backend, workdir=workdir, cache_dir=cache_dir, runs=args.runs,
                     warmup=args.warmup, rounds=args.rounds, settings=settings, target_flags=target_flags,
                     hyperfine_flags=hf_flags, until_decided=args.until_decided, max_runs=args.max_runs,
@@ -405,7 +415,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                     family_size=family_size(scenarios, step_filter, args.runs,
                                             2 if hooks.family_per_contender else len(built)),
                     client_cpus=client_cpus)
-        runner = Runner(plan, progress=reporter.status, on_round=reporter.advance)
+        runner = Runner(plan, progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
         runner.steps_total = sum(1 for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
         total_rounds = sum(len(split_runs(st.runs or s.runs or args.runs, args.rounds))
                            for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
@@ -417,15 +427,22 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                 fixture = fx.ensure(s.fixture, cache_dir)
                 t_fixtures += time.monotonic() - t0
                 results_scenarios.append(runner.run_scenario(s, fixture, step_filter))
+        except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
+            stopped = e
+            results_scenarios += e.partial
         finally:
             reporter.stop()
     finally:
+        if watchdog is not None:
+            watchdog.stop()
         if backend is not None:
             try:
                 backend.close()
             except Exception as e:  # report, but never mask the original failure
                 reporter.warn(f"cleanup of the backend failed: {e}")
         shutil.rmtree(workdir, ignore_errors=True)
+    if stopped is not None and not results_scenarios:
+        raise stopped
 
     # ---- statistics and report ----
     n_contenders = len(built) - 1
@@ -469,6 +486,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
         env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),
              "competing_cpu_share": _competing_share(cpu_before, _cpu_accounting())},
         scoreboard=scoreboard, command_line=argv)
+    results["resources"] = watchdog.report()  # peaks of memory, data dir, disk, server RSS
+    if stopped is not None:
+        results["stopped"] = str(stopped)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.parent / "results.json"
     report.write_json(results, json_path)
@@ -489,6 +509,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                   f"(wall {wall:.0f} s, hyperfine {hf:.0f} s)")
     for sc, st, c in report.regressions(results):
         reporter.info(f"  slower: {sc} / {st}: {c['contender']} {report.fmt_pct(c['rel'])} vs {c['baseline']}")
+    if stopped is not None:
+        raise stopped  # after writing what finished
     if args.fail_on_regression and counts["slower"]:
         return EXIT_REGRESSION
     return EXIT_OK

@@ -24,6 +24,7 @@ from .config import Scenario, Step, render
 from .errors import RunError
 from .hyperfine import CommandResult
 from .stats import Comparison, Settings, compare, runs_for, should_stop, summarize
+from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
 
@@ -231,6 +232,10 @@ class Runner:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: teardown for {b.label}")
+        except WatchdogStop as stop:  # the watchdog ended the run: keep the steps that finished
+            if results:
+                stop.partial.append(ScenarioResult(scenario, fixture, results))
+            raise
         finally:
             backend.close_scenario()
             shutil.rmtree(plan.workdir / scenario.slug, ignore_errors=True)
