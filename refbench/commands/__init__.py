@@ -15,6 +15,8 @@ COMMANDS = {
     "nightly": "nightly:cmd_nightly",
     "bisect": "bisect:cmd_bisect",
     "clean": "commands.clean:main",
+    "merge": "commands.merge:main",
+    "build": "commands.build:main",
 }
 
 
