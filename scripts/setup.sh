@@ -76,6 +76,20 @@ if ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null
   fi
 fi
 
+# ---- PostgreSQL server: only for the shared-history tests (tests/test_history_pg.py) -----------
+# They start a throw-away cluster with initdb on a free loopback port and skip, saying why, where
+# the server is missing. The Debian package puts initdb/pg_ctl in /usr/lib/postgresql/<v>/bin.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing postgresql (Debian package) for the shared-history tests"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; } ||
+      say "postgresql not installed: the PostgreSQL history tests will skip"
+  else
+    say "PostgreSQL server missing and not root: the PostgreSQL history tests will skip"
+  fi
+fi
+
 # ---- MinIO (built from the Go module proxy once per machine, then reused) --------------------
 minio_cached="$CACHE/minio-$MINIO_VERSION"
 if [ ! -x "$minio_cached" ]; then
