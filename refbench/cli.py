@@ -360,7 +360,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                   "multiple_testing": "benjamini-hochberg across the run's comparisons",
                   "until_decided": args.until_decided, "max_runs": args.max_runs, "only": args.only,
                   "hyperfine_flags": hf_flags, "target_flags": target_flags,
-                  **({"shard": shard.label(args.shard)} if args.shard else {})},
+                  **shard.settings(step_filter)},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
         env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),
              "competing_cpu_share": _competing_share(cpu_before, _cpu_accounting())},

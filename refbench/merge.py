@@ -72,14 +72,20 @@ def check(shards: list[tuple[str, dict]], allow_missing: bool = False) -> list[s
             warnings.append(f"shard {', '.join(missing)} missing: the merged results cover "
                             f"{len(seen)} of {n} shards")
     # every step once
-    where: dict[tuple[str, str], str] = {}
+    where: dict[str, str] = {}
     for name, r in shards:
         for sc in r["scenarios"]:
             for st in sc["steps"]:
-                key = (sc["name"], st["name"])
+                key = f"{sc['name']}/{st['name']}"
                 if key in where:
-                    raise RefbenchError(f"{name}: step {key[0]} / {key[1]} is also in {where[key]}")
+                    raise RefbenchError(f"{name}: step {sc['name']} / {st['name']} is also in {where[key]}")
                 where[key] = name
+    lost = [s for s in first["settings"].get("shard_steps") or [] if s not in where]
+    if lost and not any("missing" in w for w in warnings):
+        # every shard ran, yet a step is absent: a shard failed part-way or was edited
+        if not allow_missing:
+            raise RefbenchError(f"step {lost[0]} of the comparison is in no shard (--allow-missing to merge anyway)")
+        warnings.append(f"{len(lost)} step(s) of the comparison are in no shard: {', '.join(lost)}")
     machines = {}
     for name, r in shards:
         env = r.get("environment") or {}
@@ -96,8 +102,8 @@ def _machine(m: tuple) -> str:
     return f"{cpu or 'unknown CPU'} x{cpus or '?'}" + (f", {mem / 1024 ** 3:.0f} GiB" if mem else "")
 
 
-def _settings(r: dict) -> dict:
-    return {k: v for k, v in (r.get("settings") or {}).items() if k != "shard"}
+def _settings(r: dict, drop=("shard",)) -> dict:
+    return {k: v for k, v in (r.get("settings") or {}).items() if k not in drop}
 
 
 def _ordered_union(lists: list[list[str]]) -> list[str]:
@@ -156,15 +162,21 @@ def merge(shards: list[tuple[str, dict]], allow_missing: bool = False) -> tuple[
                 by_scenario[sc["name"]] = {**sc, "steps": list(sc["steps"])}
             else:
                 have["steps"].extend(sc["steps"])
-    scen_order = _ordered_union([[sc["name"] for sc in r["scenarios"]] for _, r in shards])
+    # the order of the whole comparison (recorded by every shard), else one consistent with each shard's
+    full = [tuple(s.split("/", 1)) for s in first["settings"].get("shard_steps") or []]
+    scen_order = _ordered_union([list(dict.fromkeys(sc for sc, _ in full))] +
+                                [[sc["name"] for sc in r["scenarios"]] for _, r in shards])
     scenarios = []
     for name in scen_order:
+        if name not in by_scenario:
+            continue
         sc = by_scenario[name]
-        step_order = _ordered_union([[st["name"] for s in r["scenarios"] if s["name"] == name for st in s["steps"]]
+        step_order = _ordered_union([[st for s, st in full if s == name]] +
+                                    [[st["name"] for s in r["scenarios"] if s["name"] == name for st in s["steps"]]
                                      for _, r in shards])
         steps = {st["name"]: st for st in sc["steps"]}
-        scenarios.append({**sc, "steps": [steps[n] for n in step_order]})
-    settings = {**_settings(first), "merged_shards": len(shards)}
+        scenarios.append({**sc, "steps": [steps[n] for n in step_order if n in steps]})
+    settings = {**_settings(first, ("shard", "shard_steps")), "merged_shards": len(shards)}
     readjust(scenarios, settings)
     labels = [b["label"] for b in first["builds"]]
     scoreboard = None

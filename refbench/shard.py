@@ -114,7 +114,17 @@ def select(scenarios: list, step_filter, shard: tuple[int, int], runs: int, warm
     def keep(sc, st) -> bool:
         return (sc.name, st.name) in mine
 
+    keep.shard = label(shard)
+    keep.all_steps = [f"{sc.name}/{st.name}" for sc, st in units]  # the whole run's steps, in order
     return [sc for sc in scenarios if any(keep(sc, st) for st in sc.steps)], keep
+
+
+def settings(step_filter) -> dict:
+    """What a shard records in results.json settings: which shard, and every step of the whole
+    comparison in order (the same in all shards: merge checks it, and orders and completes by it)."""
+    if not hasattr(step_filter, "all_steps"):
+        return {}
+    return {"shard": step_filter.shard, "shard_steps": step_filter.all_steps}
 
 
 def plan(scenarios: list, step_filter, n: int, runs: int, warmup: int = 2, weights=None) -> list[list[str]]:

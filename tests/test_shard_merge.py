@@ -85,7 +85,8 @@ def fake_shard(i: int, n: int, steps: list[tuple[str, float]]) -> dict:
         "environment": {"host": f"runner-{i}", "cpu_model": "EPYC", "cpus": 4, "memory_bytes": 16 << 30,
                         "load_before": 0.1 * i},
         "settings": {"runs": 6, "warmup": 1, "rounds": 3, "quick": True, "threshold": 0.05, "alpha": 0.05,
-                     "noise_limit": 0.1, "only": [], "shard": f"{i}/{n}"},
+                     "noise_limit": 0.1, "only": [], "shard": f"{i}/{n}",
+                     "shard_steps": ["small files/upload", "small files/download", "small files/remove"]},
         "builds": [{"label": "v1", "ref": "v1", "kind": "tag", "sha": "a" * 40, "binary_sha256": "1" * 64,
                     "toolchain": "go1.24", "source": "git", "binary": f"/runner{i}/a/s5cmd", "cached": True,
                     "build_seconds": 0},
@@ -110,12 +111,13 @@ def test_merge_orders_steps_and_adjusts_over_all_shards():
     merged, warnings = mg.merge(two_shards())
     assert warnings == []
     steps = [st["name"] for st in merged["scenarios"][0]["steps"]]
-    assert sorted(steps) == ["download", "remove", "upload"] and len(merged["scenarios"]) == 1
+    assert steps == ["upload", "download", "remove"] and len(merged["scenarios"]) == 1  # the run's own order
     got = {st["name"]: st["comparisons"][0]["p_value"] for st in merged["scenarios"][0]["steps"]}
     expected = dict(zip(["upload", "remove", "download"], false_discovery_control([0.01, 0.04, 0.02], method="bh")))
     assert got == pytest.approx(expected)
     assert all(st["comparisons"][0]["p_raw"] is not None for st in merged["scenarios"][0]["steps"])
-    assert "shard" not in merged["settings"] and merged["settings"]["merged_shards"] == 2
+    assert "shard" not in merged["settings"] and "shard_steps" not in merged["settings"]
+    assert merged["settings"]["merged_shards"] == 2
     assert [s["shard"] for s in merged["shards"]] == ["1/2", "2/2"]
     assert merged["environment"]["load_before"] == pytest.approx(0.2)
 
@@ -130,6 +132,9 @@ def test_merge_orders_steps_and_adjusts_over_all_shards():
     (lambda r: r["settings"].update(shard="1/2"), "shard2.json: shard 1/2 again (also shard1.json)"),
     (lambda r: r["settings"].update(shard="2/3"), "shards of different splits"),
     (lambda r: r["scenarios"][0]["steps"][0].update(name="upload"), "step small files / upload is also in shard1.json"),
+    (lambda r: r["scenarios"][0]["steps"].clear(), "step small files/download of the comparison is in no shard"),
+    (lambda r: r["settings"]["shard_steps"].pop(), "setting shard_steps = ['small files/upload', 'small files/download'] "
+                                                   "differs"),
 ])
 def test_tampered_shards_are_refused(tamper, message):
     shards = two_shards()
