@@ -240,3 +240,31 @@ def test_sharded_comparison_matches_unsharded(tmp_path, s5_origin, builds_dir, s
                    f"{shard_results[1]['timing']['wall_seconds']:.1f} s; unsharded in-process wall "
                    f"{single['timing']['wall_seconds']:.1f} s")
     print(report_line)
+
+
+# ---- a build shared as an artifact is verified by its hash --------------------------------------
+def test_shared_binary_is_verified_by_its_hash(tmp_path):
+    import hashlib
+
+    from refbench import builds as bl, refs
+    from refbench.config import Target
+
+    target = Target(name="tool", repo=str(tmp_path / "origin"), binary="tool", build=("go", "build", "-o", "{out}"),
+                    backend="s3")
+    src = bl.Builder(target, tmp_path / "cache")
+    r = refs.ResolvedRef("v1", "tag", "a" * 40, "v1")
+    d = src.build_dir(r.sha)
+    d.mkdir(parents=True)
+    (d / "tool").write_bytes(b"#!/bin/sh\necho tool\n")
+    (d / "build.json").write_text(json.dumps({"toolchain": src.toolchain(), "build": list(target.build),
+                                              "binary_sha256": hashlib.sha256(b"#!/bin/sh\necho tool\n").hexdigest()}))
+    build = src.build(r, "v1")
+    assert not build.built_now and build.binary_sha256 == hashlib.sha256(b"#!/bin/sh\necho tool\n").hexdigest()
+    copied = src.export(build, tmp_path / "artifact")
+    assert copied == tmp_path / "artifact" / "tool" / ("a" * 40) / "tool"
+    os.chmod(copied, 0o644)  # what an artifact download does
+    other = bl.Builder(target, tmp_path / "artifact")  # --builds-dir on the shard runner
+    assert other.cached(r) == copied and os.access(copied, os.X_OK)
+    assert other.build(r, "v1").binary_sha256 == build.binary_sha256
+    copied.write_bytes(b"#!/bin/sh\necho tampered\n")
+    assert bl.Builder(target, tmp_path / "artifact").cached(r) is None  # would be rebuilt, never trusted
