@@ -26,7 +26,7 @@ import jinja2
 from . import changepoints as cpd, report
 from .cli import _Parser, _fraction, _positive, run_and_load
 from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
-from .history import History, is_url, machine_name, now as _now, open_history
+from .history import History, is_url, local_machine, now as _now, open_history
 
 _RESERVED = ("-s", "--s5cmd", "--refs", "--json", "-o", "--output", "--output_file_name", "--format",
              "--dry-run", "--list", "--shard")
@@ -239,7 +239,7 @@ def cmd_nightly(argv: list[str]) -> int:
     bad = [a for a in extra if a.split("=")[0] in _RESERVED]
     if bad:
         raise RefbenchError(f"nightly sets {bad[0]} itself; use --base/--head/--since-last")
-    args.machine = args.machine or os.environ.get("REFBENCH_MACHINE")
+    args.machine = args.machine or os.environ.get("REFBENCH_MACHINE") or local_machine()
     where = args.history if is_url(args.history) else str(Path(args.history).expanduser())
     home = Path.cwd() if is_url(where) else Path(where).parent
     trend = Path(args.trend) if args.trend else home / "trend.html"
@@ -303,8 +303,7 @@ def _nightly(db: History, args, extra, home: Path, trend: Path, params: cpd.Para
     if results is None:
         raise RefbenchError(f"the run wrote no results ({json_path})")
     slower = report.regressions(results)
-    env = results.get("environment") or {}
-    machine = args.machine or machine_name(env.get("cpu_model"), env.get("cpus"))
+    machine = args.machine
     run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(json_path), machine=machine)
     found = new_changepoints(db, target=results["target"]["name"], machine=machine, head_ref=args.head,
