@@ -184,3 +184,35 @@ CREATE TABLE verdicts (run_id INTEGER REFERENCES runs(id), scenario TEXT, step T
     PRIMARY KEY (run_id, scenario, step));
 CREATE INDEX samples_run ON samples(run_id, scenario, step);
 """
+
+
+def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, capsys):
+    """The nightly command itself, night after night over the backtest series (the comparison
+    replaced by the synthetic results): exit 1 exactly once, on the night the step is confirmed;
+    the old rule (--alarm verdict) would have alarmed on every slow night, spikes included."""
+    levels = night_levels(7)
+    rng = np.random.default_rng(1007)
+    night = {"n": 0}
+
+    def fake_run(argv):
+        night["n"] += 1
+        return 0, fake_results(night["n"], levels[night["n"] - 1], rng)
+
+    monkeypatch.setattr(nightly, "run_and_load", fake_run)
+    common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
+              "--out-dir", str(tmp_path / "out")]
+    codes, lines = [], []
+    for _ in range(NIGHTS):
+        codes.append(nightly.cmd_nightly(common))
+        lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CHANGE POINT")]
+    assert [i + 1 for i, c in enumerate(codes) if c == 1] == [28]
+    assert len(lines) == 1 and "small files / upload" in lines[0] and \
+        f"bisect: ./bench.py bisect {sha_of(24)[:12]} {sha_of(25)[:12]}" in lines[0]
+
+    old = tmp_path / "old"
+    old.mkdir()
+    night["n"], rng = 0, np.random.default_rng(1007)
+    verdict_codes = [nightly.cmd_nightly([*common[:1], str(old / "h.db"), *common[2:], "--alarm", "verdict"])
+                     for _ in range(NIGHTS)]
+    slow_nights = [i + 1 for i, c in enumerate(verdict_codes) if c == 1]
+    assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step
