@@ -6,6 +6,10 @@ Layout under the builds directory (see paths.default_builds_dir()):
     builds/<target>/<sha>/<binary>          the binary built from that commit (git source)
     builds/<target>/<sha>.module/<binary>   the same commit built through the Go module proxy
     .../build.log, build.json               how it was built; build.json is written last
+
+build.json records the binary's SHA-256; a cached binary is used only when it still has that hash
+(a binary shared as a CI artifact, `bench.py build --out DIR` then `--builds-dir DIR`, is verified
+the same way, and gets its executable bit back: artifacts do not keep file modes).
 """
 from __future__ import annotations
 
@@ -43,14 +47,23 @@ class Build:
     toolchain: str
     built_now: bool  # False: came from the cache
     build_seconds: float
+    binary_sha256: str | None = None
 
     def to_json(self) -> dict:
         return {
             "label": self.label, "ref": self.ref.text, "kind": self.ref.kind, "sha": self.ref.sha,
             "display": self.ref.display, "version": self.ref.version, "binary": str(self.binary),
             "source": self.source, "toolchain": self.toolchain, "cached": not self.built_now,
-            "build_seconds": round(self.build_seconds, 3),
+            "build_seconds": round(self.build_seconds, 3), "binary_sha256": self.binary_sha256,
         }
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def go_version(env: dict | None = None) -> str:
@@ -153,6 +166,7 @@ class Builder:
         self._repo: git.Repo | None = None
         self._fetched = False
         self._toolchain: str | None = None
+        self._hashes: dict[tuple, str] = {}
 
     # ---- git source -----------------------------------------------------------------------
     @property
@@ -287,7 +301,41 @@ class Builder:
             return None
         if info.get("toolchain") != self.toolchain() or info.get("build") != list(self.target.build):
             return None
+        want = info.get("binary_sha256")
+        if want is not None:  # caches from before hashes were recorded are trusted as they were
+            got = self._hash(binary)
+            if got != want:
+                log.warning("%s: binary hash %s is not the %s recorded in %s: rebuilding", binary, got[:12],
+                            want[:12], meta)
+                return None
+        if not os.access(binary, os.X_OK):
+            binary.chmod(binary.stat().st_mode | 0o111)
         return binary
+
+    def _hash(self, binary: Path) -> str:
+        """SHA-256 of a binary, computed once per process (keyed by path, size and mtime)."""
+        st = binary.stat()
+        key = (str(binary), st.st_size, st.st_mtime_ns)
+        if key not in self._hashes:
+            self._hashes[key] = file_sha256(binary)
+        return self._hashes[key]
+
+    def export(self, build: "Build", out_dir: Path) -> Path:
+        """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
+        `--builds-dir out_dir` reuses it (verified by its hash). Returns the copied binary."""
+        src = build.binary.parent
+        dest = Path(out_dir).resolve() / self.target.name / src.name
+        if dest == src:
+            return build.binary
+        tmp = dest.with_name(dest.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for name in (self.target.binary, "build.json", "build.log"):
+            if (src / name).exists():
+                shutil.copy2(src / name, tmp / name)
+        shutil.rmtree(dest, ignore_errors=True)
+        tmp.rename(dest)
+        return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> Build:
         d = self.build_dir(resolved.sha)
@@ -296,7 +344,7 @@ class Builder:
             if binary:
                 log.info("%s: cached build %s", label, binary)
                 return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(),
-                             False, 0.0)
+                             False, 0.0, self._hash(binary))
             t0 = time.monotonic()
             if d.exists():
                 shutil.rmtree(d)
@@ -310,13 +358,15 @@ class Builder:
             binary = d / self.target.binary
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
+            digest = self._hash(binary)
             (d / "build.json").write_text(json.dumps({
                 "target": self.target.name, "sha": resolved.sha, "ref": resolved.text,
                 "version": resolved.version, "source": self.source, "toolchain": self.toolchain(),
-                "build": list(self.target.build), "seconds": round(seconds, 2),
+                "build": list(self.target.build), "seconds": round(seconds, 2), "binary_sha256": digest,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }, indent=2))
-        return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds)
+        return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds,
+                     digest)
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
         repo = self.repo()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from . import __version__, builds as bl, fixtures as fx, paths, refs, report, stats
+from . import __version__, builds as bl, fixtures as fx, paths, refs, report, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .lease import check_prefix, sweep_lines
 from .watchdog import Watchdog, WatchdogStop
@@ -156,6 +156,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", action="append", default=[], metavar="NAME",
                    help="run only this scenario, step, or 'scenario/step' (repeatable)")
     p.add_argument("--quick", action="store_true", help="scaled-down sizes: a whole run in minutes on 2 cores")
+    p.add_argument("--shard", type=shard.parse, metavar="I/N",
+                   help="run shard I of N: a deterministic, balanced share of the steps (all builds); see `merge`")
+    p.add_argument("--shard-times", metavar="RESULTS", help="--shard: balance by the step times in this earlier results file")
     p.add_argument("--list", action="store_true", help="list targets, scenarios and steps, then exit")
     p.add_argument("--dry-run", action="store_true", help="resolve refs and print what would run; build nothing")
     p.add_argument("--json", help="results file (default: results.json beside the summary)")
@@ -318,6 +321,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     for r in args.refs:
         refs.classify(r)  # refuse a malformed ref before anything runs
     scenarios, step_filter = select_scenarios(all_scenarios, args.only)
+    if args.shard:
+        scenarios, step_filter = shard.select(scenarios, step_filter, args.shard, args.runs, args.warmup,
+                                              args.shard_times)
     if not scenarios:
         raise RefbenchError(f"target {target.name!r} has no scenarios in {cfg.path}")
     try:
@@ -481,7 +487,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                   "cpus": {"client": sorted(client_cpus) if client_cpus else None,
                            "server": sorted(server_cpus) if server_cpus else None},
                   "family_size": runner.plan.family_size if runner else None,
-                  "hyperfine_flags": hf_flags, "target_flags": target_flags},
+                  "hyperfine_flags": hf_flags, "target_flags": target_flags,
+                  **shard.settings(step_filter)},
         scenarios=[sr.to_json() for sr in results_scenarios], timing=timing,
         env={**report.environment(built[0].toolchain), "load_before": round(load_before, 2),
              "competing_cpu_share": _competing_share(cpu_before, _cpu_accounting())},

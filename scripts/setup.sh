@@ -51,6 +51,20 @@ if ! command -v shellcheck >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v a
     say "shellcheck not installed: actionlint will not check the run: scripts"
 fi
 
+# ---- PostgreSQL server: only for the shared-history tests (tests/test_history_pg.py) -----------
+# They start a throw-away cluster with initdb on a free loopback port and skip, saying why, where
+# the server is missing. The Debian package puts initdb/pg_ctl in /usr/lib/postgresql/<v>/bin.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing postgresql (Debian package) for the shared-history tests"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 ||
+      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; } ||
+      say "postgresql not installed: the PostgreSQL history tests will skip"
+  else
+    say "PostgreSQL server missing and not root: the PostgreSQL history tests will skip"
+  fi
+fi
+
 # ---- actionlint (lints .github/workflows and action.yml; from the Go module proxy, pinned) ---
 ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-v1.7.12}"
 if [ ! -x tools/bin/actionlint ]; then

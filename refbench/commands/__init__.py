@@ -18,6 +18,8 @@ COMMANDS = {
     "calibrate": "commands.calibrate:main",
     "setup": "commands.setup:main",
     "doctor": "commands.doctor:main",
+    "merge": "commands.merge:main",
+    "build": "commands.build:main",
 }
 
 

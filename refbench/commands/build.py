@@ -1,0 +1,54 @@
+"""`bench.py build -s REF [REF ...] --out DIR`: build once, share the binaries.
+
+For a sharded comparison on CI: one job builds every ref and uploads DIR as an artifact; each
+shard downloads it and runs with `--builds-dir DIR`, which reuses a binary only when its SHA-256
+is the one recorded when it was built (the cache key stays commit + Go toolchain + build command).
+DIR/refbench-builds.json lists the refs, their commits and hashes; pass the commits (not moving
+branch names) to the shards, so every shard compares the same code.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .. import builds as bl
+from ..backends import PROJECT_ROOT
+from ..cli import DEFAULT_SCENARIOS, _Parser
+from ..config import load_config
+from ..errors import EXIT_OK, RefbenchError
+
+MANIFEST = "refbench-builds.json"
+
+
+def main(argv: list[str]) -> int:
+    p = _Parser(prog="bench.py build", description="build refs once (cached by commit + toolchain + build "
+                "command) and copy the binaries to --out, for --builds-dir on other machines")
+    p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", required=True, metavar="REF")
+    p.add_argument("--out", required=True, metavar="DIR", help="where the binaries go (the cache's layout)")
+    p.add_argument("-t", "--target", default="s5cmd")
+    p.add_argument("--repo", help="origin to build from (default: the target's repo)")
+    p.add_argument("--source", choices=bl.SOURCES, default="git")
+    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS))
+    p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
+                   help="build cache to build in (default: the usual one)")
+    args = p.parse_args(argv)
+    cfg = load_config(args.scenarios)
+    target = cfg.targets.get(args.target)
+    if target is None:
+        raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
+    builder = bl.Builder(target, Path(args.builds_dir).expanduser(), args.repo, args.source)
+    resolved = [builder.resolve(r) for r in args.refs]
+    out = Path(args.out).expanduser().resolve()
+    entries = []
+    for r, label in zip(resolved, bl.unique_labels(resolved)):
+        b = builder.build(r, label)
+        copied = builder.export(b, out)
+        entries.append({**b.to_json(), "binary": str(copied.relative_to(out))})
+        print(f"{label}: {r.sha} sha256 {b.binary_sha256} -> {copied}", file=sys.stderr)
+    manifest = {"target": target.name, "repo": builder.repo_url if args.source == "git" else target.module,
+                "source": args.source, "toolchain": builder.toolchain(), "builds": entries}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    print(" ".join(e["sha"] for e in entries))  # the commits, for `-s` on the shards
+    return EXIT_OK

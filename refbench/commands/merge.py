@@ -1,0 +1,41 @@
+"""`bench.py merge shard*.json -o results.json`: one results file from the shards of a comparison."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .. import report
+from ..cli import _Parser
+from ..errors import EXIT_OK
+from ..merge import merge_files
+
+
+def main(argv: list[str]) -> int:
+    p = _Parser(prog="bench.py merge", description="merge the results files of a sharded comparison "
+                "(--shard I/N): same builds and settings required; the run-wide p-value adjustment is "
+                "recomputed over all shards. summary, report, compare and comment then read the merged file.")
+    p.add_argument("shards", nargs="+", metavar="SHARD.json")
+    p.add_argument("-o", "--output", required=True, metavar="RESULTS.json", help="merged results file")
+    p.add_argument("--summary", metavar="FILE", help="also write the markdown summary")
+    p.add_argument("--format", choices=("md", "github"), default="md", help="summary flavour")
+    p.add_argument("--html", help="also write the HTML report")
+    p.add_argument("--csv", help="also write the CSV")
+    p.add_argument("--allow-missing", action="store_true", help="merge even when some shard's results are missing")
+    args = p.parse_args(argv)
+    merged, warnings = merge_files([Path(s) for s in args.shards], args.allow_missing)
+    for w in warnings:
+        print(f"refbench: warning: {w}", file=sys.stderr)
+    report.write_json(merged, Path(args.output))
+    if args.summary:
+        Path(args.summary).write_text(report.render_markdown(merged, args.format), encoding="utf-8")
+    if args.html or args.csv:
+        from .. import views
+        if args.html:
+            views.write_html(merged, Path(args.html))
+        if args.csv:
+            views.write_csv(merged, Path(args.csv))
+    counts = report.verdict_counts(merged)
+    print(f"merged {len(args.shards)} shards into {args.output}: {counts['slower']} slower, {counts['faster']} "
+          f"faster, {counts['no significant change']} no significant change, {counts['inconclusive']} "
+          "inconclusive", file=sys.stderr)
+    return EXIT_OK

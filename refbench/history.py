@@ -1,0 +1,365 @@
+"""The nightly history: one schema, in SQLite (a file, the default) or PostgreSQL (a URL).
+
+    open_history("bench.db")                          # SQLite, created if missing
+    open_history("postgresql://user@host:5432/refbench")   # PostgreSQL (psycopg 3)
+
+Tables (SQLAlchemy Core, so both backends get the same schema): runs, environment, commits,
+steps (per-night statistics per step and build), samples (every run's time), verdicts,
+changepoints (the change points found so far, so only new ones alarm), refbench_schema (version).
+
+Migrations are numbered; `open_history` brings an older history up to SCHEMA_VERSION inside one
+transaction (a SQLite file of schema 1, written by an earlier refbench with PRAGMA user_version 1,
+upgrades in place). Every write is one transaction: a run and all its rows, or nothing. Many
+runners may write at once: PostgreSQL takes an advisory lock only while migrating; SQLite
+transactions start with BEGIN IMMEDIATE and wait (busy timeout) for each other.
+"""
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from .errors import RefbenchError
+
+SCHEMA_VERSION = 2
+_PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
+md = sa.MetaData()
+
+runs = sa.Table(
+    "runs", md,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("started", sa.Text, nullable=False),  # UTC, ISO 8601
+    sa.Column("finished", sa.Text),
+    sa.Column("mode", sa.Text, nullable=False),  # release | since-last
+    sa.Column("target", sa.Text), sa.Column("repo", sa.Text),
+    sa.Column("base_ref", sa.Text), sa.Column("base_sha", sa.Text),
+    sa.Column("head_ref", sa.Text), sa.Column("head_sha", sa.Text),
+    sa.Column("exit_code", sa.Integer),  # 0 ok, 1 alarm, 2 error
+    sa.Column("error", sa.Text),
+    sa.Column("slower", sa.Integer), sa.Column("faster", sa.Integer), sa.Column("same", sa.Integer),
+    sa.Column("inconclusive", sa.Integer),
+    sa.Column("settings", sa.Text),  # JSON
+    sa.Column("results_path", sa.Text),
+    sa.Column("results", sa.Text),  # the whole results.json
+    sa.Column("machine", sa.Text),  # v2: machine type (--machine, or CPU model x CPUs)
+    sqlite_autoincrement=True,
+)
+environment = sa.Table(
+    "environment", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    *[sa.Column(c, sa.Text) for c in ("host", "os", "kernel", "cpu_model")],
+    sa.Column("cpus", sa.Integer), sa.Column("memory_bytes", sa.BigInteger),
+    *[sa.Column(c, sa.Text) for c in ("python", "go", "hyperfine", "refbench")],
+)
+commits = sa.Table(
+    "commits", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("role", sa.Text, primary_key=True),  # base / head
+    *[sa.Column(c, sa.Text) for c in ("label", "ref", "kind", "sha", "version", "toolchain")],
+    sa.Column("cached", sa.Integer), sa.Column("build_seconds", sa.Float),
+)
+steps = sa.Table(
+    "steps", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
+    sa.Column("role", sa.Text, primary_key=True),
+    sa.Column("label", sa.Text), sa.Column("sha", sa.Text), sa.Column("n", sa.Integer),
+    *[sa.Column(c, sa.Float) for c in ("mean", "stddev", "median", "min", "max", "cv")],
+    sa.Column("rss_kb", sa.Integer),
+)
+samples = sa.Table(
+    "samples", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),
+    *[sa.Column(c, sa.Text) for c in ("scenario", "step", "role", "sha")],
+    sa.Column("idx", sa.Integer), sa.Column("round", sa.Integer),
+    *[sa.Column(c, sa.Float) for c in ("seconds", "user_seconds", "system_seconds")],
+    sa.Column("exit_code", sa.Integer),
+    sa.Index("samples_run", "run_id", "scenario", "step"),
+)
+verdicts = sa.Table(
+    "verdicts", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
+    *[sa.Column(c, sa.Text) for c in ("baseline", "contender", "verdict")],
+    *[sa.Column(c, sa.Float) for c in ("rel", "ci_low", "ci_high", "p_value", "ratio")],
+    sa.Column("noisy", sa.Integer), sa.Column("threshold", sa.Float),
+)
+changepoints = sa.Table(  # v2
+    "changepoints", md,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    *[sa.Column(c, sa.Text) for c in ("target", "repo", "machine", "head_ref", "scenario", "step", "statistic")],
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id")),  # first night of the new level
+    sa.Column("prev_run_id", sa.Integer, sa.ForeignKey("runs.id")),  # last night before it
+    sa.Column("good_sha", sa.Text), sa.Column("bad_sha", sa.Text),
+    *[sa.Column(c, sa.Float) for c in ("rel", "pvalue", "before", "after")],
+    sa.Column("detected_run_id", sa.Integer, sa.ForeignKey("runs.id")),  # the night that found it
+    sa.Column("detected_at", sa.Text),
+    sa.Column("alarm", sa.Integer),  # 1: a new slower change point beyond the limits (exit 1)
+    sa.Index("changepoints_series", "target", "machine", "scenario", "step"),
+    sqlite_autoincrement=True,
+)
+schema_table = sa.Table("refbench_schema", md, sa.Column("version", sa.Integer, nullable=False))
+
+
+def _v1_to_v2(conn: sa.Connection) -> None:
+    """v2: runs.machine (filled from the recorded environment), the changepoints table."""
+    conn.execute(sa.text("ALTER TABLE runs ADD COLUMN machine TEXT"))
+    for row in conn.execute(sa.select(environment.c.run_id, environment.c.cpu_model, environment.c.cpus)):
+        conn.execute(runs.update().where(runs.c.id == row.run_id).values(machine=machine_name(row.cpu_model, row.cpus)))
+    changepoints.create(conn)
+    schema_table.create(conn)
+
+
+MIGRATIONS = {2: _v1_to_v2}  # version reached -> how, from the one before
+
+
+def machine_name(cpu_model: str | None, cpus: int | None) -> str:
+    return f"{cpu_model or 'unknown CPU'} x{cpus or '?'}"
+
+
+def local_machine() -> str:
+    cpu = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return machine_name(cpu, os.cpu_count())
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def is_url(where: str) -> bool:
+    return "://" in str(where)
+
+
+class History:
+    """A history store; `with History(...) as h:` or h.close()."""
+
+    def __init__(self, where: str | Path):
+        where = str(where)
+        self.where = where
+        if where.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            url = sa.engine.make_url(where.replace("postgres://", "postgresql://", 1))
+            url = url.set(drivername="postgresql+psycopg")
+            self.display = url.render_as_string(hide_password=True)
+            self.engine = sa.create_engine(url, pool_pre_ping=True)
+            self.kind = "postgresql"
+        elif is_url(where) and not where.startswith("sqlite:"):
+            raise RefbenchError(f"--history {where!r}: expected a SQLite file or a postgresql:// URL")
+        else:
+            path = Path(where.removeprefix("sqlite:///")).expanduser()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.path = path
+            self.display = str(path)
+            self.engine = sa.create_engine(f"sqlite:///{path}", connect_args={"timeout": 120})
+            self.kind = "sqlite"
+
+            @sa.event.listens_for(self.engine, "connect")
+            def _connect(dbapi, _record):
+                dbapi.isolation_level = None  # SQLAlchemy's recipe: we emit BEGIN ourselves
+                dbapi.execute("PRAGMA foreign_keys = ON")
+
+            @sa.event.listens_for(self.engine, "begin")
+            def _begin(conn):
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # a writer waits here, never mid-transaction
+        try:
+            self.migrate()
+        except sa.exc.OperationalError as e:
+            raise RefbenchError(f"history {self.display}: {str(e.orig).strip().splitlines()[0]}") from None
+
+    # ---- schema -----------------------------------------------------------------------------
+    def version(self, conn: sa.Connection) -> int:
+        insp = sa.inspect(conn)
+        if insp.has_table("refbench_schema"):
+            v = conn.execute(sa.select(sa.func.max(schema_table.c.version))).scalar()
+            return int(v or 0)
+        if insp.has_table("runs"):
+            return 1  # written by refbench before the history had its own version table
+        return 0
+
+    def migrate(self) -> None:
+        with self.engine.begin() as conn:
+            if self.kind == "postgresql":
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
+            v = self.version(conn)
+            if v > SCHEMA_VERSION:
+                raise RefbenchError(f"{self.display}: history schema {v} is newer than this refbench "
+                                    f"({SCHEMA_VERSION}); upgrade refbench")
+            if v == SCHEMA_VERSION:
+                return
+            if v == 0:
+                md.create_all(conn)
+            else:
+                for to in range(v + 1, SCHEMA_VERSION + 1):
+                    MIGRATIONS[to](conn)
+            conn.execute(schema_table.delete())
+            conn.execute(schema_table.insert().values(version=SCHEMA_VERSION))
+            if self.kind == "sqlite":
+                conn.exec_driver_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- writes -----------------------------------------------------------------------------
+    def record_run(self, *, started: str, mode: str, base_ref: str, head_ref: str, results: dict | None,
+                   exit_code: int, error: str | None = None, results_path: str | None = None,
+                   target: str | None = None, repo: str | None = None, machine: str | None = None) -> int:
+        """One night, all its rows in one transaction; returns the run id."""
+        from . import report
+        counts = report.verdict_counts(results) if results else {}
+        builds = results["builds"] if results else []
+        env = (results or {}).get("environment") or {}
+        machine = machine or (machine_name(env.get("cpu_model"), env.get("cpus")) if results else local_machine())
+        with self.engine.begin() as conn:
+            run_id = conn.execute(runs.insert().values(
+                started=started, finished=now(), mode=mode,
+                target=results["target"]["name"] if results else target,
+                repo=results["target"]["repo"] if results else repo, base_ref=base_ref,
+                base_sha=builds[0]["sha"] if builds else None, head_ref=head_ref,
+                head_sha=builds[-1]["sha"] if builds else None, exit_code=exit_code, error=error,
+                slower=counts.get("slower"), faster=counts.get("faster"),
+                same=counts.get("no significant change"), inconclusive=counts.get("inconclusive"),
+                settings=json.dumps(results["settings"]) if results else None, results_path=results_path,
+                results=json.dumps(results) if results else None, machine=machine)).inserted_primary_key[0]
+            if not results:
+                return run_id
+            conn.execute(environment.insert().values(run_id=run_id, **{
+                k: env.get(k) for k in ("host", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "python",
+                                        "go", "hyperfine", "refbench")}))
+            roles = {builds[0]["label"]: "base", builds[-1]["label"]: "head"}
+            conn.execute(commits.insert(), [
+                {"run_id": run_id, "role": roles[b["label"]], "label": b["label"], "ref": b["ref"], "kind": b["kind"],
+                 "sha": b["sha"], "version": b.get("version"), "toolchain": b.get("toolchain"),
+                 "cached": int(bool(b.get("cached"))), "build_seconds": b.get("build_seconds")}
+                for b in (builds[0], builds[-1])])
+            shas = {b["label"]: b["sha"] for b in builds}
+            threshold = results["settings"].get("threshold")
+            step_rows, sample_rows, verdict_rows = [], [], []
+            for sc in results["scenarios"]:
+                for st in sc["steps"]:
+                    for label, side in st["builds"].items():
+                        role = roles.get(label)
+                        if role is None:
+                            continue
+                        s = side.get("stats") or {}
+                        step_rows.append({"run_id": run_id, "scenario": sc["name"], "step": st["name"], "role": role,
+                                          "label": label, "sha": shas[label], "rss_kb": side.get("rss_kb"),
+                                          **{k: s.get(k) for k in ("n", "mean", "stddev", "median", "min", "max", "cv")}})
+                        times = side.get("times") or []
+                        cols = {k: side.get(k) or [] for k in ("rounds", "user", "system", "exit_codes")}
+                        sample_rows += [{"run_id": run_id, "scenario": sc["name"], "step": st["name"], "role": role,
+                                         "sha": shas[label], "idx": i, "round": _at(cols["rounds"], i), "seconds": t,
+                                         "user_seconds": _at(cols["user"], i), "system_seconds": _at(cols["system"], i),
+                                         "exit_code": _at(cols["exit_codes"], i)} for i, t in enumerate(times)]
+                    for c in st["comparisons"]:
+                        if c["contender"] != builds[-1]["label"]:
+                            continue
+                        verdict_rows.append({"run_id": run_id, "scenario": sc["name"], "step": st["name"],
+                                             "baseline": c["baseline"], "contender": c["contender"],
+                                             "verdict": c["verdict"], "rel": c["rel"], "ci_low": c.get("ci_low"),
+                                             "ci_high": c.get("ci_high"), "p_value": c.get("p_value"),
+                                             "ratio": c.get("ratio"), "noisy": int(bool(c.get("noisy"))),
+                                             "threshold": threshold})
+            for table, rows in ((steps, step_rows), (samples, sample_rows), (verdicts, verdict_rows)):
+                if rows:
+                    conn.execute(table.insert(), rows)
+        return run_id
+
+    def set_exit_code(self, run_id: int, code: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(runs.update().where(runs.c.id == run_id).values(exit_code=code))
+
+    def add_changepoints(self, rows: list[dict]) -> None:
+        if rows:
+            with self.engine.begin() as conn:
+                conn.execute(changepoints.insert(), rows)
+
+    # ---- reads ------------------------------------------------------------------------------
+    def last_head(self, target: str, repo: str, head_ref: str, machine: str | None = None) -> str | None:
+        q = (sa.select(runs.c.head_sha).where(runs.c.target == target, runs.c.repo == repo,
+                                               runs.c.head_ref == head_ref, runs.c.exit_code.in_((0, 1)),
+                                               runs.c.head_sha.is_not(None))
+             .order_by(runs.c.id.desc()).limit(1))
+        if machine:
+            q = q.where(runs.c.machine == machine)
+        with self.engine.connect() as conn:
+            return conn.execute(q).scalar()
+
+    def nights(self, target: str | None = None, machine: str | None = None) -> list[dict]:
+        """Per completed night and step: head and baseline statistics with the verdict, oldest first."""
+        h, b = steps.alias("h"), steps.alias("b")
+        q = (sa.select(runs.c.id, runs.c.started, runs.c.mode, runs.c.target, runs.c.repo, runs.c.machine,
+                       runs.c.base_ref, runs.c.head_ref, verdicts.c.scenario, verdicts.c.step, verdicts.c.verdict,
+                       verdicts.c.rel, h.c.mean.label("h_mean"), h.c.stddev.label("h_sd"),
+                       h.c.median.label("h_median"), h.c.sha.label("h_sha"), h.c.label.label("h_label"),
+                       b.c.mean.label("b_mean"), b.c.median.label("b_median"), b.c.sha.label("b_sha"),
+                       b.c.label.label("b_label"))
+             .select_from(runs.join(verdicts, verdicts.c.run_id == runs.c.id)
+                          .join(h, sa.and_(h.c.run_id == runs.c.id, h.c.scenario == verdicts.c.scenario,
+                                           h.c.step == verdicts.c.step, h.c.role == "head"))
+                          .join(b, sa.and_(b.c.run_id == runs.c.id, b.c.scenario == verdicts.c.scenario,
+                                           b.c.step == verdicts.c.step, b.c.role == "base")))
+             .where(runs.c.exit_code.in_((0, 1)))
+             .order_by(runs.c.target, runs.c.machine, verdicts.c.scenario, verdicts.c.step, runs.c.started,
+                       runs.c.id))
+        if target:
+            q = q.where(runs.c.target == target)
+        if machine:
+            q = q.where(runs.c.machine == machine)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
+        q = sa.select(changepoints).order_by(changepoints.c.id)
+        if target:
+            q = q.where(changepoints.c.target == target)
+        if machine:
+            q = q.where(changepoints.c.machine == machine)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def recent_runs(self, limit: int = 60, target: str | None = None, machine: str | None = None) -> list[dict]:
+        q = (sa.select(runs.c.id, runs.c.started, runs.c.mode, runs.c.target, runs.c.machine, runs.c.base_ref,
+                       runs.c.base_sha, runs.c.head_ref, runs.c.head_sha, runs.c.exit_code, runs.c.error,
+                       runs.c.slower, runs.c.faster, runs.c.same, runs.c.inconclusive, environment.c.host,
+                       environment.c.go)
+             .select_from(runs.outerjoin(environment, environment.c.run_id == runs.c.id))
+             .order_by(runs.c.id.desc()).limit(limit))
+        if target:
+            q = q.where(runs.c.target == target)
+        if machine:
+            q = q.where(runs.c.machine == machine)
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(q)]
+
+    def count(self, table: str) -> int:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.count()).select_from(md.tables[table])).scalar()
+
+    def machines_and_targets(self) -> tuple[list[str], list[str]]:
+        with self.engine.connect() as conn:
+            m = [r[0] for r in conn.execute(sa.select(runs.c.machine).distinct()) if r[0]]
+            t = [r[0] for r in conn.execute(sa.select(runs.c.target).distinct()) if r[0]]
+        return sorted(m), sorted(t)
+
+
+def _at(seq, i):
+    return seq[i] if i < len(seq) else None
+
+
+def open_history(where: str | Path) -> History:
+    return History(where)

@@ -1,0 +1,182 @@
+"""The history on a real PostgreSQL server (a throw-away cluster: initdb, a free loopback port),
+and concurrent writers on PostgreSQL and on a SQLite file.
+
+Skips, saying why, where the PostgreSQL server binaries are not installed (scripts/setup.sh
+installs the Debian `postgresql` package when it runs as root).
+"""
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, run_bench
+from refbench import changepoints as cpd, nightly
+from refbench.history import open_history
+from test_changepoints import fake_results
+
+WRITERS, RUNS_EACH = 2, 8
+
+
+def pg_bin() -> Path | None:
+    """Directory of initdb and pg_ctl: PATH, else the newest /usr/lib/postgresql/*/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(os.path.realpath(found)).parent
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2].split(".")[0]))
+    for d in reversed(dirs):
+        if os.access(f"{d}/initdb", os.X_OK) and os.access(f"{d}/pg_ctl", os.X_OK):
+            return Path(d)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    bindir = pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin: "
+                    "install the Debian postgresql package (scripts/setup.sh does as root)")
+    root = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # initdb refuses to run as root: run the cluster as the postgres user
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            shutil.rmtree(root)
+            pytest.skip("running as root and there is no postgres user to run the throw-away cluster as")
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        as_user = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else []
+        if not as_user:
+            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+    data, port = root / "data", free_port()
+
+    def run(*argv):
+        proc = subprocess.run([*as_user, *map(str, argv)], capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f"{argv[0]} failed: {proc.stdout}{proc.stderr}"
+
+    run(bindir / "initdb", "-D", data, "-U", "refbench", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync")
+    run(bindir / "pg_ctl", "-D", data, "-l", root / "server.log", "-w", "-t", "60", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    try:
+        import psycopg
+        with psycopg.connect(f"postgresql://refbench@127.0.0.1:{port}/postgres", autocommit=True) as c:
+            c.execute("CREATE DATABASE refbench")
+        yield f"postgresql://refbench@127.0.0.1:{port}/refbench"
+    finally:
+        subprocess.run([*as_user, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True, timeout=120)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def fresh_db(pg_url: str, name: str) -> str:
+    import psycopg
+    admin = pg_url.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        c.execute(f'CREATE DATABASE "{name}"')
+    return pg_url.rsplit("/", 1)[0] + "/" + name
+
+
+def test_postgresql_round_trip_and_change_points(pg_url, tmp_path):
+    url = fresh_db(pg_url, "roundtrip")
+    db = open_history(url)
+    assert db.kind == "postgresql" and "refbench@127.0.0.1" in db.display
+    rng = np.random.default_rng(3)
+    levels = [10.0] * 8 + [11.5] * 4
+    levels = [v * (1 + 0.01 * rng.standard_normal()) for v in levels]
+    ids = [db.record_run(started=f"2026-03-{i + 1:02d}T03:17:00Z", mode="release", base_ref="latest_release",
+                         head_ref="master", results=fake_results(i + 1, v, rng), exit_code=0)
+           for i, v in enumerate(levels)]
+    assert ids == list(range(1, 13))
+    assert db.count("runs") == 12 and db.count("samples") == 12 * 12 and db.count("steps") == 24
+    nights = nightly.series(db)[("s5cmd", "Test CPU x2", "master", "small files", "upload")]
+    assert [n["id"] for n in nights] == ids and nights[3]["h_median"] == pytest.approx(levels[3], rel=0.05)
+    found = nightly.new_changepoints(db, target="s5cmd", machine="Test CPU x2", head_ref="master",
+                                     params=cpd.Params(), statistic="median", run_id=ids[-1])
+    assert [(c["run_id"], c["alarm"]) for c in found] == [(9, 1)]
+    assert db.count("changepoints") == 1
+    assert db.last_head("s5cmd", "/srv/origin.git", "master") == f"{12:02x}" * 20
+    # a failed night is a row too
+    db.record_run(started="2026-03-13T03:17:00Z", mode="release", base_ref="latest_release", head_ref="master",
+                  results=None, exit_code=2, error="boom", target="s5cmd", repo="/srv/origin.git", machine="m")
+    assert db.recent_runs(1)[0]["error"] == "boom"
+    db.close()
+    # reopening runs no migration again; the nightly renders the page from the URL
+    page = tmp_path / "trend.html"
+    proc = run_bench("nightly", "--history", url, "--render-only", "--trend", str(page))
+    assert proc.returncode == 0, proc.stderr
+    text = page.read_text()
+    assert text.count('class="changepoint"') == 1 and "bisect" in text and "boom" in text
+
+
+WRITER = textwrap.dedent("""
+    import sys, numpy as np
+    sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
+    from refbench.history import open_history
+    from test_changepoints import fake_results
+    who, where, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    db = open_history(where)          # both writers may be the first: the migration races too
+    rng = np.random.default_rng(who)
+    for i in range(n):
+        r = fake_results(100 * who + i, 10.0, rng)
+        r["environment"]["host"] = f"writer-{{who}}"
+        db.record_run(started=f"2026-04-01T03:{{i:02d}}:00Z", mode="release", base_ref="latest_release",
+                      head_ref="master", results=r, exit_code=0, machine=f"machine-{{who}}")
+    db.close()
+""").format(root=str(ROOT), tests=str(ROOT / "tests"))
+
+
+def concurrent_writers(where: str) -> None:
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(w), where, str(RUNS_EACH)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for w in range(1, WRITERS + 1)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+    db = open_history(where)
+    try:
+        assert db.count("runs") == WRITERS * RUNS_EACH
+        assert db.count("samples") == WRITERS * RUNS_EACH * 12
+        assert db.count("steps") == db.count("commits") == WRITERS * RUNS_EACH * 2
+        assert db.count("environment") == db.count("verdicts") == WRITERS * RUNS_EACH
+        runs = db.recent_runs(100)
+        assert sorted(r["machine"] for r in runs) == sorted(f"machine-{w}" for w in range(1, WRITERS + 1)
+                                                            for _ in range(RUNS_EACH))
+        assert {r["host"] for r in runs} == {f"writer-{w}" for w in range(1, WRITERS + 1)}
+        assert len({r["id"] for r in runs}) == WRITERS * RUNS_EACH
+        # the trend page filters by machine (and target)
+        page = nightly.render_trend(db, Path(tempfile.mkdtemp()) / "t.html", machine="machine-1").read_text()
+        assert page.count('data-machine="machine-1"') >= RUNS_EACH and 'data-machine="machine-2"' not in page
+        page = nightly.render_trend(db, Path(tempfile.mkdtemp()) / "t.html").read_text()
+        assert "<select" in page and page.count('<section class="chart-block"') == WRITERS
+    finally:
+        db.close()
+
+
+def test_two_concurrent_writers_postgresql(pg_url):
+    concurrent_writers(fresh_db(pg_url, "concurrent"))
+
+
+def test_two_concurrent_writers_sqlite(tmp_path):
+    concurrent_writers(str(tmp_path / "shared.db"))
+
+
+def test_history_refuses_other_urls(tmp_path):
+    from refbench.errors import RefbenchError
+    with pytest.raises(RefbenchError, match="postgresql:// URL"):
+        open_history("mysql://x@y/z")
