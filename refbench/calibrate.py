@@ -137,9 +137,8 @@ def analyse(results: list[dict], arm_list: list[Arm], settings: stats.Settings, 
         false_runs += any_false
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
-    per_block = 1 if run_settings.get("interleave", "runs") == "runs" else \
-        max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
-    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_block) for (sc, name), sts in keyed.items()]
+    per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
+    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
                        tuple(r.get("timing", {}).get("wall_seconds", 0.0) for r in results))
 
@@ -149,7 +148,7 @@ def _runs(st: dict) -> int:
 
 
 def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...], settings: stats.Settings,
-          n_max: int | None, family: int, per_block: int | None) -> StepCalibration:
+          n_max: int | None, family: int, per_round: int) -> StepCalibration:
     def verdict(st, label):
         return next((c["verdict"] for c in st["comparisons"] if c["contender"] == label), None)
 
@@ -164,7 +163,7 @@ def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...]
     for p in slowdowns:
         times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
         seconds[p] = statistics.median(times) if times else None
-    need = stats.runs_for(0.10, 0.9, noise, settings, family, per_block) if noise else None
+    need = stats.runs_for(0.10, 0.9, noise, settings, family, per_round) if noise else None
     return StepCalibration(
         scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
         noise, sum(verdict(st, AA) in (stats.SLOWER, stats.FASTER) for st in reps), len(reps), power, seconds,
@@ -189,7 +188,7 @@ def seconds_to_verdict(st: dict, label: str, settings: stats.Settings, n_max: in
         n = min(len(bi), len(ci))
         looks.append(min(1.0, n / n_max) if n_max else 1.0)
         comp = stats.compare(BASE, [b["times"][i] for i in bi], label, [c["times"][i] for i in ci], settings,
-                             base_rounds=_pick(b.get("blocks"), bi), cont_rounds=_pick(c.get("blocks"), ci),
+                             base_rounds=_pick(b.get("rounds"), bi), cont_rounds=_pick(c.get("rounds"), ci),
                              looks=tuple(looks), family_size=family)
         if stats.should_stop(comp, settings, family) and comp.verdict != stats.INCONCLUSIVE:
             return sum(b["times"][i] for i in bi) + sum(c["times"][i] for i in ci)

@@ -321,6 +321,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     for r in args.refs:
         refs.classify(r)  # refuse a malformed ref before anything runs
     scenarios, step_filter = select_scenarios(all_scenarios, args.only)
+    family = (scenarios, step_filter)  # a shard's verdicts belong to the whole comparison's family
     if args.shard:
         scenarios, step_filter = shard.select(scenarios, step_filter, args.shard, args.runs, args.warmup,
                                               args.shard_times)
@@ -418,8 +419,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
                     max_time=args.max_time, verbose=args.verbose, measure_rss=args.rss,
                     interleave=args.interleave, no_shell=args.no_shell,
                     budget=args.budget * hooks.budget_scale if args.budget else None,
-                    family_size=family_size(scenarios, step_filter, args.runs,
-                                            2 if hooks.family_per_contender else len(built)),
+                    family_size=family_size(*family, args.runs, 2 if hooks.family_per_contender else len(built)),
                     client_cpus=client_cpus)
         runner = Runner(plan, progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
         runner.steps_total = sum(1 for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))

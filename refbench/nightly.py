@@ -28,6 +28,7 @@ from .cli import _Parser, _fraction, _positive, run_and_load
 from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from .history import History, is_url, local_machine, now as _now, open_history
 
+DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 _RESERVED = ("-s", "--s5cmd", "--refs", "--json", "-o", "--output", "--output_file_name", "--format",
              "--dry-run", "--list", "--shard")
 
@@ -202,6 +203,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--render-only", action="store_true", help="only re-render the trend page from the history")
     p.add_argument("--show-target", help="trend page: only this target")
     p.add_argument("--show-machine", help="trend page: only this machine type")
+    p.add_argument("--budget", default=DEFAULT_BUDGET, metavar="DURATION",
+                   help="time for the run's measuring: sequential sampling spent on the steps closest to a verdict "
+                        f"(default {DEFAULT_BUDGET}; 'none' for the fixed-size run)")
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
@@ -284,8 +288,9 @@ def _nightly(db: History, args, extra, home: Path, trend: Path, params: cpd.Para
         home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out_dir.mkdir(parents=True, exist_ok=True)
     json_path = out_dir / "results.json"
+    budget = [] if args.budget.lower() in ("none", "off", "0") else ["--budget", args.budget]
     run_argv = ["-s", base, args.head, "--target", args.target, *(["--repo", args.repo] if args.repo else []),
-                *extra, "--json", str(json_path), "-o", str(out_dir / "summary.md")]
+                *budget, *extra, "--json", str(json_path), "-o", str(out_dir / "summary.md")]
     print(f"nightly: {base} vs {args.head} ({mode}); results in {out_dir}", file=sys.stderr)
     try:
         if mode == "since-last":

@@ -78,7 +78,6 @@ class BuildSamples:
     system: list[float] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)  # round index of every sample
-    blocks: list[int] = field(default_factory=list)  # pass index: one run of every build (the analysis' block)
     memory: list[int | None] = field(default_factory=list)  # peak bytes per run, where hyperfine reports it
     rss_kb: int | None = None
     check: str | None = None
@@ -91,7 +90,7 @@ class BuildSamples:
         return {
             "times": [round(t, 9) for t in self.times], "user": [round(t, 9) for t in self.user],
             "system": [round(t, 9) for t in self.system], "exit_codes": self.exit_codes, "rounds": self.rounds,
-            "blocks": self.blocks, "memory_bytes": self.memory if any(m is not None for m in self.memory) else None,
+            "memory_bytes": self.memory if any(m is not None for m in self.memory) else None,
             "stats": s.to_json() if s else None,
             "cpu_mean": round(sum(cpu) / len(cpu), 9) if cpu else None,
             "cpu_wall_ratio": round(sum(cpu) / sum(self.times), 4) if cpu and sum(self.times) > 0 else None,
@@ -161,7 +160,6 @@ class Runner:
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
         self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
         self.hf_log = plan.workdir / "hyperfine.log"
-        self.blocks = 0  # next block (pass) index; unique across the run
         # the budget's bookkeeping: steps planned and done, and the time the done ones took
         self.t_begin = time.monotonic()
         self.steps_total = 0
@@ -334,8 +332,8 @@ class Runner:
         if plan.budget is None:
             return None if plan.until_decided else "planned"
         per_run = (now - t_start) / max(1, n_each * len(builds))
-        per_block = 1 if plan.interleave == "runs" else max(1, per_round[-1])
-        need = max((runs_to_decide(c, plan.settings, plan.family_size, per_block) or n_max) for c in comps)
+        need = max((runs_to_decide(c, plan.settings, plan.family_size, max(1, per_round[-1])) or n_max)
+                   for c in comps)
         more = max(0, min(need, n_max) - n_each) * per_run * len(builds)
         if more > self.budget_left(now):
             return "budget"
@@ -355,8 +353,10 @@ class Runner:
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
         base = builds[0].label
         b0 = samples[base]
+        # rounds are the blocks: runs are compared within a round only, so drift between rounds
+        # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
         return [compare(base, b0.times, b.label, samples[b.label].times, self.plan.settings,
-                        base_rounds=b0.blocks or None, cont_rounds=samples[b.label].blocks or None,
+                        base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
                         looks=looks, family_size=self.plan.family_size)
                 for b in builds[1:]]
 
@@ -411,16 +411,13 @@ class Runner:
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
         jpath = self.plan.workdir / f"round-{os.getpid()}.json"
         if self.plan.interleave == "runs":
-            seq = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])]
-            per_cmd, block_of = 1, [self.blocks + j for j in range(runs) for _ in order]
-            self.blocks += runs
+            seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
         else:
-            seq, per_cmd, block_of = order, runs, [self.blocks] * len(order)
-            self.blocks += 1
+            seq, per_cmd = order, runs
         argv = self.hyperfine_argv(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
                                    [preps[i] for i in seq], per_cmd, 0)
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
-        for pos, block, res in zip(seq, block_of, results):
+        for pos, res in zip(seq, results):
             s = samples[builds[pos].label]
             n = res.runs
             s.times += res.times
@@ -428,7 +425,6 @@ class Runner:
             s.system += res.system
             s.exit_codes += res.exit_codes
             s.rounds += [r] * n
-            s.blocks += [block] * n
             s.memory += res.memory_bytes or [None] * n
         return elapsed
 
@@ -483,12 +479,12 @@ def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
     return RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{stderr[-2000:]}")
 
 
-def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_block: int) -> int | None:
+def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_round: int) -> int | None:
     """Runs per build at which this comparison would likely be decided (80% power): enough to show
     its observed change is not zero, or that it is inside +-threshold, whichever needs fewer."""
     t = settings.threshold
     effect = max(abs(c.rel), t - abs(c.rel))
-    return runs_for(effect, 0.8, c.noise, settings, family_size, per_block) if c.noise else None
+    return runs_for(effect, 0.8, c.noise, settings, family_size, per_round) if c.noise else None
 
 
 # what makes a command need a shell: operators, expansions, globs, redirections (outside quotes)

@@ -20,7 +20,7 @@ MiB = 1 << 20
 
 def scenarios_file(tmp_path: Path, body: str) -> Path:
     """The real s5cmd target (from scenarios.toml) with scenarios of the test's own."""
-    real = (ROOT / "scenarios.toml").read_text()
+    real = (ROOT / "refbench" / "scenarios.toml").read_text()
     targets = real[:real.index("\n[[scenarios]]")]
     path = tmp_path / "scenarios.toml"
     path.write_text(targets + body)

@@ -1,6 +1,7 @@
 """nightly: two consecutive nights on a test origin, with a regression pushed to master between them."""
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 
@@ -55,10 +56,17 @@ def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
                                                                           (2, "small files", "remove")]
     assert verdicts[0]["verdict"] != "slower" and verdicts[1]["verdict"] == "slower" and verdicts[1]["rel"] > 0.05
     samples = db.execute("SELECT run_id, role, COUNT(*), MIN(seconds) FROM samples GROUP BY run_id, role").fetchall()
-    assert [(s[0], s[1], s[2]) for s in samples] == [(1, "base", 6), (1, "head", 6), (2, "base", 6), (2, "head", 6)]
+    # the nightly samples on a budget by default: every step gets its planned 6 runs, undecided
+    # ones more; the history holds every run each night made
+    nights = [json.loads(p.read_text()) for p in sorted((root / "hist" / "nightly").glob("*/results.json"))]
+    assert [r["settings"]["budget_seconds"] for r in nights] == [1800.0, 1800.0]
+    counts = [len(b["times"]) for r in nights for b in r["scenarios"][0]["steps"][0]["builds"].values()]
+    assert all(n >= 6 for n in counts), counts
+    assert [(s[0], s[1], s[2]) for s in samples] == [(1, "base", counts[0]), (1, "head", counts[1]),
+                                                     (2, "base", counts[2]), (2, "head", counts[3])]
     assert all(s[3] > 0 for s in samples)
     steps = db.execute("SELECT mean, n FROM steps WHERE run_id = 2 ORDER BY role").fetchall()
-    assert steps[1]["mean"] > steps[0]["mean"] and steps[0]["n"] == 6
+    assert steps[1]["mean"] > steps[0]["mean"] and steps[0]["n"] == counts[2]
 
     # the trend page: self-contained, one chart for the step, both nights plotted, the regression marked
     page = trend.read_text()

@@ -73,14 +73,14 @@ def names(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == "-n"]
 
 
-def test_runs_alternate_within_a_round_and_each_pass_is_a_block(tmp_path, fake_hf):
+def test_runs_alternate_within_a_round_and_rounds_are_the_blocks(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.0], runs=4, rounds=2)
     rounds = calls(fake_hf)
     assert [names(a) for a in rounds] == [["b0", "b1", "b1", "b0"], ["b1", "b0", "b0", "b1"]]
     assert all(a[a.index("--runs") + 1] == "1" for a in rounds)
     a, b = st.samples["b0"], st.samples["b1"]
-    assert a.blocks == b.blocks == [0, 1, 2, 3]
-    assert a.rounds == [0, 0, 1, 1]
+    assert a.rounds == b.rounds == [0, 0, 1, 1]
+    assert st.comparisons[0].method.endswith("2 rounds"), st.comparisons[0].method
     assert st.looks == (1.0,) and st.stopped == "planned"
 
 
@@ -89,7 +89,7 @@ def test_interleave_rounds_keeps_plain_hyperfine_order(tmp_path, fake_hf):
     rounds = calls(fake_hf)
     assert [names(a) for a in rounds] == [["b0", "b1"], ["b1", "b0"]]
     assert all(a[a.index("--runs") + 1] == "2" for a in rounds)
-    assert st.samples["b0"].blocks == [0, 0, 1, 1]
+    assert st.samples["b0"].rounds == [0, 0, 1, 1]
 
 
 def test_warmups_run_in_one_hyperfine_call_before_the_rounds(tmp_path, fake_hf):

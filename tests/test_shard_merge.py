@@ -18,7 +18,7 @@ from refbench.errors import RefbenchError
 
 # ---- the partition --------------------------------------------------------------------------
 def scenarios(target="s5cmd", quick=True):
-    cfg = load_config(ROOT / "scenarios.toml")
+    cfg = load_config(ROOT / "refbench" / "scenarios.toml")
     return [s.for_quick(quick) for s in cfg.scenarios_for(target)]
 
 
