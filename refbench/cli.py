@@ -69,6 +69,15 @@ def _fraction(text: str) -> float:
     return v
 
 
+DEFAULT_RUNS, QUICK_RUNS = 10, 20
+
+
+def resolve_runs(args: argparse.Namespace) -> None:
+    """-r's default depends on --quick (see run_parser)."""
+    if args.runs is None:
+        args.runs = QUICK_RUNS if args.quick else DEFAULT_RUNS
+
+
 def duration(text: str) -> float:
     """Seconds from '600', '90s', '10m', '1h30m'."""
     import re
@@ -137,7 +146,9 @@ def run_parser() -> argparse.ArgumentParser:
                    help="target declared in the scenarios file (default: the target whose module the go.mod of "
                    "the git checkout around the current directory declares, else s5cmd)")
     p.add_argument("-w", "--warmup", type=_nonneg, default=2, help="warm-up runs per build and step")
-    p.add_argument("-r", "--runs", type=_positive, default=10, help="measured runs per build and step")
+    p.add_argument("-r", "--runs", type=_positive, default=None,
+                   help=f"measured runs per build and step (default {DEFAULT_RUNS}; {QUICK_RUNS} with --quick, whose "
+                        "short steps are cheap and need more runs to average out their jitter)")
     p.add_argument("-o", "--output_file_name", "--output", dest="output", default="summary.md",
                    help="markdown summary to write")
     p.add_argument("-b", "--bucket", help="S3 bucket to use (default: an embedded MinIO on loopback)")
@@ -307,6 +318,7 @@ class RunHooks:
 
 def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> int:
     t_wall = time.monotonic()
+    resolve_runs(args)
     reporter = Reporter()
     args.scenarios = str(args.scenarios or paths.default_scenarios())
     cfg = load_config(args.scenarios)

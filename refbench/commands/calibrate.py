@@ -44,8 +44,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from ..cli import RunHooks, bind_flag_values, cmd_run
+    from ..cli import RunHooks, bind_flag_values, cmd_run, resolve_runs
     args = parser().parse_args(bind_flag_values(argv))
+    resolve_runs(args)
     if args.repetitions < 1:
         raise RefbenchError(f"-K must be at least 1, got {args.repetitions}")
     if not args.refs or len(args.refs) != 1:
