@@ -75,7 +75,8 @@ def main(argv: list[str]) -> int:
                     "interleave": args.interleave, "budget_seconds": args.budget, "max_runs": args.max_runs,
                     "sequential": bool(args.until_decided or args.budget), "cpus": args.cpus if isinstance(args.cpus, str)
                     else None, "only": args.only, "threshold": args.threshold, "alpha": args.alpha}
-    c = cal.analyse(results, arm_list, settings, target=args.target, ref=ref, run_settings=run_settings)
+    c = cal.analyse(results, arm_list, settings, target=results[0]["target"]["name"], ref=ref,
+                    run_settings=run_settings)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
