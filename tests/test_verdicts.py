@@ -131,7 +131,7 @@ def test_calibrate_reports_its_figures_and_detects_an_injected_30_percent(s5_ori
     assert step["power"]["30"] >= 0.5, step
     assert step["seconds_to_verdict"]["30"] is not None
     md = out.read_text()
-    assert "| step | runs | cv | robust cv | false alarms | power +30% |" in md
+    assert "| step | runs | cv | robust cv | false alarms | power +30% (time to verdict) |" in md
     assert "injected / remove" in md and "**+30%** called slower in" in md
     # nothing left behind: calibrate's temporary results and shims are gone
     assert not list(tmp_path.glob("results-*.json")) and not list(tmp_path.glob("calibrate-shim-*"))
