@@ -515,10 +515,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHook
     out.write_text(report.render_markdown(results, args.format))
     if args.html or args.csv:
         from . import views
-        if args.html:
-            views.write_html(results, Path(args.html))
-        if args.csv:
-            views.write_csv(results, Path(args.csv))
+        views.write_extras(results, args.html, args.csv)
     busy = report.busy_warning(results)
     if busy:
         reporter.warn(busy)

@@ -120,16 +120,19 @@ def machine_name(cpu_model: str | None, cpus: int | None) -> str:
     return f"{cpu_model or 'unknown CPU'} x{cpus or '?'}"
 
 
+def _only(q, table, target: str | None, machine: str | None):
+    """A query narrowed to one target and one machine type where they are given (the trend
+    page's filters)."""
+    if target:
+        q = q.where(table.c.target == target)
+    if machine:
+        q = q.where(table.c.machine == machine)
+    return q
+
+
 def local_machine() -> str:
-    cpu = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return machine_name(cpu, os.cpu_count())
+    from .report import cpu_model
+    return machine_name(cpu_model(), os.cpu_count())
 
 
 def now() -> str:
@@ -316,19 +319,13 @@ class History:
              .where(runs.c.exit_code.in_((0, 1)))
              .order_by(runs.c.target, runs.c.machine, verdicts.c.scenario, verdicts.c.step, runs.c.started,
                        runs.c.id))
-        if target:
-            q = q.where(runs.c.target == target)
-        if machine:
-            q = q.where(runs.c.machine == machine)
+        q = _only(q, runs, target, machine)
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)
-        if target:
-            q = q.where(changepoints.c.target == target)
-        if machine:
-            q = q.where(changepoints.c.machine == machine)
+        q = _only(q, changepoints, target, machine)
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
@@ -339,10 +336,7 @@ class History:
                        environment.c.go)
              .select_from(runs.outerjoin(environment, environment.c.run_id == runs.c.id))
              .order_by(runs.c.id.desc()).limit(limit))
-        if target:
-            q = q.where(runs.c.target == target)
-        if machine:
-            q = q.where(runs.c.machine == machine)
+        q = _only(q, runs, target, machine)
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 

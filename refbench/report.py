@@ -31,21 +31,25 @@ def environment(toolchain: str | None = None) -> dict:
         except (OSError, IndexError, subprocess.TimeoutExpired):
             return None
 
-    cpu = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return {
         "host": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
-        "cpu_model": cpu, "cpus": os.cpu_count(),
+        "cpu_model": cpu_model(), "cpus": os.cpu_count(),
         "memory_bytes": _mem_total(), "python": platform.python_version(),
         "go": toolchain or version(["go", "env", "GOVERSION"]), "hyperfine": version(["hyperfine", "--version"]),
         "refbench": __version__,
     }
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (None where it cannot be read): with the CPU count,
+    what tells one machine type from another."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 def _mem_total() -> int | None:

@@ -675,3 +675,11 @@ def cmd_compare(argv: list[str]) -> int:
 
 __all__ = ["cmd_report", "cmd_compare", "write_html", "write_csv", "render_html", "csv_rows", "compare_runs",
            "render_compare_md", "size_families", "EXIT_ERROR"]
+
+
+def write_extras(results: dict, html_path: str | None, csv_path: str | None) -> None:
+    """The optional views a run or a merge writes beside its summary: --html and --csv."""
+    if html_path:
+        write_html(results, Path(html_path))
+    if csv_path:
+        write_csv(results, Path(csv_path))

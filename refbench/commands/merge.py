@@ -30,10 +30,7 @@ def main(argv: list[str]) -> int:
         Path(args.summary).write_text(report.render_markdown(merged, args.format), encoding="utf-8")
     if args.html or args.csv:
         from .. import views
-        if args.html:
-            views.write_html(merged, Path(args.html))
-        if args.csv:
-            views.write_csv(merged, Path(args.csv))
+        views.write_extras(merged, args.html, args.csv)
     counts = report.verdict_counts(merged)
     print(f"merged {len(args.shards)} shards into {args.output}: {counts['slower']} slower, {counts['faster']} "
           f"faster, {counts['no significant change']} no significant change, {counts['inconclusive']} "
