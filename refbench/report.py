@@ -127,23 +127,77 @@ def write_json(results: dict, path: Path) -> None:
 
 
 def load_results(path: Path) -> dict:
-    """Read a results.json of this or an older schema version."""
+    """Read a results.json of this or an older schema version. Every reader goes through here, so a
+    file that cannot be read, or lacks what the views rely on, is one RefbenchError naming the file
+    and the part that is wrong — never a traceback from deep inside a view."""
+    from .errors import RefbenchError
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        from .errors import RefbenchError
         raise RefbenchError(f"{path}: no such results file") from None
+    except IsADirectoryError:
+        raise RefbenchError(f"{path}: is a directory, not a results file") from None
+    except OSError as e:
+        raise RefbenchError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
-        from .errors import RefbenchError
         raise RefbenchError(f"{path}: not a refbench results file ({e})") from None
-    if data.get("schema") != SCHEMA:
-        from .errors import RefbenchError
-        raise RefbenchError(f"{path}: not a refbench results file (schema {data.get('schema')!r})")
-    if data.get("version", 0) > SCHEMA_VERSION:
-        from .errors import RefbenchError
-        raise RefbenchError(f"{path}: results schema version {data['version']} is newer than this "
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        raise RefbenchError(f"{path}: not a refbench results file (schema {schema!r})")
+    if not isinstance(data.get("version", 0), int) or data.get("version", 0) > SCHEMA_VERSION:
+        raise RefbenchError(f"{path}: results schema version {data.get('version')!r} is newer than this "
                             f"refbench reads ({SCHEMA_VERSION}); upgrade refbench")
+    problem = shape_problem(data)
+    if problem:
+        raise RefbenchError(f"{path}: malformed results file: {problem}")
     return data
+
+
+def shape_problem(data: dict) -> str | None:
+    """What is missing or of the wrong kind in a results document (None: nothing), for the keys
+    every view reads without a default."""
+    def kind(value, want, where):
+        if not isinstance(value, want):
+            names = want.__name__ if isinstance(want, type) else " or ".join(w.__name__ for w in want)
+            raise _Shape(f"{where} should be {names}, not {type(value).__name__}")
+        return value
+
+    def get(d, key, want, where):
+        if key not in d:
+            raise _Shape(f"{where or 'the file'} has no {key!r}")
+        return kind(d[key], want, f"{where}.{key}" if where else key)
+
+    try:
+        get(data, "settings", dict, "")
+        get(get(data, "target", dict, ""), "name", str, "target")
+        for i, b in enumerate(get(data, "builds", list, "")):
+            get(kind(b, dict, f"builds[{i}]"), "label", str, f"builds[{i}]")
+        for i, sc in enumerate(get(data, "scenarios", list, "")):
+            where = f"scenarios[{i}]"
+            kind(sc, dict, where)
+            get(sc, "name", str, where)
+            get(sc, "fixture", dict, where)
+            for j, st in enumerate(get(sc, "steps", list, where)):
+                w = f"{where}.steps[{j}]"
+                kind(st, dict, w)
+                get(st, "name", str, w)
+                for label, b in get(st, "builds", dict, w).items():
+                    get(kind(b, dict, f"{w}.builds[{label!r}]"), "times", list, f"{w}.builds[{label!r}]")
+                for k, c in enumerate(get(st, "comparisons", list, w)):
+                    wc = f"{w}.comparisons[{k}]"
+                    kind(c, dict, wc)
+                    for key in ("baseline", "contender"):
+                        get(c, key, str, wc)
+                    if get(c, "verdict", str, wc) not in VERDICTS:
+                        raise _Shape(f"{wc}.verdict {c['verdict']!r} is not one of {', '.join(VERDICTS)}")
+                    get(c, "rel", (int, float), wc)
+    except _Shape as e:
+        return str(e)
+    return None
+
+
+class _Shape(Exception):
+    pass
 
 
 # ---- formatting helpers used by the templates --------------------------------------------

@@ -234,6 +234,26 @@ def test_dry_run_prints_the_body(results_file):
     assert proc.stdout.startswith(report.COMMENT_MARKER)
 
 
+@pytest.mark.parametrize("spoil,says", [
+    (lambda r: r["scenarios"][0]["steps"][0].pop("comparisons"), "has no 'comparisons'"),
+    (lambda r: r["scenarios"][0]["steps"][0]["comparisons"][0].pop("verdict"), "has no 'verdict'"),
+    (lambda r: r["scenarios"][0]["steps"][0]["comparisons"][0].update(verdict="worse"), "'worse' is not one of"),
+    (lambda r: r.update(builds="x"), "builds should be list"),
+    (lambda r: r["scenarios"][0].pop("fixture"), "has no 'fixture'"),
+])
+def test_a_malformed_results_file_is_one_line_and_exit_2_for_every_reader(tmp_path, spoil, says):
+    results = fake_results()
+    spoil(results)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    for args in (("comment", str(path), "--dry-run"), ("report", str(path)), ("compare", str(path), str(path))):
+        proc = bench(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and "malformed results file" in proc.stderr and says in proc.stderr, \
+            (args, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
 # ---- /bench ---------------------------------------------------------------------------------
 def test_parse_bench_command_allows_listed_options():
     assert parse_bench_command("/bench") == []
