@@ -126,10 +126,11 @@ def write_json(results: dict, path: Path) -> None:
     tmp.replace(path)
 
 
-def load_results(path: Path) -> dict:
+def load_results(path: Path, check: bool = True) -> dict:
     """Read a results.json of this or an older schema version. Every reader goes through here, so a
     file that cannot be read, or lacks what the views rely on, is one RefbenchError naming the file
-    and the part that is wrong — never a traceback from deep inside a view."""
+    and the part that is wrong — never a traceback from deep inside a view. check=False skips the
+    views' shape check, for readers that take only what they find (shard weights)."""
     from .errors import RefbenchError
     try:
         data = json.loads(Path(path).read_text())
@@ -147,7 +148,7 @@ def load_results(path: Path) -> dict:
     if not isinstance(data.get("version", 0), int) or data.get("version", 0) > SCHEMA_VERSION:
         raise RefbenchError(f"{path}: results schema version {data.get('version')!r} is newer than this "
                             f"refbench reads ({SCHEMA_VERSION}); upgrade refbench")
-    problem = shape_problem(data)
+    problem = shape_problem(data) if check else None
     if problem:
         raise RefbenchError(f"{path}: malformed results file: {problem}")
     return data

@@ -57,7 +57,7 @@ def size_estimate(scenario, step, runs: int, warmup: int = 2) -> float:
 def measured_times(path: str | Path) -> dict[tuple[str, str], float]:
     """{(scenario, step): seconds per measured run, all builds together} from an earlier results file."""
     from .report import load_results
-    data = load_results(Path(path))
+    data = load_results(Path(path), check=False)  # step names and times are all it needs
     out = {}
     for sc in data.get("scenarios", []):
         for st in sc.get("steps", []):
@@ -65,7 +65,7 @@ def measured_times(path: str | Path) -> dict[tuple[str, str], float]:
             seconds = st.get("hyperfine_seconds")
             if seconds is None:
                 seconds = sum(sum(b.get("times") or []) for b in (st.get("builds") or {}).values())
-            if n and seconds:
+            if n and seconds and sc.get("name") and st.get("name"):
                 out[(sc["name"], st["name"])] = float(seconds) / n
     return out
 
