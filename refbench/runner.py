@@ -160,11 +160,11 @@ class Runner:
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
         self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
         self.hf_log = plan.workdir / "hyperfine.log"
-        # the budget's bookkeeping: steps planned and done, and the time the done ones took
+        # the budget's bookkeeping: steps to run and done, and the time the done ones took
         self.t_begin = time.monotonic()
         self.steps_total = 0
         self.steps_done = 0
-        self.planned_seconds = 0.0
+        self.steps_seconds = 0.0
         self.base_env = {**os.environ, **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
@@ -225,7 +225,7 @@ class Runner:
                 t0 = time.monotonic()
                 results.append(self.run_step(scenario, fixture, step))
                 self.steps_done += 1
-                self.planned_seconds += time.monotonic() - t0
+                self.steps_seconds += time.monotonic() - t0
             if scenario.teardown:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
@@ -257,11 +257,10 @@ class Runner:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
         t_start = time.monotonic()
         hf_seconds = 0.0
-        # The first warm-up of each build runs here, untimed: it measures the peak RSS (hyperfine
-        # cannot), and the step's check reads what that build's own run produced. Without warm-ups,
-        # a check costs one extra untimed run.
+        # One untimed run per build here when the step has a check (it reads what that build's own
+        # run produced) or when hyperfine is older than 1.20 and cannot report peak memory (GNU time
+        # measures it on this run); it counts as the first warm-up.
         hf_warmup = warmup
-        # hyperfine 1.20+ reports every measured run's peak memory: no GNU-time warm-up for RSS then
         rss_by_warmup = plan.measure_rss and not hyperfine.exports_memory()
         if (warmup >= 1 and rss_by_warmup) or step.check:
             for b, c, p, v in zip(builds, cmds, preps, vals):
@@ -346,7 +345,7 @@ class Runner:
         if plan.budget is None:
             return float("inf")
         pending = max(0, self.steps_total - self.steps_done - 1)
-        per_step = (self.planned_seconds / self.steps_done) if self.steps_done else 0.0
+        per_step = (self.steps_seconds / self.steps_done) if self.steps_done else 0.0
         return plan.budget - (now - self.t_begin) - pending * per_step
 
     def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
