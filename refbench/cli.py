@@ -28,45 +28,14 @@ from .config import Scenario, load_config, format_size, human_bytes
 from .errors import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION, RefbenchError, RunError
 from .progress import Reporter
 from .runner import Plan, Runner, check_hyperfine_flags, split_runs
+from .commands._args import (  # noqa: F401 (re-exported until the commands move out of cli)
+    Parser as _Parser, add_stats_args, bind_flag_values, cpu_split, duration,
+    fraction as _fraction, nonneg as _nonneg, positive as _positive)
 
 log = logging.getLogger("refbench")
 DEFAULT_SCENARIOS = paths.bundled_scenarios()
 from .commands import COMMANDS as _COMMANDS
 SUBCOMMANDS = tuple(_COMMANDS)
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but bad input is one line (and exit 2), not a usage dump."""
-
-    def error(self, message):  # noqa: D401
-        self.exit(EXIT_ERROR, f"refbench: error: {message} (see {self.prog} --help)\n")
-
-
-def _nonneg(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {v}")
-    return v
-
-
-def _positive(text: str) -> int:
-    v = _nonneg(text)
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {v}")
-    return v
-
-
-def _fraction(text: str) -> float:
-    try:
-        v = float(text.rstrip("%")) / (100 if text.endswith("%") else 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction like 0.05 or 5%, got {text!r}") from None
-    if not 0 < v < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}")
-    return v
 
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
@@ -78,44 +47,6 @@ def resolve_runs(args: argparse.Namespace) -> None:
         args.runs = QUICK_RUNS if args.quick else DEFAULT_RUNS
 
 
-def duration(text: str) -> float:
-    """Seconds from '600', '90s', '10m', '1h30m'."""
-    import re
-    m = re.fullmatch(r"\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s?)?\s*", text or "")
-    if not text or not m or not any(m.groups()):
-        raise argparse.ArgumentTypeError(f"expected a duration like 600, 90s, 10m or 1h30m, got {text!r}")
-    h, mi, se = (float(g) if g else 0.0 for g in m.groups())
-    v = h * 3600 + mi * 60 + se
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a duration above 0, got {text!r}")
-    return v
-
-
-def _cpu_list(text: str) -> frozenset[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.update(range(int(lo), int(hi or lo) + 1))
-    return frozenset(out)
-
-
-def cpu_split(text: str) -> tuple[frozenset[int], frozenset[int] | None] | str:
-    """'0:1' -> ({0}, {1}); '0-2' -> ({0,1,2}, None); 'auto' kept for the run to resolve."""
-    if text in ("auto", "off"):
-        return text
-    try:
-        client, _, server = text.partition(":")
-        pair = _cpu_list(client), (_cpu_list(server) if server else None)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected CPUs like 0:1 or 0-2:3, got {text!r}") from None
-    have = os.sched_getaffinity(0)
-    bad = sorted(c for c in pair[0] | (pair[1] or frozenset()) if c not in have)
-    if bad:
-        raise argparse.ArgumentTypeError(f"CPU {bad[0]} is not available here (this process may use "
-                                         f"{', '.join(map(str, sorted(have)))})")
-    return pair
-
-
 def resolve_cpus(spec) -> tuple[frozenset[int] | None, frozenset[int] | None]:
     """(client CPUs, server CPUs) for --cpus; 'auto' gives the server the last CPU when there are
     at least two, so the embedded server and the client do not take turns on one core."""
@@ -125,15 +56,6 @@ def resolve_cpus(spec) -> tuple[frozenset[int] | None, frozenset[int] | None]:
         have = sorted(os.sched_getaffinity(0))
         return (frozenset(have[:-1]), frozenset(have[-1:])) if len(have) >= 2 else (None, None)
     return spec
-
-
-def add_stats_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("verdicts")
-    g.add_argument("--threshold", type=_fraction, default=0.05,
-                   help="smallest change that counts as slower/faster (default 0.05 = 5%%)")
-    g.add_argument("--alpha", type=_fraction, default=0.05, help="significance level (default 0.05)")
-    g.add_argument("--noise-limit", type=_fraction, default=0.10,
-                   help="flag a step as noisy above this coefficient of variation (default 0.10)")
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -205,23 +127,6 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"refbench {__version__}")
     add_stats_args(p)
     return p
-
-
-_FLAG_VALUE_OPTIONS = ("-hf", "--hyperfine-extra-flags", "-sf", "--s5cmd-extra-flags", "--extra-flags")
-
-
-def bind_flag_values(argv: list[str]) -> list[str]:
-    """`-hf '--runs 3'` and `-sf --numworkers=8` take values that start with '-', which argparse
-    would read as options (s5cmd's script needed a leading space); bind them as `-hf=VALUE`."""
-    out, i = [], 0
-    while i < len(argv):
-        if argv[i] in _FLAG_VALUE_OPTIONS and i + 1 < len(argv):
-            out.append(f"{argv[i]}={argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:
