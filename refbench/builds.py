@@ -375,7 +375,7 @@ class Builder:
             with _locked(self.clone_dir.with_suffix(".lock")):
                 repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
             argv = [a.replace("{out}", str(out)) for a in self.target.build]
-            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})")
+            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha)
         finally:
             with _locked(self.clone_dir.with_suffix(".lock")):
                 with contextlib.suppress(git.GitCommandError):
@@ -388,12 +388,13 @@ class Builder:
         mod = self._scratch_module(d / "mod")
         what = f"module build of {self.target.package}@{resolved.version}"
         try:
-            self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what)
-            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what)
+            self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what,
+                     sha=resolved.sha)
+            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha)
         finally:
             shutil.rmtree(mod, ignore_errors=True)
 
-    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build") -> None:
+    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build", sha: str | None = None) -> None:
         log.debug("$ %s  (in %s)", " ".join(argv), cwd)
         with open(log_path, "a") as fh:
             fh.write(f"$ {' '.join(argv)}\n")
@@ -402,10 +403,10 @@ class Builder:
                 rc = subprocess.run(argv, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
                                     env=self._go_env()).returncode
             except FileNotFoundError:
-                raise BuildError(f"{what} failed: {argv[0]} not found on PATH") from None
+                raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-            raise BuildError(f"{what} failed (exit {rc}); log: {log_path}", detail=tail)
+            raise BuildError(f"{what} failed (exit {rc}); log: {log_path}", detail=tail, sha=sha)
 
 
 def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:

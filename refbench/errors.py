@@ -25,7 +25,13 @@ class RefError(RefbenchError):
 
 
 class BuildError(RefbenchError):
-    pass
+    """A build that failed. `sha` names the commit whose build failed; None when the failure is
+    not one commit's (no Go, the toolchain, the target's build settings), so a caller can skip a
+    commit that does not build and stop on anything else."""
+
+    def __init__(self, message: str, detail: str | None = None, sha: str | None = None):
+        super().__init__(message, detail)
+        self.sha = sha
 
 
 class RunError(RefbenchError):

@@ -50,26 +50,32 @@ def _fake_line(tmp_path, n):
     return o
 
 
+def _search(argv):
+    """bisect's command line -> (search, the probes' run request), as `bench.py bisect` parses it."""
+    from refbench.commands import bisect as bisect_cmd
+    _, search, base = bisect_cmd.parse(argv)
+    return search, base
+
+
 def _bisect(tmp_path, monkeypatch, o, slow_from, broken=(), cached=(), extra=()):
     from refbench import bisect as bs
     from refbench.errors import BuildError
     index = {sha: int(name[1:]) for name, sha in o.shas.items()}
     calls = []
 
-    def fake_run_and_load(argv):
-        good, mid = argv[1], argv[2]
+    def fake_run(request, reporter):
+        good, mid = request.refs
         calls.append(index[mid])
         if index[mid] in broken:
-            raise BuildError(f"build of {mid[:10]} ({mid[:10]}) failed (exit 1)")
+            raise BuildError(f"build of {mid[:10]} ({mid[:10]}) failed (exit 1)", sha=mid)
         verdict = "slower" if index[mid] >= slow_from else "no significant change"
         comp = {"verdict": verdict, "rel": 0.5 if verdict == "slower" else 0.0}
         builds = [{"sha": good, "cached": index[good] in cached}, {"sha": mid, "cached": index[mid] in cached}]
-        return 0, {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        return {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
 
-    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
-    args = bs.parser().parse_args(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
-                                   "--builds-dir", str(tmp_path / "builds"), *extra])
-    return bs.bisect(args, [], say=lambda m: None), calls
+    search, base = _search(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
+                            "--builds-dir", str(tmp_path / "builds"), *extra])
+    return bs.bisect(search, base, run=fake_run, say=lambda m: None), calls
 
 
 @pytest.mark.parametrize("n,slow_from", [(8, 5), (8, 2), (8, 8), (17, 9), (33, 30)])
@@ -105,9 +111,9 @@ def test_bad_must_be_slower(tmp_path, monkeypatch):
         _bisect(tmp_path, monkeypatch, o, slow_from=99)
     from refbench import bisect as bs
     with pytest.raises(RefbenchError, match="not an ancestor"):
-        args = bs.parser().parse_args(["master", "good", "--only", "x", "--repo", str(o.path),
-                                       "--builds-dir", str(tmp_path / "b")])
-        bs.bisect(args, [], say=lambda m: None)
+        search, base = _search(["master", "good", "--only", "x", "--repo", str(o.path),
+                                "--builds-dir", str(tmp_path / "b")])
+        bs.bisect(search, base, say=lambda m: None)
 
 
 def test_a_small_false_slower_on_an_innocent_commit_does_not_mislead(tmp_path, monkeypatch):
@@ -118,19 +124,18 @@ def test_a_small_false_slower_on_an_innocent_commit_does_not_mislead(tmp_path, m
     index = {sha: int(name[1:]) for name, sha in o.shas.items()}
     thresholds = []
 
-    def fake_run_and_load(argv):
-        mid = argv[2]
-        t = float(argv[argv.index("--threshold") + 1])
+    def fake_run(request, reporter):
+        good, mid = request.refs
+        t = request.threshold
         thresholds.append(t)
         rel = 1.0 if index[mid] >= 5 else (0.08 if index[mid] == 4 else 0.0)  # c4: a +8% fluke
         verdict = "slower" if rel > t else "no significant change"
         comp = {"verdict": verdict, "rel": rel}
-        builds = [{"sha": argv[1], "cached": False}, {"sha": mid, "cached": False}]
-        return 0, {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        builds = [{"sha": good, "cached": False}, {"sha": mid, "cached": False}]
+        return {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
 
-    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
-    args = bs.parser().parse_args(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
-                                   "--builds-dir", str(tmp_path / "builds")])
-    out = bs.bisect(args, ["--threshold", "0.05"], say=lambda m: None)
+    search, base = _search(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
+                            "--builds-dir", str(tmp_path / "builds"), "--threshold", "0.05"])
+    out = bs.bisect(search, base, run=fake_run, say=lambda m: None)
     assert out.first_slower == o.shas["c5"]
     assert thresholds[0] == 0.05 and all(t == 0.5 for t in thresholds[1:])  # half of BAD's +100%

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from refbench import changepoints as cpd, nightly
+from refbench.commands import nightly as nightly_cmd
 from refbench.history import open_history
 
 NIGHTS, STEP_AT, SPIKES = 40, 25, (10, 32)  # 1-based nights
@@ -129,11 +130,10 @@ def test_single_slow_last_night_is_not_a_change_point():
 
 
 def test_old_verdict_rule_and_flags_parse():
-    p = nightly.parser()
-    args, extra = p.parse_known_args(["--history", "h.db", "--alarm", "verdict", "--cp-window", "20",
-                                      "--cp-pvalue", "0.001", "--threshold", "0.1"])
+    args, request = nightly_cmd.parse(["--history", "h.db", "--alarm", "verdict", "--cp-window", "20",
+                                       "--cp-pvalue", "0.001", "--threshold", "0.1"])
     assert args.alarm == "verdict"
-    params = nightly._params(args, extra)
+    params = nightly_cmd.cp_params(args, request)
     assert (params.window, params.max_pvalue, params.min_magnitude) == (20, 0.001, 0.1)
 
 
@@ -194,16 +194,16 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
     rng = np.random.default_rng(1007)
     night = {"n": 0}
 
-    def fake_run(argv):
+    def fake_run(request, outputs, reporter):
         night["n"] += 1
-        return 0, fake_results(night["n"], levels[night["n"] - 1], rng)
+        return fake_results(night["n"], levels[night["n"] - 1], rng)
 
-    monkeypatch.setattr(nightly, "run_and_load", fake_run)
+    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
               "--out-dir", str(tmp_path / "out")]
     codes, lines = [], []
     for _ in range(NIGHTS):
-        codes.append(nightly.cmd_nightly(common))
+        codes.append(nightly_cmd.main(common))
         lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CHANGE POINT")]
     assert [i + 1 for i, c in enumerate(codes) if c == 1] == [28]
     assert len(lines) == 1 and "small files / upload" in lines[0] and \
@@ -212,7 +212,7 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
     old = tmp_path / "old"
     old.mkdir()
     night["n"], rng = 0, np.random.default_rng(1007)
-    verdict_codes = [nightly.cmd_nightly([*common[:1], str(old / "h.db"), *common[2:], "--alarm", "verdict"])
+    verdict_codes = [nightly_cmd.main([*common[:1], str(old / "h.db"), *common[2:], "--alarm", "verdict"])
                      for _ in range(NIGHTS)]
     slow_nights = [i + 1 for i, c in enumerate(verdict_codes) if c == 1]
     assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step

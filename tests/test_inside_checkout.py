@@ -19,7 +19,7 @@ import pytest
 from conftest import run_bench
 from origins import git
 from refbench import builds as bl, paths
-from refbench.cli import choose_target
+from refbench.pipeline import choose_target
 from refbench.config import load_config
 from refbench.errors import RefbenchError
 
@@ -176,20 +176,22 @@ def test_bisect_inside_a_checkout_builds_from_it(s5_origin, tmp_path, builds_dir
     bench = checkout_of(s5_origin, tmp_path / "s5cmd")
     seen = []
 
-    def fake_run_and_load(argv):
-        seen.append(argv)
-        good, mid = argv[1], argv[2]
+    from refbench.commands import bisect as bisect_cmd
+
+    def fake_run(request, reporter):
+        seen.append(request)
+        good, mid = request.refs
         slower = mid == s5_origin.shas["new"]
         comp = {"verdict": "slower" if slower else "no significant change", "rel": 0.5 if slower else 0.0}
-        return 0, {"builds": [{"sha": good, "cached": True}, {"sha": mid, "cached": True}],
-                   "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        return {"builds": [{"sha": good, "cached": True}, {"sha": mid, "cached": True}],
+                "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
 
-    monkeypatch.setattr(bs, "run_and_load", fake_run_and_load)
     monkeypatch.chdir(bench)
-    args = bs.parser().parse_args(["v1.0.0", "v1.1.0", "--only", "small files/upload", "--builds-dir", str(builds_dir)])
-    out = bs.bisect(args, [], say=lambda m: None)
+    _, search, base = bisect_cmd.parse(["v1.0.0", "v1.1.0", "--only", "small files/upload",
+                                        "--builds-dir", str(builds_dir)])
+    out = bs.bisect(search, base, run=fake_run, say=lambda m: None)
     assert out.first_slower == s5_origin.shas["new"]
-    argv = seen[0]
-    assert argv[argv.index("--target") + 1] == "s5cmd"
-    assert argv[argv.index("--repo") + 1] == str(tmp_path / "s5cmd")
-    assert argv[argv.index("--scenarios") + 1] == str(bench / "refbench.toml")
+    request = seen[0]
+    assert request.target == "s5cmd"
+    assert request.repo == str(tmp_path / "s5cmd")
+    assert request.scenarios == str(bench / "refbench.toml")

@@ -11,7 +11,7 @@ from scipy.stats import false_discovery_control
 
 from conftest import ROOT, run_bench
 from refbench import merge as mg, shard
-from refbench.cli import select_scenarios
+from refbench.pipeline import select_scenarios
 from refbench.config import load_config
 from refbench.errors import RefbenchError
 

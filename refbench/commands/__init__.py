@@ -11,9 +11,9 @@ import importlib
 COMMANDS = {
     "report": "views:cmd_report",
     "compare": "views:cmd_compare",
-    "comment": "github:cmd_comment",
-    "nightly": "nightly:cmd_nightly",
-    "bisect": "bisect:cmd_bisect",
+    "comment": "commands.comment:main",
+    "nightly": "commands.nightly:main",
+    "bisect": "commands.bisect:main",
     "clean": "commands.clean:main",
     "calibrate": "commands.calibrate:main",
     "setup": "commands.setup:main",

@@ -104,3 +104,10 @@ def bind_flag_values(argv: list[str]) -> list[str]:
             out.append(argv[i])
             i += 1
     return out
+
+
+def reserved_option(parser: argparse.ArgumentParser, argv: list[str], dests: tuple[str, ...]) -> str | None:
+    """The first option in argv (as the user spelled it) that sets one of `dests` of `parser`: the
+    options a command that runs comparisons sets itself (nightly's and bisect's refs, outputs, ...)."""
+    spellings = {s for a in parser._actions if a.dest in dests for s in a.option_strings}
+    return next((a.split("=")[0] for a in argv if a.split("=")[0] in spellings), None)

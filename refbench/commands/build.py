@@ -13,9 +13,9 @@ import os
 import sys
 from pathlib import Path
 
-from .. import builds as bl
+from .. import builds as bl, paths
 from ..backends import PROJECT_ROOT
-from ..cli import DEFAULT_SCENARIOS, _Parser
+from ._args import Parser
 from ..config import load_config
 from ..errors import EXIT_OK, RefbenchError
 
@@ -23,14 +23,14 @@ MANIFEST = "refbench-builds.json"
 
 
 def main(argv: list[str]) -> int:
-    p = _Parser(prog="bench.py build", description="build refs once (cached by commit + toolchain + build "
+    p = Parser(prog="bench.py build", description="build refs once (cached by commit + toolchain + build "
                 "command) and copy the binaries to --out, for --builds-dir on other machines")
     p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", required=True, metavar="REF")
     p.add_argument("--out", required=True, metavar="DIR", help="where the binaries go (the cache's layout)")
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     p.add_argument("--source", choices=bl.SOURCES, default="git")
-    p.add_argument("--scenarios", default=str(DEFAULT_SCENARIOS))
+    p.add_argument("--scenarios", default=str(paths.bundled_scenarios()))
     p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
                    help="build cache to build in (default: the usual one)")
     args = p.parse_args(argv)

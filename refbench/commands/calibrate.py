@@ -11,12 +11,15 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 from functools import partial
 from pathlib import Path
 
-from .. import calibrate as cal, report, stats
+from .. import calibrate as cal, pipeline, report, stats
 from ..errors import EXIT_OK, RefbenchError
+from ..pipeline import RunHooks
+from ..progress import Reporter
+from ._args import bind_flag_values
+from .run import request_from_args, run_parser
 
 
 def _slowdowns(text: str) -> list[int]:
@@ -30,7 +33,6 @@ def _slowdowns(text: str) -> list[int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..cli import run_parser
     p = run_parser()
     p.prog = "bench.py calibrate"
     p.description = ("Measure what this machine can detect: one build against itself (A/A) and against "
@@ -44,32 +46,24 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    from ..cli import RunHooks, bind_flag_values, cmd_run, resolve_runs
     args = parser().parse_args(bind_flag_values(argv))
-    resolve_runs(args)
     if args.repetitions < 1:
         raise RefbenchError(f"-K must be at least 1, got {args.repetitions}")
     if not args.refs or len(args.refs) != 1:
         raise RefbenchError("calibrate measures one build: give exactly one ref, -s REF")
     arm_list = cal.arms(args.slowdowns)
-    if args.interleave is None:
-        args.interleave = "rounds" if args.rounds == 1 else "runs"
     ref = args.refs[0]
     # measure as a two-build run would: each arm its own family, the budget of two builds
     hooks = RunHooks(builds=partial(cal.shim_builds, arm_list=arm_list), family_per_contender=True,
                      budget_scale=len(arm_list) / 2)
+    request = request_from_args(args, argv, hooks).replace(refs=(ref, ref))
+    # the settings a repetition records, read back as calibrate's line and json say them
+    args.runs, args.interleave = request.runs, request.interleave
     results = []
-    with tempfile.TemporaryDirectory(prefix="refbench-calibrate-") as tmp:
-        for k in range(args.repetitions):
-            print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
-            rep = argparse.Namespace(**vars(args))
-            rep.refs = [ref, ref]
-            rep.output = str(Path(tmp) / f"summary-{k}.md")
-            rep.json = str(Path(tmp) / f"results-{k}.json")
-            rep.html = rep.csv = None
-            rep.fail_on_regression = False
-            cmd_run(rep, argv, hooks)
-            results.append(report.load_results(Path(rep.json)))
+    for k in range(args.repetitions):
+        print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
+        reporter = Reporter()
+        results.append(_measured(pipeline.run(request, reporter), reporter))
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     run_settings = {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
                     "interleave": args.interleave, "budget_seconds": args.budget, "max_runs": args.max_runs,
@@ -86,6 +80,17 @@ def main(argv: list[str]) -> int:
           + ", ".join(f"+{p}% called slower in {cal.fmt_pct(c.power_overall(p))}" for p in c.slowdowns),
           file=sys.stderr)
     return EXIT_OK
+
+
+def _measured(results: dict, reporter: Reporter) -> dict:
+    """A repetition's results, or its failure: a run the watchdog stopped ends calibrate too."""
+    busy = report.busy_warning(results)
+    if busy:
+        reporter.warn(busy)
+    stop = pipeline.stop_error(results)
+    if stop is not None:
+        raise stop
+    return results
 
 
 def render(c: cal.Calibration, args) -> str:

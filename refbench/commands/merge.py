@@ -5,13 +5,13 @@ import sys
 from pathlib import Path
 
 from .. import report
-from ..cli import _Parser
+from ._args import Parser
 from ..errors import EXIT_OK
 from ..merge import merge_files
 
 
 def main(argv: list[str]) -> int:
-    p = _Parser(prog="bench.py merge", description="merge the results files of a sharded comparison "
+    p = Parser(prog="bench.py merge", description="merge the results files of a sharded comparison "
                 "(--shard I/N): same builds and settings required; the run-wide p-value adjustment is "
                 "recomputed over all shards. summary, report, compare and comment then read the merged file.")
     p.add_argument("shards", nargs="+", metavar="SHARD.json")

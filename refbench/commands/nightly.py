@@ -1,0 +1,194 @@
+"""`bench.py nightly --history DB [--since-last] [run options ...]`: tonight's comparison, recorded
+in the history, with the trend page redrawn and the alarm as the exit code (see refbench.nightly).
+
+Run options (--repo, --quick, --only, -r, -w, --rounds, --threshold, --builds-dir, ...) are parsed
+by the main command's parser into the night's RunRequest.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from .. import builds as bl, changepoints as cpd, report
+from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
+from ..history import History, is_url, local_machine, now as _now, open_history
+from ..nightly import last_head, new_changepoints, record_run, render_trend
+from ..config import load_config
+from ..pipeline import RunRequest
+from ..progress import Reporter
+from ._args import Parser, duration, fraction, positive
+from .run import Outputs, pass_through, request_from_args, run_and_write
+
+DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
+# run options that would change what is compared or where it goes: nightly sets them itself
+RESERVED = ("refs", "json", "output", "format", "dry_run", "list", "shard")
+
+
+def budget(text: str) -> float | None:
+    """--budget: a duration, or none/off/0 for the fixed-size run."""
+    return None if text.lower() in ("none", "off", "0") else duration(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = Parser(prog="bench.py nightly", description="Compare latest_release with master (or last night's "
+               "master with tonight's), keep the run in a history (SQLite file or postgresql:// URL), render "
+               "the trend page, and exit 1 on a new change point (or, with --alarm verdict, when a step turned "
+               "slower tonight). Other options (--repo, --quick, --only, -r, -w, --rounds, --threshold, "
+               "--builds-dir, ...) pass through to the comparison.")
+    p.add_argument("--history", required=True, metavar="DB",
+                   help="SQLite history file (created if missing) or a postgresql://user:pass@host/db URL")
+    p.add_argument("--base", default="latest_release", help="baseline ref (default latest_release)")
+    p.add_argument("--head", default="master", help="the ref to watch (default master)")
+    p.add_argument("--since-last", action="store_true",
+                   help="baseline = the HEAD commit of the last recorded run (falls back to --base on the first night)")
+    p.add_argument("--machine", help="machine type recorded with the run; series and change points are per "
+                   "machine type (default: CPU model x CPUs; env REFBENCH_MACHINE)")
+    p.add_argument("--trend", help="trend page to write (default: trend.html beside the history)")
+    p.add_argument("--out-dir", help="where each run's results.json and summary.md go "
+                   "(default: nightly/<date> beside the history)")
+    p.add_argument("--render-only", action="store_true", help="only re-render the trend page from the history")
+    p.add_argument("--show-target", help="trend page: only this target")
+    p.add_argument("--show-machine", help="trend page: only this machine type")
+    p.add_argument("--budget", default=DEFAULT_BUDGET, metavar="DURATION",
+                   help="time for the run's measuring: sequential sampling spent on the steps closest to a verdict "
+                        f"(default {DEFAULT_BUDGET}; 'none' for the fixed-size run)")
+    p.add_argument("-t", "--target", default="s5cmd")
+    p.add_argument("--repo", help="origin to build from (default: the target's repo)")
+    g = p.add_argument_group("alarm")
+    g.add_argument("--alarm", choices=("changepoint", "verdict", "both"), default="changepoint",
+                   help="changepoint: a new change point to slower (default); verdict: the old rule, tonight's "
+                   "comparison calls a step slower; both")
+    g.add_argument("--cp-statistic", choices=("median", "mean"), default="median",
+                   help="per night value of the watched build (default median)")
+    g.add_argument("--cp-window", type=positive, default=cpd.Params.window, help="Otava window_len (nights)")
+    g.add_argument("--cp-pvalue", type=fraction, default=cpd.Params.max_pvalue,
+                   help="a change point's p-value must be below this (Otava max_pvalue)")
+    g.add_argument("--cp-magnitude", type=fraction, default=None,
+                   help="... and its relative change beyond this (Otava min_magnitude; default: --threshold, 5%%)")
+    g.add_argument("--cp-min-nights", type=positive, default=cpd.Params.min_nights,
+                   help="nights a new level must hold before it alarms (1: a single slow night can)")
+    return p
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, RunRequest]:
+    """nightly's own options, and the night's comparison (refs filled in when the night starts):
+    the other options parsed as `bench.py` parses them, so `--scenarios=FILE` is the same as
+    `--scenarios FILE`."""
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    try:
+        seconds = budget(args.budget)
+    except argparse.ArgumentTypeError as e:
+        p.error(f"argument --budget: {e}")
+    run_args = pass_through(extra, "bench.py nightly", RESERVED,
+                            "nightly sets {} itself; use --base/--head/--since-last")
+    # command_line holds the pass-through options as given until the night's record is known (record_line)
+    request = request_from_args(run_args, extra).replace(target=args.target, repo=args.repo, budget=seconds)
+    return args, request
+
+
+def cp_params(args: argparse.Namespace, request: RunRequest) -> cpd.Params:
+    """The change-point rule; its magnitude defaults to the run's --threshold."""
+    magnitude = args.cp_magnitude if args.cp_magnitude is not None else request.threshold
+    return cpd.Params(window=max(2, args.cp_window), max_pvalue=args.cp_pvalue, min_magnitude=magnitude,
+                      min_nights=args.cp_min_nights)
+
+
+def main(argv: list[str]) -> int:
+    args, request = parse(argv)
+    args.machine = args.machine or os.environ.get("REFBENCH_MACHINE") or local_machine()
+    where = args.history if is_url(args.history) else str(Path(args.history).expanduser())
+    home = Path.cwd() if is_url(where) else Path(where).parent
+    trend = Path(args.trend) if args.trend else home / "trend.html"
+    params = cp_params(args, request)
+    db = open_history(where)
+    try:
+        if args.render_only:
+            page = render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
+                                statistic=args.cp_statistic)
+            print(f"nightly: wrote {page}", file=sys.stderr)
+            return EXIT_OK
+        return night(db, args, request, home, trend, params)
+    finally:
+        db.close()
+
+
+def record_line(request: RunRequest, base: str, head: str, budget_text: str, outputs: Outputs) -> tuple[str, ...]:
+    """The command line results.json records for the night: the `bench.py` run it amounts to."""
+    return ("-s", base, head, "--target", request.target, *(("--repo", request.repo) if request.repo else ()),
+            *(("--budget", budget_text) if request.budget else ()), *request.command_line,
+            "--json", str(outputs.json), "-o", str(outputs.summary))
+
+
+def night(db: History, args, request: RunRequest, home: Path, trend: Path, params: cpd.Params) -> int:
+    def redraw():
+        return render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
+                            statistic=args.cp_statistic)
+
+    started = _now()
+    scenarios = request.scenarios_path()
+    target = load_config(scenarios).targets.get(request.target)
+    if target is None:
+        raise RefbenchError(f"unknown target {request.target!r} in {scenarios}")
+    builder = bl.Builder(target, Path(request.builds_dir), request.repo)
+    repo_url = builder.repo_url  # what results.json records as target.repo
+    base, mode = args.base, "release"
+    if args.since_last:
+        prev = last_head(db, request.target, repo_url, args.head, args.machine)
+        if prev:
+            base, mode = prev, "since-last"
+        else:
+            print(f"nightly: no earlier run of {args.head} in {db.display}: comparing with {args.base} tonight",
+                  file=sys.stderr)
+    out_dir = Path(args.out_dir) if args.out_dir else \
+        home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    outputs = Outputs(summary=out_dir / "summary.md", json=out_dir / "results.json")
+    tonight = request.replace(refs=(base, args.head),
+                              command_line=record_line(request, base, args.head, args.budget, outputs))
+    print(f"nightly: {base} vs {args.head} ({mode}); results in {out_dir}", file=sys.stderr)
+    try:
+        if mode == "since-last":
+            if builder.resolve(args.head).sha == base:
+                print(f"nightly: {args.head} is still {base[:10]}, as last night: nothing new to compare",
+                      file=sys.stderr)
+                redraw()
+                return EXIT_OK
+        results = run_and_write(tonight, outputs, Reporter())
+    except RefbenchError as e:
+        record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=None,
+                   exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
+        redraw()
+        raise
+    slower = report.regressions(results)
+    machine = args.machine
+    run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
+                        exit_code=EXIT_OK, results_path=str(outputs.json), machine=machine)
+    found = new_changepoints(db, target=results["target"]["name"], machine=machine, head_ref=args.head,
+                             params=params, statistic=args.cp_statistic, run_id=run_id)
+    alarms = [c for c in found if c["alarm"]]
+    code = EXIT_OK
+    if args.alarm in ("changepoint", "both") and alarms:
+        code = EXIT_REGRESSION
+    if args.alarm in ("verdict", "both") and slower:
+        code = EXIT_REGRESSION
+    if code != EXIT_OK:
+        db.set_exit_code(run_id, code)
+    page = redraw()
+    counts = report.verdict_counts(results)
+    print(f"nightly: run {run_id} recorded in {db.display} (machine {machine}); trend page {page}", file=sys.stderr)
+    print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
+          f"no significant change, {counts['inconclusive']} inconclusive")
+    for sc, st, c in slower:
+        print(f"REGRESSION {sc} / {st}: {c['contender']} is {report.fmt_pct(c['rel'])} vs {c['baseline']} "
+              f"(95% CI {report.fmt_ci(c)}, p {report.fmt_p(c['p_value'])})"
+              + ("" if args.alarm != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
+    for c in found:
+        kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
+        print(f"{kind} {c['scenario']} / {c['step']}: {report.fmt_pct(c['rel'])} (p {report.fmt_p(c['pvalue'])}) "
+              f"between {c['good_sha'][:10]} (run {c['prev_run_id']}) and {c['bad_sha'][:10]} (run {c['run_id']}); "
+              f"bisect: {c['bisect']}")
+    return code

@@ -1,0 +1,560 @@
+"""One comparison run, as stages: validate -> resolve -> build_all -> measure -> analyse -> assemble.
+
+`run(RunRequest, reporter)` is what `bench.py` (commands/run.py), nightly, bisect and calibrate
+all call: a typed request in, the results out, never argv strings. Writing files, the closing
+log lines and the exit code stay with the command, so a caller that only wants the verdicts (a
+bisect probe, a calibrate repetition) writes nothing.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import re
+import secrets
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from . import builds as bl, fixtures as fx, paths, refs, report, shard, stats
+from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
+from .config import Scenario, format_size, load_config
+from .errors import RefbenchError, RunError
+from .lease import check_prefix, sweep_lines
+from .progress import Reporter
+from .runner import Plan, Runner, ScenarioResult, check_hyperfine_flags, split_runs
+from .watchdog import Watchdog, WatchdogStop
+
+DEFAULT_RUNS, QUICK_RUNS = 10, 20
+MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons"
+
+
+@dataclass(frozen=True)
+class RunHooks:
+    """What `calibrate` changes in an ordinary run: the builds it measures (shims around one
+    binary), the family each contender's verdicts belong to, and the budget's scale."""
+    builds: Callable[[list, Path], list] | None = None  # (built, workdir) -> builds to measure
+    family_per_contender: bool = False  # a 2-build run's family: steps, not steps x contenders
+    budget_scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Every option of one comparison run; the command line's `run_parser` options, typed.
+
+    `runs` None means the default for --quick, and `interleave` None the default for --rounds:
+    both are settled here so every caller records the same settings."""
+    refs: tuple[str, ...]
+    target: str | None = None
+    scenarios: str | None = None  # None: ./refbench.toml if present, else the bundled file
+    only: tuple[str, ...] = ()
+    quick: bool = False
+    runs: int | None = None
+    warmup: int = 2
+    rounds: int = 5
+    bucket: str | None = None
+    prefix: str = "refbench"
+    local_path: str | None = None
+    hyperfine_flags: str = ""  # -hf, as the user typed it (split with shlex when validated)
+    target_flags: str = ""  # -sf
+    repo: str | None = None
+    source: str = "git"
+    endpoint_url: str | None = None
+    until_decided: bool = False
+    budget: float | None = None  # seconds
+    max_runs: int = 60
+    max_time: float = 600.0
+    interleave: str | None = None
+    no_shell: str = "auto"
+    cpus: object = None  # commands._args.cpu_split's value: (client, server) sets, 'auto', 'off' or None
+    shard: object = None  # shard.parse's value
+    shard_times: str | None = None
+    threshold: float = 0.05
+    alpha: float = 0.05
+    noise_limit: float = 0.10
+    builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
+    rss: bool = True
+    verbose: bool = False
+    command_line: tuple[str, ...] = ()  # recorded in results.json
+    hooks: RunHooks = RunHooks()
+
+    def __post_init__(self):
+        object.__setattr__(self, "refs", tuple(self.refs or ()))
+        object.__setattr__(self, "only", tuple(self.only or ()))
+        object.__setattr__(self, "command_line", tuple(self.command_line))
+        if self.runs is None:  # -r's default depends on --quick: short steps need more runs
+            object.__setattr__(self, "runs", QUICK_RUNS if self.quick else DEFAULT_RUNS)
+        if self.interleave is None:  # --rounds 1 keeps meaning plain hyperfine order: all A, then all B
+            object.__setattr__(self, "interleave", "rounds" if self.rounds == 1 else "runs")
+
+    def replace(self, **changes) -> "RunRequest":
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def settings(self) -> stats.Settings:
+        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit)
+
+    def scenarios_path(self) -> str:
+        return str(self.scenarios or paths.default_scenarios())
+
+
+# ---- validate ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Checked:
+    """A request that passed every check that can be made before anything is built."""
+    request: RunRequest
+    cfg: object
+    target: object
+    origin: object  # the checkout around the current directory when it is the origin, else None
+    scenarios: list
+    step_filter: Callable | None
+    family: tuple  # (scenarios, step filter) whose verdicts form one family (a shard's: the whole run's)
+    hf_flags: list
+    target_flags: list
+    prefix: str
+    local_root: Path | None
+    cache_dir: Path
+    fixture_need: int
+    run_need: int
+    stored_peak: int
+
+
+def load_target(request: RunRequest):
+    """(config, target, checkout origin or None, the target's scenarios at the request's size)."""
+    cfg = load_config(request.scenarios_path())
+    target, origin = choose_target(cfg, request.target, request.repo, request.source)
+    return cfg, target, origin, [s.for_quick(request.quick) for s in cfg.scenarios_for(target.name)]
+
+
+def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> Checked:
+    """Everything that can be refused before a build starts. A dry run only warns where a real
+    run would stop for lack of disk, and does not need the tools."""
+    cfg, target, origin, all_scenarios = load_target(request)
+    if len(request.refs) < 2:
+        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...]")
+    for r in request.refs:
+        refs.classify(r)  # refuse a malformed ref before anything runs
+    scenarios, step_filter = select_scenarios(all_scenarios, list(request.only))
+    family = (scenarios, step_filter)  # a shard's verdicts belong to the whole comparison's family
+    if request.shard:
+        scenarios, step_filter = shard.select(scenarios, step_filter, request.shard, request.runs,
+                                              request.warmup, request.shard_times)
+    if not scenarios:
+        raise RefbenchError(f"target {target.name!r} has no scenarios in {cfg.path}")
+    hf_flags, target_flags = split_flags(request)
+    check_hyperfine_flags(hf_flags)
+    check_bucket(request.bucket, target)
+    prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
+    if not dry_run:
+        check_tools(target.backend == "s3" and not request.bucket)
+    local_root = local_path(request.local_path)
+    cache_dir = Path(request.builds_dir).expanduser().resolve()
+    fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
+                                               target.backend == "s3" and not request.bucket, len(request.refs))
+    try:
+        fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
+        fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need,
+                      f"scenario {which!r} (downloads and stored objects)")
+    except RunError as e:
+        if not dry_run:
+            raise
+        reporter.warn(f"a real run would stop here: {e}")
+    return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
+                   local_root, cache_dir, fixture_need, run_need, stored_peak)
+
+
+def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
+    try:
+        return shlex.split(request.hyperfine_flags or ""), shlex.split(request.target_flags or "")
+    except ValueError as e:
+        raise RefbenchError(f"cannot parse extra flags: {e}") from None
+
+
+def check_bucket(bucket: str | None, target) -> None:
+    if bucket is not None and target.backend != "s3":
+        raise RefbenchError(f"-b/--bucket applies to S3 targets; {target.name!r} uses the {target.backend} backend")
+    if bucket is not None and not valid_bucket(bucket):
+        raise RefbenchError(f"not a valid bucket name: {bucket!r}")
+
+
+def valid_bucket(name: str) -> bool:
+    return bool(re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", name)) and ".." not in name
+
+
+def check_tools(embedded_minio: bool) -> None:
+    for tool in ("hyperfine", "go") + (("minio",) if embedded_minio else ()):
+        if not find_tool(tool):
+            raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH): run `refbench setup` "
+                                "(`make setup` in a checkout); `refbench doctor` says what is missing")
+
+
+def local_path(text: str | None) -> Path | None:
+    if not text:
+        return None
+    root = Path(text).expanduser()
+    if not root.is_dir():
+        raise RefbenchError(f"-l/--local-path {text!r} is not a directory")
+    return root
+
+
+def choose_target(cfg, name: str | None, repo: str | None, source: str, cwd: Path | None = None):
+    """(target, checkout origin or None). Without -t, the target whose module the go.mod of the git
+    checkout around `cwd` declares (else s5cmd, else the first declared); that checkout is then
+    the origin unless --repo or --source module says otherwise."""
+    checkout = None
+    if name is None or (repo is None and source == "git"):
+        checkout = bl.go_checkout(cwd)
+    inferred = cfg.target_for_module(checkout.module) if checkout else None
+    if name is None:
+        name = inferred.name if inferred else "s5cmd" if "s5cmd" in cfg.targets else next(iter(cfg.targets), "s5cmd")
+    if name not in cfg.targets:
+        raise RefbenchError(f"unknown target {name!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
+    target = cfg.targets[name]
+    origin = checkout if inferred is target and repo is None and source == "git" else None
+    return target, origin
+
+
+def select_scenarios(scenarios: list[Scenario], only: list[str]):
+    """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'."""
+    if not only:
+        return scenarios, None
+    wanted = [o.strip().lower() for o in only]
+    known = {s.name.lower() for s in scenarios} | {st.name.lower() for s in scenarios for st in s.steps} | \
+        {f"{s.name}/{st.name}".lower() for s in scenarios for st in s.steps}
+    unknown = [o for o in only if o.strip().lower() not in known]
+    if unknown:
+        names = ", ".join(sorted({s.name for s in scenarios} | {st.name for s in scenarios for st in s.steps}))
+        raise RefbenchError(f"--only {unknown[0]!r} matches no scenario or step (known: {names})")
+
+    def keep(sc: Scenario, st) -> bool:
+        return any(w in (sc.name.lower(), st.name.lower(), f"{sc.name}/{st.name}".lower()) for w in wanted)
+
+    return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
+
+
+def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int) -> int:
+    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders): the family
+    whose false alarms the run controls together."""
+    steps = sum(1 for s in scenarios for st in s.steps if (not step_filter or step_filter(s, st))
+                and (st.runs or s.runs or runs) >= 2)
+    return max(1, steps * (n_builds - 1))
+
+
+def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
+               n_builds: int) -> tuple[int, int, str, int]:
+    """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one,
+    peak bytes stored in the backend)."""
+    fixture_need, run_need, which, stored_peak = 0, 0, "", 0
+    seen = set()
+    for s in scenarios:
+        files, total, allocated = fx.planned_bytes(s.fixture)
+        key = s.fixture.key()
+        if key not in seen and not fx.marker_path(Path(cache_dir) / "fixtures" / key).exists():
+            fixture_need += allocated
+        seen.add(key)
+        local = max((st.local_copies for st in s.steps), default=0) * total
+        # stored on this machine: IPFS keeps a repo per build; an embedded MinIO one shared copy
+        on_disk = n_builds if backend_kind == "ipfs" else 1 if embedded else 0
+        stored = (s.stored_copies + max((st.stored_copies for st in s.steps), default=0)) * total * on_disk
+        if local + stored > run_need:
+            run_need, which = local + stored, s.name
+        stored_peak = max(stored_peak, stored)
+    return fixture_need, run_need, which, stored_peak
+
+
+def resolve_cpus(spec) -> tuple[frozenset[int] | None, frozenset[int] | None]:
+    """(client CPUs, server CPUs) for --cpus; 'auto' gives the server the last CPU when there are
+    at least two, so the embedded server and the client do not take turns on one core."""
+    if spec in (None, "off"):
+        return None, None
+    if spec == "auto":
+        have = sorted(os.sched_getaffinity(0))
+        return (frozenset(have[:-1]), frozenset(have[-1:])) if len(have) >= 2 else (None, None)
+    return spec
+
+
+# ---- resolve and build -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Resolved:
+    builder: bl.Builder
+    refs: list  # refs.ResolvedRef, in the request's order
+    labels: list[str]
+
+
+def resolve(checked: Checked, reporter: Reporter) -> Resolved:
+    request, target, origin = checked.request, checked.target, checked.origin
+    builder = bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
+                         pr_remote=origin.remote if origin else None, checkout=origin is not None)
+    if origin:
+        reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
+    reporter.info(f"resolving {len(request.refs)} refs of {target.name} from "
+                  f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
+    resolved = [builder.resolve(r) for r in request.refs]
+    labels = bl.unique_labels(resolved)
+    for lab, r in zip(labels, resolved):
+        reporter.info(f"  {lab}: {r.sha}")
+    return Resolved(builder, resolved, labels)
+
+
+def build_all(res: Resolved, reporter: Reporter) -> tuple[list, float]:
+    """(builds in the request's order, seconds spent building)."""
+    t0 = time.monotonic()
+    built = []
+    for r, lab in zip(res.refs, res.labels):
+        if not res.builder.cached(r):
+            reporter.info(f"building {lab} ({r.short}) ...")
+        b = res.builder.build(r, lab)
+        reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
+        built.append(b)
+    return built, time.monotonic() - t0
+
+
+# ---- measure ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Measured:
+    """What the measuring left: the scenarios that finished, and what it cost."""
+    builds: list  # the builds measured (calibrate's shims, when its hook replaced them)
+    scenarios: list[ScenarioResult]
+    stopped: str | None  # the watchdog's reason, when it stopped the run
+    backend: dict  # backend.describe()
+    resources: dict  # the watchdog's peaks
+    family_size: int | None
+    hyperfine_seconds: float
+    untimed_seconds: float
+    untimed_by_kind: dict
+    fixture_seconds: float
+    load_before: float
+    competing_cpu_share: float | None
+    client_cpus: frozenset | None
+    server_cpus: frozenset | None
+
+
+@contextlib.contextmanager
+def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, reporter: Reporter) -> Iterator:
+    """The run's backend, closed on the way out; a failing close is reported but never masks the
+    failure that ended the run."""
+    request, target = checked.request, checked.target
+    if target.backend == "s3":
+        backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
+                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus)
+        reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
+                      f", objects under s3://{backend.bucket}/{backend.prefix}/")
+    else:
+        backend = IpfsBackend.open(workdir)
+    try:
+        yield backend
+    finally:
+        try:
+            backend.close()
+        except Exception as e:  # report, but never mask the original failure
+            reporter.warn(f"cleanup of the backend failed: {e}")
+
+
+@contextlib.contextmanager
+def watching(backend, workdir: Path, checked: Checked) -> Iterator[Watchdog]:
+    watchdog = Watchdog.for_run(backend, workdir, checked.cache_dir, run_need=checked.run_need,
+                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak)
+    try:
+        watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
+        yield watchdog
+    finally:
+        watchdog.stop()
+
+
+def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus) -> Plan:
+    request, hooks = checked.request, checked.request.hooks
+    n_family = 2 if hooks.family_per_contender else len(built)
+    return Plan(builds=built, backend=backend, workdir=workdir, cache_dir=checked.cache_dir, runs=request.runs,
+                warmup=request.warmup, rounds=request.rounds, settings=request.settings,
+                target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
+                until_decided=request.until_decided, max_runs=request.max_runs, max_time=request.max_time,
+                verbose=request.verbose, measure_rss=request.rss, interleave=request.interleave,
+                no_shell=request.no_shell,
+                budget=request.budget * hooks.budget_scale if request.budget else None,
+                family_size=family_size(*checked.family, request.runs, n_family), client_cpus=client_cpus)
+
+
+def selected_steps(checked: Checked) -> Iterator[tuple]:
+    f = checked.step_filter
+    return ((s, st) for s in checked.scenarios for st in s.steps if not f or f(s, st))
+
+
+def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
+    """Fixtures, backend, watchdog and runner over the selected steps. A watchdog stop keeps the
+    steps that finished (and raises only when none did)."""
+    load_before = os.getloadavg()[0]
+    cpu_before = _cpu_accounting()
+    run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
+    workdir, swept = make_workdir(run_id, checked.local_root)  # after sweeping temp dirs of killed runs
+    for d in swept:
+        reporter.info(f"removed {d}, left by a run that was killed")
+    hooks = checked.request.hooks
+    if hooks.builds:
+        built = hooks.builds(built, workdir)
+    client_cpus, server_cpus = resolve_cpus(checked.request.cpus)
+    done: list[ScenarioResult] = []
+    stopped = runner = None
+    t_fixtures = 0.0
+    try:
+        with open_backend(checked, workdir, run_id, server_cpus, reporter) as backend:
+            for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
+                reporter.info(line)
+            with watching(backend, workdir, checked) as watchdog:
+                plan = run_plan(checked, built, backend, workdir, client_cpus)
+                runner = Runner(plan, progress=lambda m: (watchdog.note(m), reporter.status(m)),
+                                on_round=reporter.advance)
+                steps = list(selected_steps(checked))
+                runner.steps_total = len(steps)
+                reporter.start(sum(len(split_runs(st.runs or s.runs or plan.runs, plan.rounds)) for s, st in steps),
+                               [b.label for b in built])
+                try:
+                    for s in checked.scenarios:
+                        t0 = time.monotonic()
+                        reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} "
+                                        f"x {s.fixture.count}")
+                        fixture = fx.ensure(s.fixture, checked.cache_dir)
+                        t_fixtures += time.monotonic() - t0
+                        done.append(runner.run_scenario(s, fixture, checked.step_filter))
+                except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
+                    stopped = e
+                    done += e.partial
+                finally:
+                    reporter.stop()
+        # read after the backend closed, as the record always was (a server's stop may purge more)
+        resources, described = watchdog.report(), backend.describe()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if stopped is not None and not done:
+        raise stopped
+    return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
+                    backend=described, resources=resources, family_size=runner.plan.family_size,
+                    hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
+                    untimed_by_kind=dict(runner.untimed), fixture_seconds=t_fixtures,
+                    load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
+                    client_cpus=client_cpus, server_cpus=server_cpus)
+
+
+# ---- analyse ---------------------------------------------------------------------------------
+def adjust(scenarios: list[ScenarioResult], n_contenders: int, settings: stats.Settings,
+           per_contender: bool = False) -> list[ScenarioResult]:
+    """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
+    each contender's comparisons apart. Returns new results; the measured ones stay as they were."""
+    steps = [st for sr in scenarios for st in sr.steps]
+    comps = [list(st.comparisons) for st in steps]
+    for family in (range(n_contenders) if per_contender else [None]):
+        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs)) if family is None or i == family]
+        for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
+            comps[k][i] = c
+    adjusted = iter(comps)
+    return [dataclasses.replace(sr, steps=[dataclasses.replace(st, comparisons=next(adjusted)) for st in sr.steps])
+            for sr in scenarios]
+
+
+def scoreboard(scenarios: list[ScenarioResult], labels: list[str]) -> dict | None:
+    """Geometric-mean ratios per build over every step (the baseline's are 1); only with 3+ builds."""
+    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
+    for sr in scenarios:
+        for st in sr.steps:
+            for c in st.comparisons:
+                ratios[c.contender].append(c.ratio)
+            ratios[labels[0]].append(1.0)
+    return stats.geomean_scoreboard(ratios) if len(labels) > 2 else None
+
+
+def timing(wall: float, build_seconds: float, m: Measured) -> dict:
+    measured_wall = wall - build_seconds - m.fixture_seconds
+    hf = m.hyperfine_seconds
+    return {
+        "wall_seconds": round(wall, 3), "build_seconds": round(build_seconds, 3),
+        "fixture_seconds": round(m.fixture_seconds, 3), "hyperfine_seconds": round(hf, 3),
+        "untimed_command_seconds": round(m.untimed_seconds, 3),
+        "untimed_by_kind": {k: round(v, 3) for k, v in m.untimed_by_kind.items()},
+        "overhead_seconds": round(measured_wall - hf, 3),
+        "overhead_share": round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None,
+    }
+
+
+def settings_json(checked: Checked, m: Measured) -> dict:
+    r = checked.request
+    return {"runs": r.runs, "warmup": r.warmup, "rounds": r.rounds, "quick": r.quick,
+            "threshold": r.threshold, "alpha": r.alpha, "noise_limit": r.noise_limit,
+            "multiple_testing": MULTIPLE_TESTING,
+            "until_decided": r.until_decided, "max_runs": r.max_runs, "only": list(r.only),
+            "budget_seconds": r.budget, "interleave": r.interleave, "no_shell": r.no_shell,
+            "cpus": {"client": sorted(m.client_cpus) if m.client_cpus else None,
+                     "server": sorted(m.server_cpus) if m.server_cpus else None},
+            "family_size": m.family_size, "hyperfine_flags": checked.hf_flags, "target_flags": checked.target_flags,
+            **shard.settings(checked.step_filter)}
+
+
+def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list[ScenarioResult],
+             board: dict | None, timing_json: dict) -> dict:
+    """The results document, as results.json holds it (key order included)."""
+    r, target = checked.request, checked.target
+    results = report.build_results(
+        target={"name": target.name, "repo": builder.repo_url if r.source == "git" else target.module,
+                "source": r.source, "backend": target.backend},
+        builds=[b.to_json() for b in m.builds], backend=m.backend, settings=settings_json(checked, m),
+        scenarios=[sr.to_json() for sr in scenarios], timing=timing_json,
+        env={**report.environment(m.builds[0].toolchain), "load_before": round(m.load_before, 2),
+             "competing_cpu_share": m.competing_cpu_share},
+        scoreboard=board, command_line=list(r.command_line))
+    results["resources"] = m.resources  # peaks of memory, data dir, disk, server RSS
+    if m.stopped is not None:
+        results["stopped"] = m.stopped
+    return results
+
+
+# ---- the whole run ---------------------------------------------------------------------------
+def plan(request: RunRequest, reporter: Reporter) -> tuple[Checked, Resolved]:
+    """What a dry run shows: the request checked and its refs resolved; nothing built."""
+    checked = validate(request, reporter, dry_run=True)
+    return checked, resolve(checked, reporter)
+
+
+def run(request: RunRequest, reporter: Reporter) -> dict:
+    """Validate, resolve, build, measure and analyse one comparison; the results document.
+
+    When the watchdog stopped the run, the results hold the steps that finished and `stopped`
+    says why; the caller writes them, then fails (see `stop_error`)."""
+    t_wall = time.monotonic()
+    checked = validate(request, reporter)
+    res = resolve(checked, reporter)
+    built, build_seconds = build_all(res, reporter)
+    m = measure(checked, built, reporter)
+    scenarios = adjust(m.scenarios, len(m.builds) - 1, request.settings, request.hooks.family_per_contender)
+    board = scoreboard(scenarios, [b.label for b in m.builds])
+    return assemble(checked, res.builder, m, scenarios, board,
+                    timing(time.monotonic() - t_wall, build_seconds, m))
+
+
+def stop_error(results) -> WatchdogStop | None:
+    """The error a stopped run ends with, once what finished is written."""
+    stopped = results.get("stopped")
+    return None if stopped is None else WatchdogStop(stopped)
+
+
+def _cpu_accounting() -> tuple[float, float, float] | None:
+    """(wall, CPU seconds the whole machine was busy, CPU seconds of refbench and its reaped
+    children: hyperfine, the target, MinIO, IPFS daemons)."""
+    import resource
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    busy = (sum(fields) - fields[3] - (fields[4] if len(fields) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+    own = sum(getattr(resource.getrusage(w), f) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for f in ("ru_utime", "ru_stime"))
+    return time.monotonic(), busy, own
+
+
+def _competing_share(before, after) -> float | None:
+    """Share of the machine's CPU used by work other than this run while it ran."""
+    if not before or not after or after[0] <= before[0]:
+        return None
+    other = (after[1] - before[1]) - (after[2] - before[2])
+    return round(max(0.0, other) / ((after[0] - before[0]) * (os.cpu_count() or 1)), 4)
