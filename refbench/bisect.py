@@ -23,6 +23,7 @@ from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
 from .progress import Reporter
+from .results import Results
 from .stats import SLOWER
 
 SKIP = "skip"
@@ -98,7 +99,7 @@ class State:
                                    failed_builds=self.failed_builds + 1)
 
 
-Run = Callable[[RunRequest, Reporter], object]
+Run = Callable[[RunRequest, Reporter], Results]
 
 
 def _say(msg: str) -> None:
@@ -152,13 +153,13 @@ def probe(line: Line, i: int, state: State, run: Run, say) -> tuple[State, Probe
         p = Probe(sha, subject, verdict=SKIP, error=str(e))
         say(f"  {sha[:10]} {subject[:50]!r}: does not build -> skipped")
         return state.with_failed_build(p), p
-    built = [(b["sha"], bool(b["cached"])) for b in res["builds"]]
-    comps = [c for sc in res["scenarios"] for st in sc["steps"] for c in st["comparisons"]]
+    built = [(b.sha, bool(b.cached)) for b in res.builds]
+    comps = [c for _, _, c in res.comparisons()]
     if len(comps) != 1:
         raise RefbenchError(f"--only {line.request.only[0]!r} selects {len(comps)} steps; bisect needs exactly one "
                             "(use 'scenario/step')")
     built_now = any(b == sha and not cached for b, cached in built if b not in state.seen)
-    p = Probe(sha, subject, comps[0]["verdict"], comps[0]["rel"], built_now)
+    p = Probe(sha, subject, comps[0].verdict, comps[0].rel, built_now)
     rel = "n/a" if p.rel is None else f"{p.rel * 100:+.1f}%"
     say(f"  {sha[:10]} {subject[:50]!r}: {p.verdict} ({rel} vs GOOD)")
     return state.with_probe(p, built), p

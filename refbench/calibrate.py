@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import stats
+from .results import Results, Step
 
 SHIM = """#!/usr/bin/env bash
 # refbench calibrate: run the binary, then sleep {percent}% of its elapsed time (an injected,
@@ -121,43 +122,45 @@ def _r(x):
     return round(x, 6) if isinstance(x, float) else x
 
 
-def analyse(results: list[dict], arm_list: list[Arm], settings: stats.Settings, *, target: str, ref: str,
+def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Settings, *, target: str, ref: str,
             run_settings: dict) -> Calibration:
-    """Aggregate K results files of calibration runs (arms as builds) into per-step figures."""
+    """Aggregate K results of calibration runs (arms as builds) into per-step figures."""
     slowdowns = tuple(a.percent for a in arm_list[2:])
-    keyed: dict[tuple[str, str], list[dict]] = {}
+    keyed: dict[tuple[str, str], list[Step]] = {}
     false_runs = 0
     for res in results:
         any_false = False
-        for sc in res["scenarios"]:
-            for st in sc["steps"]:
-                keyed.setdefault((sc["name"], st["name"]), []).append(st)
-                any_false |= any(c["contender"] == AA and c["verdict"] in (stats.SLOWER, stats.FASTER)
-                                 for c in st["comparisons"])
+        for sc, st in res.steps():
+            keyed.setdefault((sc.name, st.name), []).append(st)
+            any_false |= any(c.contender == AA and c.verdict in (stats.SLOWER, stats.FASTER) for c in st.comparisons)
         false_runs += any_false
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
     per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
     steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
-                       tuple(r.get("timing", {}).get("wall_seconds", 0.0) for r in results))
+                       tuple(_wall(r) for r in results))
 
 
-def _runs(st: dict) -> int:
-    return len(st["builds"][BASE]["times"])
+def _wall(r: Results) -> float:
+    return r.timing.wall_seconds if r.timing and r.timing.wall_seconds is not None else 0.0
 
 
-def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...], settings: stats.Settings,
+def _runs(st: Step) -> int:
+    return len(st.builds[BASE].times)
+
+
+def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], settings: stats.Settings,
           n_max: int | None, family: int, per_round: int) -> StepCalibration:
     def verdict(st, label):
-        return next((c["verdict"] for c in st["comparisons"] if c["contender"] == label), None)
+        return next((c.verdict for c in st.comparisons if c.contender == label), None)
 
-    base = [st["builds"][BASE] for st in reps]
-    cvs = [stats.summarize(b["times"]).cv for b in base if len(b["times"]) >= 2]
+    base = [st.builds[BASE] for st in reps]
+    cvs = [stats.summarize(list(b.times)).cv for b in base if len(b.times) >= 2]
     # the noise the test itself sees: the A/A comparison's (within blocks, outliers discounted)
-    robust = [c["noise"] for st in reps for c in st["comparisons"] if c["contender"] == AA and c.get("noise")]
+    robust = [c.noise for st in reps for c in st.comparisons if c.contender == AA and c.noise]
     noise = statistics.median(robust) if robust else 0.0
-    mean_run = statistics.median(statistics.fmean(b["times"]) for b in base)
+    mean_run = statistics.median(statistics.fmean(b.times) for b in base)
     power = {p: sum(verdict(st, f"+{p}%") == stats.SLOWER for st in reps) / len(reps) for p in slowdowns}
     seconds = {}
     for p in slowdowns:
@@ -170,28 +173,28 @@ def _step(scenario: str, name: str, reps: list[dict], slowdowns: tuple[int, ...]
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
-def seconds_to_verdict(st: dict, label: str, settings: stats.Settings, n_max: int | None,
+def seconds_to_verdict(st: Step, label: str, settings: stats.Settings, n_max: int | None,
                        family: int) -> float | None:
     """Replay the step's looks for one arm against the baseline, as a two-build run would have
     made them, and return the measured time (both builds' runs) up to the first look at which the
     arm's comparison was decided; None if it never was. Without sequential sampling there is one
     look, at the end."""
-    b, c = st["builds"][BASE], st["builds"][label]
-    rounds = sorted(set(b.get("rounds") or [0]))
+    b, c = st.builds[BASE], st.builds[label]
+    rounds = sorted(set(b.rounds or [0]))
     looks_at = rounds if n_max else rounds[-1:]
     looks: list[float] = []
     for r in looks_at:
-        bi = [i for i, x in enumerate(b.get("rounds") or [0] * len(b["times"])) if x <= r]
-        ci = [i for i, x in enumerate(c.get("rounds") or [0] * len(c["times"])) if x <= r]
+        bi = [i for i, x in enumerate(b.rounds or [0] * len(b.times)) if x <= r]
+        ci = [i for i, x in enumerate(c.rounds or [0] * len(c.times)) if x <= r]
         if len(bi) < 2 or len(ci) < 2:
             continue
         n = min(len(bi), len(ci))
         looks.append(min(1.0, n / n_max) if n_max else 1.0)
-        comp = stats.compare(BASE, [b["times"][i] for i in bi], label, [c["times"][i] for i in ci], settings,
-                             base_rounds=_pick(b.get("rounds"), bi), cont_rounds=_pick(c.get("rounds"), ci),
+        comp = stats.compare(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
+                             base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
                              looks=tuple(looks), family_size=family)
         if stats.should_stop(comp, settings, family) and comp.verdict != stats.INCONCLUSIVE:
-            return sum(b["times"][i] for i in bi) + sum(c["times"][i] for i in ci)
+            return sum(b.times[i] for i in bi) + sum(c.times[i] for i in ci)
     return None
 
 

@@ -23,6 +23,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from .errors import RefbenchError
+from .results import Results, cpu_model
+from .stats import VERDICTS
 
 SCHEMA_VERSION = 2
 _PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
@@ -131,7 +133,6 @@ def _only(q, table, target: str | None, machine: str | None):
 
 
 def local_machine() -> str:
-    from .report import cpu_model
     return machine_name(cpu_model(), os.cpu_count())
 
 
@@ -218,65 +219,63 @@ class History:
         self.close()
 
     # ---- writes -----------------------------------------------------------------------------
-    def record_run(self, *, started: str, mode: str, base_ref: str, head_ref: str, results: dict | None,
+    def record_run(self, *, started: str, mode: str, base_ref: str, head_ref: str, results: Results | None,
                    exit_code: int, error: str | None = None, results_path: str | None = None,
                    target: str | None = None, repo: str | None = None, machine: str | None = None) -> int:
         """One night, all its rows in one transaction; returns the run id."""
-        from . import report
-        counts = report.verdict_counts(results) if results else {}
-        builds = results["builds"] if results else []
-        env = (results or {}).get("environment") or {}
-        machine = machine or (machine_name(env.get("cpu_model"), env.get("cpus")) if results else local_machine())
+        builds = results.builds if results else ()
+        env = results.environment if results else None
+        machine = machine or (machine_name(env.cpu_model, env.cpus) if results else local_machine())
+        counts = {v: sum(1 for _, _, c in results.comparisons() if c.verdict == v) for v in VERDICTS} \
+            if results else {}
         with self.engine.begin() as conn:
             run_id = conn.execute(runs.insert().values(
                 started=started, finished=now(), mode=mode,
-                target=results["target"]["name"] if results else target,
-                repo=results["target"]["repo"] if results else repo, base_ref=base_ref,
-                base_sha=builds[0]["sha"] if builds else None, head_ref=head_ref,
-                head_sha=builds[-1]["sha"] if builds else None, exit_code=exit_code, error=error,
+                target=results.target.name if results else target,
+                repo=results.target.repo if results else repo, base_ref=base_ref,
+                base_sha=builds[0].sha if builds else None, head_ref=head_ref,
+                head_sha=builds[-1].sha if builds else None, exit_code=exit_code, error=error,
                 slower=counts.get("slower"), faster=counts.get("faster"),
                 same=counts.get("no significant change"), inconclusive=counts.get("inconclusive"),
-                settings=json.dumps(results["settings"]) if results else None, results_path=results_path,
-                results=json.dumps(results) if results else None, machine=machine)).inserted_primary_key[0]
+                settings=json.dumps(results.settings.to_json()) if results else None, results_path=results_path,
+                results=json.dumps(results.to_json()) if results else None, machine=machine)).inserted_primary_key[0]
             if not results:
                 return run_id
             conn.execute(environment.insert().values(run_id=run_id, **{
-                k: env.get(k) for k in ("host", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "python",
-                                        "go", "hyperfine", "refbench")}))
-            roles = {builds[0]["label"]: "base", builds[-1]["label"]: "head"}
+                k: getattr(env, k) for k in ("host", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "python",
+                                             "go", "hyperfine", "refbench")}))
+            roles = {builds[0].label: "base", builds[-1].label: "head"}
             conn.execute(commits.insert(), [
-                {"run_id": run_id, "role": roles[b["label"]], "label": b["label"], "ref": b["ref"], "kind": b["kind"],
-                 "sha": b["sha"], "version": b.get("version"), "toolchain": b.get("toolchain"),
-                 "cached": int(bool(b.get("cached"))), "build_seconds": b.get("build_seconds")}
+                {"run_id": run_id, "role": roles[b.label], "label": b.label, "ref": b.ref, "kind": b.kind,
+                 "sha": b.sha, "version": b.version, "toolchain": b.toolchain,
+                 "cached": int(bool(b.cached)), "build_seconds": b.build_seconds}
                 for b in (builds[0], builds[-1])])
-            shas = {b["label"]: b["sha"] for b in builds}
-            threshold = results["settings"].get("threshold")
+            shas = {b.label: b.sha for b in builds}
+            threshold = results.settings.threshold
             step_rows, sample_rows, verdict_rows = [], [], []
-            for sc in results["scenarios"]:
-                for st in sc["steps"]:
-                    for label, side in st["builds"].items():
-                        role = roles.get(label)
-                        if role is None:
-                            continue
-                        s = side.get("stats") or {}
-                        step_rows.append({"run_id": run_id, "scenario": sc["name"], "step": st["name"], "role": role,
-                                          "label": label, "sha": shas[label], "rss_kb": side.get("rss_kb"),
-                                          **{k: s.get(k) for k in ("n", "mean", "stddev", "median", "min", "max", "cv")}})
-                        times = side.get("times") or []
-                        cols = {k: side.get(k) or [] for k in ("rounds", "user", "system", "exit_codes")}
-                        sample_rows += [{"run_id": run_id, "scenario": sc["name"], "step": st["name"], "role": role,
-                                         "sha": shas[label], "idx": i, "round": _at(cols["rounds"], i), "seconds": t,
-                                         "user_seconds": _at(cols["user"], i), "system_seconds": _at(cols["system"], i),
-                                         "exit_code": _at(cols["exit_codes"], i)} for i, t in enumerate(times)]
-                    for c in st["comparisons"]:
-                        if c["contender"] != builds[-1]["label"]:
-                            continue
-                        verdict_rows.append({"run_id": run_id, "scenario": sc["name"], "step": st["name"],
-                                             "baseline": c["baseline"], "contender": c["contender"],
-                                             "verdict": c["verdict"], "rel": c["rel"], "ci_low": c.get("ci_low"),
-                                             "ci_high": c.get("ci_high"), "p_value": c.get("p_value"),
-                                             "ratio": c.get("ratio"), "noisy": int(bool(c.get("noisy"))),
-                                             "threshold": threshold})
+            for sc, st in results.steps():
+                for label, side in st.builds.items():
+                    role = roles.get(label)
+                    if role is None:
+                        continue
+                    s = side.stats
+                    step_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "role": role,
+                                      "label": label, "sha": shas[label], "rss_kb": side.rss_kb,
+                                      **{k: getattr(s, k) if s else None
+                                         for k in ("n", "mean", "stddev", "median", "min", "max", "cv")}})
+                    sample_rows += [{"run_id": run_id, "scenario": sc.name, "step": st.name, "role": role,
+                                     "sha": shas[label], "idx": i, "round": _at(side.rounds, i), "seconds": t,
+                                     "user_seconds": _at(side.user, i), "system_seconds": _at(side.system, i),
+                                     "exit_code": _at(side.exit_codes, i)} for i, t in enumerate(side.times)]
+                for c in st.comparisons:
+                    if c.contender != builds[-1].label:
+                        continue
+                    verdict_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name,
+                                         "baseline": c.baseline, "contender": c.contender,
+                                         "verdict": c.verdict, "rel": c.rel, "ci_low": c.ci_low,
+                                         "ci_high": c.ci_high, "p_value": c.p_value,
+                                         "ratio": c.ratio, "noisy": int(bool(c.noisy)),
+                                         "threshold": threshold})
             for table, rows in ((steps, step_rows), (samples, sample_rows), (verdicts, verdict_rows)):
                 if rows:
                     conn.execute(table.insert(), rows)

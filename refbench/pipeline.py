@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import builds as bl, fixtures as fx, paths, refs, report, shard, stats
+from . import builds as bl, fixtures as fx, paths, refs, report, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .config import Scenario, format_size, load_config
 from .errors import RefbenchError, RunError
@@ -492,8 +492,8 @@ def settings_json(checked: Checked, m: Measured) -> dict:
 
 
 def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list[ScenarioResult],
-             board: dict | None, timing_json: dict) -> dict:
-    """The results document, as results.json holds it (key order included)."""
+             board: dict | None, timing_json: dict) -> rs.Results:
+    """The run's results: the document results.json holds (key order included), typed."""
     r, target = checked.request, checked.target
     results = report.build_results(
         target={"name": target.name, "repo": builder.repo_url if r.source == "git" else target.module,
@@ -506,7 +506,7 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list
     results["resources"] = m.resources  # peaks of memory, data dir, disk, server RSS
     if m.stopped is not None:
         results["stopped"] = m.stopped
-    return results
+    return rs.Results.from_json(results, "the run's results")
 
 
 # ---- the whole run ---------------------------------------------------------------------------
@@ -516,7 +516,7 @@ def plan(request: RunRequest, reporter: Reporter) -> tuple[Checked, Resolved]:
     return checked, resolve(checked, reporter)
 
 
-def run(request: RunRequest, reporter: Reporter) -> dict:
+def run(request: RunRequest, reporter: Reporter) -> rs.Results:
     """Validate, resolve, build, measure and analyse one comparison; the results document.
 
     When the watchdog stopped the run, the results hold the steps that finished and `stopped`
@@ -532,10 +532,9 @@ def run(request: RunRequest, reporter: Reporter) -> dict:
                     timing(time.monotonic() - t_wall, build_seconds, m))
 
 
-def stop_error(results) -> WatchdogStop | None:
+def stop_error(results: rs.Results) -> WatchdogStop | None:
     """The error a stopped run ends with, once what finished is written."""
-    stopped = results.get("stopped")
-    return None if stopped is None else WatchdogStop(stopped)
+    return None if results.stopped is None else WatchdogStop(results.stopped)
 
 
 def _cpu_accounting() -> tuple[float, float, float] | None:

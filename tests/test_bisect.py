@@ -43,6 +43,19 @@ def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, bui
 
 
 # ---- the search itself, with the comparisons faked (no Go, no hyperfine) ---------------------
+def probe_results(good, mid, verdict, rel, good_cached=False, mid_cached=False):
+    """What a probe's run returns: GOOD and MID built (or from the cache), one comparison."""
+    from factories import document
+    from refbench import results as rs
+    comp = {"baseline": "good", "contender": "mid", "verdict": verdict, "rel": rel}
+    step = {"name": "remove", "builds": {}, "comparisons": [comp]}
+    doc = document(target={"name": "s5cmd"}, builds=[{"label": "good", "sha": good, "cached": good_cached},
+                                                     {"label": "mid", "sha": mid, "cached": mid_cached}],
+                   backend={}, settings={}, scenarios=[{"name": "small files", "fixture": {}, "steps": [step]}],
+                   timing=None, env={})
+    return rs.Results.from_json(doc, "probe")
+
+
 def _fake_line(tmp_path, n):
     o = new_origin(tmp_path)
     for i in range(1, n + 1):
@@ -69,9 +82,8 @@ def _bisect(tmp_path, monkeypatch, o, slow_from, broken=(), cached=(), extra=())
         if index[mid] in broken:
             raise BuildError(f"build of {mid[:10]} ({mid[:10]}) failed (exit 1)", sha=mid)
         verdict = "slower" if index[mid] >= slow_from else "no significant change"
-        comp = {"verdict": verdict, "rel": 0.5 if verdict == "slower" else 0.0}
-        builds = [{"sha": good, "cached": index[good] in cached}, {"sha": mid, "cached": index[mid] in cached}]
-        return {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        return probe_results(good, mid, verdict, 0.5 if verdict == "slower" else 0.0, index[good] in cached,
+                             index[mid] in cached)
 
     search, base = _search(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
                             "--builds-dir", str(tmp_path / "builds"), *extra])
@@ -130,9 +142,7 @@ def test_a_small_false_slower_on_an_innocent_commit_does_not_mislead(tmp_path, m
         thresholds.append(t)
         rel = 1.0 if index[mid] >= 5 else (0.08 if index[mid] == 4 else 0.0)  # c4: a +8% fluke
         verdict = "slower" if rel > t else "no significant change"
-        comp = {"verdict": verdict, "rel": rel}
-        builds = [{"sha": good, "cached": False}, {"sha": mid, "cached": False}]
-        return {"builds": builds, "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        return probe_results(good, mid, verdict, rel)
 
     search, base = _search(["good", "master", "--only", "small files/remove", "--repo", str(o.path),
                             "--builds-dir", str(tmp_path / "builds"), "--threshold", "0.05"])

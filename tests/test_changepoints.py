@@ -16,6 +16,7 @@ import pytest
 from refbench import changepoints as cpd, nightly
 from refbench.commands import nightly as nightly_cmd
 from refbench.history import open_history
+from refbench.results import Results
 
 NIGHTS, STEP_AT, SPIKES = 40, 25, (10, 32)  # 1-based nights
 
@@ -37,8 +38,13 @@ def sha_of(night: int) -> str:
     return f"{night:02x}" * 20
 
 
-def fake_results(night: int, level: float, rng, base_level: float = 10.0) -> dict:
-    """A results.json as the comparison writes it: one step, baseline and head, 6 runs each."""
+def fake_results(night: int, level: float, rng, base_level: float = 10.0) -> Results:
+    """A night's results as the comparison returns them: one step, baseline and head, 6 runs each."""
+    return Results.from_json(fake_results_doc(night, level, rng, base_level), f"night {night}")
+
+
+def fake_results_doc(night: int, level: float, rng, base_level: float = 10.0) -> dict:
+    """The same, as results.json holds it."""
     def side(mu):
         times = [float(mu * (1 + 0.01 * rng.standard_normal())) for _ in range(6)]
         a = np.asarray(times)
@@ -46,6 +52,7 @@ def fake_results(night: int, level: float, rng, base_level: float = 10.0) -> dic
                 "exit_codes": [0] * 6, "rounds": [0, 0, 1, 1, 2, 2], "rss_kb": 1000,
                 "stats": {"n": 6, "mean": float(a.mean()), "stddev": float(a.std(ddof=1)),
                           "median": float(np.median(a)), "min": float(a.min()), "max": float(a.max()),
+                          "p95": float(np.percentile(a, 95)),
                           "cv": float(a.std(ddof=1) / a.mean())}}
     base, head = side(base_level), side(level)
     rel = head["stats"]["mean"] / base["stats"]["mean"] - 1
@@ -57,7 +64,7 @@ def fake_results(night: int, level: float, rng, base_level: float = 10.0) -> dic
         "settings": {"threshold": 0.05, "alpha": 0.05},
         "builds": [{"label": "v1.0.0", "ref": "latest_release", "kind": "latest_release", "sha": "b" * 40},
                    {"label": "master", "ref": "master", "kind": "branch", "sha": sha_of(night)}],
-        "scenarios": [{"name": "small files", "steps": [{
+        "scenarios": [{"name": "small files", "fixture": {}, "steps": [{
             "name": "upload", "builds": {"v1.0.0": base, "master": head},
             "comparisons": [{"baseline": "v1.0.0", "contender": "master", "verdict": verdict, "rel": rel,
                              "ratio": rel + 1, "p_value": 0.01, "ci_low": rel - 0.01, "ci_high": rel + 0.01}]}]}],

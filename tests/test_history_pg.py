@@ -129,15 +129,16 @@ WRITER = textwrap.dedent("""
     import sys, numpy as np
     sys.path.insert(0, {root!r}); sys.path.insert(0, {tests!r})
     from refbench.history import open_history
-    from test_changepoints import fake_results
+    from refbench.results import Results
+    from test_changepoints import fake_results_doc
     who, where, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     db = open_history(where)          # both writers may be the first: the migration races too
     rng = np.random.default_rng(who)
     for i in range(n):
-        r = fake_results(100 * who + i, 10.0, rng)
+        r = fake_results_doc(100 * who + i, 10.0, rng)
         r["environment"]["host"] = f"writer-{{who}}"
         db.record_run(started=f"2026-04-01T03:{{i:02d}}:00Z", mode="release", base_ref="latest_release",
-                      head_ref="master", results=r, exit_code=0, machine=f"machine-{{who}}")
+                      head_ref="master", results=Results.from_json(r), exit_code=0, machine=f"machine-{{who}}")
     db.close()
 """).format(root=str(ROOT), tests=str(ROOT / "tests"))
 

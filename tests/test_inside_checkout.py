@@ -177,14 +177,14 @@ def test_bisect_inside_a_checkout_builds_from_it(s5_origin, tmp_path, builds_dir
     seen = []
 
     from refbench.commands import bisect as bisect_cmd
+    from test_bisect import probe_results
 
     def fake_run(request, reporter):
         seen.append(request)
         good, mid = request.refs
         slower = mid == s5_origin.shas["new"]
-        comp = {"verdict": "slower" if slower else "no significant change", "rel": 0.5 if slower else 0.0}
-        return {"builds": [{"sha": good, "cached": True}, {"sha": mid, "cached": True}],
-                "scenarios": [{"steps": [{"comparisons": [comp]}]}]}
+        return probe_results(good, mid, "slower" if slower else "no significant change", 0.5 if slower else 0.0,
+                             True, True)
 
     monkeypatch.chdir(bench)
     _, search, base = bisect_cmd.parse(["v1.0.0", "v1.1.0", "--only", "small files/upload",

@@ -18,6 +18,7 @@ from .. import calibrate as cal, pipeline, report, stats
 from ..errors import EXIT_OK, RefbenchError
 from ..pipeline import RunHooks
 from ..progress import Reporter
+from ..results import Results
 from ._args import bind_flag_values
 from .run import request_from_args, run_parser
 
@@ -69,7 +70,7 @@ def main(argv: list[str]) -> int:
                     "interleave": args.interleave, "budget_seconds": args.budget, "max_runs": args.max_runs,
                     "sequential": bool(args.until_decided or args.budget), "cpus": args.cpus if isinstance(args.cpus, str)
                     else None, "only": args.only, "threshold": args.threshold, "alpha": args.alpha}
-    c = cal.analyse(results, arm_list, settings, target=results[0]["target"]["name"], ref=ref,
+    c = cal.analyse(results, arm_list, settings, target=results[0].target.name, ref=ref,
                     run_settings=run_settings)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.with_suffix(".json")
@@ -82,9 +83,9 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def _measured(results: dict, reporter: Reporter) -> dict:
+def _measured(results: Results, reporter: Reporter) -> Results:
     """A repetition's results, or its failure: a run the watchdog stopped ends calibrate too."""
-    busy = report.busy_warning(results)
+    busy = report.busy_warning(results.to_json())
     if busy:
         reporter.warn(busy)
     stop = pipeline.stop_error(results)

@@ -19,8 +19,9 @@ from ..nightly import last_head, new_changepoints, record_run, render_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
+from ..stats import SLOWER
 from ._args import Parser, duration, fraction, positive
-from .run import Outputs, pass_through, request_from_args, run_and_write
+from .run import Outputs, pass_through, request_from_args, run_and_write, verdict_counts
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
@@ -163,11 +164,11 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
                    exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
         redraw()
         raise
-    slower = report.regressions(results)
+    slower = [(sc, st, c) for sc, st, c in results.comparisons() if c.verdict == SLOWER]
     machine = args.machine
     run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=machine)
-    found = new_changepoints(db, target=results["target"]["name"], machine=machine, head_ref=args.head,
+    found = new_changepoints(db, target=results.target.name, machine=machine, head_ref=args.head,
                              params=params, statistic=args.cp_statistic, run_id=run_id)
     alarms = [c for c in found if c["alarm"]]
     code = EXIT_OK
@@ -178,13 +179,13 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     page = redraw()
-    counts = report.verdict_counts(results)
+    counts = verdict_counts(results)
     print(f"nightly: run {run_id} recorded in {db.display} (machine {machine}); trend page {page}", file=sys.stderr)
     print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
           f"no significant change, {counts['inconclusive']} inconclusive")
     for sc, st, c in slower:
-        print(f"REGRESSION {sc} / {st}: {c['contender']} is {report.fmt_pct(c['rel'])} vs {c['baseline']} "
-              f"(95% CI {report.fmt_ci(c)}, p {report.fmt_p(c['p_value'])})"
+        print(f"REGRESSION {sc.name} / {st.name}: {c.contender} is {report.fmt_pct(c.rel)} vs {c.baseline} "
+              f"(95% CI {report.fmt_ci(c.to_json())}, p {report.fmt_p(c.p_value)})"
               + ("" if args.alarm != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
     for c in found:
         kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"

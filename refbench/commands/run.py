@@ -10,11 +10,12 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, builds as bl, fixtures as fx, paths, pipeline, report, shard
+from .. import __version__, builds as bl, fixtures as fx, paths, pipeline, report, results as rs, shard
 from ..config import format_size, human_bytes
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
 from ..progress import Reporter
+from ..stats import SLOWER, VERDICTS
 from . import COMMANDS
 from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, nonneg, positive,
                     reserved_option)
@@ -134,30 +135,40 @@ class Outputs:
                    args.html, args.csv)
 
 
-def write_outputs(results, outputs: Outputs) -> None:
-    report.write_json(results, outputs.json)
+def write_outputs(results: rs.Results, outputs: Outputs) -> dict:
+    """results.json, the summary and the extras; the document, for the renderers that read it."""
+    rs.write(results, outputs.json)
+    doc = results.to_json()  # the renderers' input until they read Results
     outputs.summary.parent.mkdir(parents=True, exist_ok=True)
-    outputs.summary.write_text(report.render_markdown(results, outputs.format))
+    outputs.summary.write_text(report.render_markdown(doc, outputs.format))
     if outputs.html or outputs.csv:
         from .. import views
-        views.write_extras(results, outputs.html, outputs.csv)
+        views.write_extras(doc, outputs.html, outputs.csv)
+    return doc
 
 
-def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter):
+def verdict_counts(results: rs.Results) -> dict[str, int]:
+    counts = {v: 0 for v in VERDICTS}
+    for _, _, c in results.comparisons():
+        counts[c.verdict] += 1
+    return counts
+
+
+def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> rs.Results:
     """One comparison with its files written and its closing lines said; the results. A run the
     watchdog stopped fails here, after what finished is written."""
     results = pipeline.run(request, reporter)
-    write_outputs(results, outputs)
-    busy = report.busy_warning(results)
+    doc = write_outputs(results, outputs)
+    busy = report.busy_warning(doc)
     if busy:
         reporter.warn(busy)
-    counts = report.verdict_counts(results)
-    timing = results["timing"]
+    counts = verdict_counts(results)
     reporter.info(f"wrote {outputs.summary} and {outputs.json}: {counts['slower']} slower, {counts['faster']} faster, "
                   f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
-                  f"(wall {timing['wall_seconds']:.0f} s, hyperfine {timing['hyperfine_seconds']:.0f} s)")
-    for sc, st, c in report.regressions(results):
-        reporter.info(f"  slower: {sc} / {st}: {c['contender']} {report.fmt_pct(c['rel'])} vs {c['baseline']}")
+                  f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
+    for sc, st, c in results.comparisons():
+        if c.verdict == SLOWER:
+            reporter.info(f"  slower: {sc.name} / {st.name}: {c.contender} {report.fmt_pct(c.rel)} vs {c.baseline}")
     stop = pipeline.stop_error(results)
     if stop is not None:
         raise stop
@@ -178,7 +189,7 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if args.fail_on_regression and report.verdict_counts(results)["slower"]:
+    if args.fail_on_regression and verdict_counts(results)[SLOWER]:
         return EXIT_REGRESSION
     return EXIT_OK
 
