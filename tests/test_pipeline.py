@@ -1,0 +1,291 @@
+"""The pipeline's stages in milliseconds: a request from the command line, every refusal made
+before anything is built, the run-wide p-value adjustment (new objects, the measured ones kept),
+and a whole run through a fake backend and the fake hyperfine (no Go, no MinIO)."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from refbench import pipeline, runner as rn, stats
+from refbench.builds import Build
+from refbench.commands import nightly as nightly_cmd
+from refbench.commands._args import bind_flag_values
+from refbench.commands.run import request_from_args, run_parser
+from refbench.errors import RefbenchError
+from refbench.pipeline import RunRequest
+from refbench.progress import Reporter
+from refbench.refs import ResolvedRef
+
+FAKES = Path(__file__).resolve().parent / "fakes"
+
+SCENARIOS = """
+[targets.fake]
+repo = "https://example.invalid/fake"
+build = ["go", "build", "-o", "{out}", "."]
+binary = "fake"
+backend = "s3"
+
+[targets.other]
+repo = "https://example.invalid/other"
+build = ["go", "build", "-o", "{out}", "."]
+binary = "other"
+backend = "ipfs"
+
+[[scenarios]]
+name = "tiny"
+target = "fake"
+fixture = { kind = "sparse", size = "1K", count = 2 }
+
+  [[scenarios.steps]]
+  name = "list"
+  command = "{{ bin }} ls {{ fixture }}"
+
+  [[scenarios.steps]]
+  name = "copy"
+  command = "{{ bin }} cp {{ fixture }} {{ work }}"
+
+[[scenarios]]
+name = "elsewhere"
+target = "other"
+fixture = { kind = "sparse", size = "1K", count = 1 }
+
+  [[scenarios.steps]]
+  name = "get"
+  command = "{{ bin }} get"
+"""
+
+
+@pytest.fixture
+def scenarios(tmp_path, monkeypatch) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIOS)
+    monkeypatch.chdir(tmp_path)  # no checkout around: the target is the one named
+    monkeypatch.setattr(pipeline, "find_tool", lambda tool: f"/usr/bin/{tool}")
+    return path
+
+
+def request(scenarios: Path, tmp_path: Path, *argv: str) -> RunRequest:
+    args = ["-s", "v1.0.0", "v1.1.0", "-t", "fake", "--scenarios", str(scenarios),
+            "--builds-dir", str(tmp_path / "builds"), *argv]
+    return request_from_args(run_parser().parse_args(bind_flag_values(args)), args)
+
+
+# ---- the request ---------------------------------------------------------------------------
+def test_request_from_the_command_line(tmp_path):
+    argv = ["-s", "a", "b", "c", "-r", "7", "--quick", "--only", "x", "--only", "y/z", "-hf", "-i --shell=bash",
+            "-sf", "--numworkers 8", "--budget", "10m", "--threshold", "3%", "--cpus", "off", "--no-rss"]
+    r = request_from_args(run_parser().parse_args(bind_flag_values(argv)), argv)
+    assert r.refs == ("a", "b", "c") and r.runs == 7 and r.quick and r.only == ("x", "y/z")
+    assert r.hyperfine_flags == "-i --shell=bash" and r.target_flags == "--numworkers 8"
+    assert r.budget == 600.0 and r.threshold == pytest.approx(0.03) and r.cpus == "off" and not r.rss
+    assert r.command_line == tuple(argv) and r.interleave == "runs"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.runs = 3  # type: ignore[misc]
+
+
+def test_request_settles_the_defaults_that_depend_on_other_options():
+    assert RunRequest(refs=("a", "b")).runs == pipeline.DEFAULT_RUNS
+    assert RunRequest(refs=("a", "b"), quick=True).runs == pipeline.QUICK_RUNS
+    assert RunRequest(refs=("a", "b"), quick=True, runs=3).runs == 3
+    assert RunRequest(refs=("a", "b"), rounds=1).interleave == "rounds"
+    assert RunRequest(refs=("a", "b"), rounds=1, interleave="runs").interleave == "runs"
+    r = RunRequest(refs=["a", "b"], only=["x"])
+    assert r.refs == ("a", "b") and r.only == ("x",)  # tuples, so the request stays immutable
+    assert r.replace(threshold=0.1).settings.threshold == 0.1 and r.settings.threshold == 0.05
+
+
+def test_nightly_passes_run_options_through_the_run_parser(tmp_path):
+    args, r = nightly_cmd.parse(["--history", "h.db", "--scenarios=mine.toml", "-r", "4", "--threshold=0.2",
+                                 "--budget", "none", "--repo", "/origin"])
+    assert r.scenarios == "mine.toml" and r.runs == 4 and r.threshold == 0.2 and r.budget is None
+    assert r.target == "s5cmd" and r.repo == "/origin"
+    assert nightly_cmd.cp_params(args, r).min_magnitude == 0.2  # the change-point magnitude follows --threshold
+    _, r = nightly_cmd.parse(["--history", "h.db"])
+    assert r.budget == 1800.0  # the nightly's default budget, 30m
+    with pytest.raises(RefbenchError, match="nightly sets --refs itself"):
+        nightly_cmd.parse(["--history", "h.db", "--refs", "a", "b"])
+    with pytest.raises(RefbenchError, match="nightly sets --json itself"):
+        nightly_cmd.parse(["--history", "h.db", "--json=x.json"])
+
+
+def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp_path, monkeypatch):
+    """`--scenarios=FILE` is FILE: the night's target is looked up there, not in the bundled file
+    (nightly's own scan for `--scenarios FILE` missed this spelling)."""
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIOS)
+    seen = []
+
+    class Builder:
+        def __init__(self, target, root, repo):
+            seen.append(target.name)
+            self.repo_url = target.repo
+
+    def fake_run(request, outputs, reporter):
+        raise RefbenchError("stop here: the lookup is what this test is about")
+
+    monkeypatch.setattr(nightly_cmd.bl, "Builder", Builder)
+    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
+    with pytest.raises(RefbenchError, match="stop here"):
+        nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", f"--scenarios={path}",
+                          "--out-dir", str(tmp_path / "out")])
+    assert seen == ["other"]  # declared only in FILE
+    with pytest.raises(RefbenchError, match="unknown target 'other'"):
+        nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", "--out-dir", str(tmp_path / "out")])
+
+
+# ---- validate: refused before anything is built ----------------------------------------------
+@pytest.mark.parametrize("argv,says", [
+    (("-s", "v1.0.0"), "give at least two refs"),
+    (("--only", "nope"), "--only 'nope' matches no scenario or step"),
+    (("-hf", "'unclosed"), "cannot parse extra flags"),
+    (("-hf", "--export-json x"), "export-json"),
+    (("-b", "Not_A_Bucket"), "not a valid bucket name"),
+    (("-t", "other", "-b", "bucket"), "-b/--bucket applies to S3 targets"),
+    (("-p", "../x"), "-p/--prefix"),
+    (("-l", "/no/such/dir"), "-l/--local-path '/no/such/dir' is not a directory"),
+    (("-t", "nope"), "unknown target 'nope'"),
+])
+def test_bad_requests_are_refused_before_anything_is_built(scenarios, tmp_path, argv, says):
+    r = request(scenarios, tmp_path, *argv)
+    with pytest.raises(RefbenchError) as e:
+        pipeline.validate(r, Reporter(quiet=True))
+    assert says in str(e.value)
+    assert not (tmp_path / "builds").exists()
+
+
+def test_a_malformed_ref_is_refused(scenarios, tmp_path):
+    r = request(scenarios, tmp_path).replace(refs=("v1.0.0", "-rf"))
+    with pytest.raises(RefbenchError):
+        pipeline.validate(r, Reporter(quiet=True))
+
+
+def test_missing_tools_stop_a_run_but_not_a_dry_run(scenarios, tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "find_tool", lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
+    r = request(scenarios, tmp_path)
+    with pytest.raises(RefbenchError, match="minio not found"):
+        pipeline.validate(r, Reporter(quiet=True))
+    checked = pipeline.validate(r, Reporter(quiet=True), dry_run=True)
+    assert [s.name for s in checked.scenarios] == ["tiny"] and checked.step_filter is None
+    # with a bucket of the user's, no embedded MinIO is needed
+    assert pipeline.validate(r.replace(bucket="my-bucket"), Reporter(quiet=True)).prefix == "refbench"
+
+
+def test_only_selects_steps_and_the_family_counts_them(scenarios, tmp_path):
+    checked = pipeline.validate(request(scenarios, tmp_path, "--only", "tiny/copy"), Reporter(quiet=True))
+    assert [st.name for s, st in pipeline.selected_steps(checked)] == ["copy"]
+    assert pipeline.family_size(*checked.family, 10, 3) == 2  # one step x two contenders
+
+
+# ---- analyse -----------------------------------------------------------------------------------
+def _step(name: str, contenders: dict[str, float], seed: int) -> rn.StepResult:
+    import random
+    rng = random.Random(seed)
+    base = [1.0 + rng.gauss(0, 0.02) for _ in range(10)]
+    comps = [stats.compare("A", base, lab, [f * (1.0 + rng.gauss(0, 0.02)) for _ in range(10)])
+             for lab, f in contenders.items()]
+    return rn.StepResult("sc", name, 10, 0, 1, {}, comps, 1.0)
+
+
+def _scenario(*steps) -> rn.ScenarioResult:
+    return rn.ScenarioResult(scenario=None, fixture=None, steps=list(steps))
+
+
+def test_adjust_returns_new_results_and_keeps_the_measured_ones():
+    measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
+    before = [[c for c in st.comparisons] for st in measured[0].steps]
+    adjusted = pipeline.adjust(measured, 2, stats.Settings())
+    assert [[c for c in st.comparisons] for st in measured[0].steps] == before  # untouched
+    assert adjusted[0] is not measured[0] and adjusted[0].steps[0] is not measured[0].steps[0]
+    new = [c for st in adjusted[0].steps for c in st.comparisons]
+    old = [c for st in measured[0].steps for c in st.comparisons]
+    assert new == stats.adjust_family(old, stats.Settings())  # one family: the whole run
+    assert all(n.p_value >= o.p_value for n, o in zip(new, old) if o.p_value is not None)
+    assert [st.step for st in adjusted[0].steps] == ["a", "b"]
+
+
+def test_adjust_per_contender_makes_one_family_per_contender():
+    measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
+    adjusted = pipeline.adjust(measured, 2, stats.Settings(), per_contender=True)
+    for i in range(2):
+        old = [st.comparisons[i] for st in measured[0].steps]
+        assert [st.comparisons[i] for st in adjusted[0].steps] == stats.adjust_family(old, stats.Settings())
+
+
+def test_scoreboard_only_with_three_builds_or_more():
+    two = [_scenario(_step("a", {"B": 1.2}, 1))]
+    assert pipeline.scoreboard(two, ["A", "B"]) is None
+    three = [_scenario(_step("a", {"B": 1.2, "C": 0.9}, 1))]
+    board = pipeline.scoreboard(three, ["A", "B", "C"])
+    assert list(board) == ["A", "B", "C"] and board["A"]["geomean_vs_baseline"] == 1.0
+    assert board["B"]["geomean_vs_baseline"] == pytest.approx(three[0].steps[0].comparisons[0].ratio, rel=1e-6)
+    assert board["C"]["vs_fastest"] == 1.0  # C, about 10% faster than A, is the fastest
+
+
+# ---- a whole run: fake backend, fake hyperfine, builds made up ---------------------------------
+class FakeBackend:
+    env: dict = {}
+    shared_context = True
+    swept: list = []
+
+    def context_values(self, slug, label):
+        return {}
+
+    def context_env(self, slug, label):
+        return {}
+
+    def open_scenario(self, *a):
+        pass
+
+    def close_scenario(self):
+        pass
+
+    def describe(self):
+        return {"kind": "fake"}
+
+
+@pytest.fixture
+def faked(scenarios, tmp_path, monkeypatch):
+    """pipeline.run with the fake hyperfine, a fake backend and two made-up builds (1.0x and 1.5x)."""
+    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
+    monkeypatch.setenv("REFBENCH_WATCHDOG", "off")
+    monkeypatch.setattr(rn, "_DASHDASH", True)
+
+    @contextlib.contextmanager
+    def open_backend(checked, workdir, run_id, server_cpus, reporter):
+        yield FakeBackend()
+
+    class Builder:
+        repo_url = "https://example.invalid/fake"
+
+    def resolve(checked, reporter):
+        refs = [ResolvedRef(r, "tag", f"{i:040d}", r) for i, r in enumerate(checked.request.refs)]
+        return pipeline.Resolved(Builder(), refs, [r.display for r in refs])
+
+    def build_all(res, reporter):
+        return [Build("fake", r, lab, tmp_path / f"fake-{f:.2f}", "git", "go1.24", False, 0.0)
+                for r, lab, f in zip(res.refs, res.labels, (1.0, 1.5))], 0.0
+
+    monkeypatch.setattr(pipeline, "open_backend", open_backend)
+    monkeypatch.setattr(pipeline, "resolve", resolve)
+    monkeypatch.setattr(pipeline, "build_all", build_all)
+    return scenarios
+
+
+def test_a_whole_run_gives_typed_results(faked, tmp_path):
+    r = request(faked, tmp_path, "-r", "6", "-w", "0", "--rounds", "2", "--no-rss", "--threshold", "0.1")
+    res = pipeline.run(r, Reporter(quiet=True))
+    assert res.labels == ("v1.0.0", "v1.1.0") and res.baseline == "v1.0.0"
+    assert res.target.name == "fake" and res.backend["kind"] == "fake"
+    assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list"), ("tiny", "copy")]
+    verdicts = [c.verdict for _, _, c in res.comparisons()]
+    assert verdicts == [stats.SLOWER, stats.SLOWER]
+    assert res.settings.runs == 6 and res.settings.family_size == 2 and res.settings.threshold == 0.1
+    assert res.command_line == r.command_line and res.stopped is None and res.scoreboard is None
+    assert all(len(st.builds["v1.1.0"].times) == 6 for _, st in res.steps())
+    assert res.timing.hyperfine_seconds >= 0 and res.resources["watchdog"] == "off"
+    assert pipeline.stop_error(res) is None
