@@ -19,6 +19,7 @@ from refbench.errors import RefbenchError
 from refbench.pipeline import RunRequest
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
+from test_runner import FakeBackend as RunnerBackend
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 
@@ -226,22 +227,9 @@ def test_scoreboard_only_with_three_builds_or_more():
 
 
 # ---- a whole run: fake backend, fake hyperfine, builds made up ---------------------------------
-class FakeBackend:
-    env: dict = {}
-    shared_context = True
+class FakeBackend(RunnerBackend):
+    """The runner tests' fake, with what a run records of its backend."""
     swept: list = []
-
-    def context_values(self, slug, label):
-        return {}
-
-    def context_env(self, slug, label):
-        return {}
-
-    def open_scenario(self, *a):
-        pass
-
-    def close_scenario(self):
-        pass
 
     def describe(self):
         return {"kind": "fake"}
