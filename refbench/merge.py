@@ -14,6 +14,7 @@ from pathlib import Path
 
 from . import __version__, report, stats
 from .errors import RefbenchError
+from .results import Results, Scenario, Step, load
 
 # keys of a build that must be identical in every shard (binary is a path: machine-local)
 BUILD_KEYS = ("label", "ref", "sha", "binary_sha256", "toolchain", "source")
@@ -28,27 +29,27 @@ def _short(v) -> str:
     return s[:12] if len(s) >= 40 else s
 
 
-def check(shards: list[tuple[str, dict]], allow_missing: bool = False) -> list[str]:
+def check(shards: list[tuple[str, Results]], allow_missing: bool = False) -> list[str]:
     """Refuse (RefbenchError, one line) shards that cannot be merged; return warnings."""
     (name0, first), rest = shards[0], shards[1:]
     for name, r in rest:
         for k in TARGET_KEYS:
-            a, b = first["target"].get(k), r["target"].get(k)
+            a, b = getattr(first.target, k), getattr(r.target, k)
             if a != b:
                 raise RefbenchError(f"{name}: target {k} {b!r} differs from {name0}'s {a!r}")
-        if len(r["builds"]) != len(first["builds"]):
-            raise RefbenchError(f"{name}: {len(r['builds'])} builds, {name0} has {len(first['builds'])}")
-        for i, (a, b) in enumerate(zip(first["builds"], r["builds"])):
+        if len(r.builds) != len(first.builds):
+            raise RefbenchError(f"{name}: {len(r.builds)} builds, {name0} has {len(first.builds)}")
+        for i, (a, b) in enumerate(zip(first.builds, r.builds)):
             for k in BUILD_KEYS:
-                if a.get(k) != b.get(k):
-                    raise RefbenchError(f"{name}: build {i + 1} ({a['label']}) {_BUILD_WORDS[k]} "
-                                        f"{_short(b.get(k))} differs from {name0}'s {_short(a.get(k))}")
+                if getattr(a, k) != getattr(b, k):
+                    raise RefbenchError(f"{name}: build {i + 1} ({a.label}) {_BUILD_WORDS[k]} "
+                                        f"{_short(getattr(b, k))} differs from {name0}'s {_short(getattr(a, k))}")
         s0, s1 = _settings(first), _settings(r)
         for k in sorted(set(s0) | set(s1)):
             if s0.get(k) != s1.get(k):
                 raise RefbenchError(f"{name}: setting {k} = {s1.get(k)!r} differs from {name0}'s {s0.get(k)!r}")
     # which shard is which: all of one N, each index once
-    specs = [(name, r["settings"].get("shard")) for name, r in shards]
+    specs = [(name, r.settings.shard) for name, r in shards]
     sharded = [s for _, s in specs if s]
     warnings = []
     if sharded:
@@ -74,13 +75,12 @@ def check(shards: list[tuple[str, dict]], allow_missing: bool = False) -> list[s
     # every step once
     where: dict[str, str] = {}
     for name, r in shards:
-        for sc in r["scenarios"]:
-            for st in sc["steps"]:
-                key = f"{sc['name']}/{st['name']}"
-                if key in where:
-                    raise RefbenchError(f"{name}: step {sc['name']} / {st['name']} is also in {where[key]}")
-                where[key] = name
-    lost = [s for s in first["settings"].get("shard_steps") or [] if s not in where]
+        for sc, st in r.steps():
+            key = f"{sc.name}/{st.name}"
+            if key in where:
+                raise RefbenchError(f"{name}: step {sc.name} / {st.name} is also in {where[key]}")
+            where[key] = name
+    lost = [s for s in first.settings.shard_steps or () if s not in where]
     if lost and not any("missing" in w for w in warnings):
         # every shard ran, yet a step is absent: a shard failed part-way or was edited
         if not allow_missing:
@@ -88,8 +88,7 @@ def check(shards: list[tuple[str, dict]], allow_missing: bool = False) -> list[s
         warnings.append(f"{len(lost)} step(s) of the comparison are in no shard: {', '.join(lost)}")
     machines = {}
     for name, r in shards:
-        env = r.get("environment") or {}
-        machines.setdefault(tuple(env.get(k) for k in MACHINE_KEYS), []).append(name)
+        machines.setdefault(tuple(getattr(r.environment, k) for k in MACHINE_KEYS), []).append(name)
     if len(machines) > 1:
         desc = "; ".join(f"{_machine(m)} ({', '.join(ns)})" for m, ns in machines.items())
         warnings.append(f"the shards ran on different machine types: {desc}. Each step's comparison is "
@@ -102,8 +101,9 @@ def _machine(m: tuple) -> str:
     return f"{cpu or 'unknown CPU'} x{cpus or '?'}" + (f", {mem / 1024 ** 3:.0f} GiB" if mem else "")
 
 
-def _settings(r: dict, drop=("shard",)) -> dict:
-    return {k: v for k, v in (r.get("settings") or {}).items() if k not in drop}
+def _settings(r: Results, drop=("shard",)) -> dict:
+    """The settings as the file holds them, less what may differ between shards."""
+    return {k: v for k, v in r.settings.to_json().items() if k not in drop}
 
 
 def _ordered_union(lists: list[list[str]]) -> list[str]:
@@ -123,97 +123,105 @@ def _ordered_union(lists: list[list[str]]) -> list[str]:
     return out
 
 
-def comparison_from_json(d: dict) -> stats.Comparison:
-    """A Comparison from its results.json form with the step's own (unadjusted) p-value."""
-    fields = {f.name: f for f in dataclasses.fields(stats.Comparison)}
-    kw = {k: v for k, v in d.items() if k in fields}
-    if d.get("p_raw") is not None:  # p_value was adjusted within the shard; start from the step's own
-        kw["p_value"] = d["p_raw"]
-    if "p_raw" in fields:
-        kw["p_raw"] = None
-    missing = [k for k, f in fields.items() if k not in kw and f.default is dataclasses.MISSING
-               and f.default_factory is dataclasses.MISSING]
-    if missing:
-        raise RefbenchError(f"a comparison in the results lacks {', '.join(missing)}: cannot re-adjust it")
+def unadjusted(c: stats.Comparison) -> stats.Comparison:
+    """A comparison with the step's own p-value (a shard adjusted it within the shard only); its
+    phrase is said again from the stored factor, as for any comparison the merge adjusts."""
+    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(stats.Comparison)}
+    if c.p_raw is not None:
+        kw["p_value"] = c.p_raw
+    kw["p_raw"] = None
     return stats.Comparison(**kw)
 
 
-def readjust(scenarios: list[dict], settings: dict) -> None:
-    """The run-wide multiple-testing adjustment over all the merged comparisons, in place."""
-    family = [(st, i) for sc in scenarios for st in sc["steps"] for i in range(len(st["comparisons"]))]
-    comps = [comparison_from_json(st["comparisons"][i]) for st, i in family]
-    keys = {f.name for f in dataclasses.fields(stats.Settings)}
-    s = stats.Settings(**{k: settings[k] for k in keys if settings.get(k) is not None})
-    for (st, i), c in zip(family, stats.adjust_family(comps, s)):
-        st["comparisons"][i] = {**st["comparisons"][i], **c.to_json()}
+def readjust(scenarios: list[Scenario], settings: stats.Settings) -> list[Scenario]:
+    """The run-wide multiple-testing adjustment over all the merged comparisons (new scenarios)."""
+    comps = iter(stats.adjust_family([unadjusted(c) for sc in scenarios for st in sc.steps
+                                      for c in st.comparisons], settings))
+    return [dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(
+        next(comps) for _ in st.comparisons)) for st in sc.steps)) for sc in scenarios]
 
 
-def merge(shards: list[tuple[str, dict]], allow_missing: bool = False) -> tuple[dict, list[str]]:
+def _ordered_scenarios(shards: list[tuple[str, Results]]) -> list[Scenario]:
+    """Every shard's scenarios and steps, in the whole comparison's order (recorded by every
+    shard), else in one consistent with each shard's."""
+    first = shards[0][1]
+    by_scenario: dict[str, tuple[Scenario, list[Step]]] = {}
+    for _, r in shards:
+        for sc in r.scenarios:
+            by_scenario.setdefault(sc.name, (sc, []))[1].extend(sc.steps)
+    full = [tuple(s.split("/", 1)) for s in first.settings.shard_steps or ()]
+    scen_order = _ordered_union([list(dict.fromkeys(sc for sc, _ in full))] +
+                                [[sc.name for sc in r.scenarios] for _, r in shards])
+    out = []
+    for name in scen_order:
+        if name not in by_scenario:
+            continue
+        sc, all_steps = by_scenario[name]
+        step_order = _ordered_union([[st for s, st in full if s == name]] +
+                                    [[st.name for s in r.scenarios if s.name == name for st in s.steps]
+                                     for _, r in shards])
+        steps = {st.name: st for st in all_steps}
+        out.append(dataclasses.replace(sc, steps=tuple(steps[n] for n in step_order if n in steps)))
+    return out
+
+
+def _timing(shards: list[tuple[str, Results]]) -> dict:
+    """Every shard's seconds added up; each shard's wall time apart."""
+    timing = {}
+    for _, r in shards:
+        for k, v in (r.timing.to_json() if r.timing else {}).items():
+            if isinstance(v, (int, float)) and not k.endswith("share"):
+                timing[k] = round(timing.get(k, 0) + v, 3)
+    timing["shard_wall_seconds"] = [r.timing.wall_seconds if r.timing else None for _, r in shards]
+    return timing
+
+
+def _environment(shards: list[tuple[str, Results]]) -> dict:
+    """The first shard's machine; the busiest shard's load speaks for the run; every host."""
+    envs = [r.environment for _, r in shards]
+    env = envs[0].to_json()
+    for k in ("load_before", "competing_cpu_share"):
+        vals = [getattr(e, k) for e in envs if getattr(e, k) is not None]
+        env[k] = max(vals) if vals else None
+    env["hosts"] = sorted({e.host for e in envs if e.host})
+    return env
+
+
+def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tuple[Results, list[str]]:
     """(merged results, warnings); refuses shards that differ (RefbenchError)."""
     if not shards:
         raise RefbenchError("nothing to merge")
     warnings = check(shards, allow_missing)
     first = shards[0][1]
-    by_scenario: dict[str, dict] = {}
-    for _, r in shards:
-        for sc in r["scenarios"]:
-            have = by_scenario.get(sc["name"])
-            if have is None:
-                by_scenario[sc["name"]] = {**sc, "steps": list(sc["steps"])}
-            else:
-                have["steps"].extend(sc["steps"])
-    # the order of the whole comparison (recorded by every shard), else one consistent with each shard's
-    full = [tuple(s.split("/", 1)) for s in first["settings"].get("shard_steps") or []]
-    scen_order = _ordered_union([list(dict.fromkeys(sc for sc, _ in full))] +
-                                [[sc["name"] for sc in r["scenarios"]] for _, r in shards])
-    scenarios = []
-    for name in scen_order:
-        if name not in by_scenario:
-            continue
-        sc = by_scenario[name]
-        step_order = _ordered_union([[st for s, st in full if s == name]] +
-                                    [[st["name"] for s in r["scenarios"] if s["name"] == name for st in s["steps"]]
-                                     for _, r in shards])
-        steps = {st["name"]: st for st in sc["steps"]}
-        scenarios.append({**sc, "steps": [steps[n] for n in step_order if n in steps]})
     settings = {**_settings(first, ("shard", "shard_steps")), "merged_shards": len(shards)}
-    readjust(scenarios, settings)
-    labels = [b["label"] for b in first["builds"]]
+    scenarios = readjust(_ordered_scenarios(shards), _stats_settings(settings))
+    labels = list(first.labels)
     scoreboard = None
     if len(labels) > 2:
         ratios: dict[str, list[float]] = {lab: [] for lab in labels}
         for sc in scenarios:
-            for st in sc["steps"]:
-                for c in st["comparisons"]:
-                    ratios[c["contender"]].append(c["ratio"])
+            for st in sc.steps:
+                for c in st.comparisons:
+                    ratios[c.contender].append(c.ratio)
                 ratios[labels[0]].append(1.0)
         scoreboard = stats.geomean_scoreboard(ratios)
-    timing = {}
-    for _, r in shards:
-        for k, v in (r.get("timing") or {}).items():
-            if isinstance(v, (int, float)) and not k.endswith("share"):
-                timing[k] = round(timing.get(k, 0) + v, 3)
-    timing["shard_wall_seconds"] = [(r.get("timing") or {}).get("wall_seconds") for _, r in shards]
-    envs = [r.get("environment") or {} for _, r in shards]
-    env = dict(envs[0])
-    for k in ("load_before", "competing_cpu_share"):  # the busiest shard speaks for the run
-        vals = [e.get(k) for e in envs if e.get(k) is not None]
-        env[k] = max(vals) if vals else None
-    env["hosts"] = sorted({e.get("host") for e in envs if e.get("host")})
-    merged = report.build_results(
-        target=first["target"], builds=first["builds"], backend=first.get("backend") or {}, settings=settings,
-        scenarios=scenarios, timing=timing, env=env, scoreboard=scoreboard,
-        command_line=["merge", *[name for name, _ in shards]])
-    merged["refbench"] = __version__
-    merged["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    merged["shards"] = [{"file": name, "shard": r["settings"].get("shard"), "host": (r.get("environment") or {}).get("host"),
-                         "created": r.get("created"),
-                         "steps": [f"{sc['name']}/{st['name']}" for sc in r["scenarios"] for st in sc["steps"]]}
-                        for name, r in shards]
-    return merged, warnings
+    top = first.to_json()
+    doc = report.build_results(
+        target=top["target"], builds=top["builds"], backend=top["backend"],
+        settings=settings, scenarios=[sc.to_json() for sc in scenarios], timing=_timing(shards),
+        env=_environment(shards), scoreboard=scoreboard, command_line=["merge", *[name for name, _ in shards]])
+    doc["refbench"] = __version__
+    doc["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    doc["shards"] = [{"file": name, "shard": r.settings.shard, "host": r.environment.host, "created": r.created,
+                      "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]} for name, r in shards]
+    return Results.from_json(doc, "the merged results"), warnings
 
 
-def merge_files(paths: list[Path], allow_missing: bool = False) -> tuple[dict, list[str]]:
+def _stats_settings(settings: dict) -> stats.Settings:
+    keys = {f.name for f in dataclasses.fields(stats.Settings)}
+    return stats.Settings(**{k: settings[k] for k in keys if settings.get(k) is not None})
+
+
+def merge_files(paths: list[Path], allow_missing: bool = False) -> tuple[Results, list[str]]:
     unique = len({Path(q).name for q in paths}) == len(paths)
-    return merge([(Path(p).name if unique else str(p), report.load_results(Path(p))) for p in paths],
-                 allow_missing)
+    return merge([(Path(p).name if unique else str(p), load(p)) for p in paths], allow_missing)

@@ -56,15 +56,17 @@ def size_estimate(scenario, step, runs: int, warmup: int = 2) -> float:
 
 def measured_times(path: str | Path) -> dict[tuple[str, str], float]:
     """{(scenario, step): seconds per measured run, all builds together} from an earlier results file."""
-    from .results import load
+    from .report import load_results
+    data = load_results(Path(path), check=False)  # step names and times are all it needs
     out = {}
-    for sc, st in load(path).steps():
-        n = max((len(b.times) for b in st.builds.values()), default=0)
-        seconds = st.hyperfine_seconds
-        if seconds is None:
-            seconds = sum(sum(b.times) for b in st.builds.values())
-        if n and seconds and sc.name and st.name:
-            out[(sc.name, st.name)] = float(seconds) / n
+    for sc in data.get("scenarios", []):
+        for st in sc.get("steps", []):
+            n = max((len(b.get("times") or []) for b in (st.get("builds") or {}).values()), default=0)
+            seconds = st.get("hyperfine_seconds")
+            if seconds is None:
+                seconds = sum(sum(b.get("times") or []) for b in (st.get("builds") or {}).values())
+            if n and seconds and sc.get("name") and st.get("name"):
+                out[(sc["name"], st["name"])] = float(seconds) / n
     return out
 
 

@@ -11,6 +11,7 @@ from scipy.stats import false_discovery_control
 
 from conftest import ROOT, run_bench
 from refbench import merge as mg, shard
+from refbench.results import Results
 from refbench.pipeline import select_scenarios
 from refbench.config import load_config
 from refbench.errors import RefbenchError
@@ -102,13 +103,19 @@ def fake_shard(i: int, n: int, steps: list[tuple[str, float]]) -> dict:
     }
 
 
+def merge(shards, allow_missing=False):
+    """mg.merge over the shards' documents (typed as the files are read); the merged document."""
+    merged, warnings = mg.merge([(name, Results.from_json(r, name)) for name, r in shards], allow_missing)
+    return merged.to_json(), warnings
+
+
 def two_shards():
     return [("shard1.json", fake_shard(1, 2, [("upload", 0.01), ("remove", 0.04)])),
             ("shard2.json", fake_shard(2, 2, [("download", 0.02)]))]
 
 
 def test_merge_orders_steps_and_adjusts_over_all_shards():
-    merged, warnings = mg.merge(two_shards())
+    merged, warnings = merge(two_shards())
     assert warnings == []
     steps = [st["name"] for st in merged["scenarios"][0]["steps"]]
     assert steps == ["upload", "download", "remove"] and len(merged["scenarios"]) == 1  # the run's own order
@@ -140,18 +147,18 @@ def test_tampered_shards_are_refused(tamper, message):
     shards = two_shards()
     tamper(shards[1][1])
     with pytest.raises(RefbenchError) as e:
-        mg.merge(shards)
+        merge(shards)
     assert message in str(e.value) and "\n" not in str(e.value)
 
 
 def test_missing_shard_and_machine_types():
     shards = two_shards()
     with pytest.raises(RefbenchError, match="shard 2/2 missing"):
-        mg.merge(shards[:1])
-    merged, warnings = mg.merge(shards[:1], allow_missing=True)
+        merge(shards[:1])
+    merged, warnings = merge(shards[:1], allow_missing=True)
     assert "shard 2/2 missing" in warnings[0]
     shards[1][1]["environment"].update(cpu_model="Xeon", cpus=2)
-    merged, warnings = mg.merge(shards)
+    merged, warnings = merge(shards)
     assert len(warnings) == 1 and "different machine types" in warnings[0] and "Xeon x2" in warnings[0]
 
 
