@@ -124,6 +124,18 @@ def record_line(request: RunRequest, base: str, head: str, budget_text: str, out
             "--json", str(outputs.json), "-o", str(outputs.summary))
 
 
+def baseline(db: History, args, target: str, repo_url: str) -> tuple[str, str]:
+    """(tonight's baseline, the mode recorded): --base, or with --since-last the watched ref's
+    commit of the last recorded night (--base on the first night)."""
+    if args.since_last:
+        prev = last_head(db, target, repo_url, args.head, args.machine)
+        if prev:
+            return prev, "since-last"
+        print(f"nightly: no earlier run of {args.head} in {db.display}: comparing with {args.base} tonight",
+              file=sys.stderr)
+    return args.base, "release"
+
+
 def night(db: History, args, request: RunRequest, home: Path, trend: Path, params: cpd.Params) -> int:
     def redraw():
         return render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
@@ -136,14 +148,7 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
         raise RefbenchError(f"unknown target {request.target!r} in {scenarios}")
     builder = bl.Builder(target, Path(request.builds_dir), request.repo)
     repo_url = builder.repo_url  # what results.json records as target.repo
-    base, mode = args.base, "release"
-    if args.since_last:
-        prev = last_head(db, request.target, repo_url, args.head, args.machine)
-        if prev:
-            base, mode = prev, "since-last"
-        else:
-            print(f"nightly: no earlier run of {args.head} in {db.display}: comparing with {args.base} tonight",
-                  file=sys.stderr)
+    base, mode = baseline(db, args, request.target, repo_url)
     out_dir = Path(args.out_dir) if args.out_dir else \
         home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -165,31 +170,41 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
         redraw()
         raise
     slower = [(sc, st, c) for sc, st, c in results.comparisons() if c.verdict == SLOWER]
-    machine = args.machine
     run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
-                        exit_code=EXIT_OK, results_path=str(outputs.json), machine=machine)
-    found = new_changepoints(db, target=results.target.name, machine=machine, head_ref=args.head,
+                        exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
+    found = new_changepoints(db, target=results.target.name, machine=args.machine, head_ref=args.head,
                              params=params, statistic=args.cp_statistic, run_id=run_id)
-    alarms = [c for c in found if c["alarm"]]
-    code = EXIT_OK
-    if args.alarm in ("changepoint", "both") and alarms:
-        code = EXIT_REGRESSION
-    if args.alarm in ("verdict", "both") and slower:
-        code = EXIT_REGRESSION
+    code = alarm(args.alarm, found, slower)
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     page = redraw()
+    print(f"nightly: run {run_id} recorded in {db.display} (machine {args.machine}); trend page {page}",
+          file=sys.stderr)
+    say_night(results, slower, found, args.alarm)
+    return code
+
+
+def alarm(rule: str, found: list[dict], slower: list) -> int:
+    """The exit code: 1 on a new change point to slower (changepoint), on a step tonight's
+    comparison calls slower (verdict), or on either (both)."""
+    if rule in ("changepoint", "both") and any(c["alarm"] for c in found):
+        return EXIT_REGRESSION
+    if rule in ("verdict", "both") and slower:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def say_night(results, slower: list, found: list[dict], rule: str) -> None:
+    """Tonight's verdicts, its regressions and the change points found, on stdout."""
     counts = verdict_counts(results)
-    print(f"nightly: run {run_id} recorded in {db.display} (machine {machine}); trend page {page}", file=sys.stderr)
     print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
           f"no significant change, {counts['inconclusive']} inconclusive")
     for sc, st, c in slower:
         print(f"REGRESSION {sc.name} / {st.name}: {c.contender} is {report.fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {report.fmt_ci(c.to_json())}, p {report.fmt_p(c.p_value)})"
-              + ("" if args.alarm != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
+              + ("" if rule != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
     for c in found:
         kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
         print(f"{kind} {c['scenario']} / {c['step']}: {report.fmt_pct(c['rel'])} (p {report.fmt_p(c['pvalue'])}) "
               f"between {c['good_sha'][:10]} (run {c['prev_run_id']}) and {c['bad_sha'][:10]} (run {c['run_id']}); "
               f"bisect: {c['bisect']}")
-    return code
