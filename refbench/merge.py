@@ -31,6 +31,14 @@ def _short(v) -> str:
 
 def check(shards: list[tuple[str, Results]], allow_missing: bool = False) -> list[str]:
     """Refuse (RefbenchError, one line) shards that cannot be merged; return warnings."""
+    _check_same(shards)
+    warnings = _check_split(shards, allow_missing)
+    warnings += _check_steps(shards, allow_missing, shards_missing=bool(warnings))
+    return warnings + _machine_warnings(shards)
+
+
+def _check_same(shards: list[tuple[str, Results]]) -> None:
+    """Same target, builds and settings in every shard as in the first."""
     (name0, first), rest = shards[0], shards[1:]
     for name, r in rest:
         for k in TARGET_KEYS:
@@ -48,31 +56,36 @@ def check(shards: list[tuple[str, Results]], allow_missing: bool = False) -> lis
         for k in sorted(set(s0) | set(s1)):
             if s0.get(k) != s1.get(k):
                 raise RefbenchError(f"{name}: setting {k} = {s1.get(k)!r} differs from {name0}'s {s0.get(k)!r}")
-    # which shard is which: all of one N, each index once
+
+
+def _check_split(shards: list[tuple[str, Results]], allow_missing: bool) -> list[str]:
+    """Which shard is which: all of one N, each index once; a warning when some are missing."""
     specs = [(name, r.settings.shard) for name, r in shards]
     sharded = [s for _, s in specs if s]
-    warnings = []
-    if sharded:
-        if len(sharded) != len(specs):
-            plain = next(n for n, s in specs if not s)
-            raise RefbenchError(f"{plain}: not a shard (no --shard), the others are")
-        counts = {s.split("/")[1] for s in sharded}
-        if len(counts) > 1:
-            raise RefbenchError(f"shards of different splits: {', '.join(f'{n} is {s}' for n, s in specs)}")
-        seen: dict[str, str] = {}
-        for name, s in specs:
-            if s in seen:
-                raise RefbenchError(f"{name}: shard {s} again (also {seen[s]})")
-            seen[s] = name
-        n = int(next(iter(counts)))
-        missing = [f"{i}/{n}" for i in range(1, n + 1) if f"{i}/{n}" not in seen]
-        if missing and not allow_missing:
-            raise RefbenchError(f"shard {', '.join(missing)} missing (give every shard's results, "
-                                "or --allow-missing)")
-        if missing:
-            warnings.append(f"shard {', '.join(missing)} missing: the merged results cover "
-                            f"{len(seen)} of {n} shards")
-    # every step once
+    if not sharded:
+        return []
+    if len(sharded) != len(specs):
+        plain = next(n for n, s in specs if not s)
+        raise RefbenchError(f"{plain}: not a shard (no --shard), the others are")
+    counts = {s.split("/")[1] for s in sharded}
+    if len(counts) > 1:
+        raise RefbenchError(f"shards of different splits: {', '.join(f'{n} is {s}' for n, s in specs)}")
+    seen: dict[str, str] = {}
+    for name, s in specs:
+        if s in seen:
+            raise RefbenchError(f"{name}: shard {s} again (also {seen[s]})")
+        seen[s] = name
+    n = int(next(iter(counts)))
+    missing = [f"{i}/{n}" for i in range(1, n + 1) if f"{i}/{n}" not in seen]
+    if missing and not allow_missing:
+        raise RefbenchError(f"shard {', '.join(missing)} missing (give every shard's results, "
+                            "or --allow-missing)")
+    return [f"shard {', '.join(missing)} missing: the merged results cover {len(seen)} of {n} shards"] \
+        if missing else []
+
+
+def _check_steps(shards: list[tuple[str, Results]], allow_missing: bool, shards_missing: bool) -> list[str]:
+    """Every step once; every step of the comparison in some shard (unless shards are missing)."""
     where: dict[str, str] = {}
     for name, r in shards:
         for sc, st in r.steps():
@@ -80,20 +93,24 @@ def check(shards: list[tuple[str, Results]], allow_missing: bool = False) -> lis
             if key in where:
                 raise RefbenchError(f"{name}: step {sc.name} / {st.name} is also in {where[key]}")
             where[key] = name
-    lost = [s for s in first.settings.shard_steps or () if s not in where]
-    if lost and not any("missing" in w for w in warnings):
-        # every shard ran, yet a step is absent: a shard failed part-way or was edited
-        if not allow_missing:
-            raise RefbenchError(f"step {lost[0]} of the comparison is in no shard (--allow-missing to merge anyway)")
-        warnings.append(f"{len(lost)} step(s) of the comparison are in no shard: {', '.join(lost)}")
+    lost = [s for s in shards[0][1].settings.shard_steps or () if s not in where]
+    if not lost or shards_missing:
+        return []
+    # every shard ran, yet a step is absent: a shard failed part-way or was edited
+    if not allow_missing:
+        raise RefbenchError(f"step {lost[0]} of the comparison is in no shard (--allow-missing to merge anyway)")
+    return [f"{len(lost)} step(s) of the comparison are in no shard: {', '.join(lost)}"]
+
+
+def _machine_warnings(shards: list[tuple[str, Results]]) -> list[str]:
     machines = {}
     for name, r in shards:
         machines.setdefault(tuple(getattr(r.environment, k) for k in MACHINE_KEYS), []).append(name)
-    if len(machines) > 1:
-        desc = "; ".join(f"{_machine(m)} ({', '.join(ns)})" for m, ns in machines.items())
-        warnings.append(f"the shards ran on different machine types: {desc}. Each step's comparison is "
-                        "still same-machine, but times of steps on different machines do not compare")
-    return warnings
+    if len(machines) < 2:
+        return []
+    desc = "; ".join(f"{_machine(m)} ({', '.join(ns)})" for m, ns in machines.items())
+    return [f"the shards ran on different machine types: {desc}. Each step's comparison is "
+            "still same-machine, but times of steps on different machines do not compare"]
 
 
 def _machine(m: tuple) -> str:
