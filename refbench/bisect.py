@@ -23,6 +23,7 @@ from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
 from .progress import Reporter
+from .refs import ResolvedRef
 from .results import Results
 from .stats import SLOWER
 
@@ -71,8 +72,8 @@ class Outcome:
 @dataclass(frozen=True)
 class Line:
     """The commits to search and the comparison every probe runs (GOOD vs the probed commit)."""
-    good: object  # refs.ResolvedRef
-    bad: object
+    good: ResolvedRef
+    bad: ResolvedRef
     commits: list[tuple[str, str]]  # (sha, subject) after GOOD up to and including BAD, oldest first
     request: RunRequest
 

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 from . import builds as bl, fixtures as fx, paths, refs, report, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
-from .config import Scenario, format_size, load_config
+from .config import Config, Scenario, Target, format_size, load_config
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
@@ -70,8 +70,8 @@ class RunRequest:
     max_time: float = 600.0
     interleave: str | None = None
     no_shell: str = "auto"
-    cpus: object = None  # commands._args.cpu_split's value: (client, server) sets, 'auto', 'off' or None
-    shard: object = None  # shard.parse's value
+    cpus: tuple[frozenset[int], frozenset[int] | None] | str | None = None  # --cpus: sets, 'auto', 'off'
+    shard: tuple[int, int] | None = None  # --shard I/N as (I, N)
     shard_times: str | None = None
     threshold: float = 0.05
     alpha: float = 0.05
@@ -107,10 +107,10 @@ class RunRequest:
 class Checked:
     """A request that passed every check that can be made before anything is built."""
     request: RunRequest
-    cfg: object
-    target: object
-    origin: object  # the checkout around the current directory when it is the origin, else None
-    scenarios: list
+    cfg: Config
+    target: Target
+    origin: bl.Checkout | None  # the checkout around the current directory when it is the origin
+    scenarios: list[Scenario]
     step_filter: Callable | None
     family: tuple  # (scenarios, step filter) whose verdicts form one family (a shard's: the whole run's)
     hf_flags: list
@@ -383,6 +383,30 @@ def selected_steps(checked: Checked) -> Iterator[tuple]:
     return ((s, st) for s in checked.scenarios for st in s.steps if not f or f(s, st))
 
 
+def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
+                  ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
+    """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
+    steps = list(selected_steps(checked))
+    runner.steps_total = len(steps)
+    plan = runner.plan
+    reporter.start(sum(len(split_runs(st.runs or s.runs or plan.runs, plan.rounds)) for s, st in steps),
+                   [b.label for b in plan.builds])
+    done: list[ScenarioResult] = []
+    t_fixtures = 0.0
+    try:
+        for s in checked.scenarios:
+            t0 = time.monotonic()
+            reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} x {s.fixture.count}")
+            fixture = fx.ensure(s.fixture, checked.cache_dir)
+            t_fixtures += time.monotonic() - t0
+            done.append(runner.run_scenario(s, fixture, checked.step_filter))
+    except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
+        return done + e.partial, e, t_fixtures
+    finally:
+        reporter.stop()
+    return done, None, t_fixtures
+
+
 def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
     """Fixtures, backend, watchdog and runner over the selected steps. A watchdog stop keeps the
     steps that finished (and raises only when none did)."""
@@ -396,34 +420,14 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
     if hooks.builds:
         built = hooks.builds(built, workdir)
     client_cpus, server_cpus = resolve_cpus(checked.request.cpus)
-    done: list[ScenarioResult] = []
-    stopped = runner = None
-    t_fixtures = 0.0
     try:
         with open_backend(checked, workdir, run_id, server_cpus, reporter) as backend:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
             with watching(backend, workdir, checked) as watchdog:
-                plan = run_plan(checked, built, backend, workdir, client_cpus)
-                runner = Runner(plan, progress=lambda m: (watchdog.note(m), reporter.status(m)),
-                                on_round=reporter.advance)
-                steps = list(selected_steps(checked))
-                runner.steps_total = len(steps)
-                reporter.start(sum(len(split_runs(st.runs or s.runs or plan.runs, plan.rounds)) for s, st in steps),
-                               [b.label for b in built])
-                try:
-                    for s in checked.scenarios:
-                        t0 = time.monotonic()
-                        reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} "
-                                        f"x {s.fixture.count}")
-                        fixture = fx.ensure(s.fixture, checked.cache_dir)
-                        t_fixtures += time.monotonic() - t0
-                        done.append(runner.run_scenario(s, fixture, checked.step_filter))
-                except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
-                    stopped = e
-                    done += e.partial
-                finally:
-                    reporter.stop()
+                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus),
+                                progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
+                done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
         # read after the backend closed, as the record always was (a server's stop may purge more)
         resources, described = watchdog.report(), backend.describe()
     finally:
