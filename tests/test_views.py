@@ -15,7 +15,10 @@ import pytest
 from rich.console import Console
 
 from conftest import run_bench
-from refbench import report, stats, views
+from refbench import compare, report, stats
+from refbench.commands import compare as compare_cmd, report as report_cmd
+from refbench.render import csv as render_csv, html as render_html, markdown
+from refbench.render.format import slug
 from refbench.errors import RefbenchError
 from refbench.progress import Reporter
 
@@ -48,7 +51,7 @@ def make_results(steps: dict, labels=("old", "new"), fixtures: dict | None = Non
     for (scn, stn), per_build in steps.items():
         files, nbytes = fixtures.get(scn, (10, 10 * 1024 * 1024))
         sc = scenarios.setdefault(scn, {
-            "name": scn, "slug": views.slug(scn), "description": "",
+            "name": scn, "slug": slug(scn), "description": "",
             "fixture": {"kind": "sparse", "size": "1M", "size_bytes": nbytes // files, "count": files,
                         "files": files, "bytes": nbytes, "seed": 1, "path": "/tmp/fx"}, "steps": []})
         builds = {}
@@ -149,15 +152,15 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
         ("small files", "remove"): {"old": _times(0.2, seed=9), "new": _times(0.2, seed=10)},
         ("small files", "download"): {"old": _times(0.5, seed=11), "new": _times(0.5, seed=12)},
     }, fixtures={"small files": (10, 10 * 1024 * 1024)})
-    cmp = views.compare_runs(old, new, SETTINGS)
-    assert cmp["only_old"] == ["large file / upload"]
-    assert cmp["only_new"] == ["small files / download"]
-    by = {(r["scenario"], r["step"], r["old_build"]): r for r in cmp["rows"]}
+    cmp = compare.compare_runs(old, new, SETTINGS)
+    assert list(cmp.only_old) == ["large file / upload"]
+    assert list(cmp.only_new) == ["small files / download"]
+    by = {(r.scenario, r.step, r.old_build): r for r in cmp.rows}
     assert len(by) == 4  # two common steps × two builds
-    assert by[("small files", "upload", "new")]["c"]["verdict"] == "slower"
-    assert by[("small files", "upload", "new")]["c"]["rel"] == pytest.approx(0.35, abs=0.05)
-    assert by[("small files", "upload", "old")]["c"]["verdict"] in ("no significant change", "inconclusive")
-    md = views.render_compare_md(cmp, "old.json", "new.json")
+    assert by[("small files", "upload", "new")].comparison.verdict == "slower"
+    assert by[("small files", "upload", "new")].comparison.rel == pytest.approx(0.35, abs=0.05)
+    assert by[("small files", "upload", "old")].comparison.verdict in ("no significant change", "inconclusive")
+    md = markdown.render_compare_md(cmp, "old.json", "new.json")
     assert "Steps only in old.json:** large file / upload" in md
     assert "Steps only in new.json:** small files / download" in md
     assert re.search(r"🔴 +\| small files +\| upload +\| new", md)
@@ -169,18 +172,18 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
     assert proc.returncode == 1, proc.stderr
     assert "large file / upload" in proc.stdout
     assert json.loads((tmp_path / "cmp.json").read_text())["only_new"] == ["small files / download"]
-    assert views.cmd_compare([str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
+    assert compare_cmd.main([str(tmp_path / "old.json"), str(tmp_path / "new.json")]) == 0
 
 
 def test_compare_builds_only_in_one_file_and_position_matching(tmp_path):
     old = make_results({("s", "a"): {"v1": _times(1.0, seed=1), "v2": _times(1.0, seed=2)}}, labels=("v1", "v2"))
     new = make_results({("s", "a"): {"v1": _times(1.0, seed=3), "v3": _times(1.0, seed=4)}}, labels=("v1", "v3"))
-    cmp = views.compare_runs(old, new, SETTINGS)
-    assert cmp["builds_only_old"] == ["v2"] and cmp["builds_only_new"] == ["v3"]
-    assert [r["old_build"] for r in cmp["rows"]] == ["v1"]
-    cmp = views.compare_runs(old, new, SETTINGS, match="position")
-    assert [(r["old_build"], r["new_build"]) for r in cmp["rows"]] == [("v1", "v1"), ("v2", "v3")]
-    assert "v2 → v3" in views.render_compare_md(cmp)
+    cmp = compare.compare_runs(old, new, SETTINGS)
+    assert cmp.builds_only_old == ("v2",) and cmp.builds_only_new == ("v3",)
+    assert [r.old_build for r in cmp.rows] == ["v1"]
+    cmp = compare.compare_runs(old, new, SETTINGS, match="position")
+    assert [(r.old_build, r.new_build) for r in cmp.rows] == [("v1", "v1"), ("v2", "v3")]
+    assert "v2 → v3" in markdown.render_compare_md(cmp)
 
 
 def test_compare_marks_different_fixtures():
@@ -188,9 +191,9 @@ def test_compare_marks_different_fixtures():
                        fixtures={"s": (10, 1 << 20)})
     new = make_results({("s", "a"): {"old": _times(1.0, seed=3), "new": _times(1.0, seed=4)}},
                        fixtures={"s": (100, 1 << 24)})
-    cmp = views.compare_runs(old, new, SETTINGS)
-    assert all(r["fixture_differs"] for r in cmp["rows"])
-    assert "fixture differs" in views.render_compare_md(cmp)
+    cmp = compare.compare_runs(old, new, SETTINGS)
+    assert all(r.fixture_differs for r in cmp.rows)
+    assert "fixture differs" in markdown.render_compare_md(cmp)
 
 
 def test_compare_bad_input_is_one_line_exit_2(tmp_path):
@@ -202,16 +205,16 @@ def test_compare_bad_input_is_one_line_exit_2(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().splitlines() == [f"refbench: error: {tmp_path / 'missing.json'}: no such results file"]
     with pytest.raises(RefbenchError, match="not a refbench results file"):
-        views.cmd_compare([str(good), str(bad)])
+        compare_cmd.main([str(good), str(bad)])
     with pytest.raises(RefbenchError, match="is a directory"):
-        views.cmd_compare([str(good), str(tmp_path)])
+        compare_cmd.main([str(good), str(tmp_path)])
     with pytest.raises(SystemExit) as e:
-        views.cmd_compare([str(good)])
+        compare_cmd.main([str(good)])
     assert e.value.code == 2
     other = make_results({("s", "a"): {"x": _times(1.0), "y": _times(1.0)}}, labels=("x", "y"))
     (tmp_path / "other.json").write_text(json.dumps(other))
     with pytest.raises(RefbenchError, match="--match position"):
-        views.cmd_compare([str(good), str(tmp_path / "other.json")])
+        compare_cmd.main([str(good), str(tmp_path / "other.json")])
     assert RefbenchError("x").code == 2
 
 
@@ -219,10 +222,10 @@ def test_compare_bad_input_is_one_line_exit_2(tmp_path):
 def test_csv_one_row_per_step_and_build_with_statistics(tmp_path):
     r = basic_results()
     path = tmp_path / "out.csv"
-    views.write_csv(r, path)
+    render_csv.write_csv(r, path)
     rows = list(csv.DictReader(path.open()))
     assert len(rows) == 3 * 2
-    assert list(rows[0]) == views.CSV_FIELDS
+    assert list(rows[0]) == render_csv.CSV_FIELDS
     up_new = next(x for x in rows if x["step"] == "upload" and x["build"] == "new")
     assert up_new["verdict"] == "slower" and float(up_new["rel_change"]) == pytest.approx(0.3, abs=0.05)
     assert float(up_new["ci_low"]) < float(up_new["rel_change"]) < float(up_new["ci_high"])
@@ -238,7 +241,7 @@ def test_csv_one_row_per_step_and_build_with_statistics(tmp_path):
 def test_html_is_self_contained_and_escapes_names():
     r = basic_results()
     r["scenarios"][0]["name"] = "small <script>alert(1)</script> files"
-    page = views.render_html(r)
+    page = render_html.render_html(r)
     assert "<script" not in page.lower()
     assert "&lt;script&gt;" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page, re.I), "must not load anything"
@@ -254,20 +257,20 @@ def test_latency_vs_size_fit_recovers_overhead_and_throughput():
     steps = {(n, "upload"): {"old": _times(overhead + b / tp, seed=i), "new": _times(overhead + b / (tp / 2), seed=9 + i)}
              for i, (n, b) in enumerate(sizes.items())}
     r = make_results(steps, fixtures={n: (1, b) for n, b in sizes.items()})
-    fams = views.size_families(r)
-    assert len(fams) == 1 and fams[0]["step"] == "upload" and len(fams[0]["sizes"]) == 3
-    old, new = fams[0]["builds"]["old"], fams[0]["builds"]["new"]
-    assert old["throughput"] == pytest.approx(tp, rel=0.05)
-    assert new["throughput"] == pytest.approx(tp / 2, rel=0.05)
-    assert old["overhead"] == pytest.approx(overhead, abs=0.03)
-    page = views.render_html(r)
+    fams = render_html.size_families(r)
+    assert len(fams) == 1 and fams[0].step == "upload" and len(fams[0].sizes) == 3
+    old, new = fams[0].builds["old"], fams[0].builds["new"]
+    assert old.throughput == pytest.approx(tp, rel=0.05)
+    assert new.throughput == pytest.approx(tp / 2, rel=0.05)
+    assert old.overhead == pytest.approx(overhead, abs=0.03)
+    page = render_html.render_html(r)
     assert 'id="latency-vs-size"' in page and 'class="chart fit"' in page
     # one size only, or sizes of different file counts: no fit
-    assert views.size_families(basic_results()) == []
+    assert render_html.size_families(basic_results()) == []
     mixed = make_results({("many", "upload"): {"old": _times(1.0), "new": _times(1.0)},
                           ("one", "upload"): {"old": _times(0.5), "new": _times(0.5)}},
                          fixtures={"many": (200, 50 << 20), "one": (1, 256 << 20)})
-    assert views.size_families(mixed) == []
+    assert render_html.size_families(mixed) == []
 
 
 def test_views_read_older_files_without_optional_fields(tmp_path):
@@ -285,12 +288,12 @@ def test_views_read_older_files_without_optional_fields(tmp_path):
     old["command_line"] = []
     (tmp_path / "old.json").write_text(json.dumps(old))
     loaded = report.load_results(tmp_path / "old.json")
-    assert "n/a" in views.render_html(loaded)
-    views.write_csv(loaded, tmp_path / "old.csv")
+    assert "n/a" in render_html.render_html(loaded)
+    render_csv.write_csv(loaded, tmp_path / "old.csv")
     newer = dict(r, version=report.SCHEMA_VERSION + 1)
     (tmp_path / "newer.json").write_text(json.dumps(newer))
     with pytest.raises(RefbenchError, match="newer"):
-        views.cmd_report([str(tmp_path / "newer.json")])
+        report_cmd.main([str(tmp_path / "newer.json")])
 
 
 # ---- progress ------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import importlib
 
 # subcommand -> "module:function" (relative to the refbench package)
 COMMANDS = {
-    "report": "views:cmd_report",
-    "compare": "views:cmd_compare",
+    "report": "commands.report:main",
+    "compare": "commands.compare:main",
     "comment": "github:cmd_comment",
     "nightly": "nightly:cmd_nightly",
     "bisect": "bisect:cmd_bisect",
