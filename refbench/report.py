@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
-import socket
-import subprocess
 import time
 from pathlib import Path
 
-from . import __version__, paths
+from . import __version__, paths, results
 from .stats import VERDICTS
 
 SCHEMA = "refbench/results"
@@ -22,41 +18,10 @@ TEMPLATES = paths.templates_dir()  # prefer paths.template_loader()
 
 
 def environment(toolchain: str | None = None) -> dict:
-    def version(argv):
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return None
-
-    return {
-        "host": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
-        "cpu_model": cpu_model(), "cpus": os.cpu_count(),
-        "memory_bytes": _mem_total(), "python": platform.python_version(),
-        "go": toolchain or version(["go", "env", "GOVERSION"]), "hyperfine": version(["hyperfine", "--version"]),
-        "refbench": __version__,
-    }
+    return results.environment(toolchain).to_json()
 
 
-def cpu_model() -> str | None:
-    """The CPU's model name from /proc/cpuinfo (None where it cannot be read): with the CPU count,
-    what tells one machine type from another."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _mem_total() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+cpu_model = results.cpu_model
 
 
 def write_json(results: dict, path: Path) -> None:
