@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from . import stats
+from .results import Fixture, Results, Scenario, Step
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,8 @@ class RunComparison:
         }
 
 
-def _steps(results: dict) -> dict[tuple[str, str], tuple[dict, dict]]:
-    return {(sc["name"], st["name"]): (sc, st) for sc in results["scenarios"] for st in sc["steps"]}
+def _steps(results: Results) -> dict[tuple[str, str], tuple[Scenario, Step]]:
+    return {(sc.name, st.name): (sc, st) for sc, st in results.steps()}
 
 
 def _as_stored(c: stats.Comparison) -> stats.Comparison:
@@ -73,49 +72,47 @@ def _as_stored(c: stats.Comparison) -> stats.Comparison:
     return stats.Comparison(**{k: v for k, v in c.to_json().items() if k != "phrase"})
 
 
-def _pairs(old_labels: list[str], new_labels: list[str], match: str) -> list[tuple[str, str]]:
+def _pairs(old_labels: tuple[str, ...], new_labels: tuple[str, ...], match: str) -> list[tuple[str, str]]:
     if match == "position":
         return list(zip(old_labels, new_labels))
     return [(lab, lab) for lab in old_labels if lab in new_labels]
 
 
-def _mean(side: dict) -> float:
-    return side["stats"]["mean"] if side.get("stats") else float(np.mean(side["times"]))
+def _fixture_differs(old: Fixture, new: Fixture) -> bool:
+    return (old.kind, old.files, old.bytes) != (new.kind, new.files, new.bytes)
 
 
-def _warnings(old: dict, new: dict) -> list[str]:
+def _warnings(old: Results, new: Results) -> list[str]:
     """What makes the two runs less than like-for-like: target, machine, --quick."""
     warnings = []
-    if old.get("target", {}).get("name") != new.get("target", {}).get("name"):
-        warnings.append(f"different targets: {old.get('target', {}).get('name')} vs {new.get('target', {}).get('name')}")
+    if old.target.name != new.target.name:
+        warnings.append(f"different targets: {old.target.name} vs {new.target.name}")
     for f in ("host", "cpu_model", "cpus"):
-        a, b = old.get("environment", {}).get(f), new.get("environment", {}).get(f)
+        a, b = getattr(old.environment, f), getattr(new.environment, f)
         if a != b:
             warnings.append(f"different {f}: {a} vs {b}")
-    if old.get("settings", {}).get("quick") != new.get("settings", {}).get("quick"):
+    if old.settings.quick != new.settings.quick:
         warnings.append("one run used --quick sizes and the other not")
     return warnings
 
 
-def compare_runs(old: dict, new: dict, settings: stats.Settings = stats.Settings(),
+def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Settings(),
                  match: str = "label") -> RunComparison:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
     (baseline with baseline, ...) with match="position"."""
-    old_labels = [b["label"] for b in old["builds"]]
-    new_labels = [b["label"] for b in new["builds"]]
-    pairs = _pairs(old_labels, new_labels, match)
-    old_sha = {b["label"]: b.get("sha") or "" for b in old["builds"]}
-    new_sha = {b["label"]: b.get("sha") or "" for b in new["builds"]}
+    pairs = _pairs(old.labels, new.labels, match)
+    old_sha = {b.label: b.sha or "" for b in old.builds}
+    new_sha = {b.label: b.sha or "" for b in new.builds}
     os_, ns_ = _steps(old), _steps(new)
     rows = []
     for key in [k for k in os_ if k in ns_]:
         (osc, ost), (nsc, nst) = os_[key], ns_[key]
-        fixture_differs = any(osc["fixture"].get(f) != nsc["fixture"].get(f) for f in ("kind", "files", "bytes"))
+        fixture_differs = _fixture_differs(osc.fixture, nsc.fixture)
         for ol, nl in pairs:
-            ob, nb = ost["builds"].get(ol), nst["builds"].get(nl)
-            if not ob or not nb or not ob.get("times") or not nb.get("times"):
+            ob, nb = ost.builds.get(ol), nst.builds.get(nl)
+            if not ob or not nb or not ob.times or not nb.times:
                 continue
-            c = _as_stored(stats.compare(f"{ol} (old)", ob["times"], f"{nl} (new)", nb["times"], settings))
+            c = _as_stored(stats.compare(f"{ol} (old)", ob.times, f"{nl} (new)", nb.times, settings))
             notes = []
             if fixture_differs:
                 notes.append("fixture differs: not like-for-like")
@@ -123,16 +120,15 @@ def compare_runs(old: dict, new: dict, settings: stats.Settings = stats.Settings
                 notes.append(f"commit {old_sha[ol][:10]} → {new_sha[nl][:10]}")
             if c.noisy:
                 notes.append("noisy")
-            rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=_mean(ob),
-                                   new_mean=_mean(nb), old_n=len(ob["times"]), new_n=len(nb["times"]),
+            rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
+                                   new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
                                    comparison=c, fixture_differs=fixture_differs, notes=tuple(notes)))
     counts = {v: sum(1 for r in rows if r.comparison.verdict == v) for v in stats.VERDICTS}
     return RunComparison(
-        old_created=old.get("created"), new_created=new.get("created"),
-        old_builds=tuple(old_labels), new_builds=tuple(new_labels), match=match, pairs=tuple(pairs),
-        rows=tuple(rows), counts=counts, threshold=settings.threshold, alpha=settings.alpha,
-        only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
+        old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,
+        match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=settings.threshold,
+        alpha=settings.alpha, only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
         only_new=tuple(f"{s} / {t}" for (s, t) in ns_ if (s, t) not in os_),
-        builds_only_old=tuple(lab for lab in old_labels if lab not in {o for o, _ in pairs}),
-        builds_only_new=tuple(lab for lab in new_labels if lab not in {n for _, n in pairs}),
+        builds_only_old=tuple(lab for lab in old.labels if lab not in {o for o, _ in pairs}),
+        builds_only_new=tuple(lab for lab in new.labels if lab not in {n for _, n in pairs}),
         warnings=tuple(_warnings(old, new)))

@@ -1,27 +1,34 @@
-"""results.json, the machine-readable truth: reading, writing, the machine it ran on.
+"""The results dict API the modules not yet on typed Results still import (cli, github, merge,
+shard, nightly, history, commands/merge, commands/calibrate): load_results, write_json,
+build_results, environment, cpu_model, TEMPLATES, COMMENT_MARKER, render_markdown, verdict_counts,
+busy_warning, regressions, fmt_pct, fmt_p, fmt_ci and _jinja.
 
-The views moved to refbench.render (markdown, html, csv) and compare to refbench.compare; their
-names are re-exported at the end for the modules that still import them from here."""
+The views live in refbench.render and compare in refbench.compare; the view functions here take
+the dict through results.Results.from_json, so their logic exists once. This module goes when its
+importers switch to results.load / results.write and refbench.render."""
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
-from . import __version__, paths, results
-from .stats import VERDICTS
+from . import __version__, paths, results as rs
+from .errors import RefbenchError
+from .render import markdown
+from .render.env import environment as _jinja_environment
+from .render.format import fmt_interval, fmt_p, fmt_pct  # noqa: F401 (re-exported)
+from .render.markdown import COMMENT_MARKER  # noqa: F401 (re-exported)
 
-SCHEMA = "refbench/results"
-SCHEMA_VERSION = 1
-TEMPLATES = paths.templates_dir()  # prefer paths.template_loader()
+SCHEMA = rs.SCHEMA
+SCHEMA_VERSION = rs.SCHEMA_VERSION
+TEMPLATES = paths.templates_dir()  # nightly's trend page loads from here
 
 
 def environment(toolchain: str | None = None) -> dict:
-    return results.environment(toolchain).to_json()
+    return rs.environment(toolchain).to_json()
 
 
-cpu_model = results.cpu_model
+cpu_model = rs.cpu_model
 
 
 def write_json(results: dict, path: Path) -> None:
@@ -36,8 +43,8 @@ def load_results(path: Path, check: bool = True) -> dict:
     """Read a results.json of this or an older schema version. Every reader goes through here, so a
     file that cannot be read, or lacks what the views rely on, is one RefbenchError naming the file
     and the part that is wrong — never a traceback from deep inside a view. check=False skips the
-    views' shape check, for readers that take only what they find (shard weights)."""
-    from .errors import RefbenchError
+    shape check, for readers that take only what they find (shard weights). Callers that can hold
+    typed Results use results.load instead."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -48,63 +55,15 @@ def load_results(path: Path, check: bool = True) -> dict:
         raise RefbenchError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
         raise RefbenchError(f"{path}: not a refbench results file ({e})") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:  # also for check=False
         schema = data.get("schema") if isinstance(data, dict) else None
         raise RefbenchError(f"{path}: not a refbench results file (schema {schema!r})")
     if not isinstance(data.get("version", 0), int) or data.get("version", 0) > SCHEMA_VERSION:
         raise RefbenchError(f"{path}: results schema version {data.get('version')!r} is newer than this "
                             f"refbench reads ({SCHEMA_VERSION}); upgrade refbench")
-    problem = shape_problem(data) if check else None
-    if problem:
-        raise RefbenchError(f"{path}: malformed results file: {problem}")
+    if check:
+        rs.Results.from_json(data, str(path))  # the one shape check: raises naming the file and the part
     return data
-
-
-def shape_problem(data: dict) -> str | None:
-    """What is missing or of the wrong kind in a results document (None: nothing), for the keys
-    every view reads without a default."""
-    def kind(value, want, where):
-        if not isinstance(value, want):
-            names = want.__name__ if isinstance(want, type) else " or ".join(w.__name__ for w in want)
-            raise _Shape(f"{where} should be {names}, not {type(value).__name__}")
-        return value
-
-    def get(d, key, want, where):
-        if key not in d:
-            raise _Shape(f"{where or 'the file'} has no {key!r}")
-        return kind(d[key], want, f"{where}.{key}" if where else key)
-
-    try:
-        get(data, "settings", dict, "")
-        get(get(data, "target", dict, ""), "name", str, "target")
-        for i, b in enumerate(get(data, "builds", list, "")):
-            get(kind(b, dict, f"builds[{i}]"), "label", str, f"builds[{i}]")
-        for i, sc in enumerate(get(data, "scenarios", list, "")):
-            where = f"scenarios[{i}]"
-            kind(sc, dict, where)
-            get(sc, "name", str, where)
-            get(sc, "fixture", dict, where)
-            for j, st in enumerate(get(sc, "steps", list, where)):
-                w = f"{where}.steps[{j}]"
-                kind(st, dict, w)
-                get(st, "name", str, w)
-                for label, b in get(st, "builds", dict, w).items():
-                    get(kind(b, dict, f"{w}.builds[{label!r}]"), "times", list, f"{w}.builds[{label!r}]")
-                for k, c in enumerate(get(st, "comparisons", list, w)):
-                    wc = f"{w}.comparisons[{k}]"
-                    kind(c, dict, wc)
-                    for key in ("baseline", "contender"):
-                        get(c, key, str, wc)
-                    if get(c, "verdict", str, wc) not in VERDICTS:
-                        raise _Shape(f"{wc}.verdict {c['verdict']!r} is not one of {', '.join(VERDICTS)}")
-                    get(c, "rel", (int, float), wc)
-    except _Shape as e:
-        return str(e)
-    return None
-
-
-class _Shape(Exception):
-    pass
 
 
 def build_results(*, target: dict, builds: list[dict], backend: dict, settings: dict, scenarios: list[dict],
@@ -118,15 +77,35 @@ def build_results(*, target: dict, builds: list[dict], backend: dict, settings: 
     }
 
 
-# ---- re-exports: the views' names where cli, github, merge, nightly, history, calibrate and the
-# tests still import them; they move to refbench.render.* as those modules switch
-from .render.env import environment as _environment  # noqa: E402
-from .render.format import fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_s, md_escape  # noqa: E402,F401
-from .render.markdown import (  # noqa: E402,F401
-    COMMENT_MARKER, GITHUB_COMMENT_LIMIT, busy_warning, comment_size, detection_line, more_seconds, regressions,
-    render_github, render_markdown, tables, throughput, verdict_counts, verdict_rows, verdict_table)
+# ---- the views for callers that still hold a results dict (cli, github, merge, nightly, history,
+# commands/merge, commands/calibrate); each takes the dict through Results.from_json, so the
+# logic lives once, in refbench.render
+def _typed(results) -> rs.Results:
+    return results if isinstance(results, rs.Results) else rs.Results.from_json(results)
+
+
+def render_markdown(results, flavour: str = "md") -> str:
+    return markdown.render_markdown(_typed(results), flavour)
+
+
+def verdict_counts(results) -> dict[str, int]:
+    return markdown.verdict_counts(_typed(results))
+
+
+def busy_warning(results) -> str | None:
+    return markdown.busy_warning(_typed(results).environment)
+
+
+def regressions(results) -> list[tuple[str, str, dict]]:
+    """(scenario, step, comparison as stored) of every comparison that got slower."""
+    return [(sc, st, c.to_json()) for sc, st, c in markdown.regressions(_typed(results))]
+
+
+def fmt_ci(c: dict) -> str:
+    """A stored comparison's 95% interval (nightly prints it from the results dict)."""
+    return fmt_interval(c.get("ci_low"), c.get("ci_high"))
 
 
 def _jinja():
     """The markdown Jinja environment (commands/calibrate renders calibrate.md.j2 with it)."""
-    return _environment("markdown")
+    return _jinja_environment("markdown")

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import report, stats
+from .. import results as rs, stats
 from ..compare import compare_runs
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..render.markdown import render_compare_md
@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step got slower")
     add_stats_args(p)
     args = p.parse_args(argv)
-    old, new = report.load_results(Path(args.old)), report.load_results(Path(args.new))
+    old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     cmp = compare_runs(old, new, settings, args.match)
     if not cmp.pairs:

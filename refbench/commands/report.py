@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import report
+from .. import results as rs
 from ..errors import EXIT_OK
 from ..render.csv import write_csv
 from ..render.html import write_html
@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--format", choices=("md", "github"), default="md",
                    help="markdown flavour: md (summary.md) or github (PR comment, within GitHub's size limit)")
     args = p.parse_args(argv)
-    results = report.load_results(Path(args.results))
+    results = rs.load(Path(args.results))
     if args.html:
         write_html(results, Path(args.html))
         print(f"wrote {args.html}", file=sys.stderr)

@@ -10,15 +10,27 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import stats
+from ..results import Step
 from .env import VERDICT_COLOURS
 from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds, verdict_word
 
 BUILD_COLOURS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#bf3989", "#0a7ea4"]
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
+
+
+@dataclass(frozen=True)
+class ForestRow:
+    """One comparison in the forest chart, linking to its step's card."""
+    scenario: str
+    step: str
+    c: stats.Comparison
+    anchor: str
+    multi: bool  # more than one contender: name the build
 
 
 def _e(text) -> str:
@@ -59,14 +71,14 @@ def _quartiles(a: np.ndarray) -> tuple[float, float, float]:
 
 
 # ---- charts -----------------------------------------------------------------------------------
-def distribution_svg(step: dict, labels: list[str], width: int = 900) -> str:
+def distribution_svg(step: Step, labels: list[str], width: int = 900) -> str:
     """Box plot + every run as a dot, one row per build (outliers and bimodality stay visible)."""
-    rows = [(lab, step["builds"][lab]) for lab in labels if lab in step["builds"] and step["builds"][lab]["times"]]
+    rows = [(lab, step.builds[lab]) for lab in labels if lab in step.builds and step.builds[lab].times]
     if not rows:
         return ""
     left, right, top, row_h, axis_h = 120, 24, 10, 40, 34
     height = top + row_h * len(rows) + axis_h
-    allt = [t for _, b in rows for t in b["times"]]
+    allt = [t for _, b in rows for t in b.times]
     lo, hi = min(allt), max(allt)
     pad = (hi - lo) * 0.08 or max(hi * 0.05, 1e-6)
     lo, hi = max(0.0, lo - pad), hi + pad
@@ -76,7 +88,7 @@ def distribution_svg(step: dict, labels: list[str], width: int = 900) -> str:
         return left + (v - lo) / (hi - lo) * plot_w
 
     out = [f'<svg class="chart dist" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="run times of {_e(step["name"])}" '
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="run times of {_e(step.name)}" '
            f'style="{FONT};font-size:12px">']
     for tv in nice_ticks(lo, hi, 6):
         xv = x(tv)
@@ -87,7 +99,7 @@ def distribution_svg(step: dict, labels: list[str], width: int = 900) -> str:
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle" fill="#57606a">'
                f'wall time per run (every dot is one run; box: quartiles, line: median, ◆: mean)</text>')
     for i, (lab, b) in enumerate(rows):
-        a = np.asarray(b["times"], dtype=float)
+        a = np.asarray(b.times, dtype=float)
         cy = top + row_h * i + row_h / 2
         col = build_colour(labels, lab)
         out.append(f'<text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#24292f">{_e(lab)}</text>')
@@ -104,7 +116,7 @@ def distribution_svg(step: dict, labels: list[str], width: int = 900) -> str:
                    f'height="22" fill="{col}" fill-opacity="0.15" stroke="{col}" stroke-width="1.5"/>')
         out.append(f'<line x1="{x(med):.1f}" y1="{cy - 11:.1f}" x2="{x(med):.1f}" y2="{cy + 11:.1f}" '
                    f'stroke="{col}" stroke-width="3"/>')
-        rounds = b.get("rounds") or [None] * len(a)
+        rounds = b.rounds or [None] * len(a)
         for j, tv in enumerate(a):
             jitter = ((j * 7919) % 13 - 6) * 1.4  # deterministic, spreads ties vertically
             rd = f" (round {rounds[j] + 1})" if j < len(rounds) and rounds[j] is not None else ""
@@ -118,7 +130,7 @@ def distribution_svg(step: dict, labels: list[str], width: int = 900) -> str:
     return "".join(out)
 
 
-def forest_svg(rows: list[dict], threshold: float, width: int = 900) -> str:
+def forest_svg(rows: list[ForestRow], threshold: float, width: int = 900) -> str:
     """Every comparison's time change with its 95% CI, coloured by verdict, against the ±threshold
     band: the at-a-glance view of what got slower and by how much."""
     if not rows:
@@ -127,8 +139,8 @@ def forest_svg(rows: list[dict], threshold: float, width: int = 900) -> str:
     height = top + row_h * len(rows) + axis_h
     vals = [0.0, -threshold * 2, threshold * 2]
     for r in rows:
-        c = r["c"]
-        vals += [v for v in (c["rel"], c.get("ci_low"), c.get("ci_high")) if v is not None and math.isfinite(v)]
+        c = r.c
+        vals += [v for v in (c.rel, c.ci_low, c.ci_high) if v is not None and math.isfinite(v)]
     lo, hi = max(min(vals), -0.95), min(max(vals), 3.0)
     pad = (hi - lo) * 0.05
     lo, hi = lo - pad, hi + pad
@@ -151,20 +163,20 @@ def forest_svg(rows: list[dict], threshold: float, width: int = 900) -> str:
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle" fill="#57606a">'
                f'time change vs baseline with 95% CI (right = slower; grey band = ±{threshold * 100:.1f}%)</text>')
     for i, r in enumerate(rows):
-        c = r["c"]
+        c = r.c
         cy = top + row_h * i + row_h / 2
-        col = VERDICT_COLOURS.get(c["verdict"], "#57606a")
-        name = f'{r["scenario"]} / {r["step"]}' + (f' ({c["contender"]})' if r.get("multi") else "")
-        out.append(f'<a href="#{_e(r["anchor"])}"><text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" '
+        col = VERDICT_COLOURS.get(c.verdict, "#57606a")
+        name = f'{r.scenario} / {r.step}' + (f' ({c.contender})' if r.multi else "")
+        out.append(f'<a href="#{_e(r.anchor)}"><text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" '
                    f'fill="#0969da">{_e(name[:40])}</text></a>')
-        if c.get("ci_low") is not None:
-            out.append(f'<line x1="{x(c["ci_low"]):.1f}" y1="{cy:.1f}" x2="{x(c["ci_high"]):.1f}" y2="{cy:.1f}" '
+        if c.ci_low is not None:
+            out.append(f'<line x1="{x(c.ci_low):.1f}" y1="{cy:.1f}" x2="{x(c.ci_high):.1f}" y2="{cy:.1f}" '
                        f'stroke="{col}" stroke-width="2.5"/>')
-        out.append(f'<circle class="change" cx="{x(c["rel"]):.1f}" cy="{cy:.1f}" r="5" fill="{col}">'
-                   f'<title>{_e(name)}: {_e(fmt_pct(c["rel"]))} {_e(fmt_ci(c))}, {_e(c["verdict"])}'
+        out.append(f'<circle class="change" cx="{x(c.rel):.1f}" cy="{cy:.1f}" r="5" fill="{col}">'
+                   f'<title>{_e(name)}: {_e(fmt_pct(c.rel))} {_e(fmt_ci(c))}, {_e(c.verdict)}'
                    f'</title></circle>')
         out.append(f'<text x="{width - right + 8}" y="{cy + 4:.1f}" fill="{col}" font-weight="600">'
-                   f'{_e(fmt_pct(c["rel"]))} {_e(verdict_word(c["verdict"]))}</text>')
+                   f'{_e(fmt_pct(c.rel))} {_e(verdict_word(c.verdict))}</text>')
     out.append("</svg>")
     return "".join(out)
 

@@ -26,7 +26,7 @@ def environment(kind: str = "markdown") -> jinja2.Environment:
     env = jinja2.Environment(loader=paths.template_loader(), autoescape=html, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=not html, undefined=jinja2.StrictUndefined)
     env.filters.update(pct=f.fmt_pct, s=f.fmt_s, p=f.fmt_p, ci=f.fmt_ci, md=f.md_escape, secs=f.fmt_seconds,
-                       bytes=f.fmt_bytes, vword=f.verdict_word)
+                       bytes=f.fmt_bytes, vword=f.verdict_word, unknown=f.or_unknown)
     env.globals.update(markers=MARKERS, vcolour=VERDICT_COLOURS)
     return env
 

@@ -30,6 +30,11 @@ def fmt_p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def or_unknown(value):
+    """A setting an older results file does not record, shown as '?' rather than 'None'."""
+    return "?" if value is None else value
+
+
 def verdict_word(verdict: str) -> str:
     """The one-word verdict the charts and CSS classes use."""
     return {"no significant change": "same", "inconclusive": "unsure"}.get(verdict, verdict)
@@ -124,4 +129,4 @@ def slug(*parts: str) -> str:
 
 def fmt_ci(c) -> str:
     """A comparison's 95% interval (see fmt_interval)."""
-    return fmt_interval(c.get("ci_low"), c.get("ci_high"))
+    return fmt_interval(c.ci_low, c.ci_high)

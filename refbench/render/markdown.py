@@ -7,9 +7,11 @@ import math
 from tabulate import tabulate
 
 from ..compare import RunComparison
-from ..stats import MARKERS, VERDICTS
+from ..results import Environment, Fixture, Results, Samples, Step
+from ..stats import MARKERS, VERDICTS, Comparison
 from .env import render as render_template
-from .format import fmt_ci, fmt_duration, fmt_interval, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
+from .format import (fmt_ci, fmt_duration, fmt_interval, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
+                     md_escape)
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
@@ -19,71 +21,65 @@ _SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
-def busy_warning(results: dict) -> str | None:
+def busy_warning(env: Environment) -> str | None:
     """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
-    env = results.get("environment", {})
-    cpus = env.get("cpus") or 1
-    share = env.get("competing_cpu_share")
+    cpus = env.cpus or 1
+    share = env.competing_cpu_share
     if share is not None and share > 0.25:
         return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
                 "so timings are noisier and verdicts less reliable")
-    load = env.get("load_before") or 0
+    load = env.load_before or 0
     if share is None and load > cpus:
         return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
                 "so timings may be noisier and verdicts less reliable")
     return None
 
 
-def verdict_counts(results: dict) -> dict[str, int]:
+def verdict_counts(results: Results) -> dict[str, int]:
     counts = {v: 0 for v in VERDICTS}
-    for sc in results["scenarios"]:
-        for st in sc["steps"]:
-            for c in st["comparisons"]:
-                counts[c["verdict"]] += 1
+    for _, _, c in results.comparisons():
+        counts[c.verdict] += 1
     return counts
 
 
-def regressions(results: dict) -> list[tuple[str, str, dict]]:
-    return [(sc["name"], st["name"], c) for sc in results["scenarios"] for st in sc["steps"]
-            for c in st["comparisons"] if c["verdict"] == "slower"]
+def regressions(results: Results) -> list[tuple[str, str, Comparison]]:
+    """(scenario, step, comparison) of every comparison that got slower."""
+    return [(sc.name, st.name, c) for sc, st, c in results.comparisons() if c.verdict == "slower"]
 
 
-def more_seconds(st: dict, c: dict) -> float | None:
+def more_seconds(st: Step, c: Comparison) -> float | None:
     """Measuring time the runs still needed would take: (needed - done) runs of both builds."""
-    need = c.get("runs_needed")
-    b, k = st["builds"].get(c["baseline"]), st["builds"].get(c["contender"])
-    if not need or not b or not k or not b.get("times") or not k.get("times"):
+    need = c.runs_needed
+    b, k = st.builds.get(c.baseline), st.builds.get(c.contender)
+    if not need or not b or not k or not b.times or not k.times:
         return None
-    done = min(len(b["times"]), len(k["times"]))
-    per_pair = sum(b["times"]) / len(b["times"]) + sum(k["times"]) / len(k["times"])
+    done = min(len(b.times), len(k.times))
+    per_pair = sum(b.times) / len(b.times) + sum(k.times) / len(k.times)
     return max(0, need - done) * per_pair
 
 
-def detection_line(results: dict) -> str | None:
+def detection_line(results: Results) -> str | None:
     """The run's power in one sentence: on how many of its multi-run steps it could have detected a
     change of the threshold's size, and of twice that (from each comparison's detectable effect)."""
-    t = results["settings"].get("threshold", 0.05)
-    mdes = [c.get("mde") for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]
-            if c.get("p_value") is not None]
+    t = results.settings.threshold
+    mdes = [c.mde for _, _, c in results.comparisons() if c.p_value is not None]
     if not mdes:
         return None
     m = len(mdes)
     n1 = sum(1 for x in mdes if x is not None and x <= t)
     n2 = sum(1 for x in mdes if x is not None and x <= 2 * t)
-    what = "comparisons" if len(results["builds"]) > 2 else "steps"
+    what = "comparisons" if len(results.builds) > 2 else "steps"
     return (f"This run could detect changes of ≥ {t * 100:.0f}% on {n1} of {m} {what}, "
             f"and of ≥ {2 * t * 100:.0f}% on {n2} of {m}.")
 
 
-def throughput(sc: dict, side: dict | None) -> tuple[float | None, float | None]:
+def throughput(fixture: Fixture, side: Samples | None) -> tuple[float | None, float | None]:
     """(bytes/s, objects/s) of one build in one step: the scenario's fixture (bytes moved, objects)
     over the build's mean time. None where the time or the fixture size is unknown."""
-    mean = ((side or {}).get("stats") or {}).get("mean")
+    mean = side.stats.mean if side and side.stats else None
     if not mean or mean <= 0:
         return None, None
-    fx = sc.get("fixture") or {}
-    nbytes, files = fx.get("bytes"), fx.get("files")
-    return (nbytes / mean if nbytes else None), (files / mean if files else None)
+    return (fixture.bytes / mean if fixture.bytes else None), (fixture.files / mean if fixture.files else None)
 
 
 # ---- tables ----------------------------------------------------------------------------------------
@@ -92,120 +88,122 @@ def _table(rows, headers, align=None) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
 
 
-def step_rows(results: dict) -> list[dict]:
-    """One row per (scenario, step, contender) with everything a view shows."""
-    return [{"scenario": sc["name"], "step": st["name"], "c": c, "st": st, "sc": sc}
-            for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]]
-
-
 def _rate_change(base: float | None, new: float | None, fmt) -> str:
     if base is None or new is None:
         return "n/a"
     return f"{fmt(base)} → {fmt(new)}"
 
 
-def verdict_rows(results: dict) -> list[tuple[str, list[str]]]:
+def _notes(st: Step, c: Comparison) -> str:
+    """What a reader should know beside the verdict: noise, what an inconclusive step could
+    detect and what deciding it would take, builds that did different work."""
+    notes = []
+    if c.noisy:
+        notes.append("noisy")
+    if c.verdict == "inconclusive" and c.mde is not None:
+        more = more_seconds(st, c)
+        need = (f", ~{c.runs_needed} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
+                + " to decide") if c.runs_needed else ""
+        notes.append(f"could detect ±{c.mde * 100:.0f}%{need}")
+    if st.check_differs:
+        notes.append("results differ")
+    return "; ".join(notes)
+
+
+def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
     """(verdict, table row) per (scenario, step, contender), in the order of the run."""
-    multi = len(results["builds"]) > 2
+    multi = len(results.builds) > 2
     out = []
-    for row in step_rows(results):
-        c = row["c"]
-        notes = []
-        if c.get("noisy"):
-            notes.append("noisy")
-        if c["verdict"] == "inconclusive" and c.get("mde") is not None:
-            more = more_seconds(row["st"], c)
-            need = (f", ~{c['runs_needed']} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
-                    + " to decide") if c.get("runs_needed") else ""
-            notes.append(f"could detect ±{c['mde'] * 100:.0f}%{need}")
-        if row["st"].get("check_differs"):
-            notes.append("results differ")
-        sides = row["st"].get("builds", {})
-        base_bps, base_ops = throughput(row["sc"], sides.get(c["baseline"]))
-        new_bps, new_ops = throughput(row["sc"], sides.get(c["contender"]))
-        out.append((c["verdict"], [MARKERS[c["verdict"]], md_escape(row["scenario"]), md_escape(row["step"])]
-                    + ([md_escape(c["contender"])] if multi else [])
-                    + [fmt_pct(c["rel"]), _rate_change(base_bps, new_bps, fmt_mbps),
-                       _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c["p_value"]),
-                       c["verdict"], "; ".join(notes)]))
+    for sc, st, c in results.comparisons():
+        base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
+        new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
+        out.append((c.verdict, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
+                    + ([md_escape(c.contender)] if multi else [])
+                    + [fmt_pct(c.rel), _rate_change(base_bps, new_bps, fmt_mbps),
+                       _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c.p_value),
+                       c.verdict, _notes(st, c)]))
     return out
 
 
-def verdict_table(results: dict, rows: list[list[str]]) -> str:
-    multi = len(results["builds"]) > 2
+def verdict_table(results: Results, rows: list[list[str]]) -> str:
+    multi = len(results.builds) > 2
     return _table(rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
                   + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict", "Note"])
 
 
-def tables(results: dict) -> dict[str, str]:
-    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
-    t = _table
-    rows = step_rows(results)
-    verdicts = verdict_table(results, [r for _, r in verdict_rows(results)])
+def _builds_table(results: Results) -> str:
+    return _table([[("**" + md_escape(b.label) + "** (baseline)") if i == 0 else md_escape(b.label),
+                    md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source,
+                    "cached" if b.cached else f"built in {b.build_seconds:.0f} s"]
+                   for i, b in enumerate(results.builds)],
+                  ["Build", "Ref", "Commit", "Kind", "Source", "Binary"])
 
-    builds = t([[("**" + md_escape(b["label"]) + "** (baseline)") if i == 0 else md_escape(b["label"]),
-                 md_escape(b["ref"]), f"`{b['sha'][:12]}`", b["kind"], b["source"],
-                 "cached" if b["cached"] else f"built in {b['build_seconds']:.0f} s"]
-                for i, b in enumerate(results["builds"])],
-               ["Build", "Ref", "Commit", "Kind", "Source", "Binary"])
 
-    details = t([[md_escape(sc["name"]), sc["fixture"]["size"], str(sc["fixture"]["count"]),
-                  sc["fixture"]["kind"], str(sc["fixture"]["files"])] for sc in results["scenarios"]],
-                ["Scenarios", "File Size", "File Count", "Kind", "Files"], ["left", "left", "left", "left", "left"])
-
-    phrases = t([[md_escape(f"{row['step']} {row['scenario']}"), md_escape(row["c"]["phrase"])] for row in rows],
-                ["Scenario", "Summary"], ["left", "left"])
-
+def _timing_tables(results: Results) -> tuple[str, str]:
+    """Per step and build: the timings with hyperfine's 'Relative' column (vs the step's fastest
+    build), and the resources (throughput, CPU, peak RSS)."""
     detail_rows, resource_rows = [], []
-    for sc in results["scenarios"]:
-        for st in sc["steps"]:
-            present = [v["stats"] for v in st["builds"].values() if v["stats"]]
-            fast = min(present, key=lambda x: x["mean"]) if present else None
-            for label, b in st["builds"].items():
-                s = b["stats"]
-                if not s:
-                    continue
-                rel = s["mean"] / fast["mean"]
-                rel_err = 0.0 if s is fast else rel * math.sqrt(
-                    (s["stddev"] / s["mean"]) ** 2 + (fast["stddev"] / fast["mean"]) ** 2)
-                detail_rows.append([md_escape(f"{st['name']} {sc['name']}"), md_escape(label),
-                                    f"{s['mean']:.3f} ± {s['stddev']:.3f}", f"{s['median']:.3f}", f"{s['min']:.3f}",
-                                    f"{s['max']:.3f}", f"{s['cv'] * 100:.1f}%", str(s["n"]),
-                                    "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
-                bps, ops = throughput(sc, b)
-                resource_rows.append([md_escape(f"{st['name']} {sc['name']}"), md_escape(label),
-                                      fmt_mbps(bps), fmt_rate(ops), fmt_s(b.get("cpu_mean")),
-                                      "n/a" if b.get("cpu_wall_ratio") is None else f"{b['cpu_wall_ratio']:.2f}",
-                                      fmt_rss(b.get("rss_kb"))])
-    detailed = t(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
-                               "Runs", "Relative"],
-                 ["left", "left", "right", "right", "right", "right", "right", "right", "right"])
-    resources = t(resource_rows, ["Scenario", "Build", "MB/s", "objects/s", "CPU [s]", "CPU/wall", "Peak RSS"],
-                  ["left", "left", "right", "right", "right", "right", "right"])
+    for sc, st in results.steps():
+        present = [v.stats for v in st.builds.values() if v.stats]
+        fast = min(present, key=lambda x: x.mean) if present else None
+        for label, b in st.builds.items():
+            s = b.stats
+            if not s:
+                continue
+            rel = s.mean / fast.mean
+            rel_err = 0.0 if s is fast else rel * math.sqrt((s.stddev / s.mean) ** 2 + (fast.stddev / fast.mean) ** 2)
+            name = md_escape(f"{st.name} {sc.name}")
+            detail_rows.append([name, md_escape(label), f"{s.mean:.3f} ± {s.stddev:.3f}", f"{s.median:.3f}",
+                                f"{s.min:.3f}", f"{s.max:.3f}", f"{s.cv * 100:.1f}%", str(s.n),
+                                "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
+            bps, ops = throughput(sc.fixture, b)
+            resource_rows.append([name, md_escape(label), fmt_mbps(bps), fmt_rate(ops), fmt_s(b.cpu_mean),
+                                  "n/a" if b.cpu_wall_ratio is None else f"{b.cpu_wall_ratio:.2f}", fmt_rss(b.rss_kb)])
+    detailed = _table(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
+                                    "Runs", "Relative"],
+                      ["left", "left", "right", "right", "right", "right", "right", "right", "right"])
+    resources = _table(resource_rows, ["Scenario", "Build", "MB/s", "objects/s", "CPU [s]", "CPU/wall", "Peak RSS"],
+                       ["left", "left", "right", "right", "right", "right", "right"])
+    return detailed, resources
+
+
+def _checks(results: Results) -> list[dict]:
+    """Steps with a result check: each build's value, and whether they differ."""
     checks = []
-    for sc in results["scenarios"]:
-        for st in sc["steps"]:
-            vals = {k: v.get("check") for k, v in st["builds"].items() if v.get("check") is not None}
-            if vals:
-                checks.append({"scenario": sc["name"], "step": st["name"], "values": vals,
-                               "differs": st.get("check_differs", False)})
-    scoreboard = ""
-    if results.get("scoreboard"):
-        scoreboard = t([[md_escape(k), f"{v['geomean_vs_baseline']:.3f}", f"{v['vs_fastest']:.2f}x"]
-                        for k, v in sorted(results["scoreboard"].items(), key=lambda kv: kv[1]["vs_fastest"])],
-                       ["Build", "Geomean time vs baseline", "vs fastest (1.00x = fastest)"],
-                       ["left", "right", "right"])
-    return {"verdicts": verdicts, "builds": builds, "details": details, "phrases": phrases,
-            "detailed": detailed, "resources": resources, "checks": checks, "scoreboard": scoreboard}
+    for sc, st in results.steps():
+        vals = {k: v.check for k, v in st.builds.items() if v.check is not None}
+        if vals:
+            checks.append({"scenario": sc.name, "step": st.name, "values": vals, "differs": st.check_differs})
+    return checks
+
+
+def _scoreboard_table(results: Results) -> str:
+    if not results.scoreboard:
+        return ""
+    return _table([[md_escape(k), f"{v['geomean_vs_baseline']:.3f}", f"{v['vs_fastest']:.2f}x"]
+                   for k, v in sorted(results.scoreboard.items(), key=lambda kv: kv[1]["vs_fastest"])],
+                  ["Build", "Geomean time vs baseline", "vs fastest (1.00x = fastest)"], ["left", "right", "right"])
+
+
+def tables(results: Results) -> dict:
+    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
+    details = _table([[md_escape(sc.name), sc.fixture.size, str(sc.fixture.count), sc.fixture.kind,
+                       str(sc.fixture.files)] for sc in results.scenarios],
+                     ["Scenarios", "File Size", "File Count", "Kind", "Files"], ["left"] * 5)
+    phrases = _table([[md_escape(f"{st.name} {sc.name}"), md_escape(c.phrase())]
+                      for sc, st, c in results.comparisons()], ["Scenario", "Summary"], ["left", "left"])
+    detailed, resources = _timing_tables(results)
+    return {"verdicts": verdict_table(results, [r for _, r in verdict_rows(results)]),
+            "builds": _builds_table(results), "details": details, "phrases": phrases, "detailed": detailed,
+            "resources": resources, "checks": _checks(results), "scoreboard": _scoreboard_table(results)}
 
 
 # ---- the summary and the PR comment ------------------------------------------------------------------
-def render_markdown(results: dict, flavour: str = "md") -> str:
+def render_markdown(results: Results, flavour: str = "md") -> str:
     if flavour == "github":
         return render_github(results)
-    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results),
-                           t=tables(results), counts=verdict_counts(results), regressions=regressions(results),
-                           detection=detection_line(results))
+    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
+                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results))
 
 
 def comment_size(text: str) -> int:
@@ -214,7 +212,7 @@ def comment_size(text: str) -> int:
     return len(text.encode("utf-8"))
 
 
-def render_github(results: dict, limit: int = GITHUB_COMMENT_LIMIT, report_url: str | None = None) -> str:
+def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_url: str | None = None) -> str:
     """The summary as a PR comment: hidden marker line, verdict table first, the rest in
     collapsible <details> blocks; always within ``limit``: the least important blocks are dropped
     first, then verdict rows (slower kept longest), each omission said in the comment."""
@@ -228,7 +226,7 @@ def render_github(results: dict, limit: int = GITHUB_COMMENT_LIMIT, report_url: 
     sections.append(("Builds", t["builds"]))
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
-    busy, counts = busy_warning(results), verdict_counts(results)
+    busy, counts = busy_warning(results.environment), verdict_counts(results)
 
     def render(keep_sections: int, keep_rows: int | None) -> str:
         if keep_rows is None:
