@@ -33,6 +33,8 @@ class StepChange:
 
 @dataclass(frozen=True)
 class RunComparison:
+    """Two saved runs compared: the changes, and what does not match up (steps or builds in only
+    one run, and differences of target, machine or sizes that make the changes less telling)."""
     old_created: str | None
     new_created: str | None
     old_builds: tuple[str, ...]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import stats
-from ..results import Step
+from ..results import Samples, Step
 from .env import VERDICT_COLOURS
 from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds, verdict_word
 
@@ -65,12 +65,44 @@ def build_colour(labels: list[str], label: str) -> str:
     return BUILD_COLOURS[labels.index(label) % len(BUILD_COLOURS)] if label in labels else "#57606a"
 
 
-def _quartiles(a: np.ndarray) -> tuple[float, float, float]:
-    q1, med, q3 = np.percentile(a, [25, 50, 75])
-    return float(q1), float(med), float(q3)
+def _quartiles(a: np.ndarray) -> tuple[float, float]:
+    """The box's edges (the summary stores no quartiles; the chart draws them from the runs)."""
+    q1, q3 = np.percentile(a, [25, 75])
+    return float(q1), float(q3)
 
 
 # ---- charts -----------------------------------------------------------------------------------
+def _box_row(lab: str, b: Samples, cy: float, col: str, x, left: int) -> list[str]:
+    """One build's row of the distribution chart: whiskers, quartile box, the stored median and
+    mean, and every run as a dot (its round in the tooltip)."""
+    a = np.asarray(b.times, dtype=float)
+    out = [f'<text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#24292f">{_e(lab)}</text>']
+    q1, q3 = _quartiles(a)
+    med, mean = b.stats.median, b.stats.mean
+    iqr = q3 - q1
+    wlo = float(a[a >= q1 - 1.5 * iqr].min())
+    whi = float(a[a <= q3 + 1.5 * iqr].max())
+    out.append(f'<line x1="{x(wlo):.1f}" y1="{cy:.1f}" x2="{x(whi):.1f}" y2="{cy:.1f}" stroke="{col}" '
+               f'stroke-width="1.5"/>')
+    for w in (wlo, whi):
+        out.append(f'<line x1="{x(w):.1f}" y1="{cy - 6:.1f}" x2="{x(w):.1f}" y2="{cy + 6:.1f}" '
+                   f'stroke="{col}" stroke-width="1.5"/>')
+    out.append(f'<rect class="box" x="{x(q1):.1f}" y="{cy - 11:.1f}" width="{max(1.0, x(q3) - x(q1)):.1f}" '
+               f'height="22" fill="{col}" fill-opacity="0.15" stroke="{col}" stroke-width="1.5"/>')
+    out.append(f'<line x1="{x(med):.1f}" y1="{cy - 11:.1f}" x2="{x(med):.1f}" y2="{cy + 11:.1f}" '
+               f'stroke="{col}" stroke-width="3"/>')
+    rounds = b.rounds or [None] * len(a)
+    for j, tv in enumerate(a):
+        jitter = ((j * 7919) % 13 - 6) * 1.4  # deterministic, spreads ties vertically
+        rd = f" (round {rounds[j] + 1})" if j < len(rounds) and rounds[j] is not None else ""
+        out.append(f'<circle class="run" cx="{x(tv):.1f}" cy="{cy + jitter:.1f}" r="3.2" fill="{col}" '
+                   f'fill-opacity="0.75" stroke="#fff" stroke-width="0.6"><title>{_e(lab)} run {j + 1}{rd}: '
+                   f'{tv:.4f} s</title></circle>')
+    out.append(f'<path d="M{x(mean):.1f},{cy - 16:.1f} l5,5 l-5,5 l-5,-5 z" fill="#24292f">'
+               f'<title>{_e(lab)} mean {mean:.4f} s</title></path>')
+    return out
+
+
 def distribution_svg(step: Step, labels: list[str], width: int = 900) -> str:
     """Box plot + every run as a dot, one row per build (outliers and bimodality stay visible)."""
     rows = [(lab, step.builds[lab]) for lab in labels if lab in step.builds and step.builds[lab].times]
@@ -99,33 +131,7 @@ def distribution_svg(step: Step, labels: list[str], width: int = 900) -> str:
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle" fill="#57606a">'
                f'wall time per run (every dot is one run; box: quartiles, line: median, ◆: mean)</text>')
     for i, (lab, b) in enumerate(rows):
-        a = np.asarray(b.times, dtype=float)
-        cy = top + row_h * i + row_h / 2
-        col = build_colour(labels, lab)
-        out.append(f'<text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#24292f">{_e(lab)}</text>')
-        q1, med, q3 = _quartiles(a)
-        iqr = q3 - q1
-        wlo = float(a[a >= q1 - 1.5 * iqr].min())
-        whi = float(a[a <= q3 + 1.5 * iqr].max())
-        out.append(f'<line x1="{x(wlo):.1f}" y1="{cy:.1f}" x2="{x(whi):.1f}" y2="{cy:.1f}" stroke="{col}" '
-                   f'stroke-width="1.5"/>')
-        for w in (wlo, whi):
-            out.append(f'<line x1="{x(w):.1f}" y1="{cy - 6:.1f}" x2="{x(w):.1f}" y2="{cy + 6:.1f}" '
-                       f'stroke="{col}" stroke-width="1.5"/>')
-        out.append(f'<rect class="box" x="{x(q1):.1f}" y="{cy - 11:.1f}" width="{max(1.0, x(q3) - x(q1)):.1f}" '
-                   f'height="22" fill="{col}" fill-opacity="0.15" stroke="{col}" stroke-width="1.5"/>')
-        out.append(f'<line x1="{x(med):.1f}" y1="{cy - 11:.1f}" x2="{x(med):.1f}" y2="{cy + 11:.1f}" '
-                   f'stroke="{col}" stroke-width="3"/>')
-        rounds = b.rounds or [None] * len(a)
-        for j, tv in enumerate(a):
-            jitter = ((j * 7919) % 13 - 6) * 1.4  # deterministic, spreads ties vertically
-            rd = f" (round {rounds[j] + 1})" if j < len(rounds) and rounds[j] is not None else ""
-            out.append(f'<circle class="run" cx="{x(tv):.1f}" cy="{cy + jitter:.1f}" r="3.2" fill="{col}" '
-                       f'fill-opacity="0.75" stroke="#fff" stroke-width="0.6"><title>{_e(lab)} run {j + 1}{rd}: '
-                       f'{tv:.4f} s</title></circle>')
-        mean = float(a.mean())
-        out.append(f'<path d="M{x(mean):.1f},{cy - 16:.1f} l5,5 l-5,5 l-5,-5 z" fill="#24292f">'
-                   f'<title>{_e(lab)} mean {mean:.4f} s</title></path>')
+        out += _box_row(lab, b, top + row_h * i + row_h / 2, build_colour(labels, lab), x, left)
     out.append("</svg>")
     return "".join(out)
 
