@@ -174,3 +174,12 @@ chmod +x "$root/bin/hyperfine"
     assert got == str(hyperfine.pinned_path())
     assert os.readlink(tmp_path / "bin" / "hyperfine") == got
     assert hyperfine.locate() == got  # and from now on it is the one refbench runs
+
+
+@pytest.mark.parametrize("cmd,shell", [
+    ("s5cmd cp '/a/*' s3://x/y/", False), ("rm -rf '/tmp/a b'", False), ("ipfs get -o /d QmX", False),
+    ("export A=1; s5cmd ls", True), ("ipfs add -r -Q /x > /y", True), ('echo "$HOME"', True),
+    ("A=1 s5cmd ls", True), ("ls /tmp/*", True), ("a | b", True), ("cd ~", True),
+])
+def test_needs_shell(cmd, shell):
+    assert hyperfine.needs_shell(cmd) is shell
