@@ -97,6 +97,7 @@ def test_planned_embedded_s3_shows_placeholders_for_what_only_a_run_knows():
     v = b.context_values("small-files", "v1")
     assert v["remote"] == "s3://refbench/refbench/<run-id>/small-files"
     assert b.endpoint == "http://127.0.0.1:<port>" and b.env["S3_ENDPOINT_URL"] == b.endpoint
+    assert b.env["AWS_ACCESS_KEY_ID"] == "<random>"
     assert v["remote_versioned"] == ("s3://refbench-versioned/refbench/<run-id>/small-files" if v["versioned"]
                                      else v["remote"])
 

@@ -36,7 +36,8 @@ class Backend(Protocol):
 
     The runner renders commands with `context_values` (template values such as remote, bucket,
     ipfs_path) and `context_env` (exported in front of the command), runs them with `env` added
-    to its own, and brackets each scenario with `open_scenario` / `close_scenario`; with
+    to its own, and brackets each scenario with `open_scenario` / `close_scenario` (a dry run
+    renders over the form `planned()` returns, after `plan_scenario`, which creates nothing); with
     `shared_context` the builds share one area, so a scenario's setup and a step's setup and
     cleanup run once, not once per build. The watchdog samples `watch_dir`, `server_pids` and
     `watch_extra`. The run reports `swept` (dead runs' leftovers removed at start), records
@@ -57,6 +58,8 @@ class Backend(Protocol):
     def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None: ...
 
     def close_scenario(self) -> None: ...
+
+    def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None: ...
 
     def watch_dir(self) -> tuple[Path | None, str]: ...
 

@@ -46,6 +46,12 @@ TRASH_PURGE_INTERVAL = 0.1
 TRASH_DIR = Path(".minio.sys") / "tmp" / ".trash"
 
 
+def client_env(access_key: str, secret_key: str, endpoint: str) -> dict[str, str]:
+    """The environment a client of the embedded server runs with (the commands, boto3)."""
+    return {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key,
+            "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": endpoint}
+
+
 class MinioServer:
     """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
 
@@ -165,8 +171,7 @@ class MinioServer:
 
     @property
     def env(self) -> dict[str, str]:
-        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
-                "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": self.endpoint}
+        return client_env(self.access_key, self.secret_key, self.endpoint)
 
 
 MINIO_META_BYTES = 64 << 20  # .minio.sys: format, config, bucket metadata, usage caches

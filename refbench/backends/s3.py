@@ -15,13 +15,14 @@ from pathlib import Path
 from ..lease import Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..paths import find_tool
-from .minio import MinioServer, minio_data_parent
+from .minio import MinioServer, client_env, minio_data_parent
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_BUCKET = "refbench"  # the embedded server's bucket
 VERSIONED_BUCKET = "refbench-versioned"  # and its versioned one, for areas whose deletions are undone
 PORT_PLACEHOLDER = "http://127.0.0.1:<port>"  # the embedded server's endpoint before it starts
+SECRET_PLACEHOLDER = "<random>"  # its credentials, made when it starts
 RUN_ID_PLACEHOLDER = "<run-id>"  # the run's own part of the prefix, known once it starts
 
 
@@ -83,7 +84,8 @@ class S3Backend:
         base = check_prefix(prefix_base)
         prefix = f"{base}/{RUN_ID_PLACEHOLDER}"
         if bucket is None:
-            return cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None, {"S3_ENDPOINT_URL": PORT_PLACEHOLDER},
+            return cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
+                       client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
                        versioned_bucket=VERSIONED_BUCKET)
         endpoint = user_endpoint(endpoint)
         return cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
@@ -193,6 +195,9 @@ class S3Backend:
 
     def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None:
         self._scenario = scenario.slug
+
+    def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None:
+        """For a dry run: nothing to set up per scenario, its area is a name below the prefix."""
 
     def close_scenario(self) -> None:
         """Free what a finished scenario stored in the versioned area: every version of it (a

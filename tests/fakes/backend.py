@@ -39,6 +39,9 @@ class FakeBackend:
     def close_scenario(self) -> None:
         self.calls.append(("close_scenario",))
 
+    def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None:
+        self.calls.append(("plan_scenario", scenario.slug, tuple(labels)))
+
     def watch_dir(self) -> tuple[Path | None, str]:
         return self.root, "fake remote"
 
