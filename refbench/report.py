@@ -3,17 +3,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
-import socket
-import subprocess
 import time
 from pathlib import Path
 
 import jinja2
 from tabulate import tabulate
 
-from . import __version__, paths
+from . import __version__, paths, results
 from .progress import fmt_duration
 from .stats import MARKERS, VERDICTS
 
@@ -25,41 +21,10 @@ TEMPLATES = paths.templates_dir()  # prefer paths.template_loader()
 
 
 def environment(toolchain: str | None = None) -> dict:
-    def version(argv):
-        try:
-            return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return None
-
-    return {
-        "host": socket.gethostname(), "os": platform.platform(), "kernel": platform.release(),
-        "cpu_model": cpu_model(), "cpus": os.cpu_count(),
-        "memory_bytes": _mem_total(), "python": platform.python_version(),
-        "go": toolchain or version(["go", "env", "GOVERSION"]), "hyperfine": version(["hyperfine", "--version"]),
-        "refbench": __version__,
-    }
+    return results.environment(toolchain).to_json()
 
 
-def cpu_model() -> str | None:
-    """The CPU's model name from /proc/cpuinfo (None where it cannot be read): with the CPU count,
-    what tells one machine type from another."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
-def _mem_total() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+cpu_model = results.cpu_model
 
 
 def busy_warning(results: dict) -> str | None:

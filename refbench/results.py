@@ -1,0 +1,499 @@
+"""The results file, typed: frozen dataclasses for everything results.json holds, read and written
+here and nowhere else.
+
+Why one module: the summary, the PR comment, HTML, CSV, compare, merge, nightly and bisect all read
+the same document. When each read raw keys, each had its own idea of which keys are optional, and a
+malformed file ended in a KeyError deep inside a view. Now `Results.from_json` checks the shape and
+fills the defaults of older files once, and every consumer reads typed fields.
+
+The mapping is mechanical on purpose: every JSON key is an attribute of the same name, lists are
+tuples, dicts keyed by build label are read-only mappings. `to_json` writes the keys in the order
+refbench has always written them, so a file read and written again is the same document.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import time
+from dataclasses import MISSING, dataclass, field, fields, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Iterator, Mapping
+
+from . import __version__
+from .errors import RefbenchError
+from .stats import VERDICTS, Comparison, Summary, summarize
+
+SCHEMA = "refbench/results"
+SCHEMA_VERSION = 1
+_EMPTY: Mapping = MappingProxyType({})
+
+
+class _Shape(Exception):
+    """What is wrong with a document, as 'where: what' (raised while reading, reported once)."""
+
+
+def _kind_name(kind) -> str:
+    return kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+
+
+def _check(value, kind, where: str):
+    if kind is not None and value is not None and not isinstance(value, kind):
+        raise _Shape(f"{where} should be {_kind_name(kind)}, not {type(value).__name__}")
+    return value
+
+
+def _key(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+# ---- reading and writing values ------------------------------------------------------------------
+def _frozen(value):
+    """JSON value -> immutable: lists become tuples, objects read-only mappings (free-form parts
+    such as `backend` or `resources`, whose keys refbench does not interpret)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict):
+        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+    return value
+
+
+def _plain(value):
+    """The inverse of _frozen, and the JSON form of any typed value."""
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _f(kind=None, *, default=MISSING, read: Callable | None = None, omit_none: bool = False):
+    """A field of a results dataclass: its JSON kind (checked on reading), an optional reader for
+    nested values, and whether a None value is left out of the file (keys that only some files
+    have: a tree fixture's shape, a sharded run's shard, a merged file's hosts)."""
+    meta = {"kind": kind, "read": read, "omit_none": omit_none}
+    if default is MISSING:
+        return field(metadata=meta)
+    if isinstance(default, MappingProxyType):  # dataclasses refuse it as a plain default (unhashable)
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+class _Doc:
+    """from_json / to_json over the dataclass fields, in field order."""
+
+    @classmethod
+    def read(cls, doc, where: str):
+        _check(doc, dict, where or "the file")
+        kw = {}
+        for f in fields(cls):
+            if f.name not in doc or doc[f.name] is None:
+                if f.default is MISSING and f.default_factory is MISSING:
+                    raise _Shape(f"{where or 'the file'} has no {f.name!r}")
+                continue
+            value = _check(doc[f.name], f.metadata.get("kind"), _key(where, f.name))
+            read = f.metadata.get("read")
+            kw[f.name] = read(value, _key(where, f.name)) if read else _frozen(value)
+        return cls._finish(kw, doc, where)
+
+    @classmethod
+    def _finish(cls, kw: dict, doc: dict, where: str):
+        return cls(**kw)
+
+    def to_json(self) -> dict:
+        out = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = _plain(value)
+        return out
+
+
+def _tuple_of(read_one) -> Callable:
+    def read(value, where):
+        _check(value, list, where)
+        return tuple(read_one(v, f"{where}[{i}]") for i, v in enumerate(value))
+    return read
+
+
+def _by_label(read_one) -> Callable:
+    def read(value, where):
+        _check(value, dict, where)
+        return MappingProxyType({k: read_one(v, f"{where}[{k!r}]") for k, v in value.items()})
+    return read
+
+
+# ---- the parts -----------------------------------------------------------------------------------
+@dataclass(frozen=True, kw_only=True)
+class Target(_Doc):
+    name: str = _f(str)
+    repo: str | None = _f(str, default=None)
+    source: str | None = _f(str, default=None)
+    backend: str | None = _f(str, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Build(_Doc):
+    label: str = _f(str)
+    ref: str | None = _f(str, default=None)
+    kind: str | None = _f(str, default=None)
+    sha: str | None = _f(str, default=None)
+    display: str | None = _f(str, default=None)
+    version: str | None = _f(str, default=None)
+    binary: str | None = _f(str, default=None)
+    source: str | None = _f(str, default=None)
+    toolchain: str | None = _f(str, default=None)
+    cached: bool = _f(bool, default=False)
+    build_seconds: float | None = _f((int, float), default=None)
+    binary_sha256: str | None = _f(str, default=None)
+
+
+def _read_summary(value, where) -> Summary:
+    _check(value, dict, where)
+    try:
+        return Summary(**{f.name: value[f.name] for f in fields(Summary)})
+    except KeyError as e:
+        raise _Shape(f"{where} has no {e.args[0]!r}") from None
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 9)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Samples(_Doc):
+    """One build's runs in one step."""
+    times: tuple[float, ...] = _f(list)
+    user: tuple[float, ...] = _f(list, default=())
+    system: tuple[float, ...] = _f(list, default=())
+    exit_codes: tuple[int, ...] = _f(list, default=())
+    rounds: tuple[int, ...] = _f(list, default=())
+    memory_bytes: tuple[int | None, ...] | None = _f(list, default=None)
+    stats: Summary | None = _f(dict, default=None, read=_read_summary)
+    cpu_mean: float | None = _f((int, float), default=None)
+    cpu_wall_ratio: float | None = _f((int, float), default=None)
+    rss_kb: int | None = _f(int, default=None)
+    check: Any = None
+    command: str = _f(str, default="")
+    prepare: str | None = _f(str, default=None)
+
+    @classmethod
+    def _finish(cls, kw, doc, where):
+        if kw.get("stats") is None and kw.get("times"):  # files from before stats were stored
+            kw["stats"] = _read_summary(summarize(kw["times"]).to_json(), where)  # rounded as stored
+        return cls(**kw)
+
+    @classmethod
+    def measured(cls, times, user, system, exit_codes, rounds, memory, rss_kb=None, check=None,
+                 command: str = "", prepare: str | None = None) -> "Samples":
+        """From the runner's raw samples: the summary and CPU figures computed once, here, and
+        rounded as the file stores them (so a run's results equal their own file read back)."""
+        cpu = [u + k for u, k in zip(user, system)]
+        s = summarize(times) if times else None
+        return cls(
+            times=tuple(round(t, 9) for t in times), user=tuple(round(t, 9) for t in user),
+            system=tuple(round(t, 9) for t in system), exit_codes=tuple(exit_codes), rounds=tuple(rounds),
+            memory_bytes=tuple(memory) if any(m is not None for m in memory) else None,
+            stats=_read_summary(s.to_json(), "") if s else None,
+            cpu_mean=_round(sum(cpu) / len(cpu)) if cpu else None,
+            cpu_wall_ratio=round(sum(cpu) / sum(times), 4) if cpu and sum(times) > 0 else None,
+            rss_kb=rss_kb, check=check, command=command, prepare=prepare)
+
+
+@dataclass(frozen=True)
+class StoredComparison(Comparison):
+    """A comparison read from a file. It keeps the phrase the run wrote: re-deriving it from the
+    stored (rounded) factor can round the other way (1.305 -> "1.30" where the run said "1.31")."""
+    stored_phrase: str | None = field(default=None, compare=False)
+
+    def phrase(self, quote: str = "'") -> str:
+        if self.stored_phrase is not None and quote == "'":
+            return self.stored_phrase
+        return super().phrase(quote)
+
+    def to_json(self) -> dict:
+        d = super().to_json()
+        d.pop("stored_phrase")
+        d["phrase"] = d.pop("phrase")  # last, where the run writes it
+        return d
+
+
+_COMPARISON_DEFAULTS = {"ci_low": None, "ci_high": None, "p_value": None, "noisy": False, "mde": None,
+                        "runs_needed": None, "factor_err": 0.0}
+
+
+def _read_comparison(value, where) -> Comparison:
+    _check(value, dict, where)
+    for key in ("baseline", "contender", "verdict"):
+        if key not in value:
+            raise _Shape(f"{where} has no {key!r}")
+        _check(value[key], str, f"{where}.{key}")
+    if value["verdict"] not in VERDICTS:
+        raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(VERDICTS)}")
+    if "rel" not in value:
+        raise _Shape(f"{where} has no 'rel'")
+    rel = _check(value["rel"], (int, float), f"{where}.rel")
+    derived = {"ratio": round(1 + rel, 9), "factor": round(max(1 + rel, 1 / (1 + rel)), 9) if rel > -1 else 1.0,
+               "faster": value["baseline"] if rel >= 0 else value["contender"],
+               "slower_label": value["contender"] if rel >= 0 else value["baseline"]}
+    kw = {}
+    for f in fields(Comparison):
+        if value.get(f.name) is not None:
+            kw[f.name] = value[f.name]
+        elif f.name in derived:
+            kw[f.name] = derived[f.name]
+        elif f.name in _COMPARISON_DEFAULTS:
+            kw[f.name] = _COMPARISON_DEFAULTS[f.name]
+        elif f.default is not MISSING:
+            kw[f.name] = f.default
+    return StoredComparison(**kw, stored_phrase=value["phrase"] if isinstance(value.get("phrase"), str) else None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step(_Doc):
+    name: str = _f(str)
+    runs: int | None = _f(int, default=None)
+    warmup: int | None = _f(int, default=None)
+    rounds: int | None = _f(int, default=None)
+    looks: tuple[float, ...] = _f(list, default=(1.0,))
+    stopped: str | None = _f(str, default=None)
+    builds: Mapping[str, Samples] = _f(dict, read=_by_label(Samples.read))
+    comparisons: tuple[Comparison, ...] = _f(list, read=_tuple_of(_read_comparison))
+    check_differs: bool = _f(bool, default=False)
+    hyperfine_seconds: float | None = _f((int, float), default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fixture(_Doc):
+    kind: str | None = _f(str, default=None)
+    size: str | None = _f(str, default=None)
+    size_bytes: int | None = _f(int, default=None)
+    count: int | None = _f(int, default=None)
+    files: int | None = _f(int, default=None)
+    bytes: int | None = _f(int, default=None)
+    seed: int | None = _f(int, default=None)
+    path: str | None = _f(str, default=None)
+    dirs: int | None = _f(int, default=None, omit_none=True)  # tree fixtures only
+    depth: int | None = _f(int, default=None, omit_none=True)
+    random_fanout: bool | None = _f(bool, default=None, omit_none=True)
+    random_size: bool | None = _f(bool, default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario(_Doc):
+    name: str = _f(str)
+    slug: str | None = _f(str, default=None)
+    description: str = _f(str, default="")
+    fixture: Fixture = _f(dict, read=Fixture.read)
+    steps: tuple[Step, ...] = _f(list, read=_tuple_of(Step.read))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(_Doc):
+    runs: int | str | None = _f((int, str), default=None)
+    warmup: int | str | None = _f((int, str), default=None)
+    rounds: int | str | None = _f((int, str), default=None)
+    quick: bool = _f(bool, default=False)
+    threshold: float = _f((int, float), default=0.05)
+    alpha: float = _f((int, float), default=0.05)
+    noise_limit: float = _f((int, float), default=0.10)
+    multiple_testing: str | None = _f(str, default=None)
+    until_decided: bool = _f(bool, default=False)
+    max_runs: int | None = _f(int, default=None)
+    only: tuple[str, ...] = _f(list, default=())
+    budget_seconds: float | None = _f((int, float), default=None)
+    interleave: str | None = _f(str, default=None)
+    no_shell: str | None = _f(str, default=None)
+    cpus: Mapping = _f(dict, default=_EMPTY)
+    family_size: int | None = _f(int, default=None)
+    hyperfine_flags: tuple[str, ...] = _f(list, default=())
+    target_flags: tuple[str, ...] = _f(list, default=())
+    shard: str | None = _f(str, default=None, omit_none=True)  # a shard's own results only
+    shard_steps: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
+    merged_shards: int | None = _f(int, default=None, omit_none=True)  # merged results only
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment(_Doc):
+    host: str | None = _f(str, default=None)
+    os: str | None = _f(str, default=None)
+    kernel: str | None = _f(str, default=None)
+    cpu_model: str | None = _f(str, default=None)
+    cpus: int | None = _f(int, default=None)
+    memory_bytes: int | None = _f(int, default=None)
+    python: str | None = _f(str, default=None)
+    go: str | None = _f(str, default=None)
+    hyperfine: str | None = _f(str, default=None)
+    refbench: str | None = _f(str, default=None)
+    load_before: float | None = _f((int, float), default=None)
+    competing_cpu_share: float | None = _f((int, float), default=None)
+    hosts: tuple[str, ...] | None = _f(list, default=None, omit_none=True)  # merged results only
+
+    @classmethod
+    def probe(cls, toolchain: str | None = None, **measured) -> "Environment":
+        """This machine as a results file records it."""
+        def version(argv):
+            try:
+                return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+            except (OSError, IndexError, subprocess.TimeoutExpired):
+                return None
+
+        return cls(host=socket.gethostname(), os=platform.platform(), kernel=platform.release(),
+                   cpu_model=cpu_model(), cpus=os.cpu_count(), memory_bytes=_mem_total(),
+                   python=platform.python_version(), go=toolchain or version(["go", "env", "GOVERSION"]),
+                   hyperfine=version(["hyperfine", "--version"]), refbench=__version__, **measured)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing(_Doc):
+    wall_seconds: float | None = _f((int, float), default=None)
+    build_seconds: float | None = _f((int, float), default=None)
+    fixture_seconds: float | None = _f((int, float), default=None)
+    hyperfine_seconds: float | None = _f((int, float), default=None)
+    untimed_command_seconds: float | None = _f((int, float), default=None)
+    untimed_by_kind: Mapping[str, float] = _f(dict, default=_EMPTY)
+    overhead_seconds: float | None = _f((int, float), default=None)
+    overhead_share: float | None = _f((int, float), default=None)
+    shard_wall_seconds: tuple[float | None, ...] | None = _f(list, default=None, omit_none=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Results(_Doc):
+    """A whole results file. `schema` and `version` are written, never stored: a Results is always
+    of this refbench's version (older files are upgraded on reading)."""
+    refbench: str = _f(str, default="")
+    created: str = _f(str, default="")
+    command_line: tuple[str, ...] = _f(list, default=())
+    target: Target = _f(dict, read=Target.read)
+    environment: Environment = _f(dict, default=Environment(), read=Environment.read)
+    settings: Settings = _f(dict, read=Settings.read)
+    builds: tuple[Build, ...] = _f(list, read=_tuple_of(Build.read))
+    baseline: str | None = _f(str, default=None)
+    backend: Mapping = _f(dict, default=_EMPTY)
+    scenarios: tuple[Scenario, ...] = _f(list, read=_tuple_of(Scenario.read))
+    scoreboard: Mapping | None = _f(dict, default=None)
+    timing: Timing | None = _f(dict, default=None, read=Timing.read)
+    resources: Mapping | None = _f(dict, default=None, omit_none=True)
+    stopped: str | None = _f(str, default=None, omit_none=True)
+    shards: tuple[Mapping, ...] | None = _f(list, default=None, omit_none=True)
+
+    @classmethod
+    def from_json(cls, doc, where: str = "results.json") -> "Results":
+        """Check, upgrade and type a results document; a problem is one RefbenchError that names
+        `where` and the part that is wrong."""
+        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+            schema = doc.get("schema") if isinstance(doc, dict) else None
+            raise RefbenchError(f"{where}: not a refbench results file (schema {schema!r})")
+        version = doc.get("version", 0)
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise RefbenchError(f"{where}: results schema version {version!r} is newer than this refbench "
+                                f"reads ({SCHEMA_VERSION}); upgrade refbench")
+        doc = _upgrade(doc, version)
+        try:
+            return cls.read(doc, "")
+        except _Shape as e:
+            raise RefbenchError(f"{where}: malformed results file: {e}") from None
+
+    @classmethod
+    def _finish(cls, kw, doc, where):
+        if kw.get("baseline") is None and kw.get("builds"):
+            kw["baseline"] = kw["builds"][0].label
+        return cls(**kw)
+
+    def to_json(self) -> dict:
+        return {"schema": SCHEMA, "version": SCHEMA_VERSION, **super().to_json()}
+
+    def replace(self, **changes) -> "Results":
+        return replace(self, **changes)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Build labels, baseline first."""
+        return tuple(b.label for b in self.builds)
+
+    def steps(self) -> Iterator[tuple[Scenario, Step]]:
+        for sc in self.scenarios:
+            for st in sc.steps:
+                yield sc, st
+
+    def comparisons(self) -> Iterator[tuple[Scenario, Step, Comparison]]:
+        for sc, st in self.steps():
+            for c in st.comparisons:
+                yield sc, st, c
+
+
+# Upgrade steps: version N -> N + 1, applied in order to older documents. Version 1 is the first;
+# what its early files lack (optional keys added later) is filled by the field defaults above.
+_UPGRADES: dict[int, Callable[[dict], dict]] = {
+    0: lambda doc: {**doc, "version": 1},  # files written before the version key existed
+}
+
+
+def _upgrade(doc: dict, version: int) -> dict:
+    while version < SCHEMA_VERSION:
+        doc = _UPGRADES[version](doc)
+        version += 1
+    return doc
+
+
+# ---- files ---------------------------------------------------------------------------------------
+def load(path) -> Results:
+    """Read a results.json of this or an older schema version: the one way in, so a file that cannot
+    be read or is malformed is one RefbenchError naming the file, never a traceback from a view."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise RefbenchError(f"{path}: no such results file") from None
+    except IsADirectoryError:
+        raise RefbenchError(f"{path}: is a directory, not a results file") from None
+    except OSError as e:
+        raise RefbenchError(f"{path}: cannot read: {e.strerror or e}") from None
+    except ValueError as e:
+        raise RefbenchError(f"{path}: not a refbench results file ({e})") from None
+    return Results.from_json(doc, str(path))
+
+
+def write(results: Results, path) -> None:
+    """Write atomically (a reader never sees half a file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(results.to_json(), indent=1))
+    tmp.replace(path)
+
+
+def created_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+# ---- the machine ---------------------------------------------------------------------------------
+def environment(toolchain: str | None = None, **measured) -> Environment:
+    return Environment.probe(toolchain, **measured)
+
+
+def cpu_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (None where it cannot be read): with the CPU count,
+    what tells one machine type from another."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _mem_total() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
