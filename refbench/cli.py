@@ -504,16 +504,10 @@ def print_list(cfg, quick: bool) -> None:
 
 
 def print_plan(args, target, scenarios, step_filter, builder, resolved, labels) -> None:
-    print(f"target {target.name} from {builder.repo_url if args.source == 'git' else target.module}")
-    for lab, r in zip(labels, resolved):
-        cached = builder.cached(r)
-        print(f"  build {lab}: {r.kind} {r.sha} -> {'cached ' + str(cached) if cached else 'would build'}")
-    backend = f"s3://{args.bucket}" if args.bucket else "embedded MinIO on loopback" if target.backend == "s3" else "ipfs"
-    print(f"backend: {backend}; runs {args.runs}, warm-up {args.warmup}, rounds {args.rounds}")
-    for s in scenarios:
-        files, total, allocated = fx.planned_bytes(s.fixture)
-        print(f"scenario {s.name}: {s.fixture.kind} fixture, {files} files, {human_bytes(total)}")
-        for st in s.steps:
-            if step_filter and not step_filter(s, st):
-                continue
-            print(f"  step {st.name}: {st.command}" + (f"  (prepare: {st.prepare})" if st.prepare else ""))
+    from . import dryrun  # the plan, with every command rendered as it would run
+    print(dryrun.render_plan(
+        target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
+        dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,
+        endpoint=args.endpoint_url, runs=args.runs, warmup=args.warmup, rounds=args.rounds,
+        cache_dir=builder.builds_dir, target_flags=shlex.split(args.target_flags or ""),
+        hyperfine_flags=shlex.split(args.hyperfine_extra_flags or "")))
