@@ -12,8 +12,6 @@ import sys
 
 from . import commands, paths
 from .errors import EXIT_INTERRUPTED, RefbenchError
-# views' report/compare commands read these until they move to commands/ (another branch): remove then
-from .commands._args import Parser as _Parser, add_stats_args  # noqa: F401
 
 SUBCOMMANDS = tuple(commands.COMMANDS)
 

@@ -14,10 +14,10 @@ from typing import Any
 import jinja2
 
 from .errors import ConfigError
+from .render.format import BINARY_UNITS, format_size, human_bytes, slug  # noqa: F401 (re-exported)
 
 BACKENDS = ("s3", "ipfs")
 FIXTURE_KINDS = ("sparse", "random", "tree")
-_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
 
 
@@ -31,27 +31,10 @@ def parse_size(text: str | int) -> int:
     if not m:
         raise ValueError(f"not a size: {text!r} (expected e.g. 512, 64K, 1M, 10G, 300G)")
     number, unit = m.groups()
-    value = float(number) * _UNITS[unit.upper()]
+    value = float(number) * BINARY_UNITS[unit.upper()]
     if value != int(value):
         raise ValueError(f"size is not a whole number of bytes: {text!r}")
     return int(value)
-
-
-def format_size(n: int) -> str:
-    """1048576 -> '1M' (exact binary units when possible, else bytes)."""
-    for unit in ("P", "T", "G", "M", "K"):
-        mult = _UNITS[unit]
-        if n >= mult and n % mult == 0:
-            return f"{n // mult}{unit}"
-    return str(n)
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"
 
 
 @dataclass(frozen=True)
@@ -147,7 +130,7 @@ class Config:
 
 
 def slugify(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "x"
+    return slug(name)
 
 
 class _Loader:

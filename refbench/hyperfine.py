@@ -1,4 +1,5 @@
-"""hyperfine itself: which binary, which version, how it is installed, and its --export-json files.
+"""hyperfine itself: which binary, which version, how it is installed, the command line refbench
+gives it, and its --export-json files.
 
 refbench wants hyperfine >= 1.20: it exports the peak memory of every run (`memory_usage_byte`),
 so no extra untimed run is needed to measure it. Debian ships 1.15, which exports none. So
@@ -21,7 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from . import paths
-from .errors import RefbenchError
+from .errors import RefbenchError, RunError
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,93 @@ def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None) -
 def _home_cargo() -> str | None:
     p = Path(os.path.expanduser("~/.cargo/bin/cargo"))
     return str(p) if p.is_file() else None
+
+
+# ---- the command line -----------------------------------------------------------------------
+# hyperfine options refbench sets itself; passing them through -hf would contradict the plan
+MANAGED_HF_FLAGS = {"--runs", "-r", "--warmup", "-w", "--export-json", "--prepare", "-p", "-n",
+                    "--command-name", "--min-runs", "-m", "--max-runs", "-M", "--style",
+                    "--parameter-scan", "-P", "--parameter-list", "-L", "--export-markdown"}
+
+
+def check_hyperfine_flags(flags: list[str]) -> None:
+    for f in flags:
+        name = f.split("=", 1)[0]
+        if name in MANAGED_HF_FLAGS:
+            raise RunError(f"hyperfine flag {name} is managed by refbench; use refbench's own option instead")
+
+
+def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str | None], runs: int,
+                 warmup: int, *, verbose: bool = False, no_shell: str = "auto",
+                 extra_flags: list[str] = ()) -> list[str]:
+    """One hyperfine invocation: the commands in the order given, each with its own prepare."""
+    argv = ["hyperfine", "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
+            "--style", "basic" if verbose else "none"]
+    if use_no_shell(no_shell, cmds, preps):
+        argv.append("-N")
+    for n in names:
+        argv += ["-n", n]
+    if any(preps):
+        for p in preps:
+            argv += ["--prepare", p or ":"]
+    argv += extra_flags
+    return argv + (["--", *cmds] if supports_dashdash() else list(cmds))
+
+
+def failure_message(stderr: str, returncode: int) -> str:
+    """The line of a failed hyperfine's stderr that names the error (else its last line)."""
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    return next((ln for ln in lines if "rror" in ln), lines[-1] if lines else f"exit {returncode}").strip()
+
+
+# what makes a command need a shell: operators, expansions, globs, redirections (outside quotes)
+_SHELL_CHARS = set("|&;<>()$`*?[~{}#\\\n")
+
+
+def needs_shell(cmd: str) -> bool:
+    """Whether a command uses shell syntax. hyperfine -N splits a command into words itself
+    (quotes honoured) and spares the shell's start-up and its spawn-time correction, one source of
+    noise in a few-millisecond step; any operator, expansion or glob outside quotes keeps the shell."""
+    if "=" in cmd.split(" ", 1)[0]:  # VAR=value cmd
+        return True
+    quote = None
+    for ch in cmd:
+        if quote == "'":
+            quote = None if ch == "'" else quote
+        elif quote == '"':
+            if ch in '$`\\':
+                return True
+            quote = None if ch == '"' else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in _SHELL_CHARS:
+            return True
+    return False
+
+
+def use_no_shell(mode: str, cmds: list[str], preps: list[str | None]) -> bool:
+    """Whether to pass -N: mode "on"/"off" as given, "auto" when no command or prepare needs a shell."""
+    if mode == "off":
+        return False
+    if mode == "on":
+        return True
+    return not any(needs_shell(c) for c in [*cmds, *(p for p in preps if p)])
+
+
+_DASHDASH: bool | None = None
+
+
+def supports_dashdash() -> bool:
+    """Whether hyperfine accepts `--` before the commands (so a command may start with '-')."""
+    global _DASHDASH
+    if _DASHDASH is None:
+        try:
+            p = subprocess.run(["hyperfine", "--runs", "1", "--style", "none", "--", "true"],
+                               capture_output=True, timeout=30)
+            _DASHDASH = p.returncode == 0
+        except (FileNotFoundError, subprocess.TimeoutExpired):
+            _DASHDASH = False
+    return _DASHDASH
 
 
 # ---- --export-json files --------------------------------------------------------------------

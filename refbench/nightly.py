@@ -19,9 +19,9 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-import jinja2
-
-from . import changepoints as cpd, report
+from . import changepoints as cpd
+from .render.env import render as render_template
+from .render.format import fmt_pct
 from .history import History, now as _now
 
 
@@ -136,7 +136,7 @@ def _chart(key: tuple, pts: list[dict], cps: list[dict], several: bool) -> dict:
             "slower": p["verdict"] == "slower", "faster": p["verdict"] == "faster",
             "title": (f"run {p['id']} {p['started']}: {p['h_label']} {p['h_sha'][:10]} {p['h_mean']:.3f} s ± {sd:.3f} "
                       f"vs {p['b_label']} {p['b_sha'][:10]} {p['b_mean']:.3f} s: {p['verdict']} "
-                      f"({report.fmt_pct(p['rel'])})"),
+                      f"({fmt_pct(p['rel'])})"),
             "date": p["started"][:10], "run": p["id"],
         })
     for c in cps:
@@ -157,15 +157,12 @@ def _chart(key: tuple, pts: list[dict], cps: list[dict], several: bool) -> dict:
 
 def render_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
                  machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(report.TEMPLATES)), autoescape=True,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(pct=report.fmt_pct, p=report.fmt_p)
     runs = db.recent_runs(60, target, machine)
     machines, targets = db.machines_and_targets()
-    text = env.get_template("trend.html.j2").render(
-        title=title, charts=trend_data(db, target, machine, params, statistic), runs=runs, generated=_now(),
-        machines=machines, targets=targets, shown_target=target, shown_machine=machine, params=params,
-        statistic=statistic)
+    text = render_template(
+        "trend.html.j2", title=title, charts=trend_data(db, target, machine, params, statistic), runs=runs,
+        generated=_now(), machines=machines, targets=targets, shown_target=target, shown_machine=machine,
+        params=params, statistic=statistic)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

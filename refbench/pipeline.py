@@ -26,7 +26,8 @@ from .config import Config, Scenario, Target, format_size, load_config
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
-from .runner import Plan, Runner, ScenarioResult, check_hyperfine_flags, split_runs
+from .hyperfine import check_hyperfine_flags
+from .runner import Plan, Runner, ScenarioResult, split_runs
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20

@@ -15,12 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-
-def fmt_duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+from .render.format import fmt_duration  # noqa: F401 (re-exported)
 
 
 class _EtaColumn(ProgressColumn):

@@ -11,7 +11,6 @@ import logging
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -19,27 +18,15 @@ from pathlib import Path
 from typing import Callable
 
 from . import fixtures as fx, hyperfine
+from .backends.process import run_group
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
-from .hyperfine import CommandResult
+from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from .stats import Comparison, Settings, compare, runs_for, should_stop, summarize
 from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
-
-# hyperfine options refbench sets itself; passing them through -hf would contradict the plan
-MANAGED_HF_FLAGS = {"--runs", "-r", "--warmup", "-w", "--export-json", "--prepare", "-p", "-n",
-                    "--command-name", "--min-runs", "-m", "--max-runs", "-M", "--style",
-                    "--parameter-scan", "-P", "--parameter-list", "-L", "--export-markdown"}
-
-
-def check_hyperfine_flags(flags: list[str]) -> None:
-    for f in flags:
-        name = f.split("=", 1)[0]
-        if name in MANAGED_HF_FLAGS:
-            raise RunError(f"hyperfine flag {name} is managed by refbench; use refbench's own option instead")
-
 
 @dataclass
 class Plan:
@@ -150,6 +137,35 @@ def split_runs(runs: int, rounds: int) -> list[int]:
     return [per + (1 if i < extra else 0) for i in range(rounds)]
 
 
+def template_values(scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None,
+                    workdir: Path, target_flags: list[str], backend) -> dict:
+    """The values a command template of build `i` sees (the list is in scenarios.toml's header).
+    Pure: a run creates the `work` dir itself; a dry run renders with placeholders for what only
+    a started run knows (its workdir, the backend's context)."""
+    sdir = workdir / scenario.slug
+    v = {
+        "bin": str(build.binary), "extra": list(target_flags), "label": build.label, "index": i,
+        "fixture": str(fixture.root), "file": str(fixture.first_file), "count": fixture.files,
+        "size": fixture.spec.size, "seed": fixture.spec.seed, "work": str(sdir / f"b{i}"),
+        "dest": str(sdir / ("dest-" + (step.name if step else "scenario")).replace(" ", "-")),
+        "scenario": scenario.slug, "step": step.name if step else "",
+    }
+    v.update(backend.context_values(scenario.slug, build.label))
+    for key, options in scenario.vary.items():
+        v[key] = options[min(i, len(options) - 1)]
+    return v
+
+
+def shell_command(template: str, values: dict, env: dict[str, str]) -> str:
+    """A template rendered into the shell command that runs, with the backend's per-build
+    environment (IPFS_PATH) exported in front."""
+    cmd = render(template, values)
+    if env:
+        exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        cmd = f"export {exports}; {cmd}"
+    return cmd
+
+
 class Runner:
     def __init__(self, plan: Plan, progress: Callable[[str], None] | None = None, on_round=None):
         self.plan = plan
@@ -169,28 +185,13 @@ class Runner:
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None) -> dict:
-        sdir = self.plan.workdir / scenario.slug
-        work = sdir / f"b{i}"
-        work.mkdir(parents=True, exist_ok=True)
-        v = {
-            "bin": str(build.binary), "extra": list(self.plan.target_flags), "label": build.label, "index": i,
-            "fixture": str(fixture.root), "file": str(fixture.first_file), "count": fixture.files,
-            "size": fixture.spec.size, "seed": fixture.spec.seed, "work": str(work),
-            "dest": str(sdir / ("dest-" + (step.name if step else "scenario")).replace(" ", "-")),
-            "scenario": scenario.slug, "step": step.name if step else "",
-        }
-        v.update(self.plan.backend.context_values(scenario.slug, build.label))
-        for key, options in scenario.vary.items():
-            v[key] = options[min(i, len(options) - 1)]
+        v = template_values(scenario, fixture, i, build, step, self.plan.workdir, self.plan.target_flags,
+                            self.plan.backend)
+        Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v
 
     def shell(self, scenario: Scenario, build: Build, template: str, values: dict) -> str:
-        cmd = render(template, values)
-        env = self.plan.backend.context_env(scenario.slug, build.label)
-        if env:
-            exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-            cmd = f"export {exports}; {cmd}"
-        return cmd
+        return shell_command(template, values, self.plan.backend.context_env(scenario.slug, build.label))
 
     @property
     def untimed_seconds(self) -> float:
@@ -359,20 +360,11 @@ class Runner:
                         looks=looks, family_size=self.plan.family_size)
                 for b in builds[1:]]
 
-    def hyperfine_argv(self, jpath: Path, names: list[str], cmds: list[str], preps: list[str | None],
-                       runs: int, warmup: int) -> list[str]:
-        """One hyperfine invocation: the commands in the order given, each with its own prepare."""
-        argv = ["hyperfine", "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
-                "--style", "basic" if self.plan.verbose else "none"]
-        if use_no_shell(self.plan.no_shell, cmds, preps):
-            argv.append("-N")
-        for n in names:
-            argv += ["-n", n]
-        if any(preps):
-            for p in preps:
-                argv += ["--prepare", p or ":"]
-        argv += self.plan.hyperfine_flags
-        return argv + (["--", *cmds] if _hf_supports_dashdash() else list(cmds))
+    def command_line(self, jpath: Path, names: list[str], cmds: list[str], preps: list[str | None],
+                     runs: int, warmup: int) -> list[str]:
+        plan = self.plan
+        return hyperfine.command_line(jpath, names, cmds, preps, runs, warmup, verbose=plan.verbose,
+                                      no_shell=plan.no_shell, extra_flags=plan.hyperfine_flags)
 
     def run_hyperfine(self, where: str, argv: list[str], jpath: Path) -> tuple[tuple[CommandResult, ...], float]:
         log.debug("$ %s", shlex.join(argv))
@@ -389,9 +381,8 @@ class Runner:
         elapsed = time.monotonic() - t0
         self.hyperfine_seconds += elapsed
         if proc.returncode != 0:
-            lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
-            msg = next((ln for ln in lines if "rror" in ln), lines[-1] if lines else f"exit {proc.returncode}")
-            raise RunError(f"{where}: hyperfine failed: {msg.strip()}", detail=proc.stderr[-3000:])
+            msg = hyperfine.failure_message(proc.stderr, proc.returncode)
+            raise RunError(f"{where}: hyperfine failed: {msg}", detail=proc.stderr[-3000:])
         results = hyperfine.read_export(jpath)
         jpath.unlink()
         return results, elapsed
@@ -400,7 +391,7 @@ class Runner:
                          warmup: int) -> float:
         """The warm-up runs, by hyperfine (one run each is timed and thrown away with them)."""
         jpath = self.plan.workdir / f"warmup-{os.getpid()}.json"
-        argv = self.hyperfine_argv(jpath, [b.label for b in builds], cmds, preps, 1, warmup - 1)
+        argv = self.command_line(jpath, [b.label for b in builds], cmds, preps, 1, warmup - 1)
         return self.run_hyperfine(f"{where} warm-up", argv, jpath)[1]
 
     def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
@@ -413,8 +404,8 @@ class Runner:
             seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
         else:
             seq, per_cmd = order, runs
-        argv = self.hyperfine_argv(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
-                                   [preps[i] for i in seq], per_cmd, 0)
+        argv = self.command_line(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
+                                 [preps[i] for i in seq], per_cmd, 0)
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
         for pos, res in zip(seq, results):
             s = samples[builds[pos].label]
@@ -484,82 +475,3 @@ def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_roun
     t = settings.threshold
     effect = max(abs(c.rel), t - abs(c.rel))
     return runs_for(effect, 0.8, c.noise, settings, family_size, per_round) if c.noise else None
-
-
-# what makes a command need a shell: operators, expansions, globs, redirections (outside quotes)
-_SHELL_CHARS = set("|&;<>()$`*?[~{}#\\\n")
-
-
-def needs_shell(cmd: str) -> bool:
-    """Whether a command uses shell syntax. hyperfine -N splits a command into words itself
-    (quotes honoured) and spares the shell's start-up and its spawn-time correction, one source of
-    noise in a few-millisecond step; any operator, expansion or glob outside quotes keeps the shell."""
-    if "=" in cmd.split(" ", 1)[0]:  # VAR=value cmd
-        return True
-    quote = None
-    for ch in cmd:
-        if quote == "'":
-            quote = None if ch == "'" else quote
-        elif quote == '"':
-            if ch in '$`\\':
-                return True
-            quote = None if ch == '"' else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in _SHELL_CHARS:
-            return True
-    return False
-
-
-def use_no_shell(mode: str, cmds: list[str], preps: list[str | None]) -> bool:
-    if mode == "off":
-        return False
-    if mode == "on":
-        return True
-    return not any(needs_shell(c) for c in [*cmds, *(p for p in preps if p)])
-
-
-def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
-    """subprocess.run in a process group of its own. On any exception (Ctrl-C, SIGTERM turned
-    into KeyboardInterrupt) the whole group is killed and reaped before the exception goes on,
-    so no orphaned upload can write under the prefix while cleanup removes it."""
-    capture = kwargs.pop("capture_output", False)
-    if capture:
-        kwargs.setdefault("stdout", subprocess.PIPE)
-        kwargs.setdefault("stderr", subprocess.PIPE)
-    cpus = kwargs.pop("cpus", None)
-    if cpus:
-        kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
-    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
-    try:
-        out, err = proc.communicate()
-    except BaseException:
-        for sig, wait in ((signal.SIGINT, 5), (signal.SIGTERM, 5), (signal.SIGKILL, 10)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        with contextlib.suppress(ProcessLookupError):  # grandchildren that outlived the leader
-            os.killpg(proc.pid, signal.SIGKILL)
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-_DASHDASH: bool | None = None
-
-
-def _hf_supports_dashdash() -> bool:
-    """Whether hyperfine accepts `--` before the commands (so a command may start with '-')."""
-    global _DASHDASH
-    if _DASHDASH is None:
-        try:
-            p = subprocess.run(["hyperfine", "--runs", "1", "--style", "none", "--", "true"],
-                               capture_output=True, timeout=30)
-            _DASHDASH = p.returncode == 0
-        except (FileNotFoundError, subprocess.TimeoutExpired):
-            _DASHDASH = False
-    return _DASHDASH
-

@@ -741,3 +741,57 @@ def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
     best = min(finite) if finite else float("nan")
     return {label: {"geomean_vs_baseline": round(v, 6), "vs_fastest": round(v / best, 6) if best else None}
             for label, v in gm.items()}
+
+
+# ---- latency vs size ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SizeFit:
+    """Least-squares time = overhead + slope · bytes over every run of one build at several sizes
+    (bee-bench's latency-vs-size view); the fields are None with fewer than two sizes."""
+    points: tuple[tuple[float, float], ...]  # (bytes, seconds) of every run
+    overhead: float | None  # seconds a run takes whatever its size
+    slope: float | None  # seconds per byte
+    throughput: float | None  # bytes per second (1 / slope; None unless the slope is positive)
+    r2: float | None  # share of the variance the line explains
+
+
+def size_fit(points) -> SizeFit:
+    pts = tuple((float(b), float(t)) for b, t in points)
+    if len({p[0] for p in pts}) < 2:
+        return SizeFit(pts, None, None, None, None)
+    xs = np.array([p[0] for p in pts])
+    ys = np.array([p[1] for p in pts])
+    slope, icpt = np.polyfit(xs, ys, 1)
+    pred = icpt + slope * xs
+    ss_tot = float(((ys - ys.mean()) ** 2).sum())
+    return SizeFit(pts, overhead=float(icpt), slope=float(slope), throughput=float(1 / slope) if slope > 0 else None,
+                   r2=1 - float(((ys - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else None)
+
+
+@dataclass(frozen=True)
+class SizeFamily:
+    """One step run at two or more sizes of the same shape, with each build's fit."""
+    step: str
+    kind: str  # what the sizes share, e.g. "sparse, 1 file"
+    scenarios: tuple[str, ...]
+    sizes: tuple[int, ...]  # ascending
+    builds: dict[str, SizeFit]  # label -> fit, in the run's build order
+
+
+def size_families(members, labels) -> list[SizeFamily]:
+    """members: (step name, family, scenario name, fixture bytes, {label: times}) per step of a run.
+    Steps of the same name and family (fixture kind and file count, e.g. upload of a large file
+    and of a very large file) run at two or more sizes form a family; different file counts are
+    never mixed, as per-file cost would masquerade as size cost."""
+    groups: dict[tuple[str, str], list] = {}
+    for m in members:
+        groups.setdefault((m[0], m[1]), []).append(m)
+    out = []
+    for (step, family), ms in groups.items():
+        sizes = {nbytes for _, _, _, nbytes, _ in ms if nbytes}
+        if len(sizes) < 2:
+            continue
+        builds = {lab: size_fit([(nbytes, t) for _, _, _, nbytes, times in ms if lab in times for t in times[lab]])
+                  for lab in labels}
+        out.append(SizeFamily(step, family, tuple(sc for _, _, sc, _, _ in ms), tuple(sorted(sizes)), builds))
+    return out

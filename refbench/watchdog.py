@@ -226,10 +226,10 @@ class Watchdog:
         """Start sampling. Call from the main thread: that is where WatchdogStop is raised."""
         self.mem_total, self.mem_start = meminfo()
         if self.data_dir is not None:
-            from .backends import tree_bytes
+            from .backends.dirs import tree_bytes
             self.data_start = self.data_last = self.data_peak = tree_bytes(self.data_dir)
         if self.local_dir is not None:
-            from .backends import tree_bytes
+            from .backends.dirs import tree_bytes
             self.local_start = self.local_last = self.local_peak = tree_bytes(self.local_dir)
         if threading.current_thread() is threading.main_thread():
             self._main = threading.main_thread().ident
@@ -275,7 +275,7 @@ class Watchdog:
 
     def sample(self) -> str | None:
         """Take one sample, update the peaks; return why the run must stop, if it must."""
-        from .backends import tree_bytes
+        from .backends.dirs import tree_bytes
         now = time.monotonic()
         self.samples += 1
         total, avail = meminfo()

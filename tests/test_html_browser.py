@@ -11,7 +11,9 @@ import tempfile
 import pytest
 
 from conftest import run_bench
-from refbench import report
+from refbench import results as rs
+from refbench.render.format import fmt_pct
+from refbench.render.markdown import verdict_counts
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -71,9 +73,9 @@ def test_html_report_renders_in_chromium(s5_run, chrome, tmp_path):
     html = tmp_path / "report.html"
     proc = run_bench("report", str(s5_run["results"]), "--html", str(html))
     assert proc.returncode == 0, proc.stderr
-    results = report.load_results(s5_run["results"])
-    steps = [(sc["name"], st) for sc in results["scenarios"] for st in sc["steps"]]
-    n_runs = sum(len(b["times"]) for _, st in steps for b in st["builds"].values())
+    results = rs.load(s5_run["results"])
+    steps = [(sc.name, st) for sc, st in results.steps()]
+    n_runs = sum(len(b.times) for _, st in steps for b in st.builds.values())
 
     chrome.get(html.as_uri())
     assert chrome.title.startswith("refbench: ")
@@ -90,10 +92,10 @@ def test_html_report_renders_in_chromium(s5_run, chrome, tmp_path):
     assert dots == n_runs
     body = chrome.find_element(By.TAG_NAME, "body").text
     for name, st in steps:
-        for c in st["comparisons"]:
-            assert f"{name} / {st['name']}" in body
-            assert f"{report.fmt_pct(c['rel'])} {c['verdict']}" in body  # the step's verdict badge
-    counts = report.verdict_counts(results)
+        for c in st.comparisons:
+            assert f"{name} / {st.name}" in body
+            assert f"{fmt_pct(c.rel)} {c.verdict}" in body  # the step's verdict badge
+    counts = verdict_counts(results)
     assert f"{counts['slower']} slower" in body and f"{counts['faster']} faster" in body
     # opened offline: nothing was requested beyond the file itself
     assert chrome.execute_script("return performance.getEntriesByType('resource').length") == 0

@@ -174,3 +174,43 @@ chmod +x "$root/bin/hyperfine"
     assert got == str(hyperfine.pinned_path())
     assert os.readlink(tmp_path / "bin" / "hyperfine") == got
     assert hyperfine.locate() == got  # and from now on it is the one refbench runs
+
+
+@pytest.mark.parametrize("cmd,shell", [
+    ("s5cmd cp '/a/*' s3://x/y/", False), ("rm -rf '/tmp/a b'", False), ("ipfs get -o /d QmX", False),
+    ("export A=1; s5cmd ls", True), ("ipfs add -r -Q /x > /y", True), ('echo "$HOME"', True),
+    ("A=1 s5cmd ls", True), ("ls /tmp/*", True), ("a | b", True), ("cd ~", True),
+])
+def test_needs_shell(cmd, shell):
+    assert hyperfine.needs_shell(cmd) is shell
+
+
+# ---- the command line ----------------------------------------------------------------------------
+def test_command_line_gives_each_command_its_name_and_prepare(monkeypatch):
+    monkeypatch.setattr(hyperfine, "_DASHDASH", True)
+    argv = hyperfine.command_line(Path("/w/r.json"), ["a", "b"], ["x go", "y go"], ["rm -rf /d", None], 2, 1,
+                                  extra_flags=["-i"])
+    assert argv == ["hyperfine", "--export-json", "/w/r.json", "--runs", "2", "--warmup", "1", "--style", "none",
+                    "-N", "-n", "a", "-n", "b", "--prepare", "rm -rf /d", "--prepare", ":", "-i", "--", "x go", "y go"]
+
+
+def test_command_line_without_dashdash_support_or_shell_free_commands(monkeypatch):
+    monkeypatch.setattr(hyperfine, "_DASHDASH", False)
+    argv = hyperfine.command_line(Path("j"), ["a"], ["x | y"], [None], 1, 0, verbose=True)
+    assert argv[-1] == "x | y" and "--" not in argv and "-N" not in argv and "--prepare" not in argv
+    assert argv[argv.index("--style") + 1] == "basic"
+    assert "-N" in hyperfine.command_line(Path("j"), ["a"], ["x | y"], [None], 1, 0, no_shell="on")
+
+
+@pytest.mark.parametrize("flag", ["--runs=3", "-w", "--export-json", "-n", "--prepare"])
+def test_flags_refbench_manages_are_refused(flag):
+    with pytest.raises(RefbenchError, match=f"hyperfine flag {flag.split('=')[0]} is managed by refbench"):
+        hyperfine.check_hyperfine_flags(["-i", flag])
+    hyperfine.check_hyperfine_flags(["-i", "--shell=bash"])
+
+
+def test_failure_message_names_the_error_line():
+    assert hyperfine.failure_message("Benchmark 1: x\nError: Command terminated with non-zero exit code\n", 1) \
+        == "Error: Command terminated with non-zero exit code"
+    assert hyperfine.failure_message("last words\n", 2) == "last words"
+    assert hyperfine.failure_message("", 3) == "exit 3"

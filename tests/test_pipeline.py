@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from refbench import pipeline, runner as rn, stats
+from refbench import hyperfine, pipeline, runner as rn, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
@@ -19,7 +19,7 @@ from refbench.errors import RefbenchError
 from refbench.pipeline import RunRequest
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
-from test_runner import FakeBackend as RunnerBackend
+from fakes.backend import FakeBackend
 
 FAKES = Path(__file__).resolve().parent / "fakes"
 
@@ -227,25 +227,17 @@ def test_scoreboard_only_with_three_builds_or_more():
 
 
 # ---- a whole run: fake backend, fake hyperfine, builds made up ---------------------------------
-class FakeBackend(RunnerBackend):
-    """The runner tests' fake, with what a run records of its backend."""
-    swept: list = []
-
-    def describe(self):
-        return {"kind": "fake"}
-
-
 @pytest.fixture
 def faked(scenarios, tmp_path, monkeypatch):
     """pipeline.run with the fake hyperfine, a fake backend and two made-up builds (1.0x and 1.5x)."""
     monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
     monkeypatch.setenv("REFBENCH_WATCHDOG", "off")
-    monkeypatch.setattr(rn, "_DASHDASH", True)
+    monkeypatch.setattr(hyperfine, "_DASHDASH", True)
 
     @contextlib.contextmanager
     def open_backend(checked, workdir, run_id, server_cpus, reporter):
-        yield FakeBackend()
+        yield FakeBackend(tmp_path / "remote")
 
     class Builder:
         repo_url = "https://example.invalid/fake"

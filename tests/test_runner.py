@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from refbench import runner as rn, stats
+from fakes.backend import FakeBackend
+from refbench import hyperfine, runner as rn, stats
 from refbench.builds import Build
 from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
@@ -18,29 +19,12 @@ from refbench.refs import ResolvedRef
 FAKES = Path(__file__).resolve().parent / "fakes"
 
 
-class FakeBackend:
-    env: dict = {}
-    shared_context = True
-
-    def context_values(self, slug, label):
-        return {}
-
-    def context_env(self, slug, label):
-        return {}
-
-    def open_scenario(self, *a):
-        pass
-
-    def close_scenario(self):
-        pass
-
-
 @pytest.fixture
 def fake_hf(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_HF_LOG", str(tmp_path / "hf.log"))
     monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
-    monkeypatch.setattr(rn, "_DASHDASH", True)
+    monkeypatch.setattr(hyperfine, "_DASHDASH", True)
     return tmp_path / "hf.log"
 
 
@@ -52,15 +36,16 @@ def builds(tmp_path, *factors) -> list[Build]:
     return out
 
 
-def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, **plan):
+def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, setup=None,
+        backend=None, **plan):
     (tmp_path / "work").mkdir(exist_ok=True)
-    p = rn.Plan(builds=builds(tmp_path, *factors), backend=FakeBackend(), workdir=tmp_path / "work",
-                cache_dir=tmp_path, runs=runs, warmup=warmup, rounds=rounds, settings=stats.Settings(),
-                measure_rss=False, **plan)
+    p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
+                workdir=tmp_path / "work", cache_dir=tmp_path, runs=runs, warmup=warmup, rounds=rounds,
+                settings=stats.Settings(), measure_rss=False, **plan)
     r = rn.Runner(p)
     r.steps_total = 1
     spec = Fixture(kind="sparse", size=1, count=1)
-    sc = Scenario("s", "t", spec, spec, (Step("step", command, prepare=prepare),))
+    sc = Scenario("s", "t", spec, spec, (Step("step", command, prepare=prepare, setup=setup),))
     fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
     return r.run_scenario(sc, fixture).steps[0]
 
@@ -129,15 +114,6 @@ def test_budget_adds_no_rounds_that_cannot_decide_in_time(tmp_path, fake_hf, mon
     assert len(st.samples["b0"].times) == 4 or st.stopped == "decided"
 
 
-@pytest.mark.parametrize("cmd,shell", [
-    ("s5cmd cp '/a/*' s3://x/y/", False), ("rm -rf '/tmp/a b'", False), ("ipfs get -o /d QmX", False),
-    ("export A=1; s5cmd ls", True), ("ipfs add -r -Q /x > /y", True), ('echo "$HOME"', True),
-    ("A=1 s5cmd ls", True), ("ls /tmp/*", True), ("a | b", True), ("cd ~", True),
-])
-def test_needs_shell(cmd, shell):
-    assert rn.needs_shell(cmd) is shell
-
-
 def test_no_shell_only_when_every_command_and_prepare_allows_it(tmp_path, fake_hf):
     run(tmp_path, [1.0, 1.0], runs=2, rounds=1)
     assert "-N" in calls(fake_hf)[-1]
@@ -145,3 +121,18 @@ def test_no_shell_only_when_every_command_and_prepare_allows_it(tmp_path, fake_h
     assert "-N" not in calls(fake_hf)[-1]
     run(tmp_path, [1.0, 1.0], runs=2, rounds=1, no_shell="off")
     assert "-N" not in calls(fake_hf)[-1]
+
+
+def test_the_backend_context_reaches_the_commands_and_every_scenario_is_closed(tmp_path, fake_hf):
+    backend = FakeBackend(tmp_path / "remote")
+    st = run(tmp_path, [1.0, 1.0], runs=2, rounds=1, command="{{ bin }} cp {{ remote ~ '/up/' }}",
+             backend=backend)
+    assert st.samples["b0"].command == f"{tmp_path}/fake-1.00 cp {tmp_path}/remote/s/up/"
+    assert backend.calls == [("open_scenario", "s", ("b0", "b1")), ("close_scenario",)]
+
+
+def test_a_failing_step_still_closes_its_scenario(tmp_path, fake_hf):
+    backend = FakeBackend(tmp_path / "remote")
+    with pytest.raises(rn.RunError, match="step: setup for b0 failed"):
+        run(tmp_path, [1.0, 1.0], runs=2, rounds=1, backend=backend, setup="exit 3")
+    assert backend.calls[-1] == ("close_scenario",)

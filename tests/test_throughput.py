@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import re
 
-from refbench import report
-from test_views import make_results
+import factories as fx
+from refbench import results as rs
+from refbench.render import markdown
+from refbench.render.format import fmt_mbps, fmt_rate
 
 
 def results():
@@ -14,25 +16,25 @@ def results():
     steps = {("small files", "upload"): {"old": around(2.0), "new": around(4.0)},
              ("large file", "download"): {"old": around(0.5), "new": around(0.5)}}
     # 200 files of 1 MB; one file of 1 GB (10^9 bytes)
-    return make_results(steps, fixtures={"small files": (200, 200_000_000), "large file": (1, 1_000_000_000)})
+    return fx.results(steps, fixtures={"small files": (200, 200_000_000), "large file": (1, 1_000_000_000)})
 
 
 def test_throughput_of_a_step_and_build():
     r = results()
-    sc = r["scenarios"][0]
-    st = sc["steps"][0]
-    bps, ops = report.throughput(sc, st["builds"]["old"])
+    sc = r.scenarios[0]
+    st = sc.steps[0]
+    bps, ops = markdown.throughput(sc.fixture, st.builds["old"])
     assert (bps, ops) == (100_000_000.0, 100.0)
-    assert report.fmt_mbps(bps) == "100" and report.fmt_rate(ops) == "100"
-    assert report.throughput(sc, {"stats": None}) == (None, None)
-    assert report.throughput({"fixture": {}}, st["builds"]["old"]) == (None, None)
-    assert report.fmt_rate(9.876) == "9.88" and report.fmt_rate(12.34) == "12.3" and report.fmt_rate(None) == "n/a"
+    assert fmt_mbps(bps) == "100" and fmt_rate(ops) == "100"
+    assert markdown.throughput(sc.fixture, rs.Samples(times=(), stats=None)) == (None, None)
+    assert markdown.throughput(rs.Fixture(), st.builds["old"]) == (None, None)
+    assert fmt_rate(9.876) == "9.88" and fmt_rate(12.34) == "12.3" and fmt_rate(None) == "n/a"
 
 
 def test_summary_and_comment_show_throughput_next_to_the_time_change():
     r = results()
     for flavour in ("md", "github"):
-        text = report.render_markdown(r, flavour)
+        text = markdown.render_markdown(r, flavour)
         header = next(ln for ln in text.splitlines() if "Time change" in ln)
         cols = [c.strip() for c in header.strip("|").split("|")]
         assert cols[cols.index("Time change") + 1: cols.index("Time change") + 3] == ["MB/s", "objects/s"]

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from refbench.errors import RefbenchError
-from refbench.runner import run_group
+from refbench.backends.process import run_group
 from refbench.watchdog import GIB, Limits, Watchdog, WatchdogStop, meminfo, parse_env
 
 
@@ -105,11 +105,11 @@ def test_ram_or_disk_counts_everything_the_server_keeps(tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
 
-    from refbench import backends
+    from refbench.backends import minio
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(24 * GIB, 0, 24 * GIB))
-    monkeypatch.setattr(backends, "_mem_available", lambda: 8 * GIB)  # half of it: 4 GiB
-    assert backends.minio_footprint(3 * GIB) == 6 * GIB + backends.MINIO_META_BYTES
-    assert backends.minio_data_parent(1 * GIB, tmp_path) == backends.Path("/dev/shm")
-    assert backends.minio_data_parent(int(1.8 * GIB), tmp_path) == tmp_path  # 3.6 GiB + metadata + RSS > 4 GiB
+    monkeypatch.setattr(minio, "_mem_available", lambda: 8 * GIB)  # half of it: 4 GiB
+    assert minio.minio_footprint(3 * GIB) == 6 * GIB + minio.MINIO_META_BYTES
+    assert minio.minio_data_parent(1 * GIB, tmp_path) == minio.Path("/dev/shm")
+    assert minio.minio_data_parent(int(1.8 * GIB), tmp_path) == tmp_path  # 3.6 GiB + metadata + RSS > 4 GiB

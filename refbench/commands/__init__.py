@@ -9,8 +9,8 @@ import importlib
 
 # subcommand -> "module:function" (relative to the refbench package)
 COMMANDS = {
-    "report": "views:cmd_report",
-    "compare": "views:cmd_compare",
+    "report": "commands.report:main",
+    "compare": "commands.compare:main",
     "comment": "commands.comment:main",
     "nightly": "commands.nightly:main",
     "bisect": "commands.bisect:main",

@@ -14,10 +14,12 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from .. import calibrate as cal, pipeline, report, stats
+from .. import calibrate as cal, pipeline, stats
 from ..errors import EXIT_OK, RefbenchError
 from ..pipeline import RunHooks
 from ..progress import Reporter
+from ..render import markdown
+from ..render.env import render as render_template
 from ..results import Results
 from ._args import bind_flag_values
 from .run import request_from_args, run_parser
@@ -85,7 +87,7 @@ def main(argv: list[str]) -> int:
 
 def _measured(results: Results, reporter: Reporter) -> Results:
     """A repetition's results, or its failure: a run the watchdog stopped ends calibrate too."""
-    busy = report.busy_warning(results.to_json())
+    busy = markdown.busy_warning(results.environment)
     if busy:
         reporter.warn(busy)
     stop = pipeline.stop_error(results)
@@ -103,6 +105,6 @@ def render(c: cal.Calibration, args) -> str:
     line = (f"-r {args.runs}, -w {args.warmup}, --rounds {args.rounds}, --interleave {args.interleave}"
             + (f", --budget {args.budget:.0f}s" if args.budget else "") + (", --until-decided" if args.until_decided else "")
             + (", --quick" if args.quick else "") + (f", --only {' / '.join(args.only)}" if args.only else ""))
-    return report._jinja().get_template("calibrate.md.j2").render(
-        c=c, pct=cal.fmt_pct, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
+    return render_template(
+        "calibrate.md.j2", c=c, pct=cal.fmt_pct, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
         alpha=args.alpha, settings_line=line)

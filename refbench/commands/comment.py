@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import report
+from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 from ..github import (DEFAULT_API, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
                       parse_bench_command, post_or_update)
@@ -41,7 +41,7 @@ def main(argv: list[str]) -> int:
         return EXIT_OK
     if not args.results:
         raise RefbenchError("give the results.json to post (see bench.py comment --help)")
-    results = report.load_results(Path(args.results))
+    results = rs.load(args.results)
     body = comment_body(results, args.link)
     out = Path(args.body_out) if args.body_out else Path(args.results).resolve().parent / "pr-comment.md"
     out.parent.mkdir(parents=True, exist_ok=True)

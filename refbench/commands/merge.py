@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import report, results as rs
+from .. import results as rs
 from ._args import Parser
 from ..errors import EXIT_OK
 from ..merge import merge_files
-from .run import verdict_counts
+from ..render import extras, markdown
 
 
 def main(argv: list[str]) -> int:
@@ -27,13 +27,10 @@ def main(argv: list[str]) -> int:
     for w in warnings:
         print(f"refbench: warning: {w}", file=sys.stderr)
     rs.write(merged, Path(args.output))
-    doc = merged.to_json()  # the renderers' input until they read Results
     if args.summary:
-        Path(args.summary).write_text(report.render_markdown(doc, args.format), encoding="utf-8")
-    if args.html or args.csv:
-        from .. import views
-        views.write_extras(doc, args.html, args.csv)
-    counts = verdict_counts(merged)
+        Path(args.summary).write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
+    extras.write_extras(merged, args.html, args.csv)
+    counts = markdown.verdict_counts(merged)
     print(f"merged {len(args.shards)} shards into {args.output}: {counts['slower']} slower, {counts['faster']} "
           f"faster, {counts['no significant change']} no significant change, {counts['inconclusive']} "
           "inconclusive", file=sys.stderr)

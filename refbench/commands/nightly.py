@@ -12,16 +12,17 @@ import sys
 import time
 from pathlib import Path
 
-from .. import builds as bl, changepoints as cpd, report
+from .. import builds as bl, changepoints as cpd
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..history import History, is_url, local_machine, now as _now, open_history
 from ..nightly import last_head, new_changepoints, record_run, render_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
-from ..stats import SLOWER
+from ..render.format import fmt_interval, fmt_p, fmt_pct
+from ..render.markdown import regressions, verdict_counts
 from ._args import Parser, duration, fraction, positive
-from .run import Outputs, pass_through, request_from_args, run_and_write, verdict_counts
+from .run import Outputs, pass_through, request_from_args, run_and_write
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
@@ -169,7 +170,7 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
                    exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
         redraw()
         raise
-    slower = [(sc, st, c) for sc, st, c in results.comparisons() if c.verdict == SLOWER]
+    slower = regressions(results)
     run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
     found = new_changepoints(db, target=results.target.name, machine=args.machine, head_ref=args.head,
@@ -200,11 +201,11 @@ def say_night(results, slower: list, found: list[dict], rule: str) -> None:
     print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
           f"no significant change, {counts['inconclusive']} inconclusive")
     for sc, st, c in slower:
-        print(f"REGRESSION {sc.name} / {st.name}: {c.contender} is {report.fmt_pct(c.rel)} vs {c.baseline} "
-              f"(95% CI {report.fmt_ci(c.to_json())}, p {report.fmt_p(c.p_value)})"
+        print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
+              f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
               + ("" if rule != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
     for c in found:
         kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
-        print(f"{kind} {c['scenario']} / {c['step']}: {report.fmt_pct(c['rel'])} (p {report.fmt_p(c['pvalue'])}) "
+        print(f"{kind} {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])} (p {fmt_p(c['pvalue'])}) "
               f"between {c['good_sha'][:10]} (run {c['prev_run_id']}) and {c['bad_sha'][:10]} (run {c['run_id']}); "
               f"bisect: {c['bisect']}")

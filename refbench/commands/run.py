@@ -7,15 +7,17 @@ build/run (a run the watchdog stopped writes what finished first); 130 interrupt
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, builds as bl, fixtures as fx, paths, pipeline, report, results as rs, shard
-from ..config import format_size, human_bytes
+from .. import __version__, builds as bl, paths, pipeline, results as rs, shard
+from ..config import format_size
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
 from ..progress import Reporter
-from ..stats import SLOWER, VERDICTS
+from ..render import extras, markdown
+from ..render.format import fmt_pct
 from . import COMMANDS
 from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, nonneg, positive,
                     reserved_option)
@@ -135,40 +137,28 @@ class Outputs:
                    args.html, args.csv)
 
 
-def write_outputs(results: rs.Results, outputs: Outputs) -> dict:
-    """results.json, the summary and the extras; the document, for the renderers that read it."""
+def write_outputs(results: rs.Results, outputs: Outputs) -> None:
+    """results.json, the summary and the extras (--html, --csv)."""
     rs.write(results, outputs.json)
-    doc = results.to_json()  # the renderers' input until they read Results
     outputs.summary.parent.mkdir(parents=True, exist_ok=True)
-    outputs.summary.write_text(report.render_markdown(doc, outputs.format))
-    if outputs.html or outputs.csv:
-        from .. import views
-        views.write_extras(doc, outputs.html, outputs.csv)
-    return doc
-
-
-def verdict_counts(results: rs.Results) -> dict[str, int]:
-    counts = {v: 0 for v in VERDICTS}
-    for _, _, c in results.comparisons():
-        counts[c.verdict] += 1
-    return counts
+    outputs.summary.write_text(markdown.render_markdown(results, outputs.format))
+    extras.write_extras(results, outputs.html, outputs.csv)
 
 
 def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> rs.Results:
     """One comparison with its files written and its closing lines said; the results. A run the
     watchdog stopped fails here, after what finished is written."""
     results = pipeline.run(request, reporter)
-    doc = write_outputs(results, outputs)
-    busy = report.busy_warning(doc)
+    write_outputs(results, outputs)
+    busy = markdown.busy_warning(results.environment)
     if busy:
         reporter.warn(busy)
-    counts = verdict_counts(results)
+    counts = markdown.verdict_counts(results)
     reporter.info(f"wrote {outputs.summary} and {outputs.json}: {counts['slower']} slower, {counts['faster']} faster, "
                   f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
                   f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
-    for sc, st, c in results.comparisons():
-        if c.verdict == SLOWER:
-            reporter.info(f"  slower: {sc.name} / {st.name}: {c.contender} {report.fmt_pct(c.rel)} vs {c.baseline}")
+    for sc, st, c in markdown.regressions(results):
+        reporter.info(f"  slower: {sc} / {st}: {c.contender} {fmt_pct(c.rel)} vs {c.baseline}")
     stop = pipeline.stop_error(results)
     if stop is not None:
         raise stop
@@ -189,7 +179,7 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if args.fail_on_regression and verdict_counts(results)[SLOWER]:
+    if args.fail_on_regression and markdown.regressions(results):
         return EXIT_REGRESSION
     return EXIT_OK
 
@@ -206,16 +196,10 @@ def print_list(cfg, quick: bool) -> None:
 
 
 def print_plan(args, target, scenarios, step_filter, builder, resolved, labels) -> None:
-    print(f"target {target.name} from {builder.repo_url if args.source == 'git' else target.module}")
-    for lab, r in zip(labels, resolved):
-        cached = builder.cached(r)
-        print(f"  build {lab}: {r.kind} {r.sha} -> {'cached ' + str(cached) if cached else 'would build'}")
-    backend = f"s3://{args.bucket}" if args.bucket else "embedded MinIO on loopback" if target.backend == "s3" else "ipfs"
-    print(f"backend: {backend}; runs {args.runs}, warm-up {args.warmup}, rounds {args.rounds}")
-    for s in scenarios:
-        files, total, allocated = fx.planned_bytes(s.fixture)
-        print(f"scenario {s.name}: {s.fixture.kind} fixture, {files} files, {human_bytes(total)}")
-        for st in s.steps:
-            if step_filter and not step_filter(s, st):
-                continue
-            print(f"  step {st.name}: {st.command}" + (f"  (prepare: {st.prepare})" if st.prepare else ""))
+    from .. import dryrun  # the plan, with every command rendered as it would run
+    print(dryrun.render_plan(
+        target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
+        dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,
+        endpoint=args.endpoint_url, runs=args.runs, warmup=args.warmup, rounds=args.rounds,
+        cache_dir=builder.builds_dir, target_flags=shlex.split(args.target_flags or ""),
+        hyperfine_flags=shlex.split(args.hyperfine_flags or "")))

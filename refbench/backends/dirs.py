@@ -1,0 +1,106 @@
+"""Local directories a run owns (its temp dir, an embedded MinIO's data dir): marked with their
+owner, so the next run on the machine can remove what a run killed outright left behind, and
+measured (tree_bytes) by the watchdog and the MinIO trash purge."""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import socket
+import tempfile
+from pathlib import Path
+
+from ..lease import owner_alive, process_start
+
+log = logging.getLogger(__name__)
+
+WORKDIR_PATTERN = "refbench-[0-9]*-*"  # refbench-<run id>-XXXXXXXX, run id = date-time-hex
+MINIO_DIR_PATTERN = "refbench-minio-*"
+
+
+def write_owner(d: Path) -> None:
+    """Mark a directory as this process's: `owner` holds the pid (what older runs wrote and
+    read), `owner.json` adds what tells a dead owner from a live one for sure: host, the
+    process's start time (pid reuse) and the kernel's boot id (a reboot ends every run)."""
+    (d / "owner").write_text(str(os.getpid()))
+    (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                              "pid_start": process_start(os.getpid()), "boot_id": _boot_id()}))
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
+
+
+def owner_dead(d: Path) -> bool:
+    """True only when the directory's owner process is known to be gone from this host."""
+    try:
+        pid = int((d / "owner").read_text())
+    except (OSError, ValueError):
+        return False  # not marked by refbench (or not yet): leave it
+    try:
+        info = json.loads((d / "owner.json").read_text())
+    except (OSError, ValueError):
+        info = {}
+    if info.get("host") not in (None, socket.gethostname()):
+        return False  # a temp dir shared with another host or container: not ours to judge
+    if info.get("boot_id") and _boot_id() and info["boot_id"] != _boot_id():
+        return True
+    return owner_alive(pid, info.get("pid_start")) is False
+
+
+def sweep_stale(parent: Path, pattern: str = MINIO_DIR_PATTERN) -> list[Path]:
+    """Remove directories left by refbench runs that were killed outright (owner process gone):
+    MinIO data dirs in RAM or on disk, and runs' local temp dirs. Returns what it removed."""
+    removed = []
+    for d in sorted(Path(parent).glob(pattern)):
+        if not d.is_dir() or d.is_symlink() or not owner_dead(d):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            d.with_suffix(".log").unlink()
+        removed.append(d)
+        log.info("removed %s, left by a killed run", d)
+    return removed
+
+
+def make_workdir(run_id: str, local_root: Path | None) -> tuple[Path, list[Path]]:
+    """The run's local temp dir (downloads, scratch, a MinIO data dir on disk), marked with its
+    owner, after sweeping the ones killed runs left in the same place. Returns (dir, swept)."""
+    parent = Path(local_root) if local_root else Path(tempfile.gettempdir())
+    swept = sweep_stale(parent, WORKDIR_PATTERN)
+    workdir = Path(tempfile.mkdtemp(prefix=f"refbench-{run_id}-", dir=parent))
+    write_owner(workdir)
+    return workdir, swept
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes a file or directory tree occupies (allocated blocks: a sparse file counts what it
+    holds, tmpfs what it uses); what vanishes while it is walked is skipped."""
+    total = 0
+    stack = [str(path)]
+    while stack:
+        p = stack.pop()
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        total += st.st_blocks * 512
+        if os.path.isdir(p) and not os.path.islink(p):
+            try:
+                with os.scandir(p) as it:
+                    for e in it:
+                        try:
+                            if e.is_dir(follow_symlinks=False):
+                                stack.append(e.path)
+                            else:
+                                total += e.stat(follow_symlinks=False).st_blocks * 512
+                        except OSError:
+                            continue
+            except OSError:
+                continue
+    return total

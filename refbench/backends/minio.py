@@ -1,0 +1,213 @@
+"""The embedded S3 server: a real MinIO on a free loopback port, with random credentials and a
+data dir of its own (in RAM when everything it keeps fits), started and stopped by the run.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..errors import RunError
+from ..paths import find_tool
+from .dirs import sweep_stale, tree_bytes, write_owner
+from .process import server_preexec, stop_process
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# MinIO does not free overwritten or deleted objects at once: it renames them into
+# .minio.sys/tmp/.trash/<uuid> and a background loop removes them every
+# MINIO_API_DELETE_CLEANUP_INTERVAL (default 5m). An upload step that overwrites a 256 MiB object
+# every run therefore piles up one copy per run (8.6 GB of trash after ~34 runs, in RAM). Setting
+# the interval is not enough on its own: the loop's first timer is armed while the object layer
+# starts, before the configuration (and the environment) is read, so the first purge always comes
+# 5 minutes after start (cmd/erasure-sets.go cleanupDeletedObjects, getDeleteCleanupInterval). So
+# the embedded server gets a 1s interval AND refbench empties the trash of its own private server
+# itself, every TRASH_PURGE_INTERVAL: what is in there is already out of the namespace, and MinIO's
+# own purge is the same removeAll of each entry.
+DELETE_CLEANUP_INTERVAL = "1s"
+TRASH_PURGE_INTERVAL = 0.1
+TRASH_DIR = Path(".minio.sys") / "tmp" / ".trash"
+
+
+def client_env(access_key: str, secret_key: str, endpoint: str) -> dict[str, str]:
+    """The environment a client of the embedded server runs with (the commands, boto3)."""
+    return {"AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key,
+            "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "S3_ENDPOINT_URL": endpoint}
+
+
+class MinioServer:
+    """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
+
+    def __init__(self, workdir: Path, binary: str | None = None, data_parent: Path | None = None,
+                 cpus: frozenset[int] | None = None):
+        self.cpus = cpus  # pinned here, with GOMAXPROCS to match, when the run separates server and client
+        self.binary = binary or find_tool("minio")
+        if not self.binary:
+            raise RunError("minio not found (tools/bin/minio or PATH): run `make setup`, or pass -b BUCKET")
+        parent = data_parent or workdir
+        sweep_stale(parent)
+        self.data_dir = Path(tempfile.mkdtemp(prefix="refbench-minio-", dir=parent))
+        write_owner(self.data_dir)
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.access_key = "rb" + secrets.token_hex(8)
+        self.secret_key = secrets.token_hex(20)
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.data_dir.with_suffix(".log")
+        self.trash_purged = 0  # bytes refbench removed from the server's trash
+        self._purger: threading.Thread | None = None
+        self._stop_purger = threading.Event()
+
+    @property
+    def trash(self) -> Path:
+        return self.data_dir / "data" / TRASH_DIR
+
+    def purge_trash(self, min_age: float = 0.0) -> int:
+        """Remove what MinIO moved to its trash (at least min_age seconds ago); never the trash dir
+        itself, nor the drive's writable-check file. MinIO moves an object's data in with one
+        rename(2), so an entry is complete as soon as it is there. Returns the bytes freed."""
+        freed = 0
+        now = time.time()
+        try:
+            entries = list(os.scandir(self.trash))
+        except OSError:
+            return 0
+        for e in entries:
+            if e.name.startswith(".writable-check-"):
+                continue
+            try:
+                if min_age and now - e.stat(follow_symlinks=False).st_ctime < min_age:
+                    continue
+                size = tree_bytes(Path(e.path))
+                if e.is_dir(follow_symlinks=False):
+                    shutil.rmtree(e.path, ignore_errors=True)
+                else:
+                    os.unlink(e.path)
+                freed += size
+            except OSError:
+                continue
+        self.trash_purged += freed
+        return freed
+
+    def _purge_loop(self) -> None:
+        while not self._stop_purger.wait(TRASH_PURGE_INTERVAL):
+            try:
+                self.purge_trash()
+            except Exception as e:  # never let housekeeping take the run down
+                log.debug("trash purge: %s", e)
+
+    def start(self, timeout: float = 60) -> "MinioServer":
+        env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+               "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1",
+               "MINIO_API_DELETE_CLEANUP_INTERVAL": DELETE_CLEANUP_INTERVAL}
+        if self.cpus:
+            env["GOMAXPROCS"] = str(len(self.cpus))
+        console = free_port()
+        with open(self.log_path, "w") as fh:
+            self.proc = subprocess.Popen(
+                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
+                 "--console-address", f"127.0.0.1:{console}", str(self.data_dir / "data")],
+                stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                preexec_fn=lambda: server_preexec(self.cpus))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                self.stop()
+                raise RunError("embedded MinIO exited at start", detail=tail)
+            try:
+                with urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=1) as r:
+                    if r.status == 200:
+                        log.info("embedded MinIO ready at %s", self.endpoint)
+                        self._purger = threading.Thread(target=self._purge_loop, name="refbench-minio-trash",
+                                                        daemon=True)
+                        self._purger.start()
+                        return self
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RunError(f"embedded MinIO did not become ready within {timeout:.0f}s")
+
+    def stop(self) -> None:
+        self._stop_purger.set()
+        if self._purger is not None:
+            self._purger.join(timeout=10)
+            self._purger = None
+        if self.proc is not None:
+            stop_process(self.proc)
+            self.proc = None
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
+
+    def __enter__(self) -> "MinioServer":
+        return self if self.proc is not None else self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def in_ram(self) -> bool:
+        """Whether the data dir is in /dev/shm (see minio_data_parent)."""
+        return str(self.data_dir).startswith("/dev/shm")
+
+    @property
+    def env(self) -> dict[str, str]:
+        return client_env(self.access_key, self.secret_key, self.endpoint)
+
+
+MINIO_META_BYTES = 64 << 20  # .minio.sys: format, config, bucket metadata, usage caches
+MINIO_RSS_BYTES = 512 << 20  # what the server process itself holds in memory under load
+
+
+def minio_footprint(stored_bytes: int, step_bytes: int | None = None) -> int:
+    """Everything the embedded MinIO keeps in its data dir at the peak, not just the objects:
+    the stored objects, plus what an overwrite or delete leaves in the trash until it is purged
+    (at most the largest step's own objects again, while the next run writes the new copy; taken
+    as all stored bytes when not known), plus its own metadata."""
+    trash = stored_bytes if step_bytes is None else step_bytes
+    return stored_bytes + trash + MINIO_META_BYTES
+
+
+def minio_data_parent(stored_bytes: int, workdir: Path, step_bytes: int | None = None) -> Path:
+    """Where the embedded MinIO keeps its data: RAM (/dev/shm) when everything it keeps fits with
+    room to spare (the data dir within the free space of /dev/shm, and the data dir plus the
+    server's own memory within half the available memory), so the server's disk adds no noise and
+    teardown is instant; else the run's local directory."""
+    shm = Path("/dev/shm")
+    try:
+        free = shutil.disk_usage(shm).free
+        avail = _mem_available()
+    except OSError:
+        return workdir
+    footprint = minio_footprint(stored_bytes, step_bytes)
+    if shm.is_dir() and os.access(shm, os.W_OK) and footprint < free and \
+            footprint + MINIO_RSS_BYTES < avail // 2:
+        return shm
+    return workdir
+
+
+def _mem_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+

@@ -1,0 +1,68 @@
+"""Processes refbench starts: each in a process group of its own, stopped as a group, and (for
+servers) tied to refbench's life, so neither a Ctrl-C nor a SIGKILL of refbench leaves one behind."""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+
+
+def die_with_parent() -> None:
+    """preexec_fn for servers refbench starts: if refbench is killed outright (SIGKILL, a CI
+    timeout), the kernel sends the server SIGTERM rather than leave it running forever."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def server_preexec(cpus: frozenset[int] | None) -> None:
+    """preexec_fn for a server: dies with refbench, and runs on `cpus` when the run pins it."""
+    die_with_parent()
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def stop_process(proc: subprocess.Popen, timeout: float = 10) -> None:
+    """SIGTERM the process's group, SIGKILL it if it has not exited within `timeout`."""
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
+def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run in a process group of its own. On any exception (Ctrl-C, SIGTERM turned
+    into KeyboardInterrupt) the whole group is killed and reaped before the exception goes on,
+    so no orphaned upload can write under the prefix while cleanup removes it."""
+    capture = kwargs.pop("capture_output", False)
+    if capture:
+        kwargs.setdefault("stdout", subprocess.PIPE)
+        kwargs.setdefault("stderr", subprocess.PIPE)
+    cpus = kwargs.pop("cpus", None)
+    if cpus:
+        kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
+    proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate()
+    except BaseException:
+        for sig, wait in ((signal.SIGINT, 5), (signal.SIGTERM, 5), (signal.SIGKILL, 10)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        with contextlib.suppress(ProcessLookupError):  # grandchildren that outlived the leader
+            os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)

@@ -1,0 +1,312 @@
+"""S3: a bucket and this run's unique prefix inside it, on the user's bucket or the embedded MinIO.
+
+Every run works under its own prefix (-p/<run id>) and teardown removes exactly that: every object,
+every version in a versioned bucket, the lease last. On a user's bucket the run holds a lease on its
+prefix, and removes what runs that died left below -p (expired leases only) before it starts.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..lease import Lease, check_prefix, lease_key, sweep as sweep_leases
+from ..errors import RunError
+from ..paths import find_tool
+from .minio import MinioServer, client_env, minio_data_parent
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_BUCKET = "refbench"  # the embedded server's bucket
+VERSIONED_BUCKET = "refbench-versioned"  # and its versioned one, for areas whose deletions are undone
+PORT_PLACEHOLDER = "http://127.0.0.1:<port>"  # the embedded server's endpoint before it starts
+SECRET_PLACEHOLDER = "<random>"  # its credentials, made when it starts
+RUN_ID_PLACEHOLDER = "<run-id>"  # the run's own part of the prefix, known once it starts
+
+
+def user_endpoint(endpoint: str | None) -> str | None:
+    """The endpoint of a user's bucket: --endpoint-url, else S3_ENDPOINT_URL or AWS_ENDPOINT_URL
+    (None: AWS)."""
+    return endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+
+
+def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
+    import boto3
+    from botocore.config import Config as BotoConfig
+
+    env = env or {}
+    kwargs = {}
+    if env.get("AWS_ACCESS_KEY_ID"):
+        kwargs = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
+                  "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
+    region = env.get("AWS_REGION") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
+        or "us-east-1"
+    return boto3.client("s3", endpoint_url=endpoint, region_name=region,
+                        config=BotoConfig(s3={"addressing_style": "path"} if endpoint else {},
+                                          retries={"max_attempts": 3}), **kwargs)
+
+
+@dataclass
+class S3Backend:
+    """A bucket and this run's unique prefix inside it."""
+
+    bucket: str
+    prefix: str  # unique to this run, no leading or trailing slash
+    endpoint: str | None = None
+    server: MinioServer | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    versioned_bucket: str | None = None  # where deletions can be undone in batches (see s3restore)
+    kind: str = "s3"
+    shared_context: bool = True  # all builds share the same remote area per scenario
+    restore_tool: str | None = field(default_factory=lambda: find_tool("refbench-s3restore"))
+    base_prefix: str = ""  # -p: the run's prefix is base_prefix/<run id>
+    lease: object | None = None  # lease.Lease on a user's bucket
+    swept: list = field(default_factory=list)  # lease.Found: dead runs' prefixes found at start
+
+    @classmethod
+    def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
+             run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None) -> "S3Backend":
+        """The run's S3 area: the embedded MinIO (bucket None), started here, or the user's bucket.
+        Close it (or use it as a context manager) to remove what the run stored."""
+        base = check_prefix(prefix_base)
+        prefix = f"{base}/{run_id}"
+        if bucket is None:
+            return cls._open_embedded(prefix, workdir, stored_bytes, server_cpus)
+        return cls._open_user(bucket, base, prefix, endpoint)
+
+    @classmethod
+    def planned(cls, bucket: str | None, prefix_base: str, endpoint: str | None) -> "S3Backend":
+        """What open() would give, for a dry run: nothing is started, listed or written. What only
+        a started run knows shows as a placeholder: the run id in the prefix, the embedded server's
+        port. A user's bucket shows as unversioned (open() looks that up)."""
+        base = check_prefix(prefix_base)
+        prefix = f"{base}/{RUN_ID_PLACEHOLDER}"
+        if bucket is None:
+            return cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
+                       client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
+                       versioned_bucket=VERSIONED_BUCKET)
+        endpoint = user_endpoint(endpoint)
+        return cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
+                   base_prefix=base)
+
+    @classmethod
+    def _open_embedded(cls, prefix: str, workdir: Path, stored_bytes: int,
+                       server_cpus: frozenset[int] | None) -> "S3Backend":
+        server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir),
+                             cpus=server_cpus).start()
+        backend = cls(EMBEDDED_BUCKET, prefix, server.endpoint, server, dict(server.env))
+        try:
+            client = backend.client()
+            client.create_bucket(Bucket=backend.bucket)
+            # a second, versioned bucket for areas whose deletions are undone before every run
+            client.create_bucket(Bucket=VERSIONED_BUCKET)
+            client.put_bucket_versioning(Bucket=VERSIONED_BUCKET, VersioningConfiguration={"Status": "Enabled"})
+            backend.versioned_bucket = VERSIONED_BUCKET
+        except Exception:
+            server.stop()
+            raise
+        return backend
+
+    @classmethod
+    def _open_user(cls, bucket: str, base: str, prefix: str, endpoint: str | None) -> "S3Backend":
+        endpoint = user_endpoint(endpoint)
+        backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
+                      base_prefix=base)
+        backend.check_bucket()
+        # a user's bucket is used as it is: never reconfigured, versioned only if it already is
+        try:
+            if backend.client().get_bucket_versioning(Bucket=bucket).get("Status") == "Enabled":
+                backend.versioned_bucket = bucket
+        except Exception:
+            pass
+        # remove what runs that died left under the same -p (expired leases only), then take a
+        # lease on this run's prefix before anything is stored under it
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            backend.swept = backend.sweep_dead()
+            backend.lease = Lease(backend.client, bucket, prefix).start()
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "?")
+            raise RunError(f"bucket {bucket!r}: cannot list or write under {base}/ ({code})") from None
+        except BotoCoreError as e:
+            raise RunError(f"bucket {bucket!r}: {e}") from None
+        return backend
+
+    def sweep_dead(self, dry_run: bool = False) -> list:
+        """Find the prefixes below -p left by dead runs (expired lease) and remove them."""
+        return sweep_leases(self.client(), self.bucket, self.base_prefix, self.remove_dead, skip=self.prefix,
+                           dry_run=dry_run)
+
+    def remove_dead(self, prefix: str) -> int:
+        """Remove a dead run's prefix (found by the lease sweep): below -p, never this run's own."""
+        base = self.base_prefix.strip("/") + "/"
+        prefix = prefix.strip("/")
+        if not base.strip("/") or not prefix.startswith(base) or prefix == self.prefix.strip("/") \
+                or "/" in prefix[len(base):]:
+            raise RunError(f"refusing to remove {prefix!r}: not a run's prefix directly below {base!r}")
+        versions = self._bucket_has_versions()
+        removed = self._purge(prefix + "/", versions=versions, keep=lease_key(prefix))  # its lease last
+        return removed + self._purge(prefix + "/", versions=versions)
+
+    def _bucket_has_versions(self) -> bool:
+        if self.versioned_bucket == self.bucket:
+            return True
+        try:  # suspended versioning keeps the versions made while it was enabled
+            return self.client().get_bucket_versioning(Bucket=self.bucket).get("Status") in ("Enabled", "Suspended")
+        except Exception:
+            return False
+
+    def client(self):
+        env = {**os.environ, **self.extra_env}
+        return s3_client(self.endpoint, env if self.server else None)
+
+    def check_bucket(self) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+        try:
+            self.client().head_bucket(Bucket=self.bucket)
+        except ClientError as e:
+            code = e.response.get("Error", {}).get("Code", "?")
+            raise RunError(f"bucket {self.bucket!r} is not usable ({code}) at "
+                           f"{self.endpoint or 'AWS'}") from None
+        except BotoCoreError as e:
+            raise RunError(f"bucket {self.bucket!r}: {e}") from None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.extra_env)
+
+    def remote(self, scenario_slug: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}/{scenario_slug}"
+
+    def context_values(self, scenario_slug: str, build_label: str) -> dict:
+        restore = self.restore_tool
+        versioned = bool(self.versioned_bucket and restore)
+        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or "",
+                # where an area of objects can be deleted and brought back in batches:
+                # `{{ s3restore }} {{ remote_versioned ~ '/area/' }}` undoes the deletions
+                "versioned": versioned, "s3restore": restore or "",
+                "remote_versioned": (f"s3://{self.versioned_bucket}/{self.prefix}/{scenario_slug}" if versioned
+                                     else self.remote(scenario_slug))}
+
+    def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
+        return {}
+
+    def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None:
+        self._scenario = scenario.slug
+
+    def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None:
+        """For a dry run: nothing to set up per scenario, its area is a name below the prefix."""
+
+    def close_scenario(self) -> None:
+        """Free what a finished scenario stored in the versioned area: every version of it (a
+        delete there only adds a marker), so stored data does not pile up across scenarios."""
+        slug, self._scenario = getattr(self, "_scenario", None), None
+        if slug and self.versioned_bucket:
+            self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
+
+    def list_keys(self, prefix: str | None = None) -> list[str]:
+        prefix = (prefix or self.prefix).rstrip("/") + "/"
+        keys = []
+        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+        return keys
+
+    def remove_prefix(self, settle: float = 10.0) -> int:
+        """Delete every object under this run's prefix — every version of it in a versioned
+        bucket — and nothing else; the lease goes last, so a cleanup cut short still leaves a
+        lease that will expire and let the next run finish the job. Uploads cut off by Ctrl-C or
+        a failure may still be committed by the server just after the client died, so repeat
+        until a listing comes back empty."""
+        if not self.prefix.strip("/"):
+            raise RunError("refusing to clean an empty prefix")
+        prefix = self.prefix.rstrip("/") + "/"
+        keep = self.lease.key if self.lease is not None else None
+        removed = self._purge(prefix, versions=self.versioned_bucket == self.bucket, keep=keep, settle=settle)
+        if keep:
+            removed += self._purge(prefix, versions=self.versioned_bucket == self.bucket, settle=settle)
+        return removed
+
+    def _purge(self, prefix: str, versions: bool, keep: str | None = None, settle: float = 10.0) -> int:
+        """Delete everything under prefix (but keep), repeating until two listings a pause apart
+        find nothing."""
+        removed, empty_passes, deadline = 0, 0, time.monotonic() + settle
+        while empty_passes < 2:  # two passes in a row, a pause apart, found nothing
+            n = self._delete_under(self.bucket, prefix, versions, keep)
+            removed += n
+            empty_passes = empty_passes + 1 if n == 0 else 0
+            if time.monotonic() > deadline:
+                raise RunError(f"objects keep appearing under s3://{self.bucket}/{prefix} during cleanup")
+            if empty_passes < 2:
+                time.sleep(0.2)
+        return removed
+
+    def _delete_under(self, bucket: str, prefix: str, versions: bool, keep: str | None = None) -> int:
+        if not prefix.strip("/") or not prefix.endswith("/"):
+            raise RunError(f"refusing to delete under {prefix!r}")
+        client = self.client()
+        entries = []
+        if versions:
+            for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                    if v["Key"].startswith(prefix) and v["Key"] != keep:
+                        entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
+        else:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                entries += [{"Key": o["Key"]} for o in page.get("Contents", [])
+                            if o["Key"].startswith(prefix) and o["Key"] != keep]
+        return self._delete_batches(bucket, entries)
+
+    def _delete_versions(self, bucket: str, prefix: str) -> int:
+        """Delete every version and delete marker under prefix (which is inside this run's prefix)."""
+        if not prefix.startswith(self.prefix.rstrip("/") + "/"):
+            raise RunError(f"refusing to delete outside this run's prefix: {prefix!r}")
+        keep = self.lease.key if self.lease is not None and bucket == self.bucket else None
+        return self._delete_under(bucket, prefix, True, keep)
+
+    def _delete_batches(self, bucket: str, entries: list[dict]) -> int:
+        """DeleteObjects, 1000 keys (or key versions) per request."""
+        client = self.client()
+        for i in range(0, len(entries), 1000):
+            client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
+        return len(entries)
+
+    # ---- what the watchdog samples ----
+    def watch_dir(self) -> tuple[Path | None, str]:
+        if self.server is None:
+            return None, ""
+        return self.server.data_dir, f"embedded MinIO data dir ({'in RAM' if self.server.in_ram else 'on disk'})"
+
+    def server_pids(self) -> list[int]:
+        proc = self.server.proc if self.server is not None else None
+        return [proc.pid] if proc is not None and proc.poll() is None else []
+
+    def watch_extra(self) -> dict:
+        return {"trash_purged": self.server.trash_purged} if self.server is not None else {}
+
+    def describe(self) -> dict:
+        where = ""
+        if self.server is not None:
+            where = " in RAM" if self.server.in_ram else " on disk"
+        return {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
+                "prefix": self.prefix, "data_dir": str(self.server.data_dir) if self.server else None,
+                "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})"}
+
+    def close(self) -> None:
+        try:
+            if self.lease is not None:
+                self.lease.stop()
+            if self.server is None:
+                n = self.remove_prefix()
+                log.info("removed %d objects under s3://%s/%s/", n, self.bucket, self.prefix)
+        finally:
+            if self.server is not None:
+                self.server.stop()
+
+    def __enter__(self) -> "S3Backend":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

@@ -1,0 +1,50 @@
+"""`bench.py compare OLD NEW`: the same steps of two saved runs (e.g. last night's and tonight's),
+as markdown on stdout, optionally as JSON; exit 1 on a regression with --fail-on-regression."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .. import results as rs, stats
+from ..compare import compare_runs
+from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
+from ..render.markdown import render_compare_md
+from ._args import Parser, add_stats_args
+
+
+def _names(old: str, new: str) -> tuple[str, str]:
+    """How the comparison names the two files: their file names, or whole paths when those agree
+    (tonight/results.json vs last/results.json)."""
+    if Path(old).name != Path(new).name:
+        return Path(old).name, Path(new).name
+    return old, new
+
+
+def main(argv: list[str]) -> int:
+    p = Parser(prog="bench.py compare",
+               description="compare the same steps of two saved runs (e.g. last night's and tonight's)")
+    p.add_argument("old", help="results.json of the earlier run")
+    p.add_argument("new", help="results.json of the later run")
+    p.add_argument("--match", choices=("label", "position"), default="label",
+                   help="pair builds by label (default) or by position (baseline with baseline, ...)")
+    p.add_argument("-o", "--output", help="also write the markdown comparison here")
+    p.add_argument("--json", help="also write the comparison as JSON here")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step got slower")
+    add_stats_args(p)
+    args = p.parse_args(argv)
+    old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
+    settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    cmp = compare_runs(old, new, settings, args.match)
+    if not cmp.pairs:
+        raise RefbenchError(f"no build label is in both files ({', '.join(cmp.old_builds)} vs "
+                            f"{', '.join(cmp.new_builds)}): use --match position")
+    text = render_compare_md(cmp, *_names(args.old, args.new))
+    sys.stdout.write(text)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
+    if args.fail_on_regression and cmp.counts["slower"]:
+        return EXIT_REGRESSION
+    return EXIT_OK

@@ -1,0 +1,136 @@
+"""The same steps of two saved runs compared (`bench.py compare`): per matched build and step,
+the change of the new run's times against the old one's, with a verdict against the threshold;
+plus what exists in only one of them. Rendered by render.markdown.render_compare_md."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import stats
+from .results import Fixture, Results, Scenario, Step
+
+
+@dataclass(frozen=True)
+class StepChange:
+    """One step of one matched pair of builds: old run's times against the new run's."""
+    scenario: str
+    step: str
+    old_build: str
+    new_build: str
+    old_mean: float
+    new_mean: float
+    old_n: int
+    new_n: int
+    comparison: stats.Comparison  # as a results file would hold it (unbounded ends None)
+    fixture_differs: bool  # the step ran on a different fixture: not like-for-like
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict:
+        return {"scenario": self.scenario, "step": self.step, "old_build": self.old_build,
+                "new_build": self.new_build, "old_mean": self.old_mean, "new_mean": self.new_mean,
+                "old_n": self.old_n, "new_n": self.new_n, "c": self.comparison.to_json(),
+                "fixture_differs": self.fixture_differs, "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
+class RunComparison:
+    """Two saved runs compared: the changes, and what does not match up (steps or builds in only
+    one run, and differences of target, machine or sizes that make the changes less telling)."""
+    old_created: str | None
+    new_created: str | None
+    old_builds: tuple[str, ...]
+    new_builds: tuple[str, ...]
+    match: str  # "label" or "position"
+    pairs: tuple[tuple[str, str], ...]  # (old label, new label)
+    rows: tuple[StepChange, ...]
+    counts: dict[str, int]  # verdict -> rows
+    threshold: float
+    alpha: float
+    only_old: tuple[str, ...]  # "scenario / step" of steps only in the old run
+    only_new: tuple[str, ...]
+    builds_only_old: tuple[str, ...]  # labels paired with nothing
+    builds_only_new: tuple[str, ...]
+    warnings: tuple[str, ...]  # why the two runs may not be comparable
+
+    def to_json(self) -> dict:
+        """The `compare --json` document (its keys and order are what scripts read)."""
+        return {
+            "old": {"created": self.old_created, "builds": list(self.old_builds)},
+            "new": {"created": self.new_created, "builds": list(self.new_builds)},
+            "match": self.match, "pairs": [list(p) for p in self.pairs], "rows": [r.to_json() for r in self.rows],
+            "counts": dict(self.counts), "threshold": self.threshold, "alpha": self.alpha,
+            "only_old": list(self.only_old), "only_new": list(self.only_new),
+            "builds_only_old": list(self.builds_only_old), "builds_only_new": list(self.builds_only_new),
+            "warnings": list(self.warnings),
+        }
+
+
+def _steps(results: Results) -> dict[tuple[str, str], tuple[Scenario, Step]]:
+    return {(sc.name, st.name): (sc, st) for sc, st in results.steps()}
+
+
+def _as_stored(c: stats.Comparison) -> stats.Comparison:
+    """The comparison as a results file holds it (floats rounded, unbounded interval ends None),
+    so compare prints what `report` would print for the same numbers."""
+    return stats.Comparison(**{k: v for k, v in c.to_json().items() if k != "phrase"})
+
+
+def _pairs(old_labels: tuple[str, ...], new_labels: tuple[str, ...], match: str) -> list[tuple[str, str]]:
+    if match == "position":
+        return list(zip(old_labels, new_labels))
+    return [(lab, lab) for lab in old_labels if lab in new_labels]
+
+
+def _fixture_differs(old: Fixture, new: Fixture) -> bool:
+    return (old.kind, old.files, old.bytes) != (new.kind, new.files, new.bytes)
+
+
+def _warnings(old: Results, new: Results) -> list[str]:
+    """What makes the two runs less than like-for-like: target, machine, --quick."""
+    warnings = []
+    if old.target.name != new.target.name:
+        warnings.append(f"different targets: {old.target.name} vs {new.target.name}")
+    for f in ("host", "cpu_model", "cpus"):
+        a, b = getattr(old.environment, f), getattr(new.environment, f)
+        if a != b:
+            warnings.append(f"different {f}: {a} vs {b}")
+    if old.settings.quick != new.settings.quick:
+        warnings.append("one run used --quick sizes and the other not")
+    return warnings
+
+
+def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Settings(),
+                 match: str = "label") -> RunComparison:
+    """Builds match by label (a nightly's `master` against last night's `master`), or by position
+    (baseline with baseline, ...) with match="position"."""
+    pairs = _pairs(old.labels, new.labels, match)
+    old_sha = {b.label: b.sha or "" for b in old.builds}
+    new_sha = {b.label: b.sha or "" for b in new.builds}
+    os_, ns_ = _steps(old), _steps(new)
+    rows = []
+    for key in [k for k in os_ if k in ns_]:
+        (osc, ost), (nsc, nst) = os_[key], ns_[key]
+        fixture_differs = _fixture_differs(osc.fixture, nsc.fixture)
+        for ol, nl in pairs:
+            ob, nb = ost.builds.get(ol), nst.builds.get(nl)
+            if not ob or not nb or not ob.times or not nb.times:
+                continue
+            c = _as_stored(stats.compare(f"{ol} (old)", ob.times, f"{nl} (new)", nb.times, settings))
+            notes = []
+            if fixture_differs:
+                notes.append("fixture differs: not like-for-like")
+            if old_sha[ol] != new_sha[nl]:
+                notes.append(f"commit {old_sha[ol][:10]} → {new_sha[nl][:10]}")
+            if c.noisy:
+                notes.append("noisy")
+            rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
+                                   new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
+                                   comparison=c, fixture_differs=fixture_differs, notes=tuple(notes)))
+    counts = {v: sum(1 for r in rows if r.comparison.verdict == v) for v in stats.VERDICTS}
+    return RunComparison(
+        old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,
+        match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=settings.threshold,
+        alpha=settings.alpha, only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
+        only_new=tuple(f"{s} / {t}" for (s, t) in ns_ if (s, t) not in os_),
+        builds_only_old=tuple(lab for lab in old.labels if lab not in {o for o, _ in pairs}),
+        builds_only_new=tuple(lab for lab in new.labels if lab not in {n for _, n in pairs}),
+        warnings=tuple(_warnings(old, new)))

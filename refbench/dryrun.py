@@ -1,0 +1,114 @@
+"""What `run --dry-run` prints: the plan, and the commands that would run, rendered.
+
+A user checks a dry run to see exactly what will be executed, so every command is rendered the
+way the runner renders it (runner.template_values and runner.shell_command, over a backend in
+its planned form), for the first build: its binary (cached, or where it will be once built),
+the remote, bucket and prefix, the flags. What only a started run knows is a placeholder:
+`<workdir>` (the run's temp dir), `<run-id>` (its part of the prefix), `<port>` (the embedded
+MinIO's or a daemon's port).
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+from . import fixtures as fx
+from .backends import IpfsBackend, S3Backend
+from .builds import Build, Builder
+from .config import Scenario, Step, Target, human_bytes
+from .refs import ResolvedRef
+from .runner import shell_command, template_values
+
+WORKDIR_PLACEHOLDER = Path("<workdir>")
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """A build as a dry run knows it: the binary is the cached one, or where it will be built."""
+    build: Build
+    cached: bool
+
+
+def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Sequence[str]) -> list[PlannedBuild]:
+    """The builds a run would compare, without building any."""
+    out = []
+    for ref, label in zip(resolved, labels):
+        cached = builder.cached(ref)
+        binary = cached or builder.build_dir(ref.sha) / builder.target.binary
+        out.append(PlannedBuild(Build(builder.target.name, ref, label, binary, builder.source, "", False, 0.0),
+                                cached is not None))
+    return out
+
+
+def planned_backend(target: Target, bucket: str | None, prefix: str, endpoint: str | None,
+                    workdir: Path = WORKDIR_PLACEHOLDER):
+    """The run's backend in its planned form: nothing started, listed or written."""
+    if target.backend == "s3":
+        return S3Backend.planned(bucket, prefix, endpoint)
+    return IpfsBackend.planned(workdir)
+
+
+def planned_fixture(spec, cache_dir: Path) -> fx.FixtureFiles:
+    """Where fixtures.ensure will put the fixture (cache_dir/fixtures/<key>), nothing written."""
+    files, total, allocated = fx.planned_bytes(spec)
+    return fx.FixtureFiles(spec, Path(cache_dir) / "fixtures" / spec.key(), files, total, allocated)
+
+
+def render_plan(target: Target, source: str, scenarios: Sequence[Scenario],
+                step_filter: Callable[[Scenario, Step], bool] | None, builds: Sequence[PlannedBuild], *,
+                bucket: str | None, prefix: str, endpoint: str | None, runs: int, warmup: int, rounds: int,
+                cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = ()) -> str:
+    """The dry run's report: target, builds, backend and settings, then per scenario and selected
+    step the commands that would run for the first build, in the order they run."""
+    desc = f"s3://{bucket}" if bucket else "embedded MinIO on loopback" if target.backend == "s3" else "ipfs"
+    lines = [f"target {target.name} from {source}"]
+    for p in builds:
+        r = p.build.ref
+        lines.append(f"  build {p.build.label}: {r.kind} {r.sha} -> "
+                     f"{'cached ' + str(p.build.binary) if p.cached else 'would build'}")
+    lines.append(f"backend: {desc}; runs {runs}, warm-up {warmup}, rounds {rounds}")
+    backend = planned_backend(target, bucket, prefix, endpoint)
+    first = builds[0].build
+    lines.append(f"commands as they would run for {first.label}, the first build "
+                 "(<workdir>, <run-id>, <port>: known once the run starts)")
+    if backend.env:
+        lines.append("  environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in backend.env.items()))
+    if target.backend == "s3" and bucket:
+        lines.append("  (shown for an unversioned bucket: where the bucket keeps versions, the run takes the "
+                     "versioned branches of the templates)")
+    if hyperfine_flags:
+        lines.append(f"  hyperfine flags: {shlex.join(hyperfine_flags)}")
+    for s in scenarios:
+        lines += _scenario_lines(s, step_filter, backend, builds, cache_dir, list(target_flags))
+    return "\n".join(lines)
+
+
+def _scenario_lines(s: Scenario, step_filter, backend, builds: Sequence[PlannedBuild], cache_dir: Path,
+                    target_flags: list[str]) -> list[str]:
+    files, total, _ = fx.planned_bytes(s.fixture)
+    lines = [f"scenario {s.name}: {s.fixture.kind} fixture, {files} files, {human_bytes(total)}"]
+    fixture = planned_fixture(s.fixture, cache_dir)
+    backend.plan_scenario(s, [p.build.label for p in builds], [str(p.build.binary) for p in builds])
+    first = builds[0].build
+    env = backend.context_env(s.slug, first.label)
+
+    def rendered(template: str | None, step: Step | None) -> str:
+        if not template:
+            return ""
+        values = template_values(s, fixture, 0, first, step, WORKDIR_PLACEHOLDER, target_flags, backend)
+        return shell_command(template, values, env)
+
+    if cmd := rendered(s.setup, None):
+        lines.append(f"  setup: {cmd}")
+    for st in s.steps:
+        if step_filter and not step_filter(s, st):
+            continue
+        lines.append(f"  step {st.name}: {rendered(st.command, st)}")
+        for what in ("setup", "prepare", "check", "cleanup"):
+            if cmd := rendered(getattr(st, what), st):
+                lines.append(f"    {what}: {cmd}")
+    if cmd := rendered(s.teardown, None):
+        lines.append(f"  teardown: {cmd}")
+    return lines

@@ -1,0 +1,64 @@
+"""One CSV row per step and build with every statistic the run stored, for spreadsheets and
+notebooks (`--csv`)."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from ..results import Results
+from .markdown import throughput
+
+CSV_FIELDS = ["scenario", "step", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s", "median_s",
+              "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
+              "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
+              "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
+              "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s"]
+
+
+def _of(obj, name: str):
+    """A field of a summary or comparison that may be absent (the baseline has no comparison)."""
+    return getattr(obj, name) if obj is not None else None
+
+
+def _mean(values) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def csv_rows(results: Results) -> list[dict]:
+    """One row per step × build with every statistic (the baseline's comparison fields empty)."""
+    builds = {b.label: b for b in results.builds}
+    out = []
+    for sc, st in results.steps():
+        fx = sc.fixture
+        comp = {c.contender: c for c in st.comparisons}
+        for lab, b in st.builds.items():
+            s, c, build = b.stats, comp.get(lab), builds.get(lab)
+            out.append({
+                "scenario": sc.name, "step": st.name, "build": lab, "is_baseline": lab == results.baseline,
+                "ref": _of(build, "ref"), "sha": _of(build, "sha"),
+                "n": _of(s, "n"), "mean_s": _of(s, "mean"), "stddev_s": _of(s, "stddev"),
+                "median_s": _of(s, "median"), "min_s": _of(s, "min"), "max_s": _of(s, "max"), "p95_s": _of(s, "p95"),
+                "cv": _of(s, "cv"),
+                "user_mean_s": _mean(b.user), "system_mean_s": _mean(b.system),
+                "cpu_mean_s": b.cpu_mean, "cpu_wall_ratio": b.cpu_wall_ratio, "peak_rss_kib": b.rss_kb,
+                "throughput_bytes_per_s": throughput(fx, b)[0],
+                "fixture_kind": fx.kind, "fixture_files": fx.files, "fixture_bytes": fx.bytes,
+                "runs": st.runs, "warmup": st.warmup, "rounds": st.rounds,
+                "baseline": c.baseline if c else results.baseline, "ratio": _of(c, "ratio"),
+                "rel_change": _of(c, "rel"), "ci_low": _of(c, "ci_low"), "ci_high": _of(c, "ci_high"),
+                "p_value": _of(c, "p_value"), "verdict": _of(c, "verdict"), "noisy": _of(c, "noisy"),
+                "mde": _of(c, "mde"), "runs_needed": _of(c, "runs_needed"),
+                "check": b.check, "check_differs": st.check_differs, "command": b.command,
+                "times_s": " ".join(f"{t:.6f}" for t in b.times),
+            })
+    return out
+
+
+def write_csv(results: Results, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        for row in csv_rows(results):
+            w.writerow({k: ("" if v is None else v) for k, v in row.items()})

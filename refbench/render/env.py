@@ -1,0 +1,37 @@
+"""The one Jinja environment factory every template render goes through (summary, PR comment,
+HTML report, calibration note, nightly trend page), so filters and globals are defined once."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import jinja2
+
+from .. import paths
+from ..stats import MARKERS
+from . import format as f
+
+VERDICT_COLOURS = {"slower": "#cf222e", "faster": "#1a7f37", "no significant change": "#6e7781",
+                   "inconclusive": "#bf8700"}
+
+
+@lru_cache(maxsize=None)
+def environment(kind: str = "markdown") -> jinja2.Environment:
+    """kind "markdown": no escaping, a template's trailing newline kept (the summary ends with
+    one); kind "html": everything escaped, so a scenario named `<script>` stays text. Cached: an
+    environment caches its compiled templates, and the PR comment renders its template many
+    times to fit the size limit."""
+    if kind not in ("markdown", "html"):
+        raise ValueError(f"Jinja environment kind {kind!r}: expected 'markdown' or 'html'")
+    html = kind == "html"
+    env = jinja2.Environment(loader=paths.template_loader(), autoescape=html, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=not html, undefined=jinja2.StrictUndefined)
+    env.filters.update(pct=f.fmt_pct, s=f.fmt_s, p=f.fmt_p, ci=f.fmt_ci, md=f.md_escape, secs=f.fmt_seconds,
+                       bytes=f.fmt_bytes, vword=f.verdict_word, unknown=f.or_unknown)
+    env.globals.update(markers=MARKERS, vcolour=VERDICT_COLOURS)
+    return env
+
+
+def render(template: str, **context) -> str:
+    """Render one bundled template; .html templates get the escaping environment."""
+    kind = "html" if template.endswith(".html.j2") else "markdown"
+    return environment(kind).get_template(template).render(**context)

@@ -1,0 +1,132 @@
+"""Every number, size, duration and name as the views print it: one place, so the summary, the
+PR comment, the HTML report and the CLI never disagree on how a value reads."""
+from __future__ import annotations
+
+import math
+import re
+
+# binary multiples, as s5cmd's bench and truncate read them ("1M" = 1048576 bytes)
+BINARY_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+# ---- changes, intervals, p-values ---------------------------------------------------------------
+def fmt_pct(x: float | None, digits: int = 1) -> str:
+    """A relative change with its sign: 0.3 -> '+30.0%'; None or non-finite -> 'n/a'."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "n/a"
+    return f"{x * 100:+.{digits}f}%"
+
+
+def fmt_interval(low: float | None, high: float | None) -> str:
+    """A confidence interval of a relative change: '[+1.0%, +9.0%]'; 'n/a' when unbounded."""
+    if low is None:
+        return "n/a"
+    return f"[{fmt_pct(low)}, {fmt_pct(high)}]"
+
+
+def fmt_p(p: float | None) -> str:
+    if p is None:
+        return "n/a"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def or_unknown(value):
+    """A setting an older results file does not record, shown as '?' rather than 'None'."""
+    return "?" if value is None else value
+
+
+def verdict_word(verdict: str) -> str:
+    """The one-word verdict the charts and CSS classes use."""
+    return {"no significant change": "same", "inconclusive": "unsure"}.get(verdict, verdict)
+
+
+# ---- times and durations --------------------------------------------------------------------------
+def fmt_s(x: float | None) -> str:
+    """Seconds in the markdown tables' fixed form: 1.23456 -> '1.235'."""
+    if x is None:
+        return "n/a"
+    return f"{x:.3f}"
+
+
+def fmt_seconds(x: float) -> str:
+    """Seconds with the unit that keeps three figures: 0.0123 -> '12.3 ms' (the HTML report)."""
+    if x == 0:
+        return "0"
+    a = abs(x)
+    if a >= 100:
+        return f"{x:.0f} s"
+    if a >= 1:
+        return f"{x:.2f} s"
+    if a >= 1e-3:
+        return f"{x * 1e3:.3g} ms"
+    return f"{x * 1e6:.3g} µs"
+
+
+def fmt_duration(seconds: float) -> str:
+    """A wall-clock duration as a clock reads: 75 -> '1:15', 3725 -> '1:02:05'."""
+    seconds = max(0, int(round(seconds)))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+# ---- sizes ------------------------------------------------------------------------------------------
+def format_size(n: int) -> str:
+    """1048576 -> '1M': exact binary units when possible, else bytes (scenarios.toml's notation,
+    the inverse of config.parse_size)."""
+    for unit in ("P", "T", "G", "M", "K"):
+        mult = BINARY_UNITS[unit]
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return str(n)
+
+
+def human_bytes(n: float) -> str:
+    """A size with one decimal in the largest binary unit below it: '1.5 GiB' (CLI messages)."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def fmt_bytes(n: float) -> str:
+    """A size with three significant figures, up to GiB: '1.5 GiB' (chart axes, HTML tables)."""
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def fmt_rss(kb: float | None) -> str:
+    """Peak resident memory, recorded in KiB, as MiB."""
+    return "n/a" if kb is None else f"{kb / 1024:.1f} MiB"
+
+
+# ---- rates --------------------------------------------------------------------------------------------
+def fmt_rate(x: float | None) -> str:
+    """A rate with three significant figures or so: 1234 -> '1234', 95.31 -> '95.3', 0.512 -> '0.51'."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 10 else f"{x:.2f}"
+
+
+def fmt_mbps(bps: float | None) -> str:
+    """bytes/s as MB/s (10^6 bytes, as warp and s3-benchmark print it)."""
+    return fmt_rate(None if bps is None else bps / 1e6)
+
+
+# ---- names --------------------------------------------------------------------------------------------
+def md_escape(text: str) -> str:
+    """Text safe inside a markdown table cell: a pipe would end the cell, a newline the row."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def slug(*parts: str) -> str:
+    """A name for paths and HTML anchors: 'Small files', 'upload' -> 'small-files-upload'."""
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-") or "x"
+
+
+def fmt_ci(c) -> str:
+    """A comparison's 95% interval (see fmt_interval)."""
+    return fmt_interval(c.ci_low, c.ci_high)

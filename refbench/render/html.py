@@ -1,0 +1,97 @@
+"""The self-contained HTML report: scoreboard, verdict forest, one card per step with its
+distribution chart, the latency-vs-size fits, builds and environment. No scripts, fonts or
+images are fetched, so it opens offline from a CI artefact."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from markupsafe import Markup
+
+from .. import stats
+from ..results import SCHEMA, SCHEMA_VERSION, Results
+from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
+from .env import render as render_template
+from .format import slug
+from .markdown import throughput, verdict_counts
+
+# order of the headline and of a long forest: what a reader must see first
+_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def scoreboard(results: Results) -> list[dict]:
+    """Per build: the geometric-mean scoreboard the run stored (runs of three or more builds store
+    one; for two builds, stats.geomean_scoreboard over the stored ratios, as the run computes
+    it), and its verdict counts."""
+    labels = list(results.labels)
+    counts = {lab: {v: 0 for v in stats.VERDICTS} for lab in labels}
+    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
+    for _, _, c in results.comparisons():
+        counts[c.contender][c.verdict] += 1
+        if c.ratio and c.ratio > 0 and math.isfinite(c.ratio):
+            ratios[c.contender].append(c.ratio)
+            ratios[labels[0]].append(1.0)
+    board = results.scoreboard or stats.geomean_scoreboard(ratios)
+    return [{"label": lab, "baseline": i == 0, "colour": build_colour(labels, lab), "counts": counts[lab],
+             "geomean": _finite((board.get(lab) or {}).get("geomean_vs_baseline")),
+             "vs_fastest": _finite((board.get(lab) or {}).get("vs_fastest"))}
+            for i, lab in enumerate(labels)]
+
+
+def size_families(results: Results) -> list[stats.SizeFamily]:
+    """The run's steps run at several sizes, fitted by stats.size_families, grouped by fixture
+    kind and file count."""
+    members = []
+    for sc, st in results.steps():
+        fx = sc.fixture
+        family = f"{fx.kind}, {fx.files} file" + ("s" if fx.files != 1 else "")
+        members.append((st.name, family, sc.name, fx.bytes, {lab: b.times for lab, b in st.builds.items()}))
+    return stats.size_families(members, results.labels)
+
+
+def _family_view(f: stats.SizeFamily, labels: list[str]) -> dict:
+    return {"step": f.step, "kind": f.kind, "scenarios": f.scenarios, "sizes": f.sizes, "builds": f.builds,
+            "anchor": slug("fit", f.step, f.kind), "svg": Markup(fit_svg(f, labels))}
+
+
+def _step_view(sc, st, labels: list[str]) -> dict:
+    """One step's card: a row per build with its summary, comparison and throughput."""
+    comp = {c.contender: c for c in st.comparisons}
+    rows = [{"label": lab, "baseline": lab == labels[0], "s": st.builds[lab].stats or {}, "b": st.builds[lab],
+             "c": comp.get(lab), "colour": build_colour(labels, lab),
+             "throughput": throughput(sc.fixture, st.builds[lab])[0]}
+            for lab in labels if st.builds.get(lab)]
+    worst = max(st.comparisons, key=lambda c: (c.verdict == "slower", c.rel), default=None)
+    return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
+            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels))}
+
+
+def html_context(results: Results) -> dict:
+    labels = list(results.labels)
+    multi = len(labels) > 2
+    threshold = results.settings.threshold
+    forest_rows = [ForestRow(sc.name, st.name, c, slug(sc.name, st.name), multi) for sc, st, c in results.comparisons()]
+    by_severity = sorted(forest_rows, key=lambda r: (_SEVERITY[r.c.verdict], -abs(r.c.rel)))
+    timing = results.timing.to_json() if results.timing else {}
+    return {"r": results, "labels": labels, "multi": multi, "counts": verdict_counts(results),
+            "forest": Markup(forest_svg(forest_rows if len(forest_rows) <= 30 else by_severity, threshold)),
+            "headline": [r for r in by_severity if r.c.verdict in ("slower", "faster")],
+            "steps": [_step_view(sc, st, labels) for sc, st in results.steps()],
+            "families": [_family_view(f, labels) for f in size_families(results)], "scoreboard": scoreboard(results),
+            "threshold": threshold, "baseline": labels[0] if labels else None,
+            "environment": results.environment.to_json(), "timing": timing, "schema": SCHEMA,
+            "version": SCHEMA_VERSION}
+
+
+def render_html(results: Results) -> str:
+    return render_template("report.html.j2", **html_context(results))
+
+
+def write_html(results: Results, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(results), encoding="utf-8")

@@ -1,0 +1,296 @@
+"""The markdown views: the run summary (summary.md), the PR-comment flavour that always fits
+GitHub's size limit, and the comparison of two saved runs."""
+from __future__ import annotations
+
+import math
+
+from tabulate import tabulate
+
+from ..compare import RunComparison
+from ..results import Environment, Fixture, Results, Samples, Step
+from ..stats import MARKERS, VERDICTS, Comparison
+from .env import render as render_template
+from .format import (fmt_ci, fmt_duration, fmt_interval, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
+                     md_escape)
+
+# hidden first line of a PR comment, so a bot can find and update its own comment
+COMMENT_MARKER = "<!-- refbench:pr-comment -->"
+GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
+# verdict table order when it has to be cut: what a reviewer must see first
+_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
+
+
+# ---- what the summary says about the run as a whole ----------------------------------------------
+def busy_warning(env: Environment) -> str | None:
+    """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
+    cpus = env.cpus or 1
+    share = env.competing_cpu_share
+    if share is not None and share > 0.25:
+        return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
+                "so timings are noisier and verdicts less reliable")
+    load = env.load_before or 0
+    if share is None and load > cpus:
+        return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
+                "so timings may be noisier and verdicts less reliable")
+    return None
+
+
+def verdict_counts(results: Results) -> dict[str, int]:
+    counts = {v: 0 for v in VERDICTS}
+    for _, _, c in results.comparisons():
+        counts[c.verdict] += 1
+    return counts
+
+
+def regressions(results: Results) -> list[tuple[str, str, Comparison]]:
+    """(scenario, step, comparison) of every comparison that got slower."""
+    return [(sc.name, st.name, c) for sc, st, c in results.comparisons() if c.verdict == "slower"]
+
+
+def more_seconds(st: Step, c: Comparison) -> float | None:
+    """Measuring time the runs still needed would take: (needed - done) runs of both builds."""
+    need = c.runs_needed
+    b, k = st.builds.get(c.baseline), st.builds.get(c.contender)
+    if not need or not b or not k or not b.times or not k.times:
+        return None
+    done = min(len(b.times), len(k.times))
+    per_pair = sum(b.times) / len(b.times) + sum(k.times) / len(k.times)
+    return max(0, need - done) * per_pair
+
+
+def detection_line(results: Results) -> str | None:
+    """The run's power in one sentence: on how many of its multi-run steps it could have detected a
+    change of the threshold's size, and of twice that (from each comparison's detectable effect)."""
+    t = results.settings.threshold
+    mdes = [c.mde for _, _, c in results.comparisons() if c.p_value is not None]
+    if not mdes:
+        return None
+    m = len(mdes)
+    n1 = sum(1 for x in mdes if x is not None and x <= t)
+    n2 = sum(1 for x in mdes if x is not None and x <= 2 * t)
+    what = "comparisons" if len(results.builds) > 2 else "steps"
+    return (f"This run could detect changes of ≥ {t * 100:.0f}% on {n1} of {m} {what}, "
+            f"and of ≥ {2 * t * 100:.0f}% on {n2} of {m}.")
+
+
+def throughput(fixture: Fixture, side: Samples | None) -> tuple[float | None, float | None]:
+    """(bytes/s, objects/s) of one build in one step: the scenario's fixture (bytes moved, objects)
+    over the build's mean time. None where the time or the fixture size is unknown."""
+    mean = side.stats.mean if side and side.stats else None
+    if not mean or mean <= 0:
+        return None, None
+    return (fixture.bytes / mean if fixture.bytes else None), (fixture.files / mean if fixture.files else None)
+
+
+# ---- tables ----------------------------------------------------------------------------------------
+def _table(rows, headers, align=None) -> str:
+    """A GitHub pipe table; cells are preformatted text, never reparsed as numbers."""
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True, colalign=align)
+
+
+def _rate_change(base: float | None, new: float | None, fmt) -> str:
+    if base is None or new is None:
+        return "n/a"
+    return f"{fmt(base)} → {fmt(new)}"
+
+
+def _notes(st: Step, c: Comparison) -> str:
+    """What a reader should know beside the verdict: noise, what an inconclusive step could
+    detect and what deciding it would take, builds that did different work."""
+    notes = []
+    if c.noisy:
+        notes.append("noisy")
+    if c.verdict == "inconclusive" and c.mde is not None:
+        more = more_seconds(st, c)
+        need = (f", ~{c.runs_needed} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
+                + " to decide") if c.runs_needed else ""
+        notes.append(f"could detect ±{c.mde * 100:.0f}%{need}")
+    if st.check_differs:
+        notes.append("results differ")
+    return "; ".join(notes)
+
+
+def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
+    """(verdict, table row) per (scenario, step, contender), in the order of the run."""
+    multi = len(results.builds) > 2
+    out = []
+    for sc, st, c in results.comparisons():
+        base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
+        new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
+        out.append((c.verdict, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
+                    + ([md_escape(c.contender)] if multi else [])
+                    + [fmt_pct(c.rel), _rate_change(base_bps, new_bps, fmt_mbps),
+                       _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c.p_value),
+                       c.verdict, _notes(st, c)]))
+    return out
+
+
+def verdict_table(results: Results, rows: list[list[str]]) -> str:
+    multi = len(results.builds) > 2
+    return _table(rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
+                  + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict", "Note"])
+
+
+def _builds_table(results: Results) -> str:
+    return _table([[("**" + md_escape(b.label) + "** (baseline)") if i == 0 else md_escape(b.label),
+                    md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source,
+                    "cached" if b.cached else f"built in {b.build_seconds:.0f} s"]
+                   for i, b in enumerate(results.builds)],
+                  ["Build", "Ref", "Commit", "Kind", "Source", "Binary"])
+
+
+def _timing_tables(results: Results) -> tuple[str, str]:
+    """Per step and build: the timings with hyperfine's 'Relative' column (vs the step's fastest
+    build), and the resources (throughput, CPU, peak RSS)."""
+    detail_rows, resource_rows = [], []
+    for sc, st in results.steps():
+        present = [v.stats for v in st.builds.values() if v.stats]
+        fast = min(present, key=lambda x: x.mean) if present else None
+        for label, b in st.builds.items():
+            s = b.stats
+            if not s:
+                continue
+            rel = s.mean / fast.mean
+            rel_err = 0.0 if s is fast else rel * math.sqrt((s.stddev / s.mean) ** 2 + (fast.stddev / fast.mean) ** 2)
+            name = md_escape(f"{st.name} {sc.name}")
+            detail_rows.append([name, md_escape(label), f"{s.mean:.3f} ± {s.stddev:.3f}", f"{s.median:.3f}",
+                                f"{s.min:.3f}", f"{s.max:.3f}", f"{s.cv * 100:.1f}%", str(s.n),
+                                "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
+            bps, ops = throughput(sc.fixture, b)
+            resource_rows.append([name, md_escape(label), fmt_mbps(bps), fmt_rate(ops), fmt_s(b.cpu_mean),
+                                  "n/a" if b.cpu_wall_ratio is None else f"{b.cpu_wall_ratio:.2f}", fmt_rss(b.rss_kb)])
+    detailed = _table(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
+                                    "Runs", "Relative"],
+                      ["left", "left", "right", "right", "right", "right", "right", "right", "right"])
+    resources = _table(resource_rows, ["Scenario", "Build", "MB/s", "objects/s", "CPU [s]", "CPU/wall", "Peak RSS"],
+                       ["left", "left", "right", "right", "right", "right", "right"])
+    return detailed, resources
+
+
+def _checks(results: Results) -> list[dict]:
+    """Steps with a result check: each build's value, and whether they differ."""
+    checks = []
+    for sc, st in results.steps():
+        vals = {k: v.check for k, v in st.builds.items() if v.check is not None}
+        if vals:
+            checks.append({"scenario": sc.name, "step": st.name, "values": vals, "differs": st.check_differs})
+    return checks
+
+
+def _scoreboard_table(results: Results) -> str:
+    if not results.scoreboard:
+        return ""
+    return _table([[md_escape(k), f"{v['geomean_vs_baseline']:.3f}", f"{v['vs_fastest']:.2f}x"]
+                   for k, v in sorted(results.scoreboard.items(), key=lambda kv: kv[1]["vs_fastest"])],
+                  ["Build", "Geomean time vs baseline", "vs fastest (1.00x = fastest)"], ["left", "right", "right"])
+
+
+def tables(results: Results) -> dict:
+    """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
+    details = _table([[md_escape(sc.name), sc.fixture.size, str(sc.fixture.count), sc.fixture.kind,
+                       str(sc.fixture.files)] for sc in results.scenarios],
+                     ["Scenarios", "File Size", "File Count", "Kind", "Files"], ["left"] * 5)
+    phrases = _table([[md_escape(f"{st.name} {sc.name}"), md_escape(c.phrase())]
+                      for sc, st, c in results.comparisons()], ["Scenario", "Summary"], ["left", "left"])
+    detailed, resources = _timing_tables(results)
+    return {"verdicts": verdict_table(results, [r for _, r in verdict_rows(results)]),
+            "builds": _builds_table(results), "details": details, "phrases": phrases, "detailed": detailed,
+            "resources": resources, "checks": _checks(results), "scoreboard": _scoreboard_table(results)}
+
+
+# ---- the summary and the PR comment ------------------------------------------------------------------
+def render_markdown(results: Results, flavour: str = "md") -> str:
+    if flavour == "github":
+        return render_github(results)
+    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
+                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results))
+
+
+def comment_size(text: str) -> int:
+    """Size as counted against GitHub's limit, conservatively: UTF-8 bytes (never fewer than the
+    characters or UTF-16 units GitHub might count; every emoji marker is 4)."""
+    return len(text.encode("utf-8"))
+
+
+def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_url: str | None = None) -> str:
+    """The summary as a PR comment: hidden marker line, verdict table first, the rest in
+    collapsible <details> blocks; always within ``limit``: the least important blocks are dropped
+    first, then verdict rows (slower kept longest), each omission said in the comment."""
+    t = tables(results)
+    sections = []  # most important first; dropped from the end when the comment is too long
+    if t["scoreboard"]:
+        sections.append(("Scoreboard", t["scoreboard"]))
+    sections.append(("Hyperfine summary", t["phrases"]))
+    sections.append(("Detailed timings (s)", t["detailed"]))
+    sections.append(("Resources and throughput (MB/s, objects/s, CPU, peak RSS)", t["resources"]))
+    sections.append(("Builds", t["builds"]))
+    sections.append(("Scenarios", t["details"]))
+    rows = verdict_rows(results)
+    busy, counts = busy_warning(results.environment), verdict_counts(results)
+
+    def render(keep_sections: int, keep_rows: int | None) -> str:
+        if keep_rows is None:
+            shown, hidden = [r for _, r in rows], []
+        else:
+            order = sorted(range(len(rows)), key=lambda i: (_SEVERITY.get(rows[i][0], 9), i))
+            keep = sorted(order[:keep_rows])
+            shown = [rows[i][1] for i in keep]
+            hidden = [rows[i][0] for i in order[keep_rows:]]
+        hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
+        return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
+                               verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
+                               hidden_counts=hidden_counts, sections=sections[:keep_sections],
+                               omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url)
+
+    for k in range(len(sections), -1, -1):
+        text = render(k, None)
+        if comment_size(text) <= limit:
+            return text
+    lo, hi = 0, len(rows)  # largest number of verdict rows that fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if comment_size(render(0, mid)) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = render(0, lo)
+    if comment_size(text) > limit:  # only absurd names could do this: cut hard, keep the marker
+        text = text.encode("utf-8")[:limit - 64].decode("utf-8", "ignore") + "\n\n*(truncated)*\n"
+    return text
+
+
+# ---- two saved runs compared ---------------------------------------------------------------------------
+def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str = "NEW") -> str:
+    md = md_escape
+    lines = [f"# refbench compare: {md(old_name)} ({cmp.old_created}) → {md(new_name)} ({cmp.new_created})", ""]
+    c = cmp.counts
+    lines.append(f"**{c['slower']} slower · {c['faster']} faster · {c['no significant change']} no significant "
+                 f"change · {c['inconclusive']} inconclusive** (new vs old per build and step; flagged when "
+                 f"significant at α = {cmp.alpha} and beyond ±{cmp.threshold * 100:.1f}%)")
+    lines.append("")
+    for w in cmp.warnings:
+        lines.append(f"> ⚠️ {md(w)}")
+    if cmp.warnings:
+        lines.append("")
+    if cmp.rows:
+        same_label = all(r.old_build == r.new_build for r in cmp.rows)
+        table = []
+        for r in cmp.rows:
+            cc = r.comparison
+            build = md(r.old_build) if same_label and r.old_build == r.new_build \
+                else f"{md(r.old_build)} → {md(r.new_build)}"
+            table.append([MARKERS[cc.verdict], md(r.scenario), md(r.step), build,
+                          f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
+                          fmt_interval(cc.ci_low, cc.ci_high), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
+        lines.append(_table(table, ["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]", "Change",
+                                    "95% CI", "p", "Verdict", "Note"], ["left"] * 4 + ["right"] * 5 + ["left"] * 2))
+    else:
+        lines.append("*No step and build appears in both files.*")
+    lines.append("")
+    for title, items in ((f"Steps only in {old_name}", cmp.only_old), (f"Steps only in {new_name}", cmp.only_new),
+                         (f"Builds only in {old_name}", cmp.builds_only_old),
+                         (f"Builds only in {new_name}", cmp.builds_only_new)):
+        if items:
+            lines.append(f"**{md(title)}:** " + ", ".join(md(i) for i in items))
+            lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

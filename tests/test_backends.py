@@ -1,0 +1,166 @@
+"""The backends without a server: what the Backend protocol asks, `with` closing them, the dry-run
+(planned) forms, and process groups stopped as a whole (backends.process)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fakes.backend import FakeBackend
+from refbench.backends import Backend, IpfsBackend, S3Backend
+from refbench.backends.process import run_group, stop_process
+from refbench.config import Fixture, Scenario, Step
+
+ROOT = Path(__file__).resolve().parent.parent
+SPEC = Fixture(kind="sparse", size=1, count=1)
+
+
+def scenario(daemon: bool = False) -> Scenario:
+    return Scenario("get files", "kubo", SPEC, SPEC, (Step("get", "{{ bin }} get"),), daemon=daemon)
+
+
+def alive(pid: int) -> bool:
+    """A process that exists and is not a zombie waiting to be reaped."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# ---- the protocol ------------------------------------------------------------------------------
+@pytest.mark.parametrize("make", [
+    lambda tmp: S3Backend("bucket", "p/run"),
+    lambda tmp: IpfsBackend(tmp / "ipfs"),
+    lambda tmp: FakeBackend(tmp / "remote"),
+], ids=["s3", "ipfs", "fake"])
+def test_every_backend_satisfies_the_protocol(make, tmp_path):
+    backend = make(tmp_path)
+    assert isinstance(backend, Backend)
+    assert isinstance(backend.env, dict) and isinstance(backend.swept, list)
+    assert backend.describe()["kind"] == backend.kind
+    assert backend.watch_extra() == {} and backend.server_pids() == []
+
+
+def test_something_lacking_a_method_is_not_a_backend():
+    class Half:
+        kind, shared_context, swept, env = "half", True, [], {}
+
+        def context_values(self, slug, label):
+            return {}
+
+    assert not isinstance(Half(), Backend)
+
+
+# ---- with closes -------------------------------------------------------------------------------
+def test_ipfs_backend_as_a_context_manager_removes_its_repos(tmp_path):
+    with IpfsBackend.open(tmp_path) as backend:
+        assert backend.workdir == tmp_path / "ipfs" and backend.workdir.is_dir()
+        (backend.workdir / "left").write_text("x")
+    assert not (tmp_path / "ipfs").exists()
+
+
+def test_s3_backend_closes_on_leaving_the_block_even_on_an_error(monkeypatch):
+    closed = []
+    monkeypatch.setattr(S3Backend, "close", lambda self: closed.append(self.prefix))
+    with pytest.raises(RuntimeError, match="boom"):
+        with S3Backend("bucket", "p/run") as backend:
+            assert backend.bucket == "bucket"
+            raise RuntimeError("boom")
+    assert closed == ["p/run"]
+
+
+def test_fake_backend_closes_like_the_real_ones(tmp_path):
+    with FakeBackend(tmp_path / "remote") as backend:
+        backend.open_scenario(scenario(), ["a"], ["/bin/true"], tmp_path)
+        assert (tmp_path / "remote" / "get-files").is_dir()
+    assert backend.closed and not (tmp_path / "remote").exists()
+
+
+# ---- planned: what a dry run renders with ------------------------------------------------------
+def test_planned_embedded_s3_shows_placeholders_for_what_only_a_run_knows():
+    b = S3Backend.planned(None, "refbench", None)
+    v = b.context_values("small-files", "v1")
+    assert v["remote"] == "s3://refbench/refbench/<run-id>/small-files"
+    assert b.endpoint == "http://127.0.0.1:<port>" and b.env["S3_ENDPOINT_URL"] == b.endpoint
+    assert b.env["AWS_ACCESS_KEY_ID"] == "<random>"
+    assert v["remote_versioned"] == ("s3://refbench-versioned/refbench/<run-id>/small-files" if v["versioned"]
+                                     else v["remote"])
+
+
+def test_planned_user_bucket_keeps_the_endpoint_and_checks_the_prefix(monkeypatch):
+    monkeypatch.delenv("S3_ENDPOINT_URL", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    b = S3Backend.planned("mine", "ci/pr", "http://s3.example:9000")
+    assert b.context_values("x", "v1")["remote"] == "s3://mine/ci/pr/<run-id>/x"
+    assert b.env == {"S3_ENDPOINT_URL": "http://s3.example:9000"} and not b.versioned_bucket
+    with pytest.raises(Exception, match="prefix"):
+        S3Backend.planned("mine", "../x", None)
+
+
+def test_planned_ipfs_creates_nothing(tmp_path):
+    b = IpfsBackend.planned(tmp_path)
+    b.plan_scenario(scenario(daemon=True), ["v1", "v2"], ["/b/ipfs1", "/b/ipfs2"])
+    assert b.context_values("get-files", "v2") == {"ipfs_path": str(tmp_path / "ipfs" / "get-files-b1"),
+                                                   "api": "http://127.0.0.1:<port>", "remote": ""}
+    assert b.context_env("get-files", "v1")["IPFS_PATH"] == str(tmp_path / "ipfs" / "get-files-b0")
+    assert not (tmp_path / "ipfs").exists()
+
+
+# ---- process groups ----------------------------------------------------------------------------
+def test_stop_process_stops_the_whole_group(tmp_path):
+    pidfile = tmp_path / "child"
+    proc = subprocess.Popen(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], start_new_session=True)
+    deadline = time.monotonic() + 10
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    child = int(pidfile.read_text())
+    stop_process(proc, timeout=5)
+    assert proc.poll() is not None
+    assert wait_gone(child), "the group's background child outlived stop_process"
+
+
+def test_run_group_kills_the_group_when_interrupted(tmp_path):
+    pidfile = tmp_path / "child"
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_group(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; wait"])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert wait_gone(int(pidfile.read_text()))
+
+
+def test_a_server_dies_with_its_parent(tmp_path):
+    """die_with_parent: refbench killed outright (SIGKILL) takes its servers with it."""
+    code = ("import subprocess, sys, time; from refbench.backends.process import die_with_parent; "
+            "p = subprocess.Popen(['sleep', '30'], preexec_fn=die_with_parent); print(p.pid, flush=True); "
+            "time.sleep(30)")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    server = int(parent.stdout.readline())
+    assert alive(server)
+    parent.kill()
+    parent.wait()
+    assert wait_gone(server), "the server outlived its parent"

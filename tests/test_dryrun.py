@@ -1,0 +1,100 @@
+"""--dry-run prints the commands that would run, rendered for the first build (dryrun.render_plan
+over the bundled scenarios), with placeholders only for what a started run alone knows."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from refbench import dryrun, paths
+from refbench.backends import s3
+from refbench.builds import Build
+from refbench.config import load_config
+from refbench.refs import ResolvedRef
+
+CFG = load_config(str(paths.bundled_scenarios()))
+CACHE = Path("/cache/builds")
+
+
+def planned(target: str, *labels: str) -> list[dryrun.PlannedBuild]:
+    binary = CFG.targets[target].binary
+    out = []
+    for i, label in enumerate(labels):
+        ref = ResolvedRef(label, "tag", f"{i + 1}" * 40, label)
+        out.append(dryrun.PlannedBuild(Build(target, ref, label, CACHE / target / ref.sha / binary, "git", "", False,
+                                             0.0), cached=i == 1))
+    return out
+
+
+def plan(target: str, step_filter=None, **kw) -> str:
+    t = CFG.targets[target]
+    scenarios = [s.for_quick(True) for s in CFG.scenarios_for(target)]
+    args = dict(bucket=None, prefix="refbench", endpoint=None, runs=10, warmup=2, rounds=5, cache_dir=CACHE,
+                target_flags=["--log", "debug"])
+    return dryrun.render_plan(t, t.repo, scenarios, step_filter, planned(target, "v1.0.0", "v1.1.0"), **{**args, **kw})
+
+
+def section(out: str, scenario: str) -> str:
+    return out.split(f"scenario {scenario}:", 1)[1].split("\nscenario ", 1)[0]
+
+
+def test_s5cmd_embedded_every_command_rendered_for_the_first_build():
+    out = plan("s5cmd")
+    assert "{{" not in out and "{%" not in out and "%}" not in out
+    old = f"{CACHE}/s5cmd/{'1' * 40}/s5cmd"
+    # the header a dry run always printed
+    assert out.startswith("target s5cmd from https://github.com/peak/s5cmd\n")
+    assert f"  build v1.0.0: tag {'1' * 40} -> would build" in out
+    assert f"  build v1.1.0: tag {'2' * 40} -> cached {CACHE}/s5cmd/{'2' * 40}/s5cmd" in out
+    assert "backend: embedded MinIO on loopback; runs 10, warm-up 2, rounds 5" in out
+    assert "scenario small files: sparse fixture, 200 files, 50.0 MiB" in out
+    small = section(out, "small files")
+    assert (f"  step upload: {old} --log debug cp '{CACHE}/fixtures/sparse-256Kx200/*' "
+            "'s3://refbench/refbench/<run-id>/small-files/up/'") in small
+    assert f"    cleanup: {old} --log debug rm 's3://refbench/refbench/<run-id>/small-files/up/*'" in small
+    assert "    prepare: rm -rf '<workdir>/small-files/dest-download'" in small
+    assert f"  setup: {old} --log debug cp '{CACHE}/fixtures/sparse-256Kx200/*' " in small
+    assert "S3_ENDPOINT_URL='http://127.0.0.1:<port>'" in out
+    assert f"{'2' * 40}/s5cmd --log" not in out  # the first build only
+
+
+def test_s5cmd_user_bucket_and_no_restore_tool_take_the_unversioned_branches(monkeypatch):
+    monkeypatch.setattr(s3, "find_tool", lambda name: None)
+    out = plan("s5cmd", bucket="mybucket", prefix="ci/pr-7", endpoint="http://s3.example:9000", target_flags=[])
+    assert "backend: s3://mybucket; runs 10" in out
+    assert "S3_ENDPOINT_URL=http://s3.example:9000" in out
+    large = section(out, "large file")
+    old = f"{CACHE}/s5cmd/{'1' * 40}/s5cmd"
+    # an empty {{ extra }} leaves two spaces, exactly as the runner renders it
+    assert f"  step remove: {old}  rm 's3://mybucket/ci/pr-7/<run-id>/large-file/rm/*'" in large
+    assert (f"    prepare: {old}  cp 's3://mybucket/ci/pr-7/<run-id>/large-file/src/*' "
+            "'s3://mybucket/ci/pr-7/<run-id>/large-file/rm/'") in large
+    assert f"  teardown: {old}  rm 's3://mybucket/ci/pr-7/<run-id>/large-file/*'" in large
+    assert "{{" not in out and "{%" not in out
+
+
+def test_only_the_selected_steps_are_shown():
+    out = plan("s5cmd", step_filter=lambda s, st: st.name == "download")
+    assert "step download:" in out and "step upload:" not in out and "step remove:" not in out
+
+
+def test_kubo_commands_carry_their_own_ipfs_path_and_the_api_placeholder():
+    out = plan("kubo")
+    assert "{{" not in out and "{%" not in out
+    assert "backend: ipfs; runs 10, warm-up 2, rounds 5" in out
+    old = f"{CACHE}/kubo/{'1' * 40}/ipfs"
+    tree = section(out, "tree")
+    assert re.search(rf"  step add: export IPFS_PATH='<workdir>/ipfs/tree-b0' IPFS_TELEMETRY=off; {old} "
+                     r"--log debug add -r -Q ", tree), tree
+    assert "    prepare: export IPFS_PATH='<workdir>/ipfs/tree-b0'" in tree
+    assert "    cleanup: export IPFS_PATH='<workdir>/ipfs/tree-b0' IPFS_TELEMETRY=off; rm -rf '<workdir>/tree/dest-get'" \
+        in tree
+    assert "api='http://127.0.0.1:<port>'" in section(out, "concurrent fetch")
+
+
+@pytest.mark.parametrize("target", ["s5cmd", "kubo"])
+def test_a_plan_renders_without_creating_anything(target, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    plan(target, cache_dir=tmp_path / "cache")
+    assert list(tmp_path.iterdir()) == []
