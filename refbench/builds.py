@@ -29,7 +29,7 @@ from pathlib import Path
 
 import git
 
-from . import refs
+from . import refs, results
 from .config import Target
 from .errors import BuildError, RefError
 
@@ -49,13 +49,12 @@ class Build:
     build_seconds: float
     binary_sha256: str | None = None
 
-    def to_json(self) -> dict:
-        return {
-            "label": self.label, "ref": self.ref.text, "kind": self.ref.kind, "sha": self.ref.sha,
-            "display": self.ref.display, "version": self.ref.version, "binary": str(self.binary),
-            "source": self.source, "toolchain": self.toolchain, "cached": not self.built_now,
-            "build_seconds": round(self.build_seconds, 3), "binary_sha256": self.binary_sha256,
-        }
+    def record(self) -> results.Build:
+        """The build as the results file holds it."""
+        return results.Build(
+            label=self.label, ref=self.ref.text, kind=self.ref.kind, sha=self.ref.sha, display=self.ref.display,
+            version=self.ref.version, binary=str(self.binary), source=self.source, toolchain=self.toolchain,
+            cached=not self.built_now, build_seconds=round(self.build_seconds, 3), binary_sha256=self.binary_sha256)
 
 
 def file_sha256(path: Path) -> str:

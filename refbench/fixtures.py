@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import results
 from .config import Fixture, human_bytes
 from .errors import RunError
 
@@ -38,13 +39,15 @@ class FixtureFiles:
     def first_file(self) -> Path:
         return self.root / _file_name(0) if self.spec.kind != "tree" else self.root
 
-    def to_json(self) -> dict:
-        return {"kind": self.spec.kind, "size": self.spec.label_size, "size_bytes": self.spec.size,
-                "count": self.spec.count, "files": self.files, "bytes": self.bytes, "seed": self.spec.seed,
-                "path": str(self.root), **({"dirs": self.spec.dirs, "depth": self.spec.depth,
-                                             "random_fanout": self.spec.random_fanout,
-                                             "random_size": self.spec.random_size}
-                                            if self.spec.kind == "tree" else {})}
+    def record(self) -> results.Fixture:
+        """The fixture as the results file holds it (a tree's shape only for trees)."""
+        tree = self.spec.kind == "tree"
+        return results.Fixture(
+            kind=self.spec.kind, size=self.spec.label_size, size_bytes=self.spec.size, count=self.spec.count,
+            files=self.files, bytes=self.bytes, seed=self.spec.seed, path=str(self.root),
+            dirs=self.spec.dirs if tree else None, depth=self.spec.depth if tree else None,
+            random_fanout=self.spec.random_fanout if tree else None,
+            random_size=self.spec.random_size if tree else None)
 
 
 def _file_name(i: int) -> str:

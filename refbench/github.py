@@ -19,7 +19,9 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from . import __version__, report
+from . import __version__
+from .render.markdown import COMMENT_MARKER, render_markdown
+from .results import Results
 from .errors import RefbenchError
 
 DEFAULT_API = "https://api.github.com"
@@ -125,10 +127,10 @@ def _http_error(method: str, url: str, e: urllib.error.HTTPError) -> GitHubError
 
 
 # ---- the comment ---------------------------------------------------------------------------
-def comment_body(results: dict, link: str | None = None) -> str:
-    body = report.render_markdown(results, "github")
-    if not body.lstrip().startswith(report.COMMENT_MARKER):
-        body = f"{report.COMMENT_MARKER}\n{body}"
+def comment_body(results: Results, link: str | None = None) -> str:
+    body = render_markdown(results, "github")
+    if not body.lstrip().startswith(COMMENT_MARKER):
+        body = f"{COMMENT_MARKER}\n{body}"
     if link:
         body = body.rstrip("\n") + f"\n\n[Full results (workflow run and artifacts)]({link})\n"
     if len(body) > MAX_BODY:
@@ -140,7 +142,7 @@ def comment_body(results: dict, link: str | None = None) -> str:
 def find_own_comment(comments: list[dict]) -> dict | None:
     """The bot's earlier comment: the first one whose body starts with the hidden marker."""
     for c in comments:
-        if str(c.get("body") or "").lstrip().startswith(report.COMMENT_MARKER):
+        if str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
             return c
     return None
 

@@ -9,10 +9,9 @@ step's own p-value, exactly as one unsharded run would have done it.
 from __future__ import annotations
 
 import dataclasses
-import time
 from pathlib import Path
 
-from . import __version__, report, stats
+from . import __version__, results as rs, stats
 from .errors import RefbenchError
 from .results import Results, Scenario, Step, load
 
@@ -182,26 +181,29 @@ def _ordered_scenarios(shards: list[tuple[str, Results]]) -> list[Scenario]:
     return out
 
 
-def _timing(shards: list[tuple[str, Results]]) -> dict:
+def _timing(shards: list[tuple[str, Results]]) -> rs.Timing:
     """Every shard's seconds added up; each shard's wall time apart."""
-    timing = {}
+    sums: dict[str, float] = {}
     for _, r in shards:
-        for k, v in (r.timing.to_json() if r.timing else {}).items():
-            if isinstance(v, (int, float)) and not k.endswith("share"):
-                timing[k] = round(timing.get(k, 0) + v, 3)
-    timing["shard_wall_seconds"] = [r.timing.wall_seconds if r.timing else None for _, r in shards]
-    return timing
+        for f in dataclasses.fields(rs.Timing) if r.timing else ():
+            v = getattr(r.timing, f.name)
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and not f.name.endswith("share"):
+                sums[f.name] = round(sums.get(f.name, 0) + v, 3)
+    return rs.Timing(**sums, shard_wall_seconds=tuple(r.timing.wall_seconds if r.timing else None
+                                                      for _, r in shards))
 
 
-def _environment(shards: list[tuple[str, Results]]) -> dict:
+def _environment(shards: list[tuple[str, Results]]) -> rs.Environment:
     """The first shard's machine; the busiest shard's load speaks for the run; every host."""
     envs = [r.environment for _, r in shards]
-    env = envs[0].to_json()
-    for k in ("load_before", "competing_cpu_share"):
+
+    def busiest(k):
         vals = [getattr(e, k) for e in envs if getattr(e, k) is not None]
-        env[k] = max(vals) if vals else None
-    env["hosts"] = sorted({e.host for e in envs if e.host})
-    return env
+        return max(vals) if vals else None
+
+    return dataclasses.replace(envs[0], load_before=busiest("load_before"),
+                               competing_cpu_share=busiest("competing_cpu_share"),
+                               hosts=tuple(sorted({e.host for e in envs if e.host})))
 
 
 def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tuple[Results, list[str]]:
@@ -210,8 +212,9 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
         raise RefbenchError("nothing to merge")
     warnings = check(shards, allow_missing)
     first = shards[0][1]
-    settings = {**_settings(first, ("shard", "shard_steps")), "merged_shards": len(shards)}
-    scenarios = readjust(_ordered_scenarios(shards), _stats_settings(settings))
+    settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards))
+    scenarios = readjust(_ordered_scenarios(shards), stats.Settings(
+        threshold=settings.threshold, alpha=settings.alpha, noise_limit=settings.noise_limit))
     labels = list(first.labels)
     scoreboard = None
     if len(labels) > 2:
@@ -222,21 +225,14 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
                     ratios[c.contender].append(c.ratio)
                 ratios[labels[0]].append(1.0)
         scoreboard = stats.geomean_scoreboard(ratios)
-    top = first.to_json()
-    doc = report.build_results(
-        target=top["target"], builds=top["builds"], backend=top["backend"],
-        settings=settings, scenarios=[sc.to_json() for sc in scenarios], timing=_timing(shards),
-        env=_environment(shards), scoreboard=scoreboard, command_line=["merge", *[name for name, _ in shards]])
-    doc["refbench"] = __version__
-    doc["created"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    doc["shards"] = [{"file": name, "shard": r.settings.shard, "host": r.environment.host, "created": r.created,
-                      "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]} for name, r in shards]
-    return Results.from_json(doc, "the merged results"), warnings
-
-
-def _stats_settings(settings: dict) -> stats.Settings:
-    keys = {f.name for f in dataclasses.fields(stats.Settings)}
-    return stats.Settings(**{k: settings[k] for k in keys if settings.get(k) is not None})
+    merged = first.replace(
+        refbench=__version__, created=rs.created_now(), command_line=("merge", *[name for name, _ in shards]),
+        environment=_environment(shards), settings=settings, scenarios=tuple(scenarios),
+        scoreboard=rs.frozen(scoreboard), timing=_timing(shards), resources=None, stopped=None,
+        shards=tuple(rs.frozen({"file": name, "shard": r.settings.shard, "host": r.environment.host,
+                                "created": r.created, "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]})
+                     for name, r in shards))
+    return merged, warnings
 
 
 def merge_files(paths: list[Path], allow_missing: bool = False) -> tuple[Results, list[str]]:

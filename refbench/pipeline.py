@@ -18,9 +18,10 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Iterator
 
-from . import builds as bl, fixtures as fx, paths, refs, report, results as rs, shard, stats
+from . import __version__, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .config import Config, Scenario, Target, format_size, load_config
 from .errors import RefbenchError, RunError
@@ -470,48 +471,48 @@ def scoreboard(scenarios: list[ScenarioResult], labels: list[str]) -> dict | Non
     return stats.geomean_scoreboard(ratios) if len(labels) > 2 else None
 
 
-def timing(wall: float, build_seconds: float, m: Measured) -> dict:
+def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
     measured_wall = wall - build_seconds - m.fixture_seconds
     hf = m.hyperfine_seconds
-    return {
-        "wall_seconds": round(wall, 3), "build_seconds": round(build_seconds, 3),
-        "fixture_seconds": round(m.fixture_seconds, 3), "hyperfine_seconds": round(hf, 3),
-        "untimed_command_seconds": round(m.untimed_seconds, 3),
-        "untimed_by_kind": {k: round(v, 3) for k, v in m.untimed_by_kind.items()},
-        "overhead_seconds": round(measured_wall - hf, 3),
-        "overhead_share": round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None,
-    }
+    return rs.Timing(
+        wall_seconds=round(wall, 3), build_seconds=round(build_seconds, 3),
+        fixture_seconds=round(m.fixture_seconds, 3), hyperfine_seconds=round(hf, 3),
+        untimed_command_seconds=round(m.untimed_seconds, 3),
+        untimed_by_kind=MappingProxyType({k: round(v, 3) for k, v in m.untimed_by_kind.items()}),
+        overhead_seconds=round(measured_wall - hf, 3),
+        overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None)
 
 
-def settings_json(checked: Checked, m: Measured) -> dict:
+def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     r = checked.request
-    return {"runs": r.runs, "warmup": r.warmup, "rounds": r.rounds, "quick": r.quick,
-            "threshold": r.threshold, "alpha": r.alpha, "noise_limit": r.noise_limit,
-            "multiple_testing": MULTIPLE_TESTING,
-            "until_decided": r.until_decided, "max_runs": r.max_runs, "only": list(r.only),
-            "budget_seconds": r.budget, "interleave": r.interleave, "no_shell": r.no_shell,
-            "cpus": {"client": sorted(m.client_cpus) if m.client_cpus else None,
-                     "server": sorted(m.server_cpus) if m.server_cpus else None},
-            "family_size": m.family_size, "hyperfine_flags": checked.hf_flags, "target_flags": checked.target_flags,
-            **shard.settings(checked.step_filter)}
+    sharded = shard.settings(checked.step_filter)
+    return rs.Settings(
+        runs=r.runs, warmup=r.warmup, rounds=r.rounds, quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        noise_limit=r.noise_limit, multiple_testing=MULTIPLE_TESTING, until_decided=r.until_decided,
+        max_runs=r.max_runs, only=tuple(r.only), budget_seconds=r.budget, interleave=r.interleave,
+        no_shell=r.no_shell,
+        cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
+                               "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
+        family_size=m.family_size, hyperfine_flags=tuple(checked.hf_flags),
+        target_flags=tuple(checked.target_flags), shard=sharded.get("shard"),
+        shard_steps=tuple(sharded["shard_steps"]) if sharded.get("shard_steps") is not None else None)
 
 
 def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list[ScenarioResult],
-             board: dict | None, timing_json: dict) -> rs.Results:
-    """The run's results: the document results.json holds (key order included), typed."""
+             board: dict | None, timing_record: rs.Timing) -> rs.Results:
+    """The run's results, typed from the stages' own records."""
     r, target = checked.request, checked.target
-    results = report.build_results(
-        target={"name": target.name, "repo": builder.repo_url if r.source == "git" else target.module,
-                "source": r.source, "backend": target.backend},
-        builds=[b.to_json() for b in m.builds], backend=m.backend, settings=settings_json(checked, m),
-        scenarios=[sr.to_json() for sr in scenarios], timing=timing_json,
-        env={**report.environment(m.builds[0].toolchain), "load_before": round(m.load_before, 2),
-             "competing_cpu_share": m.competing_cpu_share},
-        scoreboard=board, command_line=list(r.command_line))
-    results["resources"] = m.resources  # peaks of memory, data dir, disk, server RSS
-    if m.stopped is not None:
-        results["stopped"] = m.stopped
-    return rs.Results.from_json(results, "the run's results")
+    return rs.Results(
+        refbench=__version__, created=rs.created_now(), command_line=tuple(r.command_line),
+        target=rs.Target(name=target.name, repo=builder.repo_url if r.source == "git" else target.module,
+                         source=r.source, backend=target.backend),
+        environment=rs.environment(m.builds[0].toolchain, load_before=round(m.load_before, 2),
+                                   competing_cpu_share=m.competing_cpu_share),
+        settings=settings_record(checked, m), builds=tuple(b.record() for b in m.builds),
+        baseline=m.builds[0].label, backend=rs.frozen(m.backend),
+        scenarios=tuple(sr.record() for sr in scenarios), scoreboard=rs.frozen(board), timing=timing_record,
+        resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
+        stopped=m.stopped)
 
 
 # ---- the whole run ---------------------------------------------------------------------------

@@ -51,13 +51,13 @@ def _key(where: str, key: str) -> str:
 
 
 # ---- reading and writing values ------------------------------------------------------------------
-def _frozen(value):
+def frozen(value):
     """JSON value -> immutable: lists become tuples, objects read-only mappings (free-form parts
     such as `backend` or `resources`, whose keys refbench does not interpret)."""
     if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
+        return tuple(frozen(v) for v in value)
     if isinstance(value, dict):
-        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
     return value
 
 
@@ -98,7 +98,7 @@ class _Doc:
                 continue
             value = _check(doc[f.name], f.metadata.get("kind"), _key(where, f.name))
             read = f.metadata.get("read")
-            kw[f.name] = read(value, _key(where, f.name)) if read else _frozen(value)
+            kw[f.name] = read(value, _key(where, f.name)) if read else frozen(value)
         return cls._finish(kw, doc, where)
 
     @classmethod
@@ -387,14 +387,7 @@ class Results(_Doc):
     def from_json(cls, doc, where: str = "results.json") -> "Results":
         """Check, upgrade and type a results document; a problem is one RefbenchError that names
         `where` and the part that is wrong."""
-        if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-            schema = doc.get("schema") if isinstance(doc, dict) else None
-            raise RefbenchError(f"{where}: not a refbench results file (schema {schema!r})")
-        version = doc.get("version", 0)
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
-            raise RefbenchError(f"{where}: results schema version {version!r} is newer than this refbench "
-                                f"reads ({SCHEMA_VERSION}); upgrade refbench")
-        doc = _upgrade(doc, version)
+        doc = _upgrade(doc, _check_kind(doc, where))
         try:
             return cls.read(doc, "")
         except _Shape as e:
@@ -428,6 +421,18 @@ class Results(_Doc):
                 yield sc, st, c
 
 
+def _check_kind(doc, where: str) -> int:
+    """The document's schema version, once it is known to be a results file refbench can read."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        raise RefbenchError(f"{where}: not a refbench results file (schema {schema!r})")
+    version = doc.get("version", 0)
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise RefbenchError(f"{where}: results schema version {version!r} is newer than this refbench "
+                            f"reads ({SCHEMA_VERSION}); upgrade refbench")
+    return version
+
+
 # Upgrade steps: version N -> N + 1, applied in order to older documents. Version 1 is the first;
 # what its early files lack (optional keys added later) is filled by the field defaults above.
 _UPGRADES: dict[int, Callable[[dict], dict]] = {
@@ -446,6 +451,12 @@ def _upgrade(doc: dict, version: int) -> dict:
 def load(path) -> Results:
     """Read a results.json of this or an older schema version: the one way in, so a file that cannot
     be read or is malformed is one RefbenchError naming the file, never a traceback from a view."""
+    return Results.from_json(load_document(path), str(path))
+
+
+def load_document(path) -> dict:
+    """The file's document, checked as a results file of a version this refbench reads but not for
+    its shape: for readers that take only what they find (shard weights from an earlier run)."""
     try:
         doc = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -456,7 +467,8 @@ def load(path) -> Results:
         raise RefbenchError(f"{path}: cannot read: {e.strerror or e}") from None
     except ValueError as e:
         raise RefbenchError(f"{path}: not a refbench results file ({e})") from None
-    return Results.from_json(doc, str(path))
+    _check_kind(doc, str(path))
+    return doc
 
 
 def write(results: Results, path) -> None:

@@ -15,15 +15,16 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable
 
-from . import fixtures as fx, hyperfine
+from . import fixtures as fx, hyperfine, results as rs
 from .backends.process import run_group
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
-from .stats import Comparison, Settings, compare, runs_for, should_stop, summarize
+from .stats import Comparison, Settings, compare, runs_for, should_stop
 from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
@@ -71,18 +72,9 @@ class BuildSamples:
     command: str = ""
     prepare: str | None = None
 
-    def to_json(self) -> dict:
-        s = summarize(self.times) if self.times else None
-        cpu = [u + k for u, k in zip(self.user, self.system)]
-        return {
-            "times": [round(t, 9) for t in self.times], "user": [round(t, 9) for t in self.user],
-            "system": [round(t, 9) for t in self.system], "exit_codes": self.exit_codes, "rounds": self.rounds,
-            "memory_bytes": self.memory if any(m is not None for m in self.memory) else None,
-            "stats": s.to_json() if s else None,
-            "cpu_mean": round(sum(cpu) / len(cpu), 9) if cpu else None,
-            "cpu_wall_ratio": round(sum(cpu) / sum(self.times), 4) if cpu and sum(self.times) > 0 else None,
-            "rss_kb": self.rss_kb, "check": self.check, "command": self.command, "prepare": self.prepare,
-        }
+    def record(self) -> rs.Samples:
+        return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
+                                   rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare)
 
 
 @dataclass
@@ -99,12 +91,13 @@ class StepResult:
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
 
-    def to_json(self) -> dict:
-        return {"name": self.step, "runs": self.runs, "warmup": self.warmup, "rounds": self.rounds,
-                "looks": [round(x, 6) for x in self.looks], "stopped": self.stopped,
-                "builds": {k: v.to_json() for k, v in self.samples.items()},
-                "comparisons": [c.to_json() for c in self.comparisons],
-                "check_differs": self.check_differs, "hyperfine_seconds": round(self.hyperfine_seconds, 3)}
+    def record(self) -> rs.Step:
+        """The step as the results file holds it."""
+        return rs.Step(name=self.step, runs=self.runs, warmup=self.warmup, rounds=self.rounds,
+                       looks=tuple(round(x, 6) for x in self.looks), stopped=self.stopped,
+                       builds=MappingProxyType({k: v.record() for k, v in self.samples.items()}),
+                       comparisons=tuple(self.comparisons), check_differs=self.check_differs,
+                       hyperfine_seconds=round(self.hyperfine_seconds, 3))
 
 
 @dataclass
@@ -113,9 +106,9 @@ class ScenarioResult:
     fixture: fx.FixtureFiles
     steps: list[StepResult]
 
-    def to_json(self) -> dict:
-        return {"name": self.scenario.name, "slug": self.scenario.slug, "description": self.scenario.description,
-                "fixture": self.fixture.to_json(), "steps": [s.to_json() for s in self.steps]}
+    def record(self) -> rs.Scenario:
+        return rs.Scenario(name=self.scenario.name, slug=self.scenario.slug, description=self.scenario.description,
+                           fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps))
 
 
 def round_orders(n_builds: int, rounds: int) -> list[list[int]]:

@@ -17,7 +17,7 @@ import argparse
 import re
 from pathlib import Path
 
-from . import fixtures as fx
+from . import fixtures as fx, results
 from .errors import RefbenchError
 
 # size model: seconds per run (a rough s5cmd/kubo on loopback; only the ratios between steps matter)
@@ -56,8 +56,7 @@ def size_estimate(scenario, step, runs: int, warmup: int = 2) -> float:
 
 def measured_times(path: str | Path) -> dict[tuple[str, str], float]:
     """{(scenario, step): seconds per measured run, all builds together} from an earlier results file."""
-    from .report import load_results
-    data = load_results(Path(path), check=False)  # step names and times are all it needs
+    data = results.load_document(path)  # step names and times are all it needs: no shape check
     out = {}
     for sc in data.get("scenarios", []):
         for st in sc.get("steps", []):

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from refbench import report, stats
+from factories import one_step_doc
+from refbench.render.markdown import COMMENT_MARKER
 from refbench.errors import RefbenchError
 from refbench.github import find_own_comment, parse_bench_command
 
@@ -20,32 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "ghs_test-token-123"
 
 
-def fake_results() -> dict:
-    """A small but complete results document: one step where the contender is ~30% slower."""
-    base = [1.00, 1.02, 0.99, 1.01, 1.00, 0.98]
-    cont = [1.31, 1.29, 1.33, 1.30, 1.28, 1.32]
-    comp = stats.compare("v1.0.0", base, "PR #7", cont).to_json()
-
-    def side(times):
-        return {"times": times, "rounds": [0] * len(times), "stats": stats.summarize(times).to_json(),
-                "cpu_mean": 0.5, "cpu_wall_ratio": 0.5, "rss_kb": 40000, "check": None, "command": "x",
-                "prepare": None}
-
-    builds = [{"label": lab, "ref": ref, "kind": kind, "sha": sha * 40, "display": lab, "version": None,
-               "binary": "/b", "source": "git", "toolchain": "go1.26", "cached": False, "build_seconds": 3.0}
-              for lab, ref, kind, sha in (("v1.0.0", "v1.0.0", "tag", "a"), ("PR #7", "7", "pr", "b"))]
-    scen = {"name": "small files", "slug": "small-files", "description": "",
-            "fixture": {"kind": "sparse", "size": "256K", "count": 200, "files": 200},
-            "steps": [{"name": "remove", "runs": 6, "warmup": 1, "rounds": 3, "check_differs": False,
-                       "hyperfine_seconds": 1.0, "builds": {"v1.0.0": side(base), "PR #7": side(cont)},
-                       "comparisons": [comp]}]}
-    return report.build_results(
-        target={"name": "s5cmd", "repo": "/origin", "source": "git", "backend": "s3"}, builds=builds,
-        backend={"kind": "s3"}, settings={"runs": 6, "warmup": 1, "rounds": 3, "quick": True, "threshold": 0.05,
-                                          "alpha": 0.05, "noise_limit": 0.1, "until_decided": False,
-                                          "max_runs": 60, "only": [], "hyperfine_flags": [], "target_flags": []},
-        scenarios=[scen], timing={"wall_seconds": 1.0}, env=report.environment("go1.26"), scoreboard=None,
-        command_line=["-s", "v1.0.0", "7"])
+fake_results = one_step_doc  # one step where the contender is ~30% slower
 
 
 class FakeGitHub:
@@ -54,7 +30,7 @@ class FakeGitHub:
     def __init__(self):
         self.comments: list[dict] = [
             {"id": 11, "body": "LGTM, but please run the benchmark", "user": {"login": "maintainer"}},
-            {"id": 12, "body": f"> {report.COMMENT_MARKER}\n> quoting the bot is not the bot",
+            {"id": 12, "body": f"> {COMMENT_MARKER}\n> quoting the bot is not the bot",
              "user": {"login": "someone"}},
         ]
         self.requests: list[dict] = []
@@ -143,7 +119,7 @@ def gh():
 @pytest.fixture
 def results_file(tmp_path) -> Path:
     path = tmp_path / "results.json"
-    report.write_json(fake_results(), path)
+    path.write_text(json.dumps(fake_results()))
     return path
 
 
@@ -172,7 +148,7 @@ def test_creates_then_updates_its_own_comment(gh, results_file):
     assert create["headers"]["accept"] == "application/vnd.github+json"
     assert create["headers"]["x-github-api-version"] == "2022-11-28"
     body = create["body"]["body"]
-    assert body.startswith(report.COMMENT_MARKER)
+    assert body.startswith(COMMENT_MARKER)
     assert "small files" in body and "remove" in body and "slower" in body
     assert (results_file.parent / "pr-comment.md").read_text() == body
 
@@ -210,7 +186,7 @@ def test_api_errors_are_one_line_exit_2_and_keep_the_body(gh, results_file, stat
     assert len(lines) == 1, proc.stderr
     assert expect in lines[0] and "Traceback" not in proc.stderr
     assert "pr-comment.md" in lines[0]
-    assert (results_file.parent / "pr-comment.md").read_text().startswith(report.COMMENT_MARKER)
+    assert (results_file.parent / "pr-comment.md").read_text().startswith(COMMENT_MARKER)
 
 
 def test_unreachable_api_and_missing_token(results_file, tmp_path):
@@ -231,7 +207,7 @@ def test_unreachable_api_and_missing_token(results_file, tmp_path):
 def test_dry_run_prints_the_body(results_file):
     proc = bench("comment", str(results_file), "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith(report.COMMENT_MARKER)
+    assert proc.stdout.startswith(COMMENT_MARKER)
 
 
 @pytest.mark.parametrize("spoil,says", [

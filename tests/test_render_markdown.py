@@ -67,17 +67,3 @@ def test_busy_machine_is_called_out():
     assert "other work used 61% of its 2 CPUs" in markdown.busy_warning(busy)
     assert "load average 6.8" in markdown.busy_warning(rs.Environment(cpus=2, load_before=6.8))
     assert markdown.busy_warning(rs.Environment()) is None  # older results files
-
-
-def test_report_shim_renders_a_results_dict_as_the_typed_views_do():
-    """cli, github and merge still hand report.py a dict: same text, counts and regressions."""
-    from refbench import report
-    doc = fx.basic_doc()
-    typed = rs.Results.from_json(doc)
-    for flavour in ("md", "github"):
-        assert report.render_markdown(doc, flavour) == markdown.render_markdown(typed, flavour)
-    assert report.verdict_counts(doc) == markdown.verdict_counts(typed) == {
-        "slower": 1, "faster": 1, "no significant change": 1, "inconclusive": 0}
-    [(sc, st, c)] = report.regressions(doc)
-    assert (sc, st) == ("small files", "upload") and c == doc["scenarios"][0]["steps"][0]["comparisons"][0]
-    assert report.fmt_ci(c) == markdown.fmt_ci(typed.scenarios[0].steps[0].comparisons[0])

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     for r, label in zip(resolved, bl.unique_labels(resolved)):
         b = builder.build(r, label)
         copied = builder.export(b, out)
-        entries.append({**b.to_json(), "binary": str(copied.relative_to(out))})
+        entries.append({**b.record().to_json(), "binary": str(copied.relative_to(out))})
         print(f"{label}: {r.sha} sha256 {b.binary_sha256} -> {copied}", file=sys.stderr)
     manifest = {"target": target.name, "repo": builder.repo_url if args.source == "git" else target.module,
                 "source": args.source, "toolchain": builder.toolchain(), "builds": entries}
