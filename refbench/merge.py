@@ -215,16 +215,7 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
     settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards))
     scenarios = readjust(_ordered_scenarios(shards), stats.Settings(
         threshold=settings.threshold, alpha=settings.alpha, noise_limit=settings.noise_limit))
-    labels = list(first.labels)
-    scoreboard = None
-    if len(labels) > 2:
-        ratios: dict[str, list[float]] = {lab: [] for lab in labels}
-        for sc in scenarios:
-            for st in sc.steps:
-                for c in st.comparisons:
-                    ratios[c.contender].append(c.ratio)
-                ratios[labels[0]].append(1.0)
-        scoreboard = stats.geomean_scoreboard(ratios)
+    scoreboard = stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), first.labels)
     merged = first.replace(
         refbench=__version__, created=rs.created_now(), command_line=("merge", *[name for name, _ in shards]),
         environment=_environment(shards), settings=settings, scenarios=tuple(scenarios),

@@ -460,17 +460,6 @@ def adjust(scenarios: list[ScenarioResult], n_contenders: int, settings: stats.S
             for sr in scenarios]
 
 
-def scoreboard(scenarios: list[ScenarioResult], labels: list[str]) -> dict | None:
-    """Geometric-mean ratios per build over every step (the baseline's are 1); only with 3+ builds."""
-    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
-    for sr in scenarios:
-        for st in sr.steps:
-            for c in st.comparisons:
-                ratios[c.contender].append(c.ratio)
-            ratios[labels[0]].append(1.0)
-    return stats.geomean_scoreboard(ratios) if len(labels) > 2 else None
-
-
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
     measured_wall = wall - build_seconds - m.fixture_seconds
     hf = m.hyperfine_seconds
@@ -533,7 +522,7 @@ def run(request: RunRequest, reporter: Reporter) -> rs.Results:
     built, build_seconds = build_all(res, reporter)
     m = measure(checked, built, reporter)
     scenarios = adjust(m.scenarios, len(m.builds) - 1, request.settings, request.hooks.family_per_contender)
-    board = scoreboard(scenarios, [b.label for b in m.builds])
+    board = stats.scoreboard((st.comparisons for sr in scenarios for st in sr.steps), [b.label for b in m.builds])
     return assemble(checked, res.builder, m, scenarios, board,
                     timing(time.monotonic() - t_wall, build_seconds, m))
 

@@ -733,6 +733,19 @@ def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> l
     return out
 
 
+def scoreboard(steps, labels) -> dict[str, dict] | None:
+    """The N-way scoreboard of a run (None with two builds, where the one comparison says it all):
+    `steps` gives each step's comparisons (each contender against the baseline, labels[0])."""
+    if len(labels) <= 2:
+        return None
+    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
+    for comparisons in steps:
+        for c in comparisons:
+            ratios[c.contender].append(c.ratio)
+        ratios[labels[0]].append(1.0)
+    return geomean_scoreboard(ratios)
+
+
 def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
     """Per build: geometric mean of its time ratios to the baseline across steps, and relative
     to the fastest build (bee-bench's "1.00x = fastest")."""

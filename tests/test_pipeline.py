@@ -218,9 +218,9 @@ def test_adjust_per_contender_makes_one_family_per_contender():
 
 def test_scoreboard_only_with_three_builds_or_more():
     two = [_scenario(_step("a", {"B": 1.2}, 1))]
-    assert pipeline.scoreboard(two, ["A", "B"]) is None
+    assert stats.scoreboard((st.comparisons for sr in two for st in sr.steps), ["A", "B"]) is None
     three = [_scenario(_step("a", {"B": 1.2, "C": 0.9}, 1))]
-    board = pipeline.scoreboard(three, ["A", "B", "C"])
+    board = stats.scoreboard((st.comparisons for sr in three for st in sr.steps), ["A", "B", "C"])
     assert list(board) == ["A", "B", "C"] and board["A"]["geomean_vs_baseline"] == 1.0
     assert board["B"]["geomean_vs_baseline"] == pytest.approx(three[0].steps[0].comparisons[0].ratio, rel=1e-6)
     assert board["C"]["vs_fastest"] == 1.0  # C, about 10% faster than A, is the fastest
