@@ -2,8 +2,11 @@
 (planned) forms, and process groups stopped as a whole (backends.process)."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fakes.backend import FakeBackend
-from refbench.backends import Backend, IpfsBackend, S3Backend
+from refbench.backends import Backend, IpfsBackend, S3Backend, dirs
 from refbench.backends.process import run_group, stop_process
 from refbench.config import Fixture, Scenario, Step
 
@@ -164,3 +167,43 @@ def test_a_server_dies_with_its_parent(tmp_path):
     parent.kill()
     parent.wait()
     assert wait_gone(server), "the server outlived its parent"
+
+
+# ---- what killed runs leave ------------------------------------------------------------------
+def _dead_runs_dir(parent: Path, name: str) -> Path:
+    """A data dir marked by a process that has exited."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    d = parent / name
+    (d / "bucket" / "obj").mkdir(parents=True)
+    (d / "bucket" / "obj" / "part.1").write_bytes(b"x" * 100)
+    (d / "owner").write_text(str(proc.pid))
+    (d / "owner.json").write_text(json.dumps({"host": socket.gethostname(), "pid": proc.pid}))
+    return d
+
+
+def test_sweep_removes_dead_runs_dirs_and_keeps_live_ones(tmp_path):
+    dead = _dead_runs_dir(tmp_path, "refbench-minio-dead")
+    live = tmp_path / "refbench-minio-live"
+    live.mkdir()
+    dirs.write_owner(live)
+    assert dirs.sweep_stale(tmp_path) == [dead]
+    assert not dead.exists() and live.exists()
+
+
+def test_a_sweep_that_cannot_finish_leaves_the_dir_marked_for_the_next(tmp_path, monkeypatch):
+    """A dying server that still writes must not turn a dead run's dir into an unmarked one that no
+    later sweep removes: the owner marks go last, and only once the rest is gone."""
+    dead = _dead_runs_dir(tmp_path, "refbench-minio-dying")
+    real_rmtree = shutil.rmtree
+
+    def rmtree_while_written(path, ignore_errors=False):
+        real_rmtree(path, ignore_errors=ignore_errors)
+        (dead / "late").mkdir(parents=True, exist_ok=True)  # the server finishes one more part
+        (dead / "late" / "part.2").write_bytes(b"y")
+
+    monkeypatch.setattr(dirs.shutil, "rmtree", rmtree_while_written)
+    assert dirs.sweep_stale(tmp_path) == []
+    assert dirs.owner_dead(dead)  # still marked, still a dead run's
+    monkeypatch.setattr(dirs.shutil, "rmtree", real_rmtree)
+    assert dirs.sweep_stale(tmp_path) == [dead] and not dead.exists()

@@ -60,12 +60,45 @@ def sweep_stale(parent: Path, pattern: str = MINIO_DIR_PATTERN) -> list[Path]:
     for d in sorted(Path(parent).glob(pattern)):
         if not d.is_dir() or d.is_symlink() or not owner_dead(d):
             continue
-        shutil.rmtree(d, ignore_errors=True)
+        if not _remove_owned(d):
+            log.info("could not empty %s yet (something still writes there); the next run retries", d)
+            continue
         with contextlib.suppress(FileNotFoundError):
             d.with_suffix(".log").unlink()
         removed.append(d)
         log.info("removed %s, left by a killed run", d)
     return removed
+
+
+OWNER_MARKS = ("owner", "owner.json")
+
+
+def _remove_owned(d: Path, attempts: int = 3) -> bool:
+    """Remove a dead run's directory: its contents first, its owner marks last. A sweep cut short,
+    or a server of the dead run that still writes while it dies, then leaves a directory the next
+    sweep still recognises as a dead run's, never an unmarked one nobody removes. True when gone."""
+    for _ in range(attempts):
+        for child in list(d.iterdir()):
+            if child.name in OWNER_MARKS:
+                continue
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    child.unlink()
+        if all(child.name in OWNER_MARKS for child in d.iterdir()):
+            marks = {m: (d / m).read_bytes() for m in OWNER_MARKS if (d / m).exists()}
+            for mark in marks:
+                (d / mark).unlink()
+            try:
+                d.rmdir()
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:  # written to in between: mark it again, so a later sweep finishes it
+                for mark, data in marks.items():
+                    (d / mark).write_bytes(data)
+    return False
 
 
 def make_workdir(run_id: str, local_root: Path | None) -> tuple[Path, list[Path]]:
