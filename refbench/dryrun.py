@@ -50,12 +50,6 @@ def planned_backend(target: Target, bucket: str | None, prefix: str, endpoint: s
     return IpfsBackend.planned(workdir)
 
 
-def planned_fixture(spec, cache_dir: Path) -> fx.FixtureFiles:
-    """Where fixtures.ensure will put the fixture (cache_dir/fixtures/<key>), nothing written."""
-    files, total, allocated = fx.planned_bytes(spec)
-    return fx.FixtureFiles(spec, Path(cache_dir) / "fixtures" / spec.key(), files, total, allocated)
-
-
 def render_plan(target: Target, source: str, scenarios: Sequence[Scenario],
                 step_filter: Callable[[Scenario, Step], bool] | None, builds: Sequence[PlannedBuild], *,
                 bucket: str | None, prefix: str, endpoint: str | None, runs: int, warmup: int, rounds: int,
@@ -87,9 +81,8 @@ def render_plan(target: Target, source: str, scenarios: Sequence[Scenario],
 
 def _scenario_lines(s: Scenario, step_filter, backend, builds: Sequence[PlannedBuild], cache_dir: Path,
                     target_flags: list[str]) -> list[str]:
-    files, total, _ = fx.planned_bytes(s.fixture)
-    lines = [f"scenario {s.name}: {s.fixture.kind} fixture, {files} files, {human_bytes(total)}"]
-    fixture = planned_fixture(s.fixture, cache_dir)
+    fixture = fx.planned(s.fixture, cache_dir)
+    lines = [f"scenario {s.name}: {s.fixture.kind} fixture, {fixture.files} files, {human_bytes(fixture.bytes)}"]
     backend.plan_scenario(s, [p.build.label for p in builds], [str(p.build.binary) for p in builds])
     first = builds[0].build
     env = backend.context_env(s.slug, first.label)

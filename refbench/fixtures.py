@@ -64,9 +64,20 @@ def planned_bytes(spec: Fixture, plan: list[tuple[str, int]] | None = None) -> t
     return spec.count, total, (0 if spec.kind == "sparse" else total)
 
 
+def fixture_dir(spec: Fixture, cache_dir: Path) -> Path:
+    """Where a fixture lives in the build cache: one directory per spec."""
+    return Path(cache_dir) / "fixtures" / spec.key()
+
+
+def planned(spec: Fixture, cache_dir: Path) -> FixtureFiles:
+    """The fixture as `ensure` makes it, with nothing written (what a dry run shows)."""
+    files, total, allocated = planned_bytes(spec)
+    return FixtureFiles(spec, fixture_dir(spec, cache_dir), files, total, allocated)
+
+
 def ensure(spec: Fixture, cache_dir: Path) -> FixtureFiles:
     """Create the fixture if it is not cached yet; return where it is."""
-    root = Path(cache_dir) / "fixtures" / spec.key()
+    root = fixture_dir(spec, cache_dir)
     marker = marker_path(root)
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)

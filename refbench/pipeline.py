@@ -255,7 +255,7 @@ def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, em
     for s in scenarios:
         files, total, allocated = fx.planned_bytes(s.fixture)
         key = s.fixture.key()
-        if key not in seen and not fx.marker_path(Path(cache_dir) / "fixtures" / key).exists():
+        if key not in seen and not fx.marker_path(fx.fixture_dir(s.fixture, cache_dir)).exists():
             fixture_need += allocated
         seen.add(key)
         local = max((st.local_copies for st in s.steps), default=0) * total
