@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from . import __version__, results as rs, stats
+from . import __version__, pipeline, results as rs, stats
 from .errors import RefbenchError
 from .results import Results, Scenario, Step, load
 
@@ -149,12 +149,12 @@ def unadjusted(c: stats.Comparison) -> stats.Comparison:
     return stats.Comparison(**kw)
 
 
-def readjust(scenarios: list[Scenario], settings: stats.Settings) -> list[Scenario]:
-    """The run-wide multiple-testing adjustment over all the merged comparisons (new scenarios)."""
-    comps = iter(stats.adjust_family([unadjusted(c) for sc in scenarios for st in sc.steps
-                                      for c in st.comparisons], settings))
-    return [dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(
-        next(comps) for _ in st.comparisons)) for st in sc.steps)) for sc in scenarios]
+def readjust(scenarios: list[Scenario], settings: stats.Settings) -> tuple[Scenario, ...]:
+    """The run-wide multiple-testing adjustment over all the merged comparisons, from each step's
+    own p-value, by the run's own adjustment (new scenarios)."""
+    raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(
+        unadjusted(c) for c in st.comparisons)) for st in sc.steps)) for sc in scenarios]
+    return pipeline.adjust(raw, 0, settings)
 
 
 def _ordered_scenarios(shards: list[tuple[str, Results]]) -> list[Scenario]:
@@ -218,7 +218,7 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
     scoreboard = stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), first.labels)
     merged = first.replace(
         refbench=__version__, created=rs.created_now(), command_line=("merge", *[name for name, _ in shards]),
-        environment=_environment(shards), settings=settings, scenarios=tuple(scenarios),
+        environment=_environment(shards), settings=settings, scenarios=scenarios,
         scoreboard=rs.frozen(scoreboard), timing=_timing(shards), resources=None, stopped=None,
         shards=tuple(rs.frozen({"file": name, "shard": r.settings.shard, "host": r.environment.host,
                                 "created": r.created, "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]})

@@ -445,19 +445,19 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
 
 
 # ---- analyse ---------------------------------------------------------------------------------
-def adjust(scenarios: list[ScenarioResult], n_contenders: int, settings: stats.Settings,
-           per_contender: bool = False) -> list[ScenarioResult]:
+def adjust(scenarios, n_contenders: int, settings: stats.Settings,
+           per_contender: bool = False) -> tuple[rs.Scenario, ...]:
     """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
-    each contender's comparisons apart. Returns new results; the measured ones stay as they were."""
-    steps = [st for sr in scenarios for st in sr.steps]
-    comps = [list(st.comparisons) for st in steps]
+    each contender's comparisons apart. Returns new scenarios; the measured ones stay as they were.
+    `merge` re-adjusts shards' results with this too, so a sharded run is judged as one run."""
+    comps = [list(st.comparisons) for sc in scenarios for st in sc.steps]
     for family in (range(n_contenders) if per_contender else [None]):
         members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs)) if family is None or i == family]
         for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
             comps[k][i] = c
     adjusted = iter(comps)
-    return [dataclasses.replace(sr, steps=[dataclasses.replace(st, comparisons=next(adjusted)) for st in sr.steps])
-            for sr in scenarios]
+    return tuple(dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(next(adjusted)))
+                                                     for st in sc.steps)) for sc in scenarios)
 
 
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
@@ -487,7 +487,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
         shard_steps=tuple(sharded["shard_steps"]) if sharded.get("shard_steps") is not None else None)
 
 
-def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list[ScenarioResult],
+def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tuple[rs.Scenario, ...],
              board: dict | None, timing_record: rs.Timing) -> rs.Results:
     """The run's results, typed from the stages' own records."""
     r, target = checked.request, checked.target
@@ -495,11 +495,11 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: list
         refbench=__version__, created=rs.created_now(), command_line=tuple(r.command_line),
         target=rs.Target(name=target.name, repo=builder.repo_url if r.source == "git" else target.module,
                          source=r.source, backend=target.backend),
-        environment=rs.environment(m.builds[0].toolchain, load_before=round(m.load_before, 2),
-                                   competing_cpu_share=m.competing_cpu_share),
+        environment=rs.Environment.probe(m.builds[0].toolchain, load_before=round(m.load_before, 2),
+                                         competing_cpu_share=m.competing_cpu_share),
         settings=settings_record(checked, m), builds=tuple(b.record() for b in m.builds),
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
-        scenarios=tuple(sr.record() for sr in scenarios), scoreboard=rs.frozen(board), timing=timing_record,
+        scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
         stopped=m.stopped)
 
@@ -521,7 +521,8 @@ def run(request: RunRequest, reporter: Reporter) -> rs.Results:
     res = resolve(checked, reporter)
     built, build_seconds = build_all(res, reporter)
     m = measure(checked, built, reporter)
-    scenarios = adjust(m.scenarios, len(m.builds) - 1, request.settings, request.hooks.family_per_contender)
+    scenarios = adjust([sr.record() for sr in m.scenarios], len(m.builds) - 1, request.settings,
+                       request.hooks.family_per_contender)
     board = stats.scoreboard((st.comparisons for sr in scenarios for st in sr.steps), [b.label for b in m.builds])
     return assemble(checked, res.builder, m, scenarios, board,
                     timing(time.monotonic() - t_wall, build_seconds, m))

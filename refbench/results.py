@@ -485,10 +485,6 @@ def created_now() -> str:
 
 
 # ---- the machine ---------------------------------------------------------------------------------
-def environment(toolchain: str | None = None, **measured) -> Environment:
-    return Environment.probe(toolchain, **measured)
-
-
 def cpu_model() -> str | None:
     """The CPU's model name from /proc/cpuinfo (None where it cannot be read): with the CPU count,
     what tells one machine type from another."""

@@ -120,5 +120,5 @@ def one_step_doc() -> dict:
         backend={"kind": "s3"}, settings={"runs": 6, "warmup": 1, "rounds": 3, "quick": True, "threshold": 0.05,
                                           "alpha": 0.05, "noise_limit": 0.1, "until_decided": False,
                                           "max_runs": 60, "only": [], "hyperfine_flags": [], "target_flags": []},
-        scenarios=[scen], timing={"wall_seconds": 1.0}, env=rs.environment("go1.26").to_json(),
+        scenarios=[scen], timing={"wall_seconds": 1.0}, env=rs.Environment.probe("go1.26").to_json(),
         command_line=["-s", "v1.0.0", "7"])

@@ -7,10 +7,11 @@ import contextlib
 import dataclasses
 import os
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
-from refbench import hyperfine, pipeline, runner as rn, stats
+from refbench import hyperfine, pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
@@ -182,17 +183,18 @@ def test_only_selects_steps_and_the_family_counts_them(scenarios, tmp_path):
 
 
 # ---- analyse -----------------------------------------------------------------------------------
-def _step(name: str, contenders: dict[str, float], seed: int) -> rn.StepResult:
+def _step(name: str, contenders: dict[str, float], seed: int) -> rs.Step:
     import random
     rng = random.Random(seed)
     base = [1.0 + rng.gauss(0, 0.02) for _ in range(10)]
     comps = [stats.compare("A", base, lab, [f * (1.0 + rng.gauss(0, 0.02)) for _ in range(10)])
              for lab, f in contenders.items()]
-    return rn.StepResult("sc", name, 10, 0, 1, {}, comps, 1.0)
+    return rs.Step(name=name, runs=10, warmup=0, rounds=1, builds=MappingProxyType({}), comparisons=tuple(comps),
+                   hyperfine_seconds=1.0)
 
 
-def _scenario(*steps) -> rn.ScenarioResult:
-    return rn.ScenarioResult(scenario=None, fixture=None, steps=list(steps))
+def _scenario(*steps) -> rs.Scenario:
+    return rs.Scenario(name="sc", fixture=rs.Fixture(), steps=tuple(steps))
 
 
 def test_adjust_returns_new_results_and_keeps_the_measured_ones():
@@ -205,7 +207,7 @@ def test_adjust_returns_new_results_and_keeps_the_measured_ones():
     old = [c for st in measured[0].steps for c in st.comparisons]
     assert new == stats.adjust_family(old, stats.Settings())  # one family: the whole run
     assert all(n.p_value >= o.p_value for n, o in zip(new, old) if o.p_value is not None)
-    assert [st.step for st in adjusted[0].steps] == ["a", "b"]
+    assert [st.name for st in adjusted[0].steps] == ["a", "b"]
 
 
 def test_adjust_per_contender_makes_one_family_per_contender():
