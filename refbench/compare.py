@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import stats
-from .results import Fixture, Results, Scenario, Step
+from .results import Fixture, Results, Scenario, Step, read_comparison
 
 
 @dataclass(frozen=True)
@@ -68,12 +68,6 @@ def _steps(results: Results) -> dict[tuple[str, str], tuple[Scenario, Step]]:
     return {(sc.name, st.name): (sc, st) for sc, st in results.steps()}
 
 
-def _as_stored(c: stats.Comparison) -> stats.Comparison:
-    """The comparison as a results file holds it (floats rounded, unbounded interval ends None),
-    so compare prints what `report` would print for the same numbers."""
-    return stats.Comparison(**{k: v for k, v in c.to_json().items() if k != "phrase"})
-
-
 def _pairs(old_labels: tuple[str, ...], new_labels: tuple[str, ...], match: str) -> list[tuple[str, str]]:
     if match == "position":
         return list(zip(old_labels, new_labels))
@@ -114,7 +108,8 @@ def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Se
             ob, nb = ost.builds.get(ol), nst.builds.get(nl)
             if not ob or not nb or not ob.times or not nb.times:
                 continue
-            c = _as_stored(stats.compare(f"{ol} (old)", ob.times, f"{nl} (new)", nb.times, settings))
+            # as a results file would hold it, so compare prints what `report` would for the same numbers
+            c = read_comparison(stats.compare(f"{ol} (old)", ob.times, f"{nl} (new)", nb.times, settings).to_json())
             notes = []
             if fixture_differs:
                 notes.append("fixture differs: not like-for-like")

@@ -228,7 +228,8 @@ _COMPARISON_DEFAULTS = {"ci_low": None, "ci_high": None, "p_value": None, "noisy
                         "runs_needed": None, "factor_err": 0.0}
 
 
-def _read_comparison(value, where) -> Comparison:
+def read_comparison(value, where: str = "comparison") -> Comparison:
+    """A comparison as a results file holds it: floats rounded, unbounded interval ends None."""
     _check(value, dict, where)
     for key in ("baseline", "contender", "verdict"):
         if key not in value:
@@ -264,7 +265,7 @@ class Step(_Doc):
     looks: tuple[float, ...] = _f(list, default=(1.0,))
     stopped: str | None = _f(str, default=None)
     builds: Mapping[str, Samples] = _f(dict, read=_by_label(Samples.read))
-    comparisons: tuple[Comparison, ...] = _f(list, read=_tuple_of(_read_comparison))
+    comparisons: tuple[Comparison, ...] = _f(list, read=_tuple_of(read_comparison))
     check_differs: bool = _f(bool, default=False)
     hyperfine_seconds: float | None = _f((int, float), default=None)
 
