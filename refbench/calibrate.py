@@ -9,7 +9,6 @@ power at 10%. Each arm's verdicts form their own family, as in an ordinary two-b
 """
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -201,6 +200,3 @@ def seconds_to_verdict(st: Step, label: str, settings: stats.Settings, n_max: in
 def _pick(values, idx):
     return [values[i] for i in idx] if values else None
 
-
-def fmt_pct(x: float | None) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"

@@ -20,6 +20,7 @@ from ..pipeline import RunHooks
 from ..progress import Reporter
 from ..render import markdown
 from ..render.env import render as render_template
+from ..render.format import fmt_share
 from ..results import Results
 from ._args import bind_flag_values
 from .run import request_from_args, run_parser
@@ -80,7 +81,7 @@ def main(argv: list[str]) -> int:
     out.write_text(render(c, args))
     json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
     print(f"refbench: wrote {out} and {json_path}: false alarms in {c.runs_with_false_alarm}/{c.reps} runs; "
-          + ", ".join(f"+{p}% called slower in {cal.fmt_pct(c.power_overall(p))}" for p in c.slowdowns),
+          + ", ".join(f"+{p}% called slower in {fmt_share(c.power_overall(p))}" for p in c.slowdowns),
           file=sys.stderr)
     return EXIT_OK
 
@@ -106,5 +107,5 @@ def render(c: cal.Calibration, args) -> str:
             + (f", --budget {args.budget:.0f}s" if args.budget else "") + (", --until-decided" if args.until_decided else "")
             + (", --quick" if args.quick else "") + (f", --only {' / '.join(args.only)}" if args.only else ""))
     return render_template(
-        "calibrate.md.j2", c=c, pct=cal.fmt_pct, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
+        "calibrate.md.j2", c=c, pct=fmt_share, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
         alpha=args.alpha, settings_line=line)

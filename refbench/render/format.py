@@ -17,6 +17,11 @@ def fmt_pct(x: float | None, digits: int = 1) -> str:
     return f"{x * 100:+.{digits}f}%"
 
 
+def fmt_share(x: float | None) -> str:
+    """A share such as a false-alarm rate or a power: 0.83 -> '83%'; unknown -> '—'."""
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.0f}%"
+
+
 def fmt_interval(low: float | None, high: float | None) -> str:
     """A confidence interval of a relative change: '[+1.0%, +9.0%]'; 'n/a' when unbounded."""
     if low is None:

@@ -10,7 +10,7 @@ from ..compare import RunComparison
 from ..results import Environment, Fixture, Results, Samples, Step
 from ..stats import MARKERS, VERDICTS, Comparison
 from .env import render as render_template
-from .format import (fmt_ci, fmt_duration, fmt_interval, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
+from .format import (fmt_ci, fmt_duration, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
                      md_escape)
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
@@ -281,7 +281,7 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
                 else f"{md(r.old_build)} → {md(r.new_build)}"
             table.append([MARKERS[cc.verdict], md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
-                          fmt_interval(cc.ci_low, cc.ci_high), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
+                          fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
         lines.append(_table(table, ["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]", "Change",
                                     "95% CI", "p", "Verdict", "Note"], ["left"] * 4 + ["right"] * 5 + ["left"] * 2))
     else:
