@@ -26,43 +26,38 @@ fi
 export PATH="$ROOT/tools/bin:$PATH"
 
 # ---- only for the test suite ----------------------------------------------------------------
+# Debian packages, as root or through password-less sudo (GitHub's hosted runners are not root).
+# Under CI=true a test whose tool is missing fails and names it, so a failed install shows there.
+APT=()
+if command -v apt-get >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ]; then APT=(env DEBIAN_FRONTEND=noninteractive apt-get)
+  elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then APT=(sudo -n env DEBIAN_FRONTEND=noninteractive apt-get)
+  fi
+fi
+apt_updated=
+apt_install() {  # apt_install WHAT PACKAGE...: install, updating the package lists once if needed
+  local what=$1; shift
+  if [ ${#APT[@]} -eq 0 ]; then say "$what: cannot install $* (neither root nor password-less sudo); its tests fail under CI=true"; return 0; fi
+  say "installing $* (Debian packages) for $what"
+  "${APT[@]}" install -y -qq --no-install-recommends "$@" >/dev/null 2>&1 && return 0
+  if [ -z "$apt_updated" ]; then "${APT[@]}" update -qq >/dev/null 2>&1 || true; apt_updated=1; fi
+  "${APT[@]}" install -y -qq --no-install-recommends "$@" >/dev/null || say "$what: $* not installed; its tests fail under CI=true"
+}
+
 # curl with --parallel (7.66+) drives kubo's concurrent HTTP API fetches
-if ! command -v curl >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null 2>&1 || { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl >/dev/null; }
-fi
+command -v curl >/dev/null 2>&1 || apt_install "kubo's concurrent HTTP API scenario" curl
 
-# ---- Chromium + chromedriver: only for the headless-browser test of the HTML report ----------
-# (tests/test_html_browser.py; it skips, saying why, where they cannot be installed)
-if ! { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; }; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing chromium and chromium-driver (Debian packages) for the HTML report test"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null 2>&1 ||
-      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }; } ||
-      say "chromium not installed: the browser test of the HTML report will skip"
-  else
-    say "chromium/chromedriver missing and not root: the browser test of the HTML report will skip"
-  fi
-fi
+# Chromium + chromedriver: the headless-browser test of the HTML report (tests/test_html_browser.py)
+{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } ||
+  apt_install "the HTML report's browser test" chromium chromium-driver
 
-# ---- shellcheck: actionlint checks every run: script with it (Debian package) ----------------
-if ! command -v shellcheck >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1 ||
-    { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; } ||
-    say "shellcheck not installed: actionlint will not check the run: scripts"
-fi
+# shellcheck: actionlint checks every run: script with it
+command -v shellcheck >/dev/null 2>&1 || apt_install "actionlint's check of run: scripts" shellcheck
 
-# ---- PostgreSQL server: only for the shared-history tests (tests/test_history_pg.py) -----------
-# They start a throw-away cluster with initdb on a free loopback port and skip, saying why, where
-# the server is missing. The Debian package puts initdb/pg_ctl in /usr/lib/postgresql/<v>/bin.
+# PostgreSQL server: the shared-history tests (tests/test_history_pg.py) start a throw-away cluster
+# with initdb on a free loopback port. The Debian package puts initdb/pg_ctl in /usr/lib/postgresql/<v>/bin.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing postgresql (Debian package) for the shared-history tests"
-    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null 2>&1 ||
-      { apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }; } ||
-      say "postgresql not installed: the PostgreSQL history tests will skip"
-  else
-    say "PostgreSQL server missing and not root: the PostgreSQL history tests will skip"
-  fi
+  apt_install "the PostgreSQL history tests" postgresql
 fi
 
 # ---- actionlint (lints .github/workflows and action.yml; from the Go module proxy, pinned) ---

@@ -16,6 +16,17 @@ from origins import go_env, make_s5cmd_origin  # noqa: E402
 
 os.environ["PATH"] = go_env()["PATH"]
 
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def need(tool: str, why: str) -> None:
+    """A tool this test needs is missing. Locally the test skips, saying why; under CI=true it fails
+    and names the tool, because a missing tool there is a missing install step, never a pass."""
+    msg = f"{tool} missing: {why}"
+    if IN_CI:
+        pytest.fail(f"{msg} (CI=true: the set-up step must install it)", pytrace=False)
+    pytest.skip(msg)
+
 
 @pytest.fixture(scope="session")
 def builds_dir(tmp_path_factory) -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, run_bench
+from conftest import ROOT, need, run_bench
 from refbench import changepoints as cpd, nightly
 from refbench.history import open_history
 from test_changepoints import fake_results
@@ -50,7 +50,7 @@ def free_port() -> int:
 def pg_url():
     bindir = pg_bin()
     if bindir is None:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin: "
+        need("PostgreSQL server", "binaries (initdb, pg_ctl) not found on PATH or in /usr/lib/postgresql/*/bin: "
                     "install the Debian postgresql package (scripts/setup.sh does as root)")
     root = Path(tempfile.mkdtemp(prefix="refbench-pg-"))
     as_user: list[str] = []
@@ -59,11 +59,11 @@ def pg_url():
             pw = pwd.getpwnam("postgres")
         except KeyError:
             shutil.rmtree(root)
-            pytest.skip("running as root and there is no postgres user to run the throw-away cluster as")
+            need("postgres user", "running as root and there is no postgres user to run the throw-away cluster as")
         os.chown(root, pw.pw_uid, pw.pw_gid)
         as_user = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else []
         if not as_user:
-            pytest.skip("running as root without runuser: cannot start PostgreSQL as another user")
+            need("runuser", "running as root without runuser: cannot start PostgreSQL as another user")
     data, port = root / "data", free_port()
 
     def run(*argv):

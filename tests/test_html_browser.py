@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 
-from conftest import run_bench
+from conftest import need, run_bench
 from refbench import results as rs
 from refbench.render.format import fmt_pct
 from refbench.render.markdown import verdict_counts
@@ -45,7 +45,10 @@ def _install_chromium() -> str:
 
 @pytest.fixture(scope="session")
 def chrome():
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium missing: pip install -e '.[test]'")
+    try:
+        from selenium import webdriver
+    except ImportError:
+        need("selenium", "pip install -e '.[test]'")
     from selenium.webdriver.chrome.service import Service
 
     browser, driver = _find_browser()
@@ -53,7 +56,7 @@ def chrome():
         why = _install_chromium()
         browser, driver = _find_browser()
         if not (browser and driver):
-            pytest.skip(why or "chromium/chromedriver not found after installing")
+            need("chromium/chromedriver", why or "not found after installing")
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser
     profile = tempfile.mkdtemp(prefix="refbench-chrome-")

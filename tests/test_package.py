@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, need
 
 PACKAGED = ("refbench/scenarios.toml", "refbench/templates/summary.md.j2", "refbench/templates/github.md.j2",
             "refbench/templates/report.html.j2", "refbench/templates/trend.html.j2",
@@ -194,7 +194,7 @@ def action_as_workflow(text: str) -> str:
 def _actionlint() -> str:
     found = shutil.which("actionlint", path=f"{ROOT / 'tools' / 'bin'}:{os.environ.get('PATH', '')}")
     if not found:
-        pytest.skip("actionlint not installed (make setup installs it)")
+        need("actionlint", "make setup installs it from the Go module proxy")
     return found
 
 
@@ -277,20 +277,23 @@ def test_templates_load_through_importlib_resources():
 
 
 def test_doctor_says_what_is_missing_and_how_to_fix_it(tmp_path):
-    """Only /usr/bin and /bin on PATH, an empty cache and tools directory: each line that is not
-    ok names what it disables and the command that fixes it; exit 2 without Go."""
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+    """A PATH the test makes itself (git alone), an empty cache, tools directory and home: each line
+    that is not ok names what it disables and the command that fixes it; exit 2 without hyperfine
+    and Go. The PATH is not /usr/bin, so the answer does not depend on what this machine has there."""
+    path = tmp_path / "path"
+    path.mkdir()
+    (path / "git").symlink_to(shutil.which("git"))
+    env = {**os.environ, "PATH": str(path), "XDG_CACHE_HOME": str(tmp_path / "xdg"),
            "REFBENCH_TOOLS_BIN": str(tmp_path / "bin"), "HOME": str(tmp_path)}
-    if shutil.which("go", path=env["PATH"]):
-        pytest.skip("Go is installed in /usr/bin here")
     p = subprocess.run([sys.executable, str(ROOT / "bench.py"), "doctor"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, p.stdout + p.stderr
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith(("ok ", "warn ", "MISSING "))]
     status = {ln.split()[1]: ln.split()[0] for ln in lines}
-    assert status["go"] == "MISSING" and status["minio"] == "MISSING"
+    assert status["go"] == "MISSING" and status["minio"] == "MISSING" and status["hyperfine"] == "MISSING"
+    assert status["git"] == "ok"
     assert status["refbench-s3restore"] in ("MISSING", "warn")
     for ln in lines:
         if not ln.startswith("ok "):
             assert re.search(r"run `refbench setup`|apt-get install|install Rust|pass -t", ln), ln
-    assert "cannot run comparisons until go" in p.stderr
+    assert "cannot run comparisons until hyperfine, go are installed" in p.stderr
