@@ -77,3 +77,31 @@ def kubo_origin(tmp_path_factory):
     from origins import make_kubo_origin
 
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden/* from what the renderers give now (then review the diff)")
+
+
+@pytest.fixture
+def golden(request):
+    """golden(name, text): compare text with tests/golden/NAME, byte for byte; with
+    --update-golden, write it instead. A changed view is then a reviewed diff, never a surprise."""
+    update = request.config.getoption("--update-golden")
+
+    def check(name: str, text: str) -> None:
+        path = ROOT / "tests" / "golden" / name
+        if update:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            return
+        assert path.is_file(), f"{path} missing: run pytest --update-golden and review the new file"
+        want = path.read_text(encoding="utf-8")
+        if text != want:
+            import difflib
+            diff = "".join(difflib.unified_diff(want.splitlines(True), text.splitlines(True),
+                                                f"golden/{name}", "rendered now", n=2))
+            pytest.fail(f"{name} differs from its golden file (pytest --update-golden rewrites it):\n{diff[:6000]}",
+                        pytrace=False)
+    return check
