@@ -27,6 +27,8 @@ from .errors import RefbenchError
 DEFAULT_API = "https://api.github.com"
 MAX_BODY = 65536  # GitHub rejects longer comment bodies with 422
 TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+#: who posts with a workflow's GITHUB_TOKEN; a personal token posts as its user (--bot-login)
+DEFAULT_BOT_LOGIN = "github-actions[bot]"
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 
 
@@ -139,16 +141,20 @@ def comment_body(results: Results, link: str | None = None) -> str:
     return body
 
 
-def find_own_comment(comments: list[dict]) -> dict | None:
-    """The bot's earlier comment: the first one whose body starts with the hidden marker."""
+def find_own_comment(comments: list[dict], login: str = DEFAULT_BOT_LOGIN) -> dict | None:
+    """The bot's earlier comment: the first one written by the bot's own login whose body starts
+    with the hidden marker. The login matters: anyone can paste the marker into a comment, and the
+    bot must not then edit (take over) someone else's comment."""
     for c in comments:
-        if str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
+        author = (c.get("user") or {}).get("login") if isinstance(c.get("user"), dict) else None
+        if author == login and str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
             return c
     return None
 
 
-def post_or_update(gh: GitHub, repo: str, pr: int, body: str) -> tuple[str, dict]:
-    mine = find_own_comment(gh.list_comments(repo, pr))
+def post_or_update(gh: GitHub, repo: str, pr: int, body: str,
+                   login: str = DEFAULT_BOT_LOGIN) -> tuple[str, dict]:
+    mine = find_own_comment(gh.list_comments(repo, pr), login)
     if mine is not None:
         return "updated", gh.update_comment(repo, int(mine["id"]), body)
     return "created", gh.create_comment(repo, pr, body)

@@ -37,6 +37,7 @@ class FakeGitHub:
         self.fail: tuple[int, dict, dict] | None = None  # (status, json body, headers)
         self.next_id = 100
         self.page_size = 1  # tiny pages, so pagination (the Link header) is exercised
+        self.login = "github-actions[bot]"  # who the token posts as
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -76,7 +77,7 @@ class FakeGitHub:
                         headers["Link"] = f'<{base}?per_page=100&page={page + 1}>; rel="next"'
                     return self._send(200, chunk, headers)
                 if method == "POST" and len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
-                    c = {"id": fake.next_id, "body": json.loads(raw)["body"],
+                    c = {"id": fake.next_id, "body": json.loads(raw)["body"], "user": {"login": fake.login},
                          "html_url": f"https://github.invalid/acme/tool/pull/{rest[1]}#c{fake.next_id}"}
                     fake.next_id += 1
                     fake.comments.append(c)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
-from ..github import (DEFAULT_API, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
+from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
                       parse_bench_command, post_or_update)
 from ._args import Parser
 
@@ -23,6 +23,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--api-url", default=None, help=f"REST API base URL (default: GITHUB_API_URL or {DEFAULT_API})")
     p.add_argument("--body-out", help="also write the comment body here (default: pr-comment.md beside results.json)")
     p.add_argument("--link", help="a URL to add at the end (e.g. the workflow run)")
+    p.add_argument("--bot-login", default=None,
+                   help=f"the login the comment is posted as; only its own marked comment is updated "
+                        f"(default: REFBENCH_BOT_LOGIN or {DEFAULT_BOT_LOGIN})")
     p.add_argument("--dry-run", action="store_true", help="write and print the body; do not call the API")
     p.add_argument("--parse-command", action="store_true",
                    help="read a /bench comment on stdin and print its allowed arguments, one per line")
@@ -59,8 +62,9 @@ def main(argv: list[str]) -> int:
     if not token:
         raise RefbenchError(f"GITHUB_TOKEN is not set (the comment body is in {out})")
     api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+    login = args.bot_login or os.environ.get("REFBENCH_BOT_LOGIN") or DEFAULT_BOT_LOGIN
     try:
-        action, comment = post_or_update(GitHub(token, api), repo, args.pr, body)
+        action, comment = post_or_update(GitHub(token, api), repo, args.pr, body, login)
     except GitHubError as e:
         print(f"refbench: error: {e} (the comment body is in {out})", file=sys.stderr)
         return EXIT_ERROR
