@@ -28,3 +28,40 @@ def test_comment_takeover_another_users_marker_comment_is_left_alone(gh, results
     patch = [r for r in gh.requests if r["method"] == "PATCH"]
     assert len(patch) == 1 and patch[0]["path"].endswith("/issues/comments/100")
     assert planted["body"].endswith("I wrote the marker myself")
+
+
+# ---- 4: clean removes only what refbench made ------------------------------------------------
+def run_bench(*args, env=None, cwd=None, timeout=120):
+    import os
+    import subprocess
+    import sys
+    full = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, str(ROOT / "bench.py"), *args], capture_output=True, text=True,
+                          env=full, cwd=cwd, timeout=timeout)
+
+
+def test_clean_refuses_an_unmarked_directory_and_leaves_it_intact(tmp_path):
+    home = tmp_path / "home"
+    (home / "projects").mkdir(parents=True)
+    (home / "projects" / "thesis.tex").write_text("years of work")
+    for how in ((), ("--fixtures-only",)):
+        proc = run_bench("clean", *how, env={"REFBENCH_BUILDS_DIR": str(home)})
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "not made by refbench" in proc.stderr
+        assert (home / "projects" / "thesis.tex").read_text() == "years of work"
+    proc = run_bench("clean", "--builds-dir", str(home))
+    assert proc.returncode == 2 and (home / "projects" / "thesis.tex").exists()
+
+
+def test_clean_removes_a_cache_dir_refbench_made(tmp_path):
+    from refbench import builds, config, paths
+    made = tmp_path / "cache" / "builds"
+    target = config.load_config(paths.bundled_scenarios()).targets["s5cmd"]
+    builds.Builder(target, made)  # a builder marks the directory it creates
+    (made / "fixtures").mkdir()
+    proc = run_bench("clean", "--fixtures-only", "--builds-dir", str(made))
+    assert proc.returncode == 0, proc.stderr
+    assert made.is_dir() and not (made / "fixtures").exists()
+    proc = run_bench("clean", "--builds-dir", str(made))
+    assert proc.returncode == 0, proc.stderr
+    assert not made.exists()
