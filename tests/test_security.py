@@ -65,3 +65,22 @@ def test_clean_removes_a_cache_dir_refbench_made(tmp_path):
     proc = run_bench("clean", "--builds-dir", str(made))
     assert proc.returncode == 0, proc.stderr
     assert not made.exists()
+
+
+# ---- 9: fixtures are made once, whole, however many runs start at once ------------------------
+def test_fixture_race_two_cold_cache_runs_at_once_both_succeed(tmp_path):
+    import subprocess
+    import sys
+    cache = tmp_path / "cache"
+    script = ("import sys; from refbench import fixtures as fx; from refbench.config import Fixture;"
+              "f = fx.ensure(Fixture(kind='random', size=24_000_000, count=4, seed=3), sys.argv[1]);"
+              "print(sorted(p.stat().st_size for p in f.root.iterdir()))")
+    env = {"PYTHONPATH": str(ROOT)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(cache)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert out.strip() == str([24_000_000] * 4)
+    left = sorted(p.name for p in (cache / "fixtures").iterdir())
+    assert not [n for n in left if ".tmp" in n], left  # no half-written directory stays behind
