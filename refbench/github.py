@@ -82,6 +82,15 @@ class GitHub:
             url = nxt
         return out
 
+    def pull(self, repo: str, number: int) -> dict:
+        return self._request("GET", f"/repos/{repo}/pulls/{number}")[0] or {}
+
+    def pulls_with_head(self, repo: str, head_repo: str, branch: str) -> list[dict]:
+        """Open and closed pull requests of `repo` whose head is `branch` of `head_repo`."""
+        owner = head_repo.split("/", 1)[0]
+        query = urllib.parse.urlencode({"state": "all", "head": f"{owner}:{branch}", "per_page": 100})
+        return self._request("GET", f"/repos/{repo}/pulls?{query}")[0] or []
+
     def create_comment(self, repo: str, pr: int, body: str) -> dict:
         return self._request("POST", f"/repos/{repo}/issues/{pr}/comments", {"body": body})[0]
 
@@ -129,8 +138,29 @@ def _http_error(method: str, url: str, e: urllib.error.HTTPError) -> GitHubError
 
 
 # ---- the comment ---------------------------------------------------------------------------
+_ZW = "\u200b"  # zero-width space: invisible, but breaks what GitHub would turn into a link or ping
+_NEUTRALISE = (
+    (re.compile(r"@(?=[A-Za-z0-9])"), "@" + _ZW),             # @user, @org/team: no notification
+    (re.compile(r"\]\s*\("), "]" + _ZW + "("),                 # [text](url), ![img](url)
+    (re.compile(r"\]\s*\["), "]" + _ZW + "["),                 # [text][ref]
+    (re.compile(r"(?i)(?<=[a-z])://"), ":" + _ZW + "//"),     # bare URLs GitHub autolinks
+    (re.compile(r"(?i)\bwww\."), "www" + _ZW + "."),
+    (re.compile(r"#(?=\d)"), "#" + _ZW),                      # #123 and owner/repo#123 cross-references
+    (re.compile(r"(?i)<(?=/?\s*(?:a|img|picture|source|video|iframe|form|area)\b)"), "&lt;"),
+)
+
+
+def neutralise(text: str) -> str:
+    """Text from a results file, made inert for a comment: results come from a run of the PR's own
+    code, so they can hold anything; here no @-mention pings anyone, no issue is cross-referenced,
+    and no link, image or HTML anchor is clickable. What a reader sees stays the same."""
+    for pattern, repl in _NEUTRALISE:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def comment_body(results: Results, link: str | None = None) -> str:
-    body = render_markdown(results, "github")
+    body = neutralise(render_markdown(results, "github"))
     if not body.lstrip().startswith(COMMENT_MARKER):
         body = f"{COMMENT_MARKER}\n{body}"
     if link:
@@ -150,6 +180,24 @@ def find_own_comment(comments: list[dict], login: str = DEFAULT_BOT_LOGIN) -> di
         if author == login and str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
             return c
     return None
+
+
+def pull_request_of(gh: GitHub, repo: str, head_sha: str, head_repo: str, branch: str) -> int:
+    """The pull request whose head is `head_sha` on `branch` of `head_repo`, asked of the API: a
+    workflow_run event names the commit and repository it ran on, never the pull request (for a
+    fork it leaves `pull_requests` empty), and the number in the run's artifact is the PR's own
+    code talking."""
+    if not re.fullmatch(r"[0-9a-f]{40}", head_sha or ""):
+        raise GitHubError(f"--head-sha must be a 40-digit commit SHA, got {head_sha!r}")
+    if not REPO_NAME.fullmatch(head_repo or ""):
+        raise GitHubError(f"--head-repo must be OWNER/NAME, got {head_repo!r}")
+    found = sorted({int(p["number"]) for p in gh.pulls_with_head(repo, head_repo, branch)
+                    if (p.get("head") or {}).get("sha") == head_sha
+                    and ((p.get("head") or {}).get("repo") or {}).get("full_name") == head_repo})
+    if len(found) != 1:
+        what = "no pull request" if not found else f"{len(found)} pull requests ({found})"
+        raise GitHubError(f"{what} of {repo} has head {head_sha[:12]} on {head_repo}:{branch}")
+    return found[0]
 
 
 def post_or_update(gh: GitHub, repo: str, pr: int, body: str,

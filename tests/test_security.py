@@ -84,3 +84,88 @@ def test_fixture_race_two_cold_cache_runs_at_once_both_succeed(tmp_path):
         assert out.strip() == str([24_000_000] * 4)
     left = sorted(p.name for p in (cache / "fixtures").iterdir())
     assert not [n for n in left if ".tmp" in n], left  # no half-written directory stays behind
+
+
+# ---- 1: the artifact of a PR's run cannot choose where the bot comments, or what it links -----
+HEAD_SHA = "a" * 40
+
+
+def _pull(number, sha=HEAD_SHA, repo="fork/tool", ref="feature"):
+    return {"number": number, "head": {"sha": sha, "ref": ref, "repo": {"full_name": repo}}}
+
+
+def test_artifact_poisoning_a_pr_number_that_is_not_the_runs_pr_is_refused(gh, results_file):
+    gh.pulls = [_pull(7), _pull(8, sha="b" * 40)]
+    head = ("--head-sha", HEAD_SHA, "--head-repo", "fork/tool", "--head-branch", "feature")
+    # the artifact says PR 8 (an unrelated PR): nothing is posted or edited
+    proc = post_to(gh, results_file, "8", *head)
+    assert proc.returncode == 2 and "refusing to post" in proc.stderr and "#7" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not [r for r in gh.requests if r["method"] != "GET"]
+    # a head commit no PR has: refused as well
+    proc = post_to(gh, results_file, "7", "--head-sha", "c" * 40, "--head-repo", "fork/tool", "--head-branch", "feature")
+    assert proc.returncode == 2 and "no pull request" in proc.stderr, proc.stderr
+    # the true number goes through
+    proc = post_to(gh, results_file, "7", *head)
+    assert proc.returncode == 0 and "created the comment on acme/tool#7" in proc.stderr, proc.stderr
+
+
+def post_to(gh, results_file, pr, *extra):
+    from test_github import bench
+    return bench("comment", "--repo", "acme/tool", "--pr", pr, str(results_file), *extra,
+                 env={"GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN})
+
+
+def test_artifact_poisoning_mentions_and_links_from_results_are_neutralised(results_file):
+    from refbench import results as rs
+    from refbench.github import comment_body, neutralise
+    doc = json.loads(results_file.read_text())
+    doc["builds"][1]["label"] = "@acme/maintainers see https://evil.example/x [here](https://evil.example) #1"
+    doc["scenarios"][0]["name"] = "<a href='https://evil.example'>x</a> www.evil.example @everyone"
+    results_file.write_text(json.dumps(doc))
+    body = comment_body(rs.load(results_file), link="https://github.com/acme/tool/actions/runs/1")
+    import re
+    assert not re.search(r"@[A-Za-z0-9]", body)
+    assert "https://evil" not in body and "](https://evil" not in body and "www.evil" not in body
+    assert "<a " not in body and "#1" not in body
+    # the run link refbench adds itself stays a link; the text reads the same without zero-width spaces
+    assert body.rstrip().endswith("(https://github.com/acme/tool/actions/runs/1)")
+    assert neutralise("@bob [x](y)").replace("\u200b", "") == "@bob [x](y)"
+    assert neutralise("ordinary text: 5% slower, a|b") == "ordinary text: 5% slower, a|b"
+
+
+# ---- 2: /bench cannot poison caches, and benchmarks the commit that was accepted ----------------
+def _action_steps() -> list[str]:
+    text = (ROOT / "action.yml").read_text()
+    return text.split("\n  steps:\n", 1)[1].split("\n    - ")
+
+
+def test_cache_poisoning_jobs_that_run_pr_code_only_restore_caches():
+    trusted = "contains(fromJSON('[\"push\", \"schedule\", \"workflow_dispatch\"]'), github.event_name)"
+    caches = [s for s in _action_steps() if "actions/cache" in s]
+    assert len(caches) == 4, caches
+    for step in caches:
+        saves = "uses: actions/cache@" in step
+        restore_only = "uses: actions/cache/restore@" in step
+        assert saves or restore_only, step
+        if saves:  # a cache that saves at the end of the job: only on events that run no PR code
+            assert f"&& {trusted}" in step, step
+        else:
+            assert f"&& !{trusted}" in step, step
+    command = (ROOT / ".github" / "workflows" / "bench-command.yml").read_text()
+    # the PR's head is pinned before any of its code runs, and that commit is what gets built
+    assert "refs: ${{ steps.pin.outputs.base }} ${{ steps.pin.outputs.head }}" in command
+    assert "github.event.issue.number }}\n" not in command.split("refs:", 1)[1].split("\n", 1)[0]
+    assert "head-sha: ${{ needs.bench.outputs.head-sha }}" in command
+    comment = (ROOT / ".github" / "workflows" / "bench-comment.yml").read_text()
+    assert '"refbench /bench"' not in comment  # /bench results never go through the artifact's number
+
+
+def test_cache_poisoning_a_pr_that_moved_after_bench_was_accepted_gets_no_comment(gh, results_file):
+    gh.pulls = [_pull(7, sha="d" * 40)]  # pushed to after the command was accepted at aaaa…
+    proc = post_to(gh, results_file, "7", "--pinned-sha", HEAD_SHA)
+    assert proc.returncode == 2 and "moved from aaaaaaaaaaaa" in proc.stderr, proc.stderr
+    assert not [r for r in gh.requests if r["method"] != "GET"]
+    gh.pulls = [_pull(7)]
+    proc = post_to(gh, results_file, "7", "--pinned-sha", HEAD_SHA)
+    assert proc.returncode == 0, proc.stderr

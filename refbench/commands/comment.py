@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
-                      parse_bench_command, post_or_update)
+                      parse_bench_command, post_or_update, pull_request_of)
 from ._args import Parser
 
 
@@ -26,6 +26,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bot-login", default=None,
                    help=f"the login the comment is posted as; only its own marked comment is updated "
                         f"(default: REFBENCH_BOT_LOGIN or {DEFAULT_BOT_LOGIN})")
+    p.add_argument("--head-sha", help="the commit a workflow_run ran on: the PR is looked up from it (with "
+                   "--head-repo and --head-branch) and must be --pr, else nothing is posted")
+    p.add_argument("--head-repo", help="with --head-sha: OWNER/NAME of the PR's head repository (a fork)")
+    p.add_argument("--head-branch", help="with --head-sha: the PR's head branch")
+    p.add_argument("--pinned-sha", help="the PR's head commit when /bench was accepted (the commit that was "
+                   "benchmarked); nothing is posted if the PR has moved on since")
     p.add_argument("--dry-run", action="store_true", help="write and print the body; do not call the API")
     p.add_argument("--parse-command", action="store_true",
                    help="read a /bench comment on stdin and print its allowed arguments, one per line")
@@ -63,8 +69,19 @@ def main(argv: list[str]) -> int:
         raise RefbenchError(f"GITHUB_TOKEN is not set (the comment body is in {out})")
     api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
     login = args.bot_login or os.environ.get("REFBENCH_BOT_LOGIN") or DEFAULT_BOT_LOGIN
+    gh = GitHub(token, api)
     try:
-        action, comment = post_or_update(GitHub(token, api), repo, args.pr, body, login)
+        if args.head_sha is not None:
+            found = pull_request_of(gh, repo, args.head_sha, args.head_repo or "", args.head_branch or "")
+            if found != args.pr:
+                raise GitHubError(f"refusing to post: the results say PR #{args.pr}, but the run's head commit "
+                                  f"{args.head_sha[:12]} is PR #{found}'s")
+        if args.pinned_sha is not None:
+            now = ((gh.pull(repo, args.pr).get("head") or {}).get("sha")) or "?"
+            if now != args.pinned_sha:
+                raise GitHubError(f"refusing to post: PR #{args.pr} moved from {args.pinned_sha[:12]} (benchmarked) "
+                                  f"to {now[:12]} since /bench was accepted")
+        action, comment = post_or_update(gh, repo, args.pr, body, login)
     except GitHubError as e:
         print(f"refbench: error: {e} (the comment body is in {out})", file=sys.stderr)
         return EXIT_ERROR
