@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Callable
 
 from . import fixtures as fx, hyperfine, results as rs
-from .backends.process import run_group
+from .backends.process import child_env, run_group
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
@@ -174,7 +174,8 @@ class Runner:
         self.steps_total = 0
         self.steps_done = 0
         self.steps_seconds = 0.0
-        self.base_env = {**os.environ, **plan.backend.env}
+        # allow-listed: no token or secret of refbench's reaches the benchmarked commands
+        self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset())), **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None) -> dict:

@@ -169,3 +169,97 @@ def test_cache_poisoning_a_pr_that_moved_after_bench_was_accepted_gets_no_commen
     gh.pulls = [_pull(7)]
     proc = post_to(gh, results_file, "7", "--pinned-sha", HEAD_SHA)
     assert proc.returncode == 0, proc.stderr
+
+
+# ---- 6: secrets do not reach the benchmarked code -------------------------------------------
+SECRETS = {"GITHUB_TOKEN": "ghs_secret", "AWS_SECRET_ACCESS_KEY": "aws-secret", "AWS_ACCESS_KEY_ID": "AKIASECRET",
+           "REFBENCH_HISTORY_URL": "postgresql://u:hunter2@db.invalid/h", "ACTIONS_RUNTIME_TOKEN": "runtime-token-secret"}
+
+
+def _secrets_in(text: str) -> list[str]:
+    return [k for k, v in SECRETS.items() if v in text]
+
+
+def test_secrets_the_benchmarked_commands_environment_holds_no_token(tmp_path, monkeypatch):
+    import os
+    import shutil
+    from conftest import need
+    from test_runner import run
+    if not shutil.which("hyperfine"):
+        need("hyperfine", "the real hyperfine runs the benchmarked command")
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    target = tmp_path / "fake-1.00"  # the "binary" every build runs: writes down what it was given
+    target.write_text('#!/bin/sh\nenv > "$(dirname "$0")/env-$$.txt"\n')
+    target.chmod(0o755)
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, setup="env > {{ work }}/setup-env.txt")
+    seen = [p.read_text() for p in tmp_path.glob("env-*.txt")]
+    seen += [p.read_text() for p in tmp_path.rglob("setup-env.txt")]
+    assert len(seen) >= 3, "the command and the setup ran"
+    for text in seen:
+        assert not _secrets_in(text), text
+        assert f"PATH={os.environ['PATH']}" in text  # what the command needs still gets through
+
+
+def test_secrets_minio_and_kubo_do_not_inherit_them(tmp_path, monkeypatch):
+    import shutil
+    from conftest import need
+    from refbench.backends.minio import MinioServer
+    from refbench import paths
+    if not paths.find_tool("minio"):
+        need("minio", "the embedded S3 server")
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    server = MinioServer(tmp_path).start()
+    try:
+        environ = Path(f"/proc/{server.proc.pid}/environ").read_bytes().decode(errors="replace")
+    finally:
+        server.stop()
+    assert not _secrets_in(environ), environ
+    assert "MINIO_ROOT_USER=" in environ
+    ipfs = shutil.which("ipfs")
+    if ipfs:  # kubo is built per test run; its repo commands go through the same allow-list
+        from refbench.backends import ipfs as ip
+        assert "child_env()" in Path(ip.__file__).read_text() and "os.environ, **self.env" not in Path(ip.__file__).read_text()
+
+
+def test_secrets_verbose_raises_only_refbenchs_logger_not_botocores(tmp_path):
+    import subprocess
+    import sys
+    script = ("import logging\nfrom refbench import cli\ntry:\n    cli.main(['clean', '--remote', '-v'])\n"
+              "except SystemExit:\n    pass\n"
+              "print(logging.getLogger('botocore.endpoint').isEnabledFor(logging.DEBUG),"
+              " logging.getLogger('refbench.runner').isEnabledFor(logging.DEBUG))")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, timeout=60)
+    assert proc.stdout.split() == ["False", "True"], proc.stdout + proc.stderr
+
+
+def test_secrets_an_unsupported_history_url_scheme_does_not_print_its_password():
+    import pytest
+    from refbench.errors import RefbenchError
+    from refbench.history import History
+    with pytest.raises(RefbenchError) as e:
+        History("mysql://bench:hunter2@db.invalid:3306/h")
+    assert "hunter2" not in str(e.value) and "mysql://bench:***@db.invalid:3306/h" in str(e.value)
+
+
+def test_secrets_nightly_gives_the_history_url_to_one_step_and_keeps_no_token_in_git_config():
+    text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
+    assert text.count("secrets.REFBENCH_HISTORY_URL") == 2  # the one step's env, and a yes/no for the job
+    assert "REFBENCH_HISTORY_URL: ${{ secrets.REFBENCH_HISTORY_URL }}" in text.split("- name: Nightly comparison")[1] \
+        .split("- name:")[0]
+    assert "${REFBENCH_HISTORY_URL" not in text and "--history \"$REFBENCH" not in text  # never on a command line
+    checkouts = text.split("uses: actions/checkout@v4")[1:]
+    assert len(checkouts) == 2 and all("persist-credentials: false" in c.split("- ")[0] for c in checkouts)
+
+
+def test_secrets_only_a_users_own_bucket_passes_the_users_aws_credentials(monkeypatch):
+    from refbench.backends.process import child_env
+    from refbench.backends.s3 import S3Backend
+    for k, v in SECRETS.items():
+        monkeypatch.setenv(k, v)
+    user, embedded = S3Backend.planned("mybucket", "refbench", None), S3Backend.planned(None, "refbench", None)
+    assert child_env(user.pass_env)["AWS_SECRET_ACCESS_KEY"] == "aws-secret"  # -b: the user's own credentials
+    assert "AWS_SECRET_ACCESS_KEY" not in child_env(embedded.pass_env)
+    assert "GITHUB_TOKEN" not in child_env(user.pass_env) and "REFBENCH_HISTORY_URL" not in child_env(user.pass_env)

@@ -8,6 +8,35 @@ import signal
 import subprocess
 
 
+# What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
+# commands, MinIO, kubo) sees of refbench's own environment: an allow-list, because that
+# environment can hold GITHUB_TOKEN, the user's AWS secrets or the history database's password,
+# and the benchmarked code is a pull request's. REFBENCH_PASS_ENV (names, space or comma
+# separated) lets more through on purpose.
+PASS_ENV = frozenset((
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP", "TMP",
+    "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+    "GOROOT", "GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
+    "GONOPROXY", "GOTOOLCHAIN", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK", "GOAMD64",
+))
+PASS_PREFIXES = ("LC_",)
+# a user's own bucket (-b): the commands need the user's credentials and proxy for it, nothing else
+USER_BUCKET_ENV = frozenset((
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
+    "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE",
+    "AWS_ENDPOINT_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+))
+
+
+def child_env(also: frozenset[str] = frozenset(), env: dict | None = None) -> dict[str, str]:
+    """The allow-listed part of `env` (default os.environ), plus the names in `also` and in
+    REFBENCH_PASS_ENV."""
+    env = os.environ if env is None else env
+    extra = set(os.environ.get("REFBENCH_PASS_ENV", "").replace(",", " ").split())
+    return {k: v for k, v in env.items()
+            if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
+
+
 def die_with_parent() -> None:
     """preexec_fn for servers refbench starts: if refbench is killed outright (SIGKILL, a CI
     timeout), the kernel sends the server SIGTERM rather than leave it running forever."""
