@@ -263,3 +263,86 @@ def test_secrets_only_a_users_own_bucket_passes_the_users_aws_credentials(monkey
     assert child_env(user.pass_env)["AWS_SECRET_ACCESS_KEY"] == "aws-secret"  # -b: the user's own credentials
     assert "AWS_SECRET_ACCESS_KEY" not in child_env(embedded.pass_env)
     assert "GITHUB_TOKEN" not in child_env(user.pass_env) and "REFBENCH_HISTORY_URL" not in child_env(user.pass_env)
+
+
+# ---- 7 and 8: kill -9 of refbench leaves nothing running, and its objects go at once -------------
+def _comm(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.slow
+def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept_at_once(
+        minio, s5_origin, builds_dir, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+    from conftest import run_bench
+    from test_longrun import descendants
+
+    server, client = minio
+    env = {**os.environ, **{k: v for k, v in server.env.items() if k != "S3_ENDPOINT_URL"}}
+    env.pop("REFBENCH_LEASE_TTL", None)  # the default 10 min: the sweep must not wait for it
+
+    def keys(prefix):
+        out = []
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket="testbucket", Prefix=prefix):
+            out += [o["Key"] for o in page.get("Contents", [])]
+        return out
+
+    args = ["-s", "v1.0.0", "v1.0.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+            "-b", "testbucket", "--endpoint-url", server.endpoint, "-p", "sigkill", "--quick"]
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench.py"), *args, "--only", "small files", "-r", "40",
+                             "-o", str(tmp_path / "killed.md")], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tree: list[int] = []
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # until hyperfine is measuring the target
+        tree = descendants(proc.pid)
+        names = {_comm(p) for p in tree}
+        if "hyperfine" in names and "s5cmd" in names and len(keys("sigkill/")) > 20:
+            break
+        time.sleep(0.05)
+    assert "hyperfine" in {_comm(p) for p in tree}, "the run never got to hyperfine"
+    proc.kill()  # refbench alone: what it started must go by itself
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 5
+    alive = [p for p in tree if p != proc.pid and _comm(p) is not None]
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in tree if p != proc.pid and _comm(p) is not None]
+    assert not alive, [(p, _comm(p)) for p in alive]  # no hyperfine, no s5cmd, no sh left running
+    left = keys("sigkill/")
+    assert any(k.endswith("/.refbench-lease.json") for k in left), left[:5]
+    dead = left[0].split("/")[1]
+    # the lease has 10 minutes to go, but its process is provably gone: clean --remote sweeps it now
+    swept = run_bench("clean", "--remote", "-b", "testbucket", "-p", "sigkill", "--endpoint-url", server.endpoint,
+                      env=env, cwd=tmp_path, timeout=120)
+    assert swept.returncode == 0, swept.stderr
+    assert f"sigkill/{dead}/: " in swept.stdout and "killed on this host" in swept.stdout, swept.stdout
+    assert keys("sigkill/") == []
+
+
+def test_killed_run_lease_is_swept_early_only_when_this_host_proves_its_process_gone():
+    import os
+    import socket
+    import subprocess
+    from refbench import lease
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here = {"host": socket.gethostname(), **lease.host_identity()}
+    dead = {**here, "pid": gone.pid, "pid_start": "1"}
+    assert lease.owner_gone(dead)
+    parent = os.getppid()
+    assert not lease.owner_gone({**here, "pid": parent, "pid_start": lease.process_start(parent)})  # alive
+    assert lease.owner_gone({**here, "pid": parent, "pid_start": "0"})  # its pid was reused by another process
+    assert not lease.owner_gone({**dead, "host": "another-runner"})  # other hosts' leases wait for expiry
+    assert not lease.owner_gone({**dead, "boot_id": "a-boot-before-a-reboot"})
+    assert not lease.owner_gone({**dead, "pid_ns": "pid:[1]"})  # a container sharing the host name
+    assert not lease.owner_gone({**dead, "pid_start": None})  # an older lease: no start time, no proof

@@ -1,5 +1,6 @@
-"""Processes refbench starts: each in a process group of its own, stopped as a group, and (for
-servers) tied to refbench's life, so neither a Ctrl-C nor a SIGKILL of refbench leaves one behind."""
+"""Processes refbench starts: each in a process group of its own, stopped as a group, and tied to
+refbench's life (servers by a parent-death signal, command groups by a guard), so neither a
+Ctrl-C nor a SIGKILL of refbench leaves one behind."""
 from __future__ import annotations
 
 import contextlib
@@ -80,6 +81,7 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     if cpus:
         kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
     proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    guard = _group_guard(proc.pid)
     try:
         out, err = proc.communicate()
     except BaseException:
@@ -94,4 +96,35 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
         with contextlib.suppress(ProcessLookupError):  # grandchildren that outlived the leader
             os.killpg(proc.pid, signal.SIGKILL)
         raise
+    finally:
+        _release(guard)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+# The group's guard: a shell blocked reading a pipe only refbench holds open. If refbench dies,
+# even by SIGKILL, the pipe closes, `read` fails and the guard kills the whole group: hyperfine
+# and the benchmarked command with it (a parent-death signal reaches only hyperfine, whose
+# children would finish their round, or with -b keep writing to the user's bucket). When the
+# group is done, refbench writes a line: `read` succeeds and the guard exits without killing.
+_GUARD = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
+
+
+def _group_guard(pgid: int) -> subprocess.Popen | None:
+    try:
+        return subprocess.Popen(["sh", "-c", _GUARD, "refbench-guard", str(pgid)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:  # no sh: the group runs unguarded, as before
+        return None
+
+
+def _release(guard: subprocess.Popen | None) -> None:
+    if guard is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        guard.stdin.write(b"done\n")
+        guard.stdin.close()
+    try:
+        guard.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+        guard.wait()
