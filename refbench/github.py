@@ -44,10 +44,13 @@ class GitHub:
         self.token = token
         self.api = api_url.rstrip("/")
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(_PinnedRedirects(_origin(self.api)))
 
     def _request(self, method: str, url: str, body: dict | None = None) -> tuple[object, dict]:
         if not url.startswith(("http://", "https://")):
             url = self.api + url
+        elif _origin(url) != _origin(self.api):  # a Link header pointing elsewhere
+            raise GitHubError(f"refusing to send the token to {_origin(url)}: the API is {_origin(self.api)}")
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}",
@@ -57,7 +60,7 @@ class GitHub:
             **({"Content-Type": "application/json"} if data is not None else {}),
         })
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 raw = resp.read()
                 headers = {k.lower(): v for k, v in resp.headers.items()}
         except urllib.error.HTTPError as e:
@@ -96,6 +99,26 @@ class GitHub:
 
     def update_comment(self, repo: str, comment_id: int, body: str) -> dict:
         return self._request("PATCH", f"/repos/{repo}/issues/comments/{comment_id}", {"body": body})[0]
+
+
+def _origin(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class _PinnedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects on the API's own host only: urllib would carry the Authorization header
+    (the token) along to whatever host a redirect names."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        target = _origin(urllib.parse.urljoin(req.full_url, newurl))
+        if target != self.origin:
+            raise GitHubError(f"the API at {self.origin} redirected to {target}: not followed, the token "
+                              f"goes to {self.origin} only")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _next_link(link: str) -> str | None:
@@ -275,14 +298,14 @@ def _check_value(opt: str, kind: str, value: str) -> str:
             raise RefbenchError(f"/bench: {opt} expects a whole number from {lo} to {hi}, got {value!r}")
         return str(int(value))
     if kind == "duration":
-        if not _DURATION.match(value):
+        if not _DURATION.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a duration like 600, 90s, 10m or 1h30m, got {value!r}")
         return value
     if kind == "frac":
-        if not _FRAC.match(value):
+        if not _FRAC.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a fraction like 0.05 or 5%, got {value!r}")
         return value
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise RefbenchError(f"/bench: {opt} expects a scenario or step name (letters, digits, space, "
                             f"_ . / -), got {value!r}")
     return value

@@ -21,7 +21,7 @@ from typing import Callable
 from . import fixtures as fx, hyperfine, results as rs
 from .backends.process import child_env, run_group
 from .builds import Build
-from .config import Scenario, Step, render
+from .config import Scenario, Step, render, slugify
 from .errors import RunError
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from .stats import Comparison, Settings, compare, runs_for, should_stop
@@ -140,7 +140,8 @@ def template_values(scenario: Scenario, fixture: fx.FixtureFiles, i: int, build:
         "bin": str(build.binary), "extra": list(target_flags), "label": build.label, "index": i,
         "fixture": str(fixture.root), "file": str(fixture.first_file), "count": fixture.files,
         "size": fixture.spec.size, "seed": fixture.spec.seed, "work": str(sdir / f"b{i}"),
-        "dest": str(sdir / ("dest-" + (step.name if step else "scenario")).replace(" ", "-")),
+        # the slug, never the raw name: a step named `x/../../..` must not reach outside the workdir
+        "dest": str(sdir / ("dest-" + (slugify(step.name) if step else "scenario"))),
         "scenario": scenario.slug, "step": step.name if step else "",
     }
     v.update(backend.context_values(scenario.slug, build.label))

@@ -346,3 +346,89 @@ def test_killed_run_lease_is_swept_early_only_when_this_host_proves_its_process_
     assert not lease.owner_gone({**dead, "boot_id": "a-boot-before-a-reboot"})
     assert not lease.owner_gone({**dead, "pid_ns": "pid:[1]"})  # a container sharing the host name
     assert not lease.owner_gone({**dead, "pid_start": None})  # an older lease: no start time, no proof
+
+
+# ---- 10: smaller holes -----------------------------------------------------------------------
+@pytest.mark.parametrize("text", ["master\n", "v1.0.0\n", "7\n", "abc1234\n"])
+def test_validators_refuse_a_trailing_newline(text):
+    from refbench import refs
+    from refbench.errors import RefError, RefbenchError
+    from refbench.github import REPO_NAME, parse_bench_command
+    from refbench.pipeline import valid_bucket
+    with pytest.raises(RefError):
+        refs.classify(text)
+    assert not REPO_NAME.fullmatch("acme/tool\n") and not valid_bucket("bucket\n")
+    for body in ("/bench --only 'small files\n'", "/bench --budget '10m\n'", "/bench --threshold '5%\n'"):
+        with pytest.raises(RefbenchError):
+            parse_bench_command(body)
+
+
+def test_download_dir_comes_from_the_step_slug_not_its_raw_name(tmp_path):
+    from refbench.config import Fixture, Scenario, Step
+    from refbench.fixtures import FixtureFiles
+    from refbench.runner import template_values
+    from test_runner import builds
+    from fakes.backend import FakeBackend
+    spec = Fixture(kind="sparse", size=1, count=1)
+    step = Step("x/../../../etc", "{{ bin }}")
+    sc = Scenario("s", "t", spec, spec, (step,))
+    work = tmp_path / "work"
+    v = template_values(sc, FixtureFiles(spec, tmp_path, 1, 1, 0), 0, builds(tmp_path, 1.0)[0], step, work, [],
+                        FakeBackend(tmp_path / "remote"))
+    dest = Path(v["dest"])
+    assert dest.parent == work / sc.slug and ".." not in dest.parts and "/" not in dest.name
+
+
+def test_the_token_is_not_sent_along_a_redirect_to_another_host(results_file):
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from test_github import bench
+    seen = []
+
+    class Elsewhere(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            seen.append(dict(self.headers))
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"[]")
+
+    other = ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Api(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{other.server_address[1]}{self.path}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    for srv in (other, api):
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        proc = bench("comment", "--repo", "acme/tool", "--pr", "7", str(results_file),
+                     env={"GITHUB_API_URL": f"http://127.0.0.1:{api.server_address[1]}", "GITHUB_TOKEN": TOKEN})
+    finally:
+        for srv in (other, api):
+            srv.shutdown()
+            srv.server_close()
+    assert proc.returncode == 2 and "redirected" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert not seen  # the other host never got the token (nor any request)
+
+
+def test_build_defaults_to_the_usual_builds_dir_not_one_inside_the_package(monkeypatch, tmp_path):
+    from refbench import paths
+    from refbench.commands import build
+    monkeypatch.delenv("REFBENCH_BUILDS_DIR", raising=False)
+    monkeypatch.setattr(paths, "CHECKOUT", None)  # as installed from a wheel
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = build.parser().parse_args(["-s", "v1", "--out", str(tmp_path)]).builds_dir
+    assert default == str(tmp_path / "xdg" / "refbench" / "builds")
+    assert not default.startswith(str(paths.PACKAGE_DIR))

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
         print(f"refbench: wrote the comment body to {out} (dry run: nothing posted)", file=sys.stderr)
         return EXIT_OK
     repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
-    if not REPO_NAME.match(repo):
+    if not REPO_NAME.fullmatch(repo):
         raise RefbenchError(f"--repo must be OWNER/NAME, got {repo!r} (the comment body is in {out})")
     if not args.pr or args.pr < 1:
         raise RefbenchError(f"--pr must be a pull-request number (the comment body is in {out})")
