@@ -432,3 +432,50 @@ def test_build_defaults_to_the_usual_builds_dir_not_one_inside_the_package(monke
     default = build.parser().parse_args(["-s", "v1", "--out", str(tmp_path)]).builds_dir
     assert default == str(tmp_path / "xdg" / "refbench" / "builds")
     assert not default.startswith(str(paths.PACKAGE_DIR))
+
+
+@pytest.mark.slow
+def test_s3restore_honours_session_tokens_and_profiles(minio, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import boto3
+    from conftest import need
+    from refbench import paths
+    if not shutil.which("go"):
+        need("go", "builds refbench-s3restore from its bundled source")
+    server, client = minio
+    binary = tmp_path / "s3restore"
+    with paths.tool_source("s3restore") as src:
+        built = subprocess.run(["go", "build", "-o", str(binary), "."], cwd=src, capture_output=True, text=True,
+                               timeout=600)
+    assert built.returncode == 0, built.stderr
+    bucket = "restoretest"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+    def delete_all():
+        for i in range(3):
+            client.put_object(Bucket=bucket, Key=f"area/{i}", Body=b"x")
+            client.delete_object(Bucket=bucket, Key=f"area/{i}")
+        assert client.list_objects_v2(Bucket=bucket, Prefix="area/").get("KeyCount") == 0
+
+    def restore(env):
+        base = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "S3_ENDPOINT_URL": server.endpoint}
+        proc = subprocess.run([str(binary), f"s3://{bucket}/area/"], env={**base, **env}, capture_output=True,
+                              text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert client.list_objects_v2(Bucket=bucket, Prefix="area/").get("KeyCount") == 3
+
+    sts = boto3.client("sts", endpoint_url=server.endpoint, region_name="us-east-1",
+                       aws_access_key_id=server.env["AWS_ACCESS_KEY_ID"],
+                       aws_secret_access_key=server.env["AWS_SECRET_ACCESS_KEY"])
+    temp = sts.assume_role(RoleArn="arn:xxx:xxx:xxx:xxxx", RoleSessionName="refbench")["Credentials"]
+    delete_all()
+    restore({"AWS_ACCESS_KEY_ID": temp["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": temp["SecretAccessKey"],
+             "AWS_SESSION_TOKEN": temp["SessionToken"]})
+    creds = tmp_path / "credentials"
+    creds.write_text(f"[bench]\naws_access_key_id = {server.env['AWS_ACCESS_KEY_ID']}\n"
+                     f"aws_secret_access_key = {server.env['AWS_SECRET_ACCESS_KEY']}\n")
+    delete_all()
+    restore({"AWS_PROFILE": "bench", "AWS_SHARED_CREDENTIALS_FILE": str(creds)})
