@@ -120,20 +120,17 @@ class Expr:
         self.i += 1
         return tok
 
-    def _or(self):
-        left = self._and()
-        while self._peek()[1] == "||":
-            self._take()
-            right = self._and()
-            left = left if _truthy(left) else right
-        return left
+    def _or(self):  # a || b: a if a is truthy, else b
+        return self._chain("||", self._and, lambda a, b: a if _truthy(a) else b)
 
-    def _and(self):
-        left = self._cmp()
-        while self._peek()[1] == "&&":
+    def _and(self):  # a && b: b if a is truthy, else a
+        return self._chain("&&", self._cmp, lambda a, b: b if _truthy(a) else a)
+
+    def _chain(self, op, operand, combine):
+        left = operand()
+        while self._peek()[1] == op:
             self._take()
-            right = self._cmp()
-            left = right if _truthy(left) else left
+            left = combine(left, operand())
         return left
 
     def _cmp(self):
