@@ -3,7 +3,6 @@ no bootstrap), with an HTTP API daemon where a scenario asks for one; removed wh
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import time
