@@ -321,12 +321,18 @@ def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept
     left = keys("sigkill/")
     assert any(k.endswith("/.refbench-lease.json") for k in left), left[:5]
     dead = left[0].split("/")[1]
-    # the lease has 10 minutes to go, but its process is provably gone: clean --remote sweeps it now
-    swept = run_bench("clean", "--remote", "-b", "testbucket", "-p", "sigkill", "--endpoint-url", server.endpoint,
-                      env=env, cwd=tmp_path, timeout=120)
-    assert swept.returncode == 0, swept.stderr
-    assert f"sigkill/{dead}/: " in swept.stdout and "killed on this host" in swept.stdout, swept.stdout
-    assert keys("sigkill/") == []
+    # the lease has 10 minutes to go, but its process is provably gone: clean --remote would remove
+    # it now, and the next run on this machine does
+    dry = run_bench("clean", "--remote", "--dry-run", "-b", "testbucket", "-p", "sigkill", "--endpoint-url",
+                    server.endpoint, env=env, cwd=tmp_path, timeout=120)
+    assert dry.returncode == 0, dry.stderr
+    assert f"sigkill/{dead}/: " in dry.stdout and "killed on this host" in dry.stdout, dry.stdout
+    assert "would remove 1 prefixes" in dry.stdout, dry.stdout
+    nxt = run_bench(*args, "--only", "small files/remove", "-r", "1", "-w", "0", "--rounds", "1", "--no-rss",
+                    "-o", str(tmp_path / "next.md"), env=env, cwd=tmp_path, timeout=600)
+    assert nxt.returncode == 0, nxt.stderr
+    assert f"lease sweep: sigkill/{dead}/: " in nxt.stderr and "killed on this host" in nxt.stderr, nxt.stderr
+    assert keys("sigkill/") == []  # the dead run's objects and the next run's own are gone
 
 
 def test_killed_run_lease_is_swept_early_only_when_this_host_proves_its_process_gone():
