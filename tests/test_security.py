@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from conftest import run_bench
 from refbench.render.markdown import COMMENT_MARKER
 from test_github import TOKEN, gh, post, results_file  # noqa: F401  (pytest fixtures)
 
@@ -31,15 +34,6 @@ def test_comment_takeover_another_users_marker_comment_is_left_alone(gh, results
 
 
 # ---- 4: clean removes only what refbench made ------------------------------------------------
-def run_bench(*args, env=None, cwd=None, timeout=120):
-    import os
-    import subprocess
-    import sys
-    full = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, str(ROOT / "bench.py"), *args], capture_output=True, text=True,
-                          env=full, cwd=cwd, timeout=timeout)
-
-
 def test_clean_refuses_an_unmarked_directory_and_leaves_it_intact(tmp_path):
     home = tmp_path / "home"
     (home / "projects").mkdir(parents=True)
@@ -236,7 +230,6 @@ def test_secrets_verbose_raises_only_refbenchs_logger_not_botocores(tmp_path):
 
 
 def test_secrets_an_unsupported_history_url_scheme_does_not_print_its_password():
-    import pytest
     from refbench.errors import RefbenchError
     from refbench.history import History
     with pytest.raises(RefbenchError) as e:
@@ -273,8 +266,6 @@ def _comm(pid: int) -> str | None:
         return None
 
 
-import pytest  # noqa: E402
-
 
 @pytest.mark.slow
 def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept_at_once(
@@ -283,7 +274,6 @@ def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept
     import subprocess
     import sys
     import time
-    from conftest import run_bench
     from test_longrun import descendants
 
     server, client = minio
