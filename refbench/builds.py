@@ -14,7 +14,6 @@ the same way, and gets its executable bit back: artifacts do not keep file modes
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import git
 
-from . import refs, results
+from . import paths, refs, results
 from .config import Target
 from .errors import BuildError, RefError
 
@@ -126,16 +125,7 @@ def origin_slug(url: str) -> str:
     return f"{tail}-{hashlib.sha256(norm.encode()).hexdigest()[:10]}"
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """Serialise concurrent refbench processes working on the same clone or build."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+_locked = paths.locked  # one lock helper for builds and fixtures
 
 
 class Builder:
@@ -150,7 +140,7 @@ class Builder:
             raise BuildError(f"target {target.name!r} declares no Go module/package; "
                              "--source module needs both in scenarios.toml")
         self.target = target
-        self.builds_dir = Path(builds_dir).resolve()
+        self.builds_dir = paths.make_cache_dir(Path(builds_dir).resolve())  # marked: `clean` may remove it
         self.repo_url = repo_url or target.repo
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))

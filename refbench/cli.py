@@ -19,8 +19,10 @@ SUBCOMMANDS = tuple(commands.COMMANDS)
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    # -v raises refbench's own logger only: botocore's DEBUG log holds signed request headers
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if verbose:
+        logging.getLogger("refbench").setLevel(logging.DEBUG)
     _install_signal_handlers()
     from . import hyperfine
     # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import results
+from . import paths, results
 from .config import Fixture, human_bytes
 from .errors import RunError
 
@@ -81,19 +81,28 @@ def ensure(spec: Fixture, cache_dir: Path) -> FixtureFiles:
     marker = marker_path(root)
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)
+    made = FixtureFiles(spec, root, files, total, allocated)
     if marker.exists():
-        return FixtureFiles(spec, root, files, total, allocated)
-    if root.exists():
-        shutil.rmtree(root)
-    root.mkdir(parents=True)
-    if spec.kind == "sparse":
-        write_sparse(root, spec.size, spec.count)
-    elif spec.kind == "random":
-        write_random(root, spec.size, spec.count, spec.seed)
-    else:
-        write_tree(root, spec, plan)
-    marker.write_text(json.dumps({"files": files, "bytes": total}))
-    return FixtureFiles(spec, root, files, total, allocated)
+        return made
+    # two runs with a cold cache must not delete each other's half-written fixture: one writes it
+    # (into a directory of its own, renamed into place when complete) while the other waits
+    with paths.locked(root.with_name(root.name + ".lock")):
+        if marker.exists():  # the other run made it while this one waited
+            return made
+        tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
+        for d in (tmp, root):
+            if d.exists():
+                shutil.rmtree(d)
+        tmp.mkdir()
+        if spec.kind == "sparse":
+            write_sparse(tmp, spec.size, spec.count)
+        elif spec.kind == "random":
+            write_random(tmp, spec.size, spec.count, spec.seed)
+        else:
+            write_tree(tmp, spec, plan)
+        tmp.rename(root)
+        marker.write_text(json.dumps({"files": files, "bytes": total}))
+    return made
 
 
 def marker_path(root: Path) -> Path:

@@ -27,6 +27,8 @@ from .errors import RefbenchError
 DEFAULT_API = "https://api.github.com"
 MAX_BODY = 65536  # GitHub rejects longer comment bodies with 422
 TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+#: who posts with a workflow's GITHUB_TOKEN; a personal token posts as its user (--bot-login)
+DEFAULT_BOT_LOGIN = "github-actions[bot]"
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 
 
@@ -42,10 +44,13 @@ class GitHub:
         self.token = token
         self.api = api_url.rstrip("/")
         self.timeout = timeout
+        self._opener = urllib.request.build_opener(_PinnedRedirects(_origin(self.api)))
 
     def _request(self, method: str, url: str, body: dict | None = None) -> tuple[object, dict]:
         if not url.startswith(("http://", "https://")):
             url = self.api + url
+        elif _origin(url) != _origin(self.api):  # a Link header pointing elsewhere
+            raise GitHubError(f"refusing to send the token to {_origin(url)}: the API is {_origin(self.api)}")
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(url, data=data, method=method, headers={
             "Authorization": f"Bearer {self.token}",
@@ -55,7 +60,7 @@ class GitHub:
             **({"Content-Type": "application/json"} if data is not None else {}),
         })
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 raw = resp.read()
                 headers = {k.lower(): v for k, v in resp.headers.items()}
         except urllib.error.HTTPError as e:
@@ -80,11 +85,40 @@ class GitHub:
             url = nxt
         return out
 
+    def pull(self, repo: str, number: int) -> dict:
+        return self._request("GET", f"/repos/{repo}/pulls/{number}")[0] or {}
+
+    def pulls_with_head(self, repo: str, head_repo: str, branch: str) -> list[dict]:
+        """Open and closed pull requests of `repo` whose head is `branch` of `head_repo`."""
+        owner = head_repo.split("/", 1)[0]
+        query = urllib.parse.urlencode({"state": "all", "head": f"{owner}:{branch}", "per_page": 100})
+        return self._request("GET", f"/repos/{repo}/pulls?{query}")[0] or []
+
     def create_comment(self, repo: str, pr: int, body: str) -> dict:
         return self._request("POST", f"/repos/{repo}/issues/{pr}/comments", {"body": body})[0]
 
     def update_comment(self, repo: str, comment_id: int, body: str) -> dict:
         return self._request("PATCH", f"/repos/{repo}/issues/comments/{comment_id}", {"body": body})[0]
+
+
+def _origin(url: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+class _PinnedRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow redirects on the API's own host only: urllib would carry the Authorization header
+    (the token) along to whatever host a redirect names."""
+
+    def __init__(self, origin: str):
+        self.origin = origin
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        target = _origin(urllib.parse.urljoin(req.full_url, newurl))
+        if target != self.origin:
+            raise GitHubError(f"the API at {self.origin} redirected to {target}: not followed, the token "
+                              f"goes to {self.origin} only")
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _next_link(link: str) -> str | None:
@@ -127,8 +161,29 @@ def _http_error(method: str, url: str, e: urllib.error.HTTPError) -> GitHubError
 
 
 # ---- the comment ---------------------------------------------------------------------------
+_ZW = "\u200b"  # zero-width space: invisible, but breaks what GitHub would turn into a link or ping
+_NEUTRALISE = (
+    (re.compile(r"@(?=[A-Za-z0-9])"), "@" + _ZW),             # @user, @org/team: no notification
+    (re.compile(r"\]\s*\("), "]" + _ZW + "("),                 # [text](url), ![img](url)
+    (re.compile(r"\]\s*\["), "]" + _ZW + "["),                 # [text][ref]
+    (re.compile(r"(?i)(?<=[a-z])://"), ":" + _ZW + "//"),     # bare URLs GitHub autolinks
+    (re.compile(r"(?i)\bwww\."), "www" + _ZW + "."),
+    (re.compile(r"#(?=\d)"), "#" + _ZW),                      # #123 and owner/repo#123 cross-references
+    (re.compile(r"(?i)<(?=/?\s*(?:a|img|picture|source|video|iframe|form|area)\b)"), "&lt;"),
+)
+
+
+def neutralise(text: str) -> str:
+    """Text from a results file, made inert for a comment: results come from a run of the PR's own
+    code, so they can hold anything; here no @-mention pings anyone, no issue is cross-referenced,
+    and no link, image or HTML anchor is clickable. What a reader sees stays the same."""
+    for pattern, repl in _NEUTRALISE:
+        text = pattern.sub(repl, text)
+    return text
+
+
 def comment_body(results: Results, link: str | None = None) -> str:
-    body = render_markdown(results, "github")
+    body = neutralise(render_markdown(results, "github"))
     if not body.lstrip().startswith(COMMENT_MARKER):
         body = f"{COMMENT_MARKER}\n{body}"
     if link:
@@ -139,16 +194,38 @@ def comment_body(results: Results, link: str | None = None) -> str:
     return body
 
 
-def find_own_comment(comments: list[dict]) -> dict | None:
-    """The bot's earlier comment: the first one whose body starts with the hidden marker."""
+def find_own_comment(comments: list[dict], login: str = DEFAULT_BOT_LOGIN) -> dict | None:
+    """The bot's earlier comment: the first one written by the bot's own login whose body starts
+    with the hidden marker. The login matters: anyone can paste the marker into a comment, and the
+    bot must not then edit (take over) someone else's comment."""
     for c in comments:
-        if str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
+        author = (c.get("user") or {}).get("login") if isinstance(c.get("user"), dict) else None
+        if author == login and str(c.get("body") or "").lstrip().startswith(COMMENT_MARKER):
             return c
     return None
 
 
-def post_or_update(gh: GitHub, repo: str, pr: int, body: str) -> tuple[str, dict]:
-    mine = find_own_comment(gh.list_comments(repo, pr))
+def pull_request_of(gh: GitHub, repo: str, head_sha: str, head_repo: str, branch: str) -> int:
+    """The pull request whose head is `head_sha` on `branch` of `head_repo`, asked of the API: a
+    workflow_run event names the commit and repository it ran on, never the pull request (for a
+    fork it leaves `pull_requests` empty), and the number in the run's artifact is the PR's own
+    code talking."""
+    if not re.fullmatch(r"[0-9a-f]{40}", head_sha or ""):
+        raise GitHubError(f"--head-sha must be a 40-digit commit SHA, got {head_sha!r}")
+    if not REPO_NAME.fullmatch(head_repo or ""):
+        raise GitHubError(f"--head-repo must be OWNER/NAME, got {head_repo!r}")
+    found = sorted({int(p["number"]) for p in gh.pulls_with_head(repo, head_repo, branch)
+                    if (p.get("head") or {}).get("sha") == head_sha
+                    and ((p.get("head") or {}).get("repo") or {}).get("full_name") == head_repo})
+    if len(found) != 1:
+        what = "no pull request" if not found else f"{len(found)} pull requests ({found})"
+        raise GitHubError(f"{what} of {repo} has head {head_sha[:12]} on {head_repo}:{branch}")
+    return found[0]
+
+
+def post_or_update(gh: GitHub, repo: str, pr: int, body: str,
+                   login: str = DEFAULT_BOT_LOGIN) -> tuple[str, dict]:
+    mine = find_own_comment(gh.list_comments(repo, pr), login)
     if mine is not None:
         return "updated", gh.update_comment(repo, int(mine["id"]), body)
     return "created", gh.create_comment(repo, pr, body)
@@ -221,14 +298,14 @@ def _check_value(opt: str, kind: str, value: str) -> str:
             raise RefbenchError(f"/bench: {opt} expects a whole number from {lo} to {hi}, got {value!r}")
         return str(int(value))
     if kind == "duration":
-        if not _DURATION.match(value):
+        if not _DURATION.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a duration like 600, 90s, 10m or 1h30m, got {value!r}")
         return value
     if kind == "frac":
-        if not _FRAC.match(value):
+        if not _FRAC.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a fraction like 0.05 or 5%, got {value!r}")
         return value
-    if not _NAME.match(value):
+    if not _NAME.fullmatch(value):
         raise RefbenchError(f"/bench: {opt} expects a scenario or step name (letters, digits, space, "
                             f"_ . / -), got {value!r}")
     return value

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -144,6 +145,11 @@ def is_url(where: str) -> bool:
     return "://" in str(where)
 
 
+def mask_url(url: str) -> str:
+    """A URL fit for a message or a log: its password, if any, replaced by ***."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:)[^/@]*@", r"\1***@", str(url))
+
+
 class History:
     """A history store; `with History(...) as h:` or h.close()."""
 
@@ -157,7 +163,7 @@ class History:
             self.engine = sa.create_engine(url, pool_pre_ping=True)
             self.kind = "postgresql"
         elif is_url(where) and not where.startswith("sqlite:"):
-            raise RefbenchError(f"--history {where!r}: expected a SQLite file or a postgresql:// URL")
+            raise RefbenchError(f"--history {mask_url(where)!r}: expected a SQLite file or a postgresql:// URL")
         else:
             path = Path(where.removeprefix("sqlite:///")).expanduser()
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,9 @@ same bucket and ``-p``, and ``./bench.py clean --remote -b BUCKET -p PREFIX``, l
 children of ``PREFIX/`` (one level, exactly where runs put their prefixes) and remove those whose
 lease expired. Expiry is judged by the *server's* clock (the lease object's LastModified against
 the Date of the server's reply), so clock skew between hosts cannot make a live run look dead.
-Never touched: a prefix whose lease is live; a prefix without a lease (not known to be a run's:
+A run killed on *this* host is swept at once: its lease names this host, boot and pid namespace,
+and no process with its pid and start time runs any more. Never touched: a prefix whose lease is
+live (and whose owner is not provably gone); a prefix without a lease (not known to be a run's:
 listed, never removed); a lease that names another prefix than the one it sits in; a lease whose
 owner process is still running on this host; anything outside ``PREFIX/``.
 """
@@ -105,6 +107,39 @@ def owner_alive(pid: int | None, start: str | None) -> bool | None:
     return now is None or now == start
 
 
+def host_identity() -> dict[str, str | None]:
+    """What a pid in a lease means on this machine: the boot (after a reboot, pids start over)
+    and the pid namespace (containers can share a kernel and a host name, not their pids)."""
+    try:
+        boot = open("/proc/sys/kernel/random/boot_id").read().strip() or None
+    except OSError:
+        boot = None
+    try:
+        ns = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        ns = None
+    return {"boot_id": boot, "pid_ns": ns}
+
+
+def owner_gone(data: dict) -> bool:
+    """True only when this host can prove a lease's run is dead: written on this host, in this
+    boot and pid namespace, and no process with its pid and start time runs. Then its prefix can
+    go at once instead of after the lease expires; any doubt (another host, a reboot, no start
+    time recorded) leaves it to expire."""
+    here = host_identity()
+    if data.get("host") != socket.gethostname() or not here["boot_id"] or not here["pid_ns"]:
+        return False
+    if data.get("boot_id") != here["boot_id"] or data.get("pid_ns") != here["pid_ns"]:
+        return False
+    try:
+        pid = int(data.get("pid") or 0)
+    except (TypeError, ValueError):
+        return False
+    if not pid or not data.get("pid_start") or pid == os.getpid():
+        return False
+    return owner_alive(pid, str(data["pid_start"])) is False
+
+
 # ---- the lease of this run ---------------------------------------------------------------------
 def lease_key(run_prefix: str) -> str:
     return f"{run_prefix.strip('/')}/{LEASE_NAME}"
@@ -133,6 +168,7 @@ class Lease:
         return json.dumps({
             "schema": LEASE_SCHEMA, "version": 1, "prefix": self.prefix.strip("/"),
             "host": socket.gethostname(), "pid": os.getpid(), "pid_start": process_start(os.getpid()),
+            **host_identity(),
             "started": _iso(self.started), "refreshed": _iso(now), "ttl_seconds": self.ttl,
             "expires": _iso(now + self.ttl),
         }, indent=1).encode()
@@ -181,10 +217,14 @@ class Found:
     ttl: float | None = None
     removed: int = 0  # objects (and versions) removed
     error: str = ""  # why removing it failed (the sweep goes on with the others)
+    gone: bool = False  # removed before expiry: its run was killed on this host, provably
 
     def describe(self) -> str:
         if self.state == "expired" and self.error:
             return f"{self.prefix}/: lease of {self.owner} expired, but removing it failed: {self.error}"
+        if self.state == "expired" and self.gone:
+            return f"{self.prefix}/: {self.owner} was killed on this host (its process is gone), " \
+                   f"{self.removed} objects removed"
         if self.state == "expired":
             return (f"{self.prefix}/: lease of {self.owner} expired {_dur(self.age - self.ttl)} ago, "
                     f"{self.removed} objects removed")
@@ -267,6 +307,8 @@ def inspect(client, bucket: str, child: str, now: float) -> Found:
     owner = f"{data.get('host', '?')} pid {data.get('pid', '?')}"
     age = now - modified
     found = Found(child, "expired" if age > ttl else "live", owner, age, ttl)
+    if found.state == "live" and owner_gone(data):
+        found.state, found.gone = "expired", True
     if found.state == "expired" and data.get("host") == socket.gethostname():
         with contextlib.suppress(TypeError, ValueError):
             if owner_alive(int(data.get("pid") or 0), data.get("pid_start")):

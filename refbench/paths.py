@@ -16,6 +16,7 @@ root and are linked into the tools directory by ``refbench setup``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.resources
 import os
@@ -113,6 +114,39 @@ def default_builds_dir() -> Path:
     if env:
         return Path(env).expanduser()
     return CHECKOUT / "builds" if CHECKOUT else cache_root() / "builds"
+
+
+#: the file that says "refbench made this directory": `clean` removes no directory without it
+CACHE_MARK = ".refbench-cache"
+
+
+def make_cache_dir(path: Path) -> Path:
+    """Create a cache directory (builds, fixtures) and mark it as refbench's. A directory that
+    already holds files of someone else's (say --builds-dir $HOME) is used but not marked, so
+    `refbench clean` refuses to remove it: it removes only what refbench made."""
+    path = Path(path)
+    fresh = not path.exists() or (path.is_dir() and not any(path.iterdir()))
+    path.mkdir(parents=True, exist_ok=True)
+    if fresh:
+        (path / CACHE_MARK).write_text("made by refbench; `refbench clean` may remove this directory\n")
+    return path
+
+
+def is_cache_dir(path: Path) -> bool:
+    """True when refbench made `path` (it holds the mark)."""
+    return (Path(path) / CACHE_MARK).is_file()
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Serialise concurrent refbench processes working on the same clone, build or fixture."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def tools_bin() -> Path:

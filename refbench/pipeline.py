@@ -184,7 +184,7 @@ def check_bucket(bucket: str | None, target) -> None:
 
 
 def valid_bucket(name: str) -> bool:
-    return bool(re.match(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", name)) and ".." not in name
+    return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
 def check_tools(embedded_minio: bool) -> None:

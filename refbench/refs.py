@@ -45,31 +45,31 @@ def validate(text: str) -> None:
     """Refuse anything that is not a plausible ref before it reaches git or a shell."""
     if not isinstance(text, str) or not text:
         raise RefError("not a valid ref: '' (empty)")
-    bad = (not _SAFE.match(text) or ".." in text or "//" in text or text.endswith((".", "/", ".lock"))
+    bad = (not _SAFE.fullmatch(text) or ".." in text or "//" in text or text.endswith((".", "/", ".lock"))
            or "/." in text or "@{" in text)
-    if bad and not _PR.match(text):
+    if bad and not _PR.fullmatch(text):
         raise RefError(f"not a valid ref: {text!r} (expected a tag, PR number, commit, branch, "
                        "latest_release or HEAD)")
 
 
 def classify(text: str) -> Ref:
     validate(text)
-    m = _PR.match(text)
+    m = _PR.fullmatch(text)
     if m:
         return Ref(text, "pr", int(m.group(1)))
     if text == "latest_release":
         return Ref(text, "latest_release")
     if text == "HEAD":
         return Ref(text, "head")
-    if _SEMVER.match(text):
+    if _SEMVER.fullmatch(text):
         return Ref(text, "tag")
-    if _SHA.match(text) and not text.isalpha():
+    if _SHA.fullmatch(text) and not text.isalpha():
         return Ref(text, "commit")
     return Ref(text, "branch")
 
 
 def semver_key(tag: str) -> tuple | None:
-    m = _SEMVER.match(tag)
+    m = _SEMVER.fullmatch(tag)
     if not m:
         return None
     pre = m.group("pre")
@@ -80,7 +80,7 @@ def semver_key(tag: str) -> tuple | None:
 
 
 def is_stable(tag: str) -> bool:
-    m = _SEMVER.match(tag)
+    m = _SEMVER.fullmatch(tag)
     return bool(m) and m.group("pre") is None
 
 
@@ -117,7 +117,7 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin") -> ResolvedRef:
     sha = _rev(repo, f"refs/remotes/{remote}/{text}")
     if sha:
         return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}")
-    if _SHA.match(text):
+    if _SHA.fullmatch(text):
         sha = _rev(repo, text)
         if sha:
             return ResolvedRef(text, "commit", sha, sha[:10])

@@ -19,9 +19,9 @@ from types import MappingProxyType
 from typing import Callable
 
 from . import fixtures as fx, hyperfine, results as rs
-from .backends.process import run_group
+from .backends.process import child_env, run_group
 from .builds import Build
-from .config import Scenario, Step, render
+from .config import Scenario, Step, render, slugify
 from .errors import RunError
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from .stats import Comparison, Settings, compare, runs_for, should_stop
@@ -140,7 +140,8 @@ def template_values(scenario: Scenario, fixture: fx.FixtureFiles, i: int, build:
         "bin": str(build.binary), "extra": list(target_flags), "label": build.label, "index": i,
         "fixture": str(fixture.root), "file": str(fixture.first_file), "count": fixture.files,
         "size": fixture.spec.size, "seed": fixture.spec.seed, "work": str(sdir / f"b{i}"),
-        "dest": str(sdir / ("dest-" + (step.name if step else "scenario")).replace(" ", "-")),
+        # the slug, never the raw name: a step named `x/../../..` must not reach outside the workdir
+        "dest": str(sdir / ("dest-" + (slugify(step.name) if step else "scenario"))),
         "scenario": scenario.slug, "step": step.name if step else "",
     }
     v.update(backend.context_values(scenario.slug, build.label))
@@ -174,7 +175,8 @@ class Runner:
         self.steps_total = 0
         self.steps_done = 0
         self.steps_seconds = 0.0
-        self.base_env = {**os.environ, **plan.backend.env}
+        # allow-listed: no token or secret of refbench's reaches the benchmarked commands
+        self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset())), **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None) -> dict:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -37,6 +38,8 @@ class FakeGitHub:
         self.fail: tuple[int, dict, dict] | None = None  # (status, json body, headers)
         self.next_id = 100
         self.page_size = 1  # tiny pages, so pagination (the Link header) is exercised
+        self.login = "github-actions[bot]"  # who the token posts as
+        self.pulls: list[dict] = []  # {"number", "head": {"sha", "ref", "repo": {"full_name"}}}
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,8 +78,18 @@ class FakeGitHub:
                         base = f"http://127.0.0.1:{fake.port}{path}"
                         headers["Link"] = f'<{base}?per_page=100&page={page + 1}>; rel="next"'
                     return self._send(200, chunk, headers)
+                if method == "GET" and len(rest) == 2 and rest[0] == "pulls":
+                    for p in fake.pulls:
+                        if p["number"] == int(rest[1]):
+                            return self._send(200, p)
+                    return self._send(404, {"message": "Not Found"})
+                if method == "GET" and rest == ["pulls"]:
+                    q = urllib.parse.parse_qs(query)
+                    owner, _, ref = q.get("head", [":"])[0].partition(":")
+                    return self._send(200, [p for p in fake.pulls if p["head"]["ref"] == ref
+                                            and p["head"]["repo"]["full_name"].split("/")[0] == owner])
                 if method == "POST" and len(rest) == 3 and rest[0] == "issues" and rest[2] == "comments":
-                    c = {"id": fake.next_id, "body": json.loads(raw)["body"],
+                    c = {"id": fake.next_id, "body": json.loads(raw)["body"], "user": {"login": fake.login},
                          "html_url": f"https://github.invalid/acme/tool/pull/{rest[1]}#c{fake.next_id}"}
                     fake.next_id += 1
                     fake.comments.append(c)
@@ -291,7 +304,11 @@ def test_example_workflows_pass_actionlint():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = {Path(f).name: Path(f).read_text() for f in files}
     # the job that runs PR code has no write permission; the one with write permission runs no PR code
-    assert ": write" not in text["bench-pr.yml"] and ": write" not in text["bench-command.yml"] and "secrets." not in text["bench-pr.yml"]
+    # (bench-command.yml: the bench job runs PR code read-only; its comment job, with write, runs none)
+    command_bench, command_comment = text["bench-command.yml"].split("\n  comment:\n")
+    assert ": write" not in text["bench-pr.yml"] and ": write" not in command_bench and "secrets." not in text["bench-pr.yml"]
+    assert "mode: comment" in command_comment and "checkout" not in command_comment and "secrets." not in command_comment
+    assert "permissions:" in command_bench.split("\n  bench:\n")[0] and ": write" not in command_bench.split("\n  bench:\n")[0]
     assert "pull_request_target" not in "".join(text.values())
     assert "workflow_run:" in text["bench-comment.yml"] and "pull-requests: write" in text["bench-comment.yml"]
     assert "${{ github.event.comment.body }}" not in text["bench-command.yml"].split("env:", 1)[0]

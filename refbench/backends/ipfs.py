@@ -3,7 +3,6 @@ no bootstrap), with an HTTP API daemon where a scenario asks for one; removed wh
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import time
@@ -11,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import RunError
-from .process import die_with_parent, stop_process
+from .process import child_env, die_with_parent, stop_process
 
 API_PLACEHOLDER = "http://127.0.0.1:<port>"  # a daemon's API before it starts
 
@@ -30,7 +29,7 @@ class IpfsRepo:
 
     def run(self, *args: str, timeout: float = 120) -> str:
         proc = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **self.env})
+                              env={**child_env(), **self.env})
         if proc.returncode != 0:
             raise RunError(f"ipfs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:] or ''}")
         return proc.stdout
@@ -50,7 +49,7 @@ class IpfsRepo:
     def start_daemon(self, log_path: Path, timeout: float = 60) -> None:
         with open(log_path, "w") as fh:
             self.daemon = subprocess.Popen([self.binary, "daemon", "--offline"], stdout=fh,
-                                           stderr=subprocess.STDOUT, env={**os.environ, **self.env},
+                                           stderr=subprocess.STDOUT, env={**child_env(), **self.env},
                                            start_new_session=True, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         api_file = self.path / "api"

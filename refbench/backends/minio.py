@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import RunError
 from ..paths import find_tool
 from .dirs import sweep_stale, tree_bytes, write_owner
-from .process import server_preexec, stop_process
+from .process import child_env, server_preexec, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class MinioServer:
                 log.debug("trash purge: %s", e)
 
     def start(self, timeout: float = 60) -> "MinioServer":
-        env = {**os.environ, "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+        env = {**child_env(), "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
                "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1",
                "MINIO_API_DELETE_CLEANUP_INTERVAL": DELETE_CLEANUP_INTERVAL}
         if self.cpus:

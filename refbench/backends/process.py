@@ -1,11 +1,41 @@
-"""Processes refbench starts: each in a process group of its own, stopped as a group, and (for
-servers) tied to refbench's life, so neither a Ctrl-C nor a SIGKILL of refbench leaves one behind."""
+"""Processes refbench starts: each in a process group of its own, stopped as a group, and tied to
+refbench's life (servers by a parent-death signal, command groups by a guard), so neither a
+Ctrl-C nor a SIGKILL of refbench leaves one behind."""
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
 import subprocess
+
+
+# What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
+# commands, MinIO, kubo) sees of refbench's own environment: an allow-list, because that
+# environment can hold GITHUB_TOKEN, the user's AWS secrets or the history database's password,
+# and the benchmarked code is a pull request's. REFBENCH_PASS_ENV (names, space or comma
+# separated) lets more through on purpose.
+PASS_ENV = frozenset((
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP", "TMP",
+    "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+    "GOROOT", "GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
+    "GONOPROXY", "GOTOOLCHAIN", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK", "GOAMD64",
+))
+PASS_PREFIXES = ("LC_",)
+# a user's own bucket (-b): the commands need the user's credentials and proxy for it, nothing else
+USER_BUCKET_ENV = frozenset((
+    "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",
+    "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE",
+    "AWS_ENDPOINT_URL", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+))
+
+
+def child_env(also: frozenset[str] = frozenset(), env: dict | None = None) -> dict[str, str]:
+    """The allow-listed part of `env` (default os.environ), plus the names in `also` and in
+    REFBENCH_PASS_ENV."""
+    env = os.environ if env is None else env
+    extra = set(os.environ.get("REFBENCH_PASS_ENV", "").replace(",", " ").split())
+    return {k: v for k, v in env.items()
+            if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
 
 
 def die_with_parent() -> None:
@@ -51,6 +81,7 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     if cpus:
         kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
     proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
+    guard = _group_guard(proc.pid)
     try:
         out, err = proc.communicate()
     except BaseException:
@@ -65,4 +96,35 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
         with contextlib.suppress(ProcessLookupError):  # grandchildren that outlived the leader
             os.killpg(proc.pid, signal.SIGKILL)
         raise
+    finally:
+        _release(guard)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+# The group's guard: a shell blocked reading a pipe only refbench holds open. If refbench dies,
+# even by SIGKILL, the pipe closes, `read` fails and the guard kills the whole group: hyperfine
+# and the benchmarked command with it (a parent-death signal reaches only hyperfine, whose
+# children would finish their round, or with -b keep writing to the user's bucket). When the
+# group is done, refbench writes a line: `read` succeeds and the guard exits without killing.
+_GUARD = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
+
+
+def _group_guard(pgid: int) -> subprocess.Popen | None:
+    try:
+        return subprocess.Popen(["sh", "-c", _GUARD, "refbench-guard", str(pgid)], stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    except OSError:  # no sh: the group runs unguarded, as before
+        return None
+
+
+def _release(guard: subprocess.Popen | None) -> None:
+    if guard is None:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        guard.stdin.write(b"done\n")
+        guard.stdin.close()
+    try:
+        guard.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        guard.kill()
+        guard.wait()

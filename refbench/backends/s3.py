@@ -16,6 +16,7 @@ from ..lease import Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..paths import find_tool
 from .minio import MinioServer, client_env, minio_data_parent
+from .process import USER_BUCKET_ENV
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +177,12 @@ class S3Backend:
     @property
     def env(self) -> dict[str, str]:
         return dict(self.extra_env)
+
+    @property
+    def pass_env(self) -> frozenset[str]:
+        """Names of refbench's environment its commands also get: the user's bucket needs the
+        user's credentials (and proxy); the embedded server's come in `env`, so none pass."""
+        return USER_BUCKET_ENV if self.base_prefix else frozenset()  # only a user's bucket has a base prefix
 
     def remote(self, scenario_slug: str) -> str:
         return f"s3://{self.bucket}/{self.prefix}/{scenario_slug}"

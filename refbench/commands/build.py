@@ -9,12 +9,10 @@ branch names) to the shards, so every shard compares the same code.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 from .. import builds as bl, paths
-from ..backends import PROJECT_ROOT
 from ._args import Parser
 from ..config import load_config
 from ..errors import EXIT_OK, RefbenchError
@@ -22,7 +20,7 @@ from ..errors import EXIT_OK, RefbenchError
 MANIFEST = "refbench-builds.json"
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     p = Parser(prog="bench.py build", description="build refs once (cached by commit + toolchain + build "
                 "command) and copy the binaries to --out, for --builds-dir on other machines")
     p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", required=True, metavar="REF")
@@ -31,9 +29,14 @@ def main(argv: list[str]) -> int:
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     p.add_argument("--source", choices=bl.SOURCES, default="git")
     p.add_argument("--scenarios", default=str(paths.bundled_scenarios()))
-    p.add_argument("--builds-dir", default=os.environ.get("REFBENCH_BUILDS_DIR", str(PROJECT_ROOT / "builds")),
+    # paths.default_builds_dir: installed, that is the user's cache, not a builds/ inside site-packages
+    p.add_argument("--builds-dir", default=str(paths.default_builds_dir()),
                    help="build cache to build in (default: the usual one)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     cfg = load_config(args.scenarios)
     target = cfg.targets.get(args.target)
     if target is None:

@@ -50,7 +50,15 @@ def main(argv: list[str]) -> int:
             print(f"removed {d}")
         print(f"removed {len(removed)} directories left by killed runs")
         return EXIT_OK
-    target = os.path.join(args.builds_dir, "fixtures") if args.fixtures_only else args.builds_dir
+    builds = Path(args.builds_dir).expanduser()
+    if not builds.exists():
+        print(f"nothing to remove: {builds} does not exist")
+        return EXIT_OK
+    if not paths.is_cache_dir(builds):
+        # REFBENCH_BUILDS_DIR=$HOME must not cost anyone their home directory
+        raise RefbenchError(f"{builds} was not made by refbench (it has no {paths.CACHE_MARK} file): "
+                            "refusing to remove it; remove what you want by hand")
+    target = builds / "fixtures" if args.fixtures_only else builds
     shutil.rmtree(target, ignore_errors=True)
     print(f"removed {target}")
     return EXIT_OK

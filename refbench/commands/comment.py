@@ -9,8 +9,8 @@ from pathlib import Path
 
 from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
-from ..github import (DEFAULT_API, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
-                      parse_bench_command, post_or_update)
+from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
+                      parse_bench_command, post_or_update, pull_request_of)
 from ._args import Parser
 
 
@@ -23,6 +23,15 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--api-url", default=None, help=f"REST API base URL (default: GITHUB_API_URL or {DEFAULT_API})")
     p.add_argument("--body-out", help="also write the comment body here (default: pr-comment.md beside results.json)")
     p.add_argument("--link", help="a URL to add at the end (e.g. the workflow run)")
+    p.add_argument("--bot-login", default=None,
+                   help=f"the login the comment is posted as; only its own marked comment is updated "
+                        f"(default: REFBENCH_BOT_LOGIN or {DEFAULT_BOT_LOGIN})")
+    p.add_argument("--head-sha", help="the commit a workflow_run ran on: the PR is looked up from it (with "
+                   "--head-repo and --head-branch) and must be --pr, else nothing is posted")
+    p.add_argument("--head-repo", help="with --head-sha: OWNER/NAME of the PR's head repository (a fork)")
+    p.add_argument("--head-branch", help="with --head-sha: the PR's head branch")
+    p.add_argument("--pinned-sha", help="the PR's head commit when /bench was accepted (the commit that was "
+                   "benchmarked); nothing is posted if the PR has moved on since")
     p.add_argument("--dry-run", action="store_true", help="write and print the body; do not call the API")
     p.add_argument("--parse-command", action="store_true",
                    help="read a /bench comment on stdin and print its allowed arguments, one per line")
@@ -51,7 +60,7 @@ def main(argv: list[str]) -> int:
         print(f"refbench: wrote the comment body to {out} (dry run: nothing posted)", file=sys.stderr)
         return EXIT_OK
     repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
-    if not REPO_NAME.match(repo):
+    if not REPO_NAME.fullmatch(repo):
         raise RefbenchError(f"--repo must be OWNER/NAME, got {repo!r} (the comment body is in {out})")
     if not args.pr or args.pr < 1:
         raise RefbenchError(f"--pr must be a pull-request number (the comment body is in {out})")
@@ -59,8 +68,20 @@ def main(argv: list[str]) -> int:
     if not token:
         raise RefbenchError(f"GITHUB_TOKEN is not set (the comment body is in {out})")
     api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+    login = args.bot_login or os.environ.get("REFBENCH_BOT_LOGIN") or DEFAULT_BOT_LOGIN
+    gh = GitHub(token, api)
     try:
-        action, comment = post_or_update(GitHub(token, api), repo, args.pr, body)
+        if args.head_sha is not None:
+            found = pull_request_of(gh, repo, args.head_sha, args.head_repo or "", args.head_branch or "")
+            if found != args.pr:
+                raise GitHubError(f"refusing to post: the results say PR #{args.pr}, but the run's head commit "
+                                  f"{args.head_sha[:12]} is PR #{found}'s")
+        if args.pinned_sha is not None:
+            now = ((gh.pull(repo, args.pr).get("head") or {}).get("sha")) or "?"
+            if now != args.pinned_sha:
+                raise GitHubError(f"refusing to post: PR #{args.pr} moved from {args.pinned_sha[:12]} (benchmarked) "
+                                  f"to {now[:12]} since /bench was accepted")
+        action, comment = post_or_update(gh, repo, args.pr, body, login)
     except GitHubError as e:
         print(f"refbench: error: {e} (the comment body is in {out})", file=sys.stderr)
         return EXIT_ERROR

@@ -40,8 +40,11 @@ def parser() -> argparse.ArgumentParser:
                "the trend page, and exit 1 on a new change point (or, with --alarm verdict, when a step turned "
                "slower tonight). Other options (--repo, --quick, --only, -r, -w, --rounds, --threshold, "
                "--builds-dir, ...) pass through to the comparison.")
-    p.add_argument("--history", required=True, metavar="DB",
-                   help="SQLite history file (created if missing) or a postgresql://user:pass@host/db URL")
+    # from the environment, so a URL with a password need not be on a command line (ps shows those)
+    p.add_argument("--history", default=os.environ.get("REFBENCH_HISTORY_URL") or None,
+                   required=not os.environ.get("REFBENCH_HISTORY_URL"), metavar="DB",
+                   help="SQLite history file (created if missing) or a postgresql://user:pass@host/db URL "
+                        "(default: REFBENCH_HISTORY_URL)")
     p.add_argument("--base", default="latest_release", help="baseline ref (default latest_release)")
     p.add_argument("--head", default="master", help="the ref to watch (default master)")
     p.add_argument("--since-last", action="store_true",

@@ -6,7 +6,11 @@
 //
 //	s3restore s3://bucket/prefix/
 //
-// Credentials and endpoint: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, S3_ENDPOINT_URL, AWS_REGION.
+// Credentials, as the AWS tools find them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+// AWS_SESSION_TOKEN (temporary credentials), else the profile AWS_PROFILE (default "default") of
+// the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, default ~/.aws/credentials). No
+// instance-metadata lookup: nothing may leave for a network address the run did not name.
+// Endpoint and region: S3_ENDPOINT_URL, AWS_REGION (else AWS_DEFAULT_REGION).
 package main
 
 import (
@@ -41,10 +45,17 @@ func main() {
 	if err != nil || u.Host == "" {
 		fail("bad S3_ENDPOINT_URL %q", endpoint)
 	}
+	region := os.Getenv("AWS_REGION")
+	if region == "" {
+		region = os.Getenv("AWS_DEFAULT_REGION")
+	}
 	client, err := minio.New(u.Host, &minio.Options{
-		Creds:  credentials.NewStaticV4(os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY"), ""),
+		Creds: credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},             // keys and the session token
+			&credentials.FileAWSCredentials{}, // AWS_PROFILE in AWS_SHARED_CREDENTIALS_FILE
+		}),
 		Secure: u.Scheme == "https",
-		Region: os.Getenv("AWS_REGION"),
+		Region: region,
 	})
 	if err != nil {
 		fail("%v", err)

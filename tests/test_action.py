@@ -1,0 +1,188 @@
+"""action.yml run as on a GitHub runner (tests/action_harness.py): its composite `run:` steps in
+bash with GITHUB_OUTPUT, GITHUB_ENV, GITHUB_PATH, GITHUB_STEP_SUMMARY and GITHUB_EVENT_PATH, for
+recorded pull_request, workflow_run and issue_comment events, against the local fake GitHub API.
+
+The `uses:` steps are NOT run (GitHub is unreachable, and they are GitHub's actions, not ours):
+actions/setup-python, setup-go, cache, cache/restore, upload-artifact and download-artifact are
+recorded as skipped, and each test says what stands in for them: the worktree's Python is the
+`python` setup-python would provide, and the comment tests put the artifact where
+download-artifact would. Two things inside run steps are stood in for too, so the tests stay
+fast and leave the shared tools alone: `pip install` of the Action (refbench runs from this
+worktree with its .venv instead) and `refbench setup` (it builds hyperfine and MinIO for minutes;
+the worktree's tools/bin is on PATH instead). Everything else runs for real.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from action_harness import ROOT, Runner
+from refbench.render.markdown import COMMENT_MARKER
+from test_github import TOKEN, gh  # noqa: F401  (the fake GitHub API fixture)
+
+EVENTS = ROOT / "tests" / "data" / "events"
+RESULTS = ROOT / "tests" / "data" / "results-s5cmd.json"  # a tiny committed results file
+
+
+def event(name: str, **replace: str) -> dict:
+    text = (EVENTS / f"{name}.json").read_text()
+    for k, v in replace.items():
+        text = text.replace(k, v)
+    return json.loads(text)
+
+
+def stand_ins(where: Path) -> Path:
+    """A bin dir with the `python` actions/setup-python would provide. Its `-m venv DIR` makes a
+    venv whose `python -m pip install` is skipped and whose `refbench` runs this worktree."""
+    bin_dir = where / "setup-python"
+    bin_dir.mkdir(parents=True)
+    py = sys.executable
+    (bin_dir / "python").write_text(f"""#!/bin/sh
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  mkdir -p "$3/bin"
+  cat > "$3/bin/python" <<'EOF'
+#!/bin/sh
+if [ "$1 $2 $3" = "-m pip install" ]; then echo "harness: pip install stood in for (refbench runs from the worktree)"; exit 0; fi
+exec {py} "$@"
+EOF
+  cat > "$3/bin/refbench" <<'EOF'
+#!/bin/sh
+if [ "$1" = "setup" ]; then echo "harness: refbench setup stood in for (the worktree's tools are on PATH)"; exit 0; fi
+exec {py} {ROOT / 'bench.py'} "$@"
+EOF
+  chmod +x "$3/bin/python" "$3/bin/refbench"
+  exit 0
+fi
+exec {py} "$@"
+""")
+    (bin_dir / "python").chmod(0o755)
+    return bin_dir
+
+
+def runner(tmp_path, event_name, payload, api_url, workspace=None, home=None) -> Runner:
+    import os
+    home = home or tmp_path / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REFBENCH_"))}
+    env["HOME"] = str(home)
+    return Runner(tmp_path / "job", event_name, payload, workspace or tmp_path, api_url=api_url, token=TOKEN,
+                  path_front=[stand_ins(tmp_path), ROOT / "tools" / "bin"], base_env=env)
+
+
+def put_artifact(r: Runner, pr: str) -> None:
+    """What actions/download-artifact does in comment mode: the run's artifact, in RUNNER_TEMP."""
+    d = r.temp / "refbench-results"
+    d.mkdir(parents=True)
+    shutil.copy(RESULTS, d / "results.json")
+    (d / "pr-number").write_text(pr + "\n")
+
+
+def outcomes(steps) -> dict[str, str]:
+    return {s.name: s.outcome for s in steps}
+
+
+def posted(gh) -> list[dict]:
+    return [r for r in gh.requests if r["method"] in ("POST", "PATCH")]
+
+
+# ---- mode: comment, from workflow_run ------------------------------------------------------------
+WR = event("workflow_run")["workflow_run"]
+
+
+def _the_pr(number=7, sha=WR["head_sha"]):
+    return {"number": number, "head": {"sha": sha, "ref": WR["head_branch"],
+                                       "repo": {"full_name": WR["head_repository"]["full_name"]}}}
+
+
+def test_comment_mode_on_workflow_run_posts_to_the_pr_the_api_names(gh, tmp_path):
+    gh.pulls = [_the_pr(7), _the_pr(8, sha="0" * 40)]
+    r = runner(tmp_path, "workflow_run", event("workflow_run"), gh.url)
+    put_artifact(r, "7")
+    steps = r.run({"mode": "comment"})
+    done = outcomes(steps)
+    assert done["Install refbench"] == "success"
+    assert done["actions/download-artifact@v4"] == "skipped (uses: actions/download-artifact@v4)"
+    assert done["Benchmark"].startswith("skipped (if:")
+    post = next(s for s in steps if s.name == "Post or update the PR comment")
+    assert post.outcome == "success", post.stdout + post.stderr
+    assert "created the comment on acme/tool#7" in post.stderr
+    (create,) = posted(gh)
+    assert create["path"] == "/api/v3/repos/acme/tool/issues/7/comments"
+    assert create["body"]["body"].startswith(COMMENT_MARKER)
+    assert create["body"]["body"].rstrip().endswith(f"({WR['html_url']})")
+    # the lookup asked for the run's head branch on the head repository's owner
+    lookup = next(q for q in gh.requests if q["path"].startswith("/api/v3/repos/acme/tool/pulls?"))
+    assert "head=contributor%3Afaster-uploads" in lookup["path"]
+    # REFBENCH_BUILDS_DIR reached the later steps through GITHUB_ENV, the venv through GITHUB_PATH
+    assert r.env_file_vars["REFBENCH_BUILDS_DIR"].endswith("/.cache/refbench/builds")
+    assert any(p.endswith("refbench-venv/bin") for p in r.github_path)
+
+
+def test_comment_mode_refuses_a_poisoned_artifact(gh, tmp_path):
+    gh.pulls = [_the_pr(7)]
+    r = runner(tmp_path, "workflow_run", event("workflow_run"), gh.url)
+    put_artifact(r, "8")  # the PR's code wrote another PR's number
+    post = next(s for s in r.run({"mode": "comment"}) if s.name == "Post or update the PR comment")
+    assert post.outcome == "failure"
+    assert "refusing to post" in post.stderr and "#7" in post.stderr, post.stderr
+    assert posted(gh) == []
+
+
+# ---- mode: comment, in the /bench workflow (issue_comment) ------------------------------------------
+def test_comment_mode_on_issue_comment_takes_the_number_from_the_event_and_the_pinned_head(gh, tmp_path):
+    pinned = "c" * 40
+    gh.pulls = [_the_pr(7, sha=pinned)]
+    r = runner(tmp_path, "issue_comment", event("issue_comment"), gh.url)
+    put_artifact(r, "7")
+    post = next(s for s in r.run({"mode": "comment", "head-sha": pinned}) if s.name.startswith("Post"))
+    assert post.outcome == "success", post.stderr
+    assert [q["path"] for q in posted(gh)] == ["/api/v3/repos/acme/tool/issues/7/comments"]
+
+    gh.requests.clear()
+    gh.pulls = [_the_pr(7, sha="d" * 40)]  # pushed to after /bench was accepted
+    r = runner(tmp_path / "again", "issue_comment", event("issue_comment"), gh.url)
+    put_artifact(r, "7")
+    post = next(s for s in r.run({"mode": "comment", "head-sha": pinned}) if s.name.startswith("Post"))
+    assert post.outcome == "failure" and "moved from cccccccccccc" in post.stderr, post.stderr
+    assert posted(gh) == []
+
+    r = runner(tmp_path / "other", "issue_comment", event("issue_comment"), gh.url)
+    put_artifact(r, "9")  # an artifact naming another PR than the event's
+    post = next(s for s in r.run({"mode": "comment"}) if s.name.startswith("Post"))
+    assert post.outcome == "failure" and "the event #7" in post.stdout, post.stdout
+    assert posted(gh) == []
+
+
+# ---- mode: run, on a pull_request --------------------------------------------------------------
+@pytest.mark.slow
+def test_run_mode_on_a_pull_request_benchmarks_base_and_head_and_fills_the_env_files(
+        s5_origin, builds_dir, tmp_path):
+    from test_inside_checkout import checkout_of
+    bench = checkout_of(s5_origin, tmp_path / "workspace")
+    home = tmp_path / "home"
+    (home / ".cache" / "refbench").mkdir(parents=True)
+    (home / ".cache" / "refbench" / "builds").symlink_to(builds_dir)  # the session's cached builds
+    payload = event("pull_request", HEAD_SHA=s5_origin.shas["slow"], BASE_SHA=s5_origin.shas["old"])
+    r = runner(tmp_path, "pull_request", payload, "https://api.github.invalid", workspace=bench.parent, home=home)
+    steps = r.run({"working-directory": "benchmark", "budget": "", "quick": "true",
+                   "args": "--only 'small files/remove' -r 2 -w 0 --rounds 1 --no-rss"})
+    done = outcomes(steps)
+    for name, outcome in done.items():  # every uses: step is skipped, every run: step succeeds
+        assert outcome in ("success",) or outcome.startswith(("skipped (uses:", "skipped (if:")), (name, outcome)
+    # a pull_request restores the caches and never saves one (actions/cache saves at the job's end)
+    assert len([o for o in done.values() if "(uses: actions/cache/restore@" in o]) == 2, done
+    assert all(o.startswith("skipped (if:") for n, o in done.items() if n.startswith("Cache ")), done
+    bench_step = next(s for s in steps if s.name == "Benchmark")
+    assert "refbench exited with 0" in bench_step.stdout, bench_step.stdout + bench_step.stderr
+    out = r.steps["run"]["outputs"]
+    assert out["exit-code"] == "0"
+    results = json.loads(Path(out["results"]).read_text())
+    assert [b["sha"] for b in results["builds"]] == [s5_origin.shas["old"], s5_origin.shas["slow"]]
+    assert (r.temp / "refbench" / "pr-number").read_text() == "7\n"  # from the event
+    summary = r.summary.read_text()
+    assert "small files" in summary and "remove" in summary
+    assert done["Exit with refbench's exit code"] == "success"
