@@ -5,12 +5,14 @@ change points in each step's series of nights, render a trend page, and alarm.
     bench.py nightly --history bench.db|postgresql://... [--since-last] [--machine NAME] [run options ...]
 
 Run options (--repo, --quick, --only, -r, -w, --rounds, --threshold, --builds-dir, ...) pass
-through to the comparison. The alarm (exit 1) is, by default, a *new change point*: per step, the
-watched build's nightly median (--cp-statistic) on this machine type goes through Apache Otava's
-E-Divisive (refbench.changepoints); a shift to slower that has held --cp-min-nights nights, beyond
---cp-magnitude and below --cp-pvalue, and was not reported before, exits 1 with the commit range
-and the ready bisect command. A single slow night never alarms. `--alarm verdict` keeps the old
-rule (exit 1 when tonight's comparison calls a step slower); `--alarm both` does both.
+through to the comparison. The alarm (exit 1) is, by default, a *lasting regression*: a step
+tonight's comparison calls slower on its second night running (against last night's head: a jump
+that held), or a *new change point*: per step, the watched build's nightly median (--cp-statistic)
+on this machine type goes through Apache Otava's E-Divisive (refbench.changepoints); a shift to
+slower that has held --cp-min-nights nights, beyond --cp-magnitude and below --cp-pvalue, and was
+not reported before, exits 1 with the commit range and the ready bisect command. A single slow
+night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
+verdict tonight, `--alarm both` either.
 Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the history's
 series, the change points and the trend page; the command itself is refbench/commands/nightly.py.
 """
@@ -69,29 +71,93 @@ def find_changepoints(nights: list[dict], params: cpd.Params, statistic: str = "
     return out
 
 
-def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
-                     statistic: str, run_id: int | None) -> list[dict]:
-    """Change points not reported before (a known one may move by up to --cp-min-nights nights as
-    nights accumulate); they are recorded, and the slower ones are the alarm."""
+def _known(db: History, target: str, machine: str, head_ref: str) -> dict[tuple, list[tuple[int, bool]]]:
+    """{(scenario, step): [(first night's run id, slower)]} of the shifts already reported."""
     known: dict[tuple, list[tuple[int, bool]]] = {}
     for k in db.known_changepoints(target, machine):
         if k["head_ref"] == head_ref:
             known.setdefault((k["scenario"], k["step"]), []).append((k["run_id"], (k["rel"] or 0) > 0))
-    tol = max(1, params.min_nights)
-    rows = []
-    for (tg, mc, hr, sc, st), nights in series(db, target, machine, head_ref).items():
-        pos = {n["id"]: i for i, n in enumerate(nights)}
-        for c in find_changepoints(nights, params, statistic):
-            if any(rid in pos and abs(pos[rid] - c["index"]) <= tol and slower == c["slower"]
-                   for rid, slower in known.get((sc, st), [])):
-                continue
-            rows.append({"target": tg, "repo": nights[0]["repo"], "machine": mc, "head_ref": hr, "scenario": sc,
-                         "step": st, "statistic": statistic, "run_id": c["run_id"], "prev_run_id": c["prev_run_id"],
-                         "good_sha": c["good_sha"], "bad_sha": c["bad_sha"], "rel": c["rel"], "pvalue": c["pvalue"],
-                         "before": c["before"], "after": c["after"], "detected_run_id": run_id,
-                         "detected_at": _now(), "alarm": int(c["slower"]), "bisect": c["bisect"]})
+    return known
+
+
+def _reported(known: list[tuple[int, bool]], pos: dict[int, int], index: int, slower: bool, tol: int) -> bool:
+    """Whether a shift starting at night `index` was reported already (its first night may move by
+    up to `tol` nights as nights accumulate)."""
+    return any(rid in pos and abs(pos[rid] - index) <= tol and s == slower for rid, s in known)
+
+
+def lasting_start(nights: list[dict]) -> int | None:
+    """The first slow night of a regression that tonight (the last night) shows has lasted, or None.
+
+    Against a fixed baseline (release mode), a lasting regression is `slower` tonight and the night
+    before, and not the night before that (a streak alarms once). Against last night (since-last),
+    the night before jumped to `slower` and tonight did not come back (`faster`): the new level
+    held. Either way a one-night spike (slower, then back) never counts."""
+    if len(nights) < 2 or nights[-2]["verdict"] != "slower":
+        return None
+    last = nights[-1]
+    if last["mode"] == "since-last":
+        return len(nights) - 2 if last["verdict"] != "faster" else None
+    if last["verdict"] != "slower" or (len(nights) >= 3 and nights[-3]["verdict"] == "slower"
+                                       and nights[-3]["mode"] != "since-last"):
+        return None
+    return len(nights) - 2
+
+
+def _shift_row(nights: list[dict], index: int, *, statistic: str, rel: float, pvalue: float | None,
+               before: float | None, after: float | None, alarm: bool, run_id: int | None) -> dict:
+    """A reported shift as the history's changepoints table holds it, with its bisect line."""
+    good, bad = nights[index - 1] if index else nights[index], nights[index]
+    return {"target": bad["target"], "repo": nights[0]["repo"], "machine": bad["machine"],
+            "head_ref": bad["head_ref"], "scenario": bad["scenario"], "step": bad["step"], "statistic": statistic,
+            "run_id": bad["id"], "prev_run_id": good["id"], "good_sha": good["h_sha"], "bad_sha": bad["h_sha"],
+            "rel": rel, "pvalue": pvalue, "before": before, "after": after, "detected_run_id": run_id,
+            "detected_at": _now(), "alarm": int(alarm),
+            "bisect": bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"], bad["target"],
+                                  bad["repo"])}
+
+
+def _record(db: History, rows: list[dict]) -> list[dict]:
     db.add_changepoints([{k: v for k, v in r.items() if k != "bisect"} for r in rows])
     return rows
+
+
+def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, tol: int,
+                        run_id: int | None) -> list[dict]:
+    """Steps whose regression tonight shows has lasted two nights (`lasting_start`), not reported
+    before. They are recorded as shifts (statistic "verdict"), so the change-point rule does not
+    report the same step again when Otava confirms it a night or two later."""
+    known = _known(db, target, machine, head_ref)
+    rows = []
+    for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
+        if run_id is not None and nights[-1]["id"] != run_id:
+            continue  # this step was not measured tonight
+        index = lasting_start(nights)
+        if index is None or _reported(known.get((sc, st), []), {n["id"]: i for i, n in enumerate(nights)},
+                                      index, True, tol):
+            continue
+        bad = nights[index]
+        rows.append(_shift_row(nights, index, statistic="verdict", rel=bad["rel"], pvalue=None,
+                               before=nights[index - 1]["h_median"] if index else None,
+                               after=bad["h_median"], alarm=True, run_id=run_id))
+    return _record(db, rows)
+
+
+def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
+                     statistic: str, run_id: int | None) -> list[dict]:
+    """Change points not reported before (a known one may move by up to --cp-min-nights nights as
+    nights accumulate); they are recorded, and the slower ones are the alarm."""
+    known = _known(db, target, machine, head_ref)
+    tol = max(1, params.min_nights)
+    rows = []
+    for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
+        pos = {n["id"]: i for i, n in enumerate(nights)}
+        for c in find_changepoints(nights, params, statistic):
+            if _reported(known.get((sc, st), []), pos, c["index"], c["slower"], tol):
+                continue
+            rows.append(_shift_row(nights, c["index"], statistic=statistic, rel=c["rel"], pvalue=c["pvalue"],
+                                   before=c["before"], after=c["after"], alarm=c["slower"], run_id=run_id))
+    return _record(db, rows)
 
 
 # ---- the trend page ------------------------------------------------------------------------

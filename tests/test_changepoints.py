@@ -194,8 +194,9 @@ CREATE INDEX samples_run ON samples(run_id, scenario, step);
 
 
 def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, capsys):
-    """The nightly command itself, night after night over the backtest series (the comparison
-    replaced by the synthetic results): exit 1 exactly once, on the night the step is confirmed;
+    """The nightly command itself with the change-point rule alone, night after night over the
+    backtest series (the comparison replaced by the synthetic results): exit 1 exactly once, on the
+    night the step is confirmed;
     the old rule (--alarm verdict) would have alarmed on every slow night, spikes included."""
     levels = night_levels(7)
     rng = np.random.default_rng(1007)
@@ -210,7 +211,7 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
               "--out-dir", str(tmp_path / "out")]
     codes, lines = [], []
     for _ in range(NIGHTS):
-        codes.append(nightly_cmd.main(common))
+        codes.append(nightly_cmd.main([*common, "--alarm", "changepoint"]))
         lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CHANGE POINT")]
     assert [i + 1 for i, c in enumerate(codes) if c == 1] == [28]
     assert len(lines) == 1 and "small files / upload" in lines[0] and \
@@ -223,3 +224,59 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
                      for _ in range(NIGHTS)]
     slow_nights = [i + 1 for i, c in enumerate(verdict_codes) if c == 1]
     assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step
+
+
+def _nightly_over(levels: list[float], tmp_path, monkeypatch, capsys, *extra: str) -> tuple[list[int], list[str]]:
+    """The nightly command night after night over `levels` (the comparison replaced by synthetic
+    results against a fixed baseline): the exit codes and the alarm lines printed."""
+    rng = np.random.default_rng(2026)
+    night = {"n": 0}
+
+    def fake_run(request, outputs, reporter):
+        night["n"] += 1
+        return fake_results(night["n"], levels[night["n"] - 1], rng, base_level=levels[0])
+
+    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
+    common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
+              "--out-dir", str(tmp_path / "out"), *extra]
+    codes, lines = [], []
+    for _ in levels:
+        codes.append(nightly_cmd.main(common))
+        lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("LASTING", "CHANGE POINT"))]
+    return codes, lines
+
+
+def test_lasting_regression_alarms_by_its_second_night_and_never_on_a_spike(tmp_path, monkeypatch, capsys):
+    """The line of issue 18: line-1, line-2, a one-night +150 ms spike, line-3, line-4, then line-5
+    to line-8 with +150 ms for good, on a 0.3 s step. The default rule alarms on line-6's night,
+    once, and names line-5 as the first slow commit; the spike never alarms."""
+    base, slow = 0.3, 0.45
+    levels = [base, base, slow, base, base, slow, slow, slow, slow]  # nights 1..9 = line-1 .. line-8 (+ spike)
+    codes, lines = _nightly_over(levels, tmp_path, monkeypatch, capsys)
+    assert [i + 1 for i, c in enumerate(codes) if c == 1] == [7], (codes, lines)
+    assert len(lines) == 1 and lines[0].startswith("LASTING REGRESSION small files / upload"), lines
+    assert f"slower since {sha_of(6)[:10]}" in lines[0] and f"bisect: ./bench.py bisect {sha_of(5)[:12]} " \
+        f"{sha_of(6)[:12]}" in lines[0]
+
+
+def test_backtest_default_rule_alarms_on_the_second_slow_night_once(tmp_path, monkeypatch, capsys):
+    """The 40-night backtest under the default rule: one alarm, on the step's second night (the
+    change point Otava confirms later is the same shift and does not alarm again); the spikes never."""
+    codes, lines = _nightly_over(night_levels(7), tmp_path, monkeypatch, capsys)
+    assert [i + 1 for i, c in enumerate(codes) if c == 1] == [STEP_AT + 1], (codes, lines)
+    assert len(lines) == 1 and lines[0].startswith("LASTING REGRESSION"), lines
+
+
+def test_lasting_start_since_last_and_fixed_baseline():
+    """The rule on its own: against last night, a jump that holds the next night lasts and one that
+    comes back is a spike; against a fixed baseline, two slow nights running, reported once."""
+    def nights(mode, verdicts):
+        return [{"mode": mode, "verdict": v} for v in verdicts]
+    same, slow, fast = "no significant change", "slower", "faster"
+    assert nightly.lasting_start(nights("since-last", [same, slow, same])) == 1
+    assert nightly.lasting_start(nights("since-last", [same, slow, fast])) is None  # a spike
+    assert nightly.lasting_start(nights("since-last", [same, slow])) is None  # one night: wait
+    assert nightly.lasting_start(nights("release", [same, slow, slow])) == 1
+    assert nightly.lasting_start(nights("release", [same, slow, same])) is None
+    assert nightly.lasting_start(nights("release", [slow, slow, slow])) is None  # reported on the second night
+    assert nightly.lasting_start(nights("release", [slow])) is None

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import builds as bl, changepoints as cpd
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..history import History, is_url, local_machine, now as _now, open_history
-from ..nightly import last_head, new_changepoints, record_run, render_trend
+from ..nightly import last_head, lasting_regressions, new_changepoints, record_run, render_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
@@ -37,8 +37,8 @@ def budget(text: str) -> float | None:
 def parser() -> argparse.ArgumentParser:
     p = Parser(prog="bench.py nightly", description="Compare latest_release with master (or last night's "
                "master with tonight's), keep the run in a history (SQLite file or postgresql:// URL), render "
-               "the trend page, and exit 1 on a new change point (or, with --alarm verdict, when a step turned "
-               "slower tonight). Other options (--repo, --quick, --only, -r, -w, --rounds, --threshold, "
+               "the trend page, and exit 1 on a lasting regression: a step slower two nights running, or a new "
+               "change point (--alarm says which). Other options (--repo, --quick, --only, -r, -w, --rounds, --threshold, "
                "--builds-dir, ...) pass through to the comparison.")
     # from the environment, so a URL with a password need not be on a command line (ps shows those)
     p.add_argument("--history", default=os.environ.get("REFBENCH_HISTORY_URL") or None,
@@ -63,9 +63,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
-    g.add_argument("--alarm", choices=("changepoint", "verdict", "both"), default="changepoint",
-                   help="changepoint: a new change point to slower (default); verdict: the old rule, tonight's "
-                   "comparison calls a step slower; both")
+    g.add_argument("--alarm", choices=("lasting", "changepoint", "verdict", "both"), default="lasting",
+                   help="lasting (default): a step slower on two nights running (since-last: a jump that held "
+                   "the next night), or a new change point to slower; changepoint: only a new change point; "
+                   "verdict: tonight's comparison calls a step slower (a one-night spike alarms); both: "
+                   "changepoint or verdict")
     g.add_argument("--cp-statistic", choices=("median", "mean"), default="median",
                    help="per night value of the watched build (default median)")
     g.add_argument("--cp-window", type=positive, default=cpd.Params.window, help="Otava window_len (nights)")
@@ -176,29 +178,33 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
     slower = regressions(results)
     run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
+    # the lasting rule first: it records what it reports, so Otava confirming the same step a
+    # night or two later is not a second alarm
+    lasting = lasting_regressions(db, target=results.target.name, machine=args.machine, head_ref=args.head,
+                                  tol=max(1, params.min_nights), run_id=run_id) if args.alarm == "lasting" else []
     found = new_changepoints(db, target=results.target.name, machine=args.machine, head_ref=args.head,
                              params=params, statistic=args.cp_statistic, run_id=run_id)
-    code = alarm(args.alarm, found, slower)
+    code = alarm(args.alarm, found + lasting, slower)
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     page = redraw()
     print(f"nightly: run {run_id} recorded in {db.display} (machine {args.machine}); trend page {page}",
           file=sys.stderr)
-    say_night(results, slower, found, args.alarm)
+    say_night(results, slower, found, args.alarm, lasting)
     return code
 
 
 def alarm(rule: str, found: list[dict], slower: list) -> int:
-    """The exit code: 1 on a new change point to slower (changepoint), on a step tonight's
-    comparison calls slower (verdict), or on either (both)."""
-    if rule in ("changepoint", "both") and any(c["alarm"] for c in found):
+    """The exit code: 1 on a new shift to slower (lasting: a lasting verdict or a change point;
+    changepoint), on a step tonight's comparison calls slower (verdict), or on either (both)."""
+    if rule in ("lasting", "changepoint", "both") and any(c["alarm"] for c in found):
         return EXIT_REGRESSION
     if rule in ("verdict", "both") and slower:
         return EXIT_REGRESSION
     return EXIT_OK
 
 
-def say_night(results, slower: list, found: list[dict], rule: str) -> None:
+def say_night(results, slower: list, found: list[dict], rule: str, lasting: list[dict] = ()) -> None:
     """Tonight's verdicts, its regressions and the change points found, on stdout."""
     counts = verdict_counts(results)
     print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
@@ -206,7 +212,11 @@ def say_night(results, slower: list, found: list[dict], rule: str) -> None:
     for sc, st, c in slower:
         print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
-              + ("" if rule != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
+              + ("" if rule in ("verdict", "both") else " (tonight's verdict; the alarm needs a second night)"))
+    for c in lasting:
+        print(f"LASTING REGRESSION {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])}, slower since "
+              f"{c['bad_sha'][:10]} (run {c['run_id']}; before it {c['good_sha'][:10]}, run {c['prev_run_id']}); "
+              f"bisect: {c['bisect']}")
     for c in found:
         kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
         print(f"{kind} {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])} (p {fmt_p(c['pvalue'])}) "
