@@ -27,14 +27,6 @@ from .render.format import fmt_pct
 from .history import History, now as _now
 
 
-def record_run(db: History, **kw) -> int:
-    return db.record_run(**kw)
-
-
-def last_head(db: History, target: str, repo: str, head_ref: str, machine: str | None = None) -> str | None:
-    return db.last_head(target, repo, head_ref, machine)
-
-
 # ---- change points -------------------------------------------------------------------------
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
            ) -> dict[tuple, list[dict]]:

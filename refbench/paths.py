@@ -54,10 +54,6 @@ def bundled_scenarios() -> Path:
     return _as_path(resource("scenarios.toml"))
 
 
-def templates_dir() -> Path:
-    return _as_path(resource("templates"))
-
-
 def template_loader():
     """A Jinja loader for the bundled templates (importlib.resources: works from a wheel or zip)."""
     import jinja2

@@ -213,13 +213,6 @@ class S3Backend:
         if slug and self.versioned_bucket:
             self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
 
-    def list_keys(self, prefix: str | None = None) -> list[str]:
-        prefix = (prefix or self.prefix).rstrip("/") + "/"
-        keys = []
-        for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            keys.extend(o["Key"] for o in page.get("Contents", []))
-        return keys
-
     def remove_prefix(self, settle: float = 10.0) -> int:
         """Delete every object under this run's prefix — every version of it in a versioned
         bucket — and nothing else; the lease goes last, so a cleanup cut short still leaves a

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import builds as bl, changepoints as cpd
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..history import History, is_url, local_machine, now as _now, open_history
-from ..nightly import last_head, lasting_regressions, new_changepoints, record_run, render_trend
+from ..nightly import lasting_regressions, new_changepoints, render_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
@@ -134,7 +134,7 @@ def baseline(db: History, args, target: str, repo_url: str) -> tuple[str, str]:
     """(tonight's baseline, the mode recorded): --base, or with --since-last the watched ref's
     commit of the last recorded night (--base on the first night)."""
     if args.since_last:
-        prev = last_head(db, target, repo_url, args.head, args.machine)
+        prev = db.last_head(target, repo_url, args.head, args.machine)
         if prev:
             return prev, "since-last"
         print(f"nightly: no earlier run of {args.head} in {db.display}: comparing with {args.base} tonight",
@@ -171,12 +171,12 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
                 return EXIT_OK
         results = run_and_write(tonight, outputs, Reporter())
     except RefbenchError as e:
-        record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=None,
+        db.record_run(started=started, mode=mode, base_ref=base, head_ref=args.head, results=None,
                    exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
         redraw()
         raise
     slower = regressions(results)
-    run_id = record_run(db, started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
+    run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
     # the lasting rule first: it records what it reports, so Otava confirming the same step a
     # night or two later is not a second alarm
