@@ -4,7 +4,6 @@ Every error names the file, the key and what was expected.
 """
 from __future__ import annotations
 
-import re
 import shlex
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -14,27 +13,11 @@ from typing import Any
 import jinja2
 
 from .errors import ConfigError
-from .render.format import BINARY_UNITS, format_size, human_bytes, slug  # noqa: F401 (re-exported)
+from .units import format_size, parse_size, slug
 
 BACKENDS = ("s3", "ipfs")
 FIXTURE_KINDS = ("sparse", "random", "tree")
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGTP]?)(?:i?B)?\s*$", re.IGNORECASE)
 
-
-def parse_size(text: str | int) -> int:
-    """'1M' -> 1048576. K/M/G/T/P are binary multiples, as in s5cmd's bench (and truncate)."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        if text < 0:
-            raise ValueError(f"size must not be negative: {text}")
-        return text
-    m = _SIZE_RE.match(str(text))
-    if not m:
-        raise ValueError(f"not a size: {text!r} (expected e.g. 512, 64K, 1M, 10G, 300G)")
-    number, unit = m.groups()
-    value = float(number) * BINARY_UNITS[unit.upper()]
-    if value != int(value):
-        raise ValueError(f"size is not a whole number of bytes: {text!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)
@@ -106,7 +89,7 @@ class Scenario:
 
     @property
     def slug(self) -> str:
-        return slugify(self.name)
+        return slug(self.name)
 
     def for_quick(self, quick: bool) -> "Scenario":
         if not quick:
@@ -127,10 +110,6 @@ class Config:
         """The target whose Go module is `module` (a checkout's go.mod), if one is declared."""
         found = [t for t in self.targets.values() if module and t.module == module]
         return found[0] if found else None
-
-
-def slugify(name: str) -> str:
-    return slug(name)
 
 
 class _Loader:

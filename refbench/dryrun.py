@@ -17,7 +17,8 @@ from typing import Callable, Sequence
 from . import fixtures as fx
 from .backends import IpfsBackend, S3Backend
 from .builds import Build, Builder
-from .config import Scenario, Step, Target, human_bytes
+from .config import Scenario, Step, Target
+from .units import human_bytes
 from .refs import ResolvedRef
 from .runner import shell_command, template_values
 

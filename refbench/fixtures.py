@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from . import paths, results
-from .config import Fixture, human_bytes
+from .config import Fixture
+from .units import human_bytes
 from .errors import RunError
 
 BLOCK = 4 * 1024 * 1024  # bytes written per call

@@ -23,12 +23,13 @@ from typing import Callable, Iterator
 
 from . import __version__, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
-from .config import Config, Scenario, Target, format_size, load_config
+from .config import Config, Scenario, Target, load_config
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
 from .runner import Plan, Runner, ScenarioResult, split_runs
+from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20

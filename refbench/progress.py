@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from .render.format import fmt_duration  # noqa: F401 (re-exported)
+from .units import fmt_duration
 
 
 class _EtaColumn(ProgressColumn):

@@ -21,10 +21,11 @@ from typing import Callable
 from . import fixtures as fx, hyperfine, results as rs
 from .backends.process import child_env, run_group
 from .builds import Build
-from .config import Scenario, Step, render, slugify
+from .config import Scenario, Step, render
 from .errors import RunError
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from .stats import Comparison, Settings, compare, runs_for, should_stop
+from .units import slug
 from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
@@ -141,7 +142,7 @@ def template_values(scenario: Scenario, fixture: fx.FixtureFiles, i: int, build:
         "fixture": str(fixture.root), "file": str(fixture.first_file), "count": fixture.files,
         "size": fixture.spec.size, "seed": fixture.spec.seed, "work": str(sdir / f"b{i}"),
         # the slug, never the raw name: a step named `x/../../..` must not reach outside the workdir
-        "dest": str(sdir / ("dest-" + (slugify(step.name) if step else "scenario"))),
+        "dest": str(sdir / ("dest-" + (slug(step.name) if step else "scenario"))),
         "scenario": scenario.slug, "step": step.name if step else "",
     }
     v.update(backend.context_values(scenario.slug, build.label))

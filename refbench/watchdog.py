@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .config import human_bytes, parse_size
+from .units import human_bytes, parse_size
 from .errors import RefbenchError, RunError
 
 log = logging.getLogger(__name__)

@@ -2,11 +2,11 @@
 and the typed `Results` every view reads. Same shape as a real run's results.json."""
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
 from refbench import results as rs, stats
+from refbench.units import slug
 
 SETTINGS = stats.Settings(resamples=400)
 
@@ -29,10 +29,6 @@ def _compare(a, at, b, bt, cache: bool) -> dict:
     return dict(_COMPARE_CACHE[key])
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-
-
 def document(*, target: dict, builds: list[dict], backend: dict, settings: dict, scenarios: list[dict],
              timing: dict | None, env: dict, scoreboard: dict | None = None,
              command_line: list[str] = ()) -> dict:
@@ -50,7 +46,7 @@ def results_doc(steps: dict, labels=("old", "new"), fixtures: dict | None = None
     for (scn, stn), per_build in steps.items():
         files, nbytes = fixtures.get(scn, (10, 10 * 1024 * 1024))
         sc = scenarios.setdefault(scn, {
-            "name": scn, "slug": _slug(scn), "description": "",
+            "name": scn, "slug": slug(scn), "description": "",
             "fixture": {"kind": "sparse", "size": "1M", "size_bytes": nbytes // files, "count": files,
                         "files": files, "bytes": nbytes, "seed": 1, "path": "/tmp/fx"}, "steps": []})
         builds = {}

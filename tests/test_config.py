@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from refbench.config import format_size, load_config, parse_size, render
+from refbench.config import load_config, render
+from refbench.units import format_size, parse_size
 from refbench.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

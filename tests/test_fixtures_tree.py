@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from refbench import fixtures as fx
-from refbench.config import Fixture, parse_size
+from refbench.config import Fixture
+from refbench.units import parse_size
 
 CHUNK = 256 * 1024
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__, builds as bl, paths, pipeline, results as rs, shard
-from ..config import format_size
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
 from ..progress import Reporter
 from ..render import extras, markdown
 from ..render.format import fmt_pct
+from ..units import format_size
 from . import COMMANDS
 from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, nonneg, positive,
                     reserved_option)

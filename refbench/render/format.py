@@ -3,10 +3,7 @@ PR comment, the HTML report and the CLI never disagree on how a value reads."""
 from __future__ import annotations
 
 import math
-import re
 
-# binary multiples, as s5cmd's bench and truncate read them ("1M" = 1048576 bytes)
-BINARY_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
 
 # ---- changes, intervals, p-values ---------------------------------------------------------------
@@ -67,34 +64,7 @@ def fmt_seconds(x: float) -> str:
     return f"{x * 1e6:.3g} µs"
 
 
-def fmt_duration(seconds: float) -> str:
-    """A wall-clock duration as a clock reads: 75 -> '1:15', 3725 -> '1:02:05'."""
-    seconds = max(0, int(round(seconds)))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
-
-
 # ---- sizes ------------------------------------------------------------------------------------------
-def format_size(n: int) -> str:
-    """1048576 -> '1M': exact binary units when possible, else bytes (scenarios.toml's notation,
-    the inverse of config.parse_size)."""
-    for unit in ("P", "T", "G", "M", "K"):
-        mult = BINARY_UNITS[unit]
-        if n >= mult and n % mult == 0:
-            return f"{n // mult}{unit}"
-    return str(n)
-
-
-def human_bytes(n: float) -> str:
-    """A size with one decimal in the largest binary unit below it: '1.5 GiB' (CLI messages)."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 def fmt_bytes(n: float) -> str:
     """A size with three significant figures, up to GiB: '1.5 GiB' (chart axes, HTML tables)."""
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
@@ -125,11 +95,6 @@ def fmt_mbps(bps: float | None) -> str:
 def md_escape(text: str) -> str:
     """Text safe inside a markdown table cell: a pipe would end the cell, a newline the row."""
     return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def slug(*parts: str) -> str:
-    """A name for paths and HTML anchors: 'Small files', 'upload' -> 'small-files-upload'."""
-    return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-") or "x"
 
 
 def fmt_ci(c) -> str:

@@ -12,7 +12,7 @@ from .. import stats
 from ..results import SCHEMA, SCHEMA_VERSION, Results
 from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
 from .env import render as render_template
-from .format import slug
+from ..units import slug
 from .markdown import throughput, verdict_counts
 
 # order of the headline and of a long forest: what a reader must see first

@@ -10,7 +10,8 @@ from ..compare import RunComparison
 from ..results import Environment, Fixture, Results, Samples, Step
 from ..stats import MARKERS, VERDICTS, Comparison
 from .env import render as render_template
-from .format import (fmt_ci, fmt_duration, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
+from ..units import fmt_duration
+from .format import (fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
                      md_escape)
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
