@@ -11,13 +11,11 @@ from ..results import Environment, Fixture, Results, Samples, Step
 from ..stats import MARKERS, VERDICTS, Comparison
 from .env import render as render_template
 from .format import (fmt_ci, fmt_duration, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
-                     md_escape)
+                     md_escape, SEVERITY as _SEVERITY)  # _SEVERITY: the order a cut table keeps
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
 GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
-# verdict table order when it has to be cut: what a reviewer must see first
-_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
