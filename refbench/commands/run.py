@@ -157,8 +157,7 @@ def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> 
     if busy:
         reporter.warn(busy)
     counts = markdown.verdict_counts(results)
-    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {counts['slower']} slower, {counts['faster']} faster, "
-                  f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
+    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {markdown.counts_line(counts)} "
                   f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
     for sc, st, c in markdown.regressions(results):
         reporter.info(f"  slower: {sc} / {st}: {c.contender} {fmt_pct(c.rel)} vs {c.baseline}")
