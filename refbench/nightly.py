@@ -19,6 +19,8 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+import numpy as np
+
 from . import changepoints as cpd
 from .render.env import render as render_template
 from .render.format import fmt_pct
@@ -92,6 +94,49 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
                          "detected_at": _now(), "alarm": int(c["slower"]), "bisect": c["bisect"]})
     db.add_changepoints([{k: v for k, v in r.items() if k != "bisect"} for r in rows])
     return rows
+
+
+# ---- lasting regressions: two nights in a row above the level before them ---------------------
+LASTING_PRIOR, LASTING_MIN_PRIOR = 7, 3  # nights that set the level before the two; fewest that can
+
+
+def _up_pair(values: list[float], end: int, threshold: float) -> float | None:
+    """The change of nights end-1 and end (the smaller) over the median of the nights before them,
+    when both lie beyond the threshold and beyond 3 robust σ of those nights' own scatter."""
+    prior = values[max(0, end - 1 - LASTING_PRIOR):end - 1]
+    if end < 1 or len(prior) < LASTING_MIN_PRIOR:
+        return None
+    level = float(np.median(prior))
+    if level <= 0:
+        return None
+    spread = 1.4826 * float(np.median(np.abs(np.asarray(prior) / level - 1)))
+    rel = min(values[end - 1], values[end]) / level - 1
+    return rel if rel > max(threshold, 3 * spread) else None
+
+
+def lasting_shift(values: list[float], threshold: float) -> float | None:
+    """A regression that lasts, on its second night: the last two nights both beyond the level of
+    the nights before them, and the night before them not already the second of such a pair (so
+    it alarms once). A one-night spike is one night: it never alarms. Slow drifts that no pair of
+    nights shows are left to the change points."""
+    n = len(values)
+    rel = _up_pair(values, n - 1, threshold)
+    return rel if rel is not None and _up_pair(values, n - 2, threshold) is None else None
+
+
+def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, threshold: float,
+                        statistic: str = "median") -> list[dict]:
+    """Steps whose watched build turned slower for good, found on the second night (see lasting_shift)."""
+    out = []
+    for (tg, mc, hr, sc, st), nights in series(db, target, machine, head_ref).items():
+        values = [n[f"h_{statistic}"] if n.get(f"h_{statistic}") is not None else n["h_mean"] for n in nights]
+        rel = lasting_shift(values, threshold)
+        if rel is not None:
+            good, bad = nights[-3], nights[-2]
+            out.append({"scenario": sc, "step": st, "rel": rel, "good_sha": good["h_sha"], "bad_sha": bad["h_sha"],
+                        "run_id": bad["id"], "bisect": bisect_line(good["h_sha"], bad["h_sha"], sc, st, tg,
+                                                                   nights[0]["repo"])})
+    return out
 
 
 # ---- the trend page ------------------------------------------------------------------------

@@ -223,3 +223,42 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
                      for _ in range(NIGHTS)]
     slow_nights = [i + 1 for i, c in enumerate(verdict_codes) if c == 1]
     assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step
+
+
+# ---- issue 18: a lasting regression alarms on its second night (--alarm lasting) ----------------
+# the issue's line on a 0.3 s step: line-1, line-2, a one-night +150 ms spike, line-3, line-4, then
+# line-5 .. line-8 +150 ms for good
+LINE = [("line-1", 0.30), ("line-2", 0.30), ("spike", 0.45), ("line-3", 0.30), ("line-4", 0.30),
+        ("line-5", 0.45), ("line-6", 0.45), ("line-7", 0.45), ("line-8", 0.45)]
+
+
+def test_lasting_shift_rule():
+    values = [v for _, v in LINE]
+    alarms = [LINE[n - 1][0] for n in range(1, len(values) + 1) if nightly.lasting_shift(values[:n], 0.05)]
+    assert alarms == ["line-6"]  # not the spike, and once
+    assert nightly.lasting_shift([0.3, 0.3, 0.45, 0.45], 0.05) is None  # too little history to set a level
+    # a slow drift (1% a night) shows in no pair of nights: left to the change points
+    drift = [0.3 * 1.01 ** i for i in range(20)]
+    assert not any(nightly.lasting_shift(drift[:n], 0.05) for n in range(1, 21))
+
+
+def test_nightly_command_alarms_on_the_second_night_of_the_line(tmp_path, monkeypatch, capsys):
+    """The nightly command over the issue's line, the comparison replaced by synthetic results
+    recorded in the history: --alarm lasting exits 1 on line-6's night alone, never on the spike."""
+    rng = np.random.default_rng(18)
+    night = {"n": 0}
+
+    def fake_run(request, outputs, reporter):
+        night["n"] += 1
+        return fake_results(night["n"], LINE[night["n"] - 1][1], rng, base_level=0.30)
+
+    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
+    common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
+              "--out-dir", str(tmp_path / "out"), "--alarm", "lasting"]
+    codes, lines = [], []
+    for _ in LINE:
+        codes.append(nightly_cmd.main(common))
+        lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("LASTING REGRESSION")]
+    assert [LINE[i][0] for i, c in enumerate(codes) if c == 1] == ["line-6"]
+    assert len(lines) == 1 and "small files / upload" in lines[0] and \
+        f"bisect: ./bench.py bisect {sha_of(5)[:12]} {sha_of(6)[:12]}" in lines[0]

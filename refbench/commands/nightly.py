@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import builds as bl, changepoints as cpd
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..history import History, is_url, local_machine, now as _now, open_history
-from ..nightly import last_head, new_changepoints, record_run, render_trend
+from ..nightly import last_head, lasting_regressions, new_changepoints, record_run, render_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
@@ -60,9 +60,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
-    g.add_argument("--alarm", choices=("changepoint", "verdict", "both"), default="changepoint",
+    g.add_argument("--alarm", choices=("changepoint", "verdict", "both", "lasting"), default="changepoint",
                    help="changepoint: a new change point to slower (default); verdict: the old rule, tonight's "
-                   "comparison calls a step slower; both")
+                   "comparison calls a step slower; both; lasting: a new change point, or a step slower than "
+                   "the level before it (beyond --cp-magnitude) on two nights in a row, on the second")
     g.add_argument("--cp-statistic", choices=("median", "mean"), default="median",
                    help="per night value of the watched build (default median)")
     g.add_argument("--cp-window", type=positive, default=cpd.Params.window, help="Otava window_len (nights)")
@@ -175,34 +176,44 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
     found = new_changepoints(db, target=results.target.name, machine=args.machine, head_ref=args.head,
                              params=params, statistic=args.cp_statistic, run_id=run_id)
-    code = alarm(args.alarm, found, slower)
+    lasting = lasting_regressions(db, target=results.target.name, machine=args.machine, head_ref=args.head,
+                                  threshold=params.min_magnitude, statistic=args.cp_statistic) \
+        if args.alarm == "lasting" else []
+    code = alarm(args.alarm, found, slower, lasting)
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     page = redraw()
     print(f"nightly: run {run_id} recorded in {db.display} (machine {args.machine}); trend page {page}",
           file=sys.stderr)
-    say_night(results, slower, found, args.alarm)
+    say_night(results, slower, found, args.alarm, lasting)
     return code
 
 
-def alarm(rule: str, found: list[dict], slower: list) -> int:
+def alarm(rule: str, found: list[dict], slower: list, lasting: list[dict] = ()) -> int:
     """The exit code: 1 on a new change point to slower (changepoint), on a step tonight's
-    comparison calls slower (verdict), or on either (both)."""
-    if rule in ("changepoint", "both") and any(c["alarm"] for c in found):
+    comparison calls slower (verdict), on either (both), or on a change point or a regression's
+    second night (lasting)."""
+    if rule in ("changepoint", "both", "lasting") and any(c["alarm"] for c in found):
+        return EXIT_REGRESSION
+    if rule == "lasting" and lasting:
         return EXIT_REGRESSION
     if rule in ("verdict", "both") and slower:
         return EXIT_REGRESSION
     return EXIT_OK
 
 
-def say_night(results, slower: list, found: list[dict], rule: str) -> None:
+def say_night(results, slower: list, found: list[dict], rule: str, lasting: list[dict] = ()) -> None:
     """Tonight's verdicts, its regressions and the change points found, on stdout."""
     counts = verdict_counts(results)
     print(f"nightly: {counts_line(counts)}")
     for sc, st, c in slower:
         print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
-              + ("" if rule != "changepoint" else " (tonight's verdict; the alarm is a change point)"))
+              + {"changepoint": " (tonight's verdict; the alarm is a change point)",
+                 "lasting": " (tonight's verdict; the alarm is a change point or a second slow night)"}.get(rule, ""))
+    for c in lasting:
+        print(f"LASTING REGRESSION {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])} on two nights in a row, from "
+              f"{c['bad_sha'][:10]} (run {c['run_id']}, last good {c['good_sha'][:10]}); bisect: {c['bisect']}")
     for c in found:
         kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
         print(f"{kind} {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])} (p {fmt_p(c['pvalue'])}) "
