@@ -519,7 +519,7 @@ def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
         untimed_command_seconds=round(m.untimed_seconds, 3),
         untimed_by_kind=MappingProxyType({k: round(v, 3) for k, v in m.untimed_by_kind.items()}),
         overhead_seconds=round(measured_wall - hf, 3),
-        overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None)
+        overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 and hf > 0 else None)
 
 
 def settings_record(checked: Checked, m: Measured) -> rs.Settings:
