@@ -95,3 +95,22 @@ vary = { workers = [["--numworkers", "4"], ["--numworkers", "8"]] }
 ''')
     _, r, _ = _run(tmp_path, s5_origin, builds_dir, "--scenarios", str(scen))
     assert _verdicts(r) and stats.IDENTICAL not in _verdicts(r)
+
+
+@pytest.mark.slow
+def test_three_builds_measure_only_the_one_that_differs(tmp_path, s5_origin, builds_dir):
+    """baseline, its docs-only twin and another version: the twin is answered, the other measured;
+    comparisons keep the builds' order."""
+    local = tmp_path / "local"
+    local.mkdir()
+    proc = run_bench("-l", str(local), "-s", "v1.0.0", "docs-only", "v1.1.0", "--repo", str(s5_origin.path),
+                     "--builds-dir", str(builds_dir), "--quick", "--only", "small files/remove", "-r", "2", "-w", "0",
+                     "--rounds", "1", "-o", str(tmp_path / "s.md"), "--json", str(tmp_path / "r.json"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = json.loads((tmp_path / "r.json").read_text())
+    (st,) = [st for sc in r["scenarios"] for st in sc["steps"]]
+    labels = [b["label"] for b in r["builds"]]
+    assert [c["contender"] for c in st["comparisons"]] == labels[1:]
+    assert st["comparisons"][0]["verdict"] == stats.IDENTICAL and st["comparisons"][1]["verdict"] != stats.IDENTICAL
+    assert sorted(st["builds"]) == sorted([labels[0], labels[2]])  # the twin was not run
+    assert "1 identical binary" in proc.stderr
