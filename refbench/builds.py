@@ -34,6 +34,7 @@ from .errors import BuildError, RefError
 
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
+REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
 
 
 @dataclass(frozen=True)
@@ -267,8 +268,11 @@ class Builder:
 
     # ---- building -------------------------------------------------------------------------
     def _go_env(self) -> dict:
+        """Reproducible builds: no VCS stamp and no checkout paths in the binary, so two commits
+        with the same Go code (a README change) give byte-identical binaries, answered without
+        measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours."""
         env = dict(os.environ)
-        env.setdefault("GOFLAGS", "-buildvcs=false")
+        env["GOFLAGS"] = " ".join(filter(None, (REPRODUCIBLE_GOFLAGS, os.environ.get("GOFLAGS", ""))))
         return env
 
     def toolchain(self) -> str:
@@ -289,6 +293,10 @@ class Builder:
         except ValueError:
             return None
         if info.get("toolchain") != self.toolchain() or info.get("build") != list(self.target.build):
+            return None
+        # other GOFLAGS: rebuild. A cache from before they were recorded is kept: at worst its binary
+        # differs from a reproducible one of the same code, and the pair is measured as before
+        if info.get("goflags", self._go_env()["GOFLAGS"]) != self._go_env()["GOFLAGS"]:
             return None
         want = info.get("binary_sha256")
         if want is not None:  # caches from before hashes were recorded are trusted as they were
@@ -351,7 +359,8 @@ class Builder:
             (d / "build.json").write_text(json.dumps({
                 "target": self.target.name, "sha": resolved.sha, "ref": resolved.text,
                 "version": resolved.version, "source": self.source, "toolchain": self.toolchain(),
-                "build": list(self.target.build), "seconds": round(seconds, 2), "binary_sha256": digest,
+                "build": list(self.target.build), "goflags": self._go_env()["GOFLAGS"],
+                "seconds": round(seconds, 2), "binary_sha256": digest,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }, indent=2))
         return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds,

@@ -28,7 +28,7 @@ from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
-from .runner import Plan, Runner, ScenarioResult, split_runs
+from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
 from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
 
@@ -68,6 +68,7 @@ class RunRequest:
     source: str = "git"
     endpoint_url: str | None = None
     until_decided: bool = False
+    measure_identical: bool = False  # measure byte-identical binaries too (an A/A check of the machine)
     budget: float | None = None  # seconds
     max_runs: int = 60
     max_time: float = 600.0
@@ -316,6 +317,55 @@ def build_all(res: Resolved, reporter: Reporter) -> tuple[list, float]:
     return built, time.monotonic() - t0
 
 
+# ---- identical binaries ----------------------------------------------------------------------
+def same_commands(scenarios: list[Scenario], i: int) -> bool:
+    """Whether build position i runs the same commands as the baseline in every scenario. A
+    template sees per build only the build's own binary, label and paths, and the scenario's
+    `vary` values: the same ref twice with `vary` (--numworkers 4 vs 64) compares configurations."""
+    return all(opts[min(i, len(opts) - 1)] == opts[0] for s in scenarios for opts in s.vary.values())
+
+
+def identical_contenders(checked: Checked, built: list) -> frozenset[int]:
+    """Positions of the contenders that need no measuring: a binary byte-identical to the baseline's
+    (reproducible builds, builds.REPRODUCIBLE_GOFLAGS) running the same commands. None with
+    --measure-identical (an A/A check) or when a hook replaces the builds (calibrate's shims)."""
+    if checked.request.measure_identical or checked.request.hooks.builds:
+        return frozenset()
+    base = built[0].binary_sha256
+    return frozenset(i for i, b in enumerate(built[1:], 1)
+                     if base and b.binary_sha256 == base and same_commands(checked.scenarios, i))
+
+
+def unmeasured(checked: Checked, built: list) -> Measured:
+    """What measure leaves when only the baseline is left to measure: no fixtures, no backend."""
+    scenarios = [ScenarioResult(s, fx.planned(s.fixture, checked.cache_dir), [
+        StepResult(s.name, st.name, 0, 0, 0, {}, [], 0.0, stopped="identical")
+        for st in s.steps if not checked.step_filter or checked.step_filter(s, st)]) for s in checked.scenarios]
+    return Measured(builds=built, scenarios=scenarios, stopped=None, backend={"kind": "none (nothing to measure)"},
+                    resources={}, family_size=None,
+                    hyperfine_seconds=0.0, untimed_seconds=0.0, untimed_by_kind={}, fixture_seconds=0.0,
+                    load_before=os.getloadavg()[0], competing_cpu_share=None, client_cpus=None, server_cpus=None)
+
+
+def measure_distinct(checked: Checked, built: list, reporter: Reporter) -> Measured:
+    """measure, leaving out the contenders identical to the baseline; each step then says
+    `identical binary` for them, in the builds' order."""
+    same = identical_contenders(checked, built)
+    if not same:
+        return measure(checked, built, reporter)
+    for i in sorted(same):
+        reporter.info(f"  {built[i].label}: the same binary as {built[0].label} "
+                      f"(sha256 {built[0].binary_sha256[:12]}) and the same commands: not measured")
+    distinct = [b for i, b in enumerate(built) if i not in same]
+    m = measure(checked, distinct, reporter) if len(distinct) > 1 else unmeasured(checked, distinct)
+    for sr in m.scenarios:
+        for st in sr.steps:
+            measured = {c.contender: c for c in st.comparisons}
+            st.comparisons = [measured[b.label] if b.label in measured else stats.identical(built[0].label, b.label)
+                              for b in built[1:] if b.label in measured or built.index(b) in same]
+    return dataclasses.replace(m, builds=built)
+
+
 # ---- measure ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Measured:
@@ -470,7 +520,7 @@ def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
         untimed_command_seconds=round(m.untimed_seconds, 3),
         untimed_by_kind=MappingProxyType({k: round(v, 3) for k, v in m.untimed_by_kind.items()}),
         overhead_seconds=round(measured_wall - hf, 3),
-        overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 else None)
+        overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 and hf > 0 else None)
 
 
 def settings_record(checked: Checked, m: Measured) -> rs.Settings:
@@ -521,7 +571,7 @@ def run(request: RunRequest, reporter: Reporter) -> rs.Results:
     checked = validate(request, reporter)
     res = resolve(checked, reporter)
     built, build_seconds = build_all(res, reporter)
-    m = measure(checked, built, reporter)
+    m = measure_distinct(checked, built, reporter)
     scenarios = adjust([sr.record() for sr in m.scenarios], len(m.builds) - 1, request.settings,
                        request.hooks.family_per_contender)
     board = stats.scoreboard((st.comparisons for sr in scenarios for st in sr.steps), [b.label for b in m.builds])

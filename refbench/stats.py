@@ -48,8 +48,12 @@ from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
 SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "no significant change", "inconclusive"
-VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE)
-MARKERS = {SLOWER: "🔴", FASTER: "🟢", SAME: "⚪", INCONCLUSIVE: "🟡"}
+# a contender whose binary is byte-identical to the baseline's, with the same commands: not
+# measured, counted as no change (the same code cannot be slower; measuring would only add noise)
+IDENTICAL = "identical binary"
+VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE, IDENTICAL)
+MARKERS = {SLOWER: "🔴", FASTER: "🟢", SAME: "⚪", INCONCLUSIVE: "🟡", IDENTICAL: "🟰"}
+NO_CHANGE = (SAME, IDENTICAL)
 POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -135,6 +139,15 @@ class Comparison:
         d = asdict(self)
         d["phrase"] = self.phrase()
         return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+def identical(base_label: str, cont_label: str) -> Comparison:
+    """The comparison of a contender that was not measured because its binary is the baseline's:
+    ratio 1, no interval and no p (so the run's p adjustment leaves it out)."""
+    return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
+                      p_value=None, verdict=IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
+                      factor_err=0.0, faster=base_label, slower_label=cont_label, method="identical binary",
+                      look=0, fraction=0.0)
 
 
 def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:

@@ -154,7 +154,7 @@ def s5cmd_files(version: str, scratch: Path, slow: int = 0, note: str = "") -> d
 
 def make_s5cmd_origin(root: Path) -> Origin:
     """master: v1.0.0 (s5cmd v2.2.2) -> v1.1.0 (s5cmd v2.3.0); v1.0.1 (a patch of the old line,
-    tagged last), v1.2.0-rc1 (pre-release); refs/pull/7/head: v2.3.0 with a +30% slow-down."""
+    tagged last), v1.2.0-rc1 (pre-release); refs/pull/7/head: v2.3.0 with a +30% slow-down; branch docs-only: v1.0.0 plus a README."""
     scratch = root / "scratch"
     o = new_origin(root)
     o.commit("old", s5cmd_files(S5CMD_OLD, scratch), "wrap s5cmd v2.2.2", tags=["v1.0.0"],
@@ -167,6 +167,8 @@ def make_s5cmd_origin(root: Path) -> Origin:
              "1.0.1: back-port", parent="old", tags=["v1.0.1"], tag_date="2026-03-01T00:00:00Z")
     o.commit("rc", {**s5cmd_files(S5CMD_NEW, scratch), "NOTE": "release candidate\n"}, "1.2.0-rc1",
              parent="new", tags=["v1.2.0-rc1"], tag_date="2026-04-01T00:00:00Z")
+    # branch docs-only: v1.0.0 plus a README, the same Go code: a byte-identical binary
+    o.commit("docs", {"README.md": "docs only\n"}, "docs: a README", parent="old", branch="docs-only")
     o.commit("broken", {"main.go": "package main\n\nfunc main() { this does not compile }\n"},
              "a commit that does not build", parent="new", branch="broken")
     git(o.work, "checkout", "-q", "master")

@@ -31,7 +31,5 @@ def main(argv: list[str]) -> int:
         Path(args.summary).write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
     extras.write_extras(merged, args.html, args.csv)
     counts = markdown.verdict_counts(merged)
-    print(f"merged {len(args.shards)} shards into {args.output}: {counts['slower']} slower, {counts['faster']} "
-          f"faster, {counts['no significant change']} no significant change, {counts['inconclusive']} "
-          "inconclusive", file=sys.stderr)
+    print(f"merged {len(args.shards)} shards into {args.output}: {markdown.counts_line(counts)}", file=sys.stderr)
     return EXIT_OK

@@ -20,7 +20,7 @@ from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
-from ..render.markdown import regressions, verdict_counts
+from ..render.markdown import counts_line, regressions, verdict_counts
 from ._args import Parser, duration, fraction, positive
 from .run import Outputs, pass_through, request_from_args, run_and_write
 
@@ -207,8 +207,7 @@ def alarm(rule: str, found: list[dict], slower: list) -> int:
 def say_night(results, slower: list, found: list[dict], rule: str, lasting: list[dict] = ()) -> None:
     """Tonight's verdicts, its regressions and the change points found, on stdout."""
     counts = verdict_counts(results)
-    print(f"nightly: {counts['slower']} slower, {counts['faster']} faster, {counts['no significant change']} "
-          f"no significant change, {counts['inconclusive']} inconclusive")
+    print(f"nightly: {counts_line(counts)}")
     for sc, st, c in slower:
         print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"

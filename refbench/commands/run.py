@@ -76,6 +76,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=duration, metavar="DURATION",
                    help="time for the whole run's measuring, e.g. 10m: every step gets its planned runs, then "
                         "undecided steps get more rounds while they can still be decided in the time left")
+    p.add_argument("--measure-identical", action="store_true",
+                   help="measure contenders whose binary is byte-identical to the baseline's (an A/A check of the "
+                        "machine); by default they are answered `identical binary` without measuring")
     p.add_argument("--max-runs", type=positive, default=60,
                    help="--until-decided / --budget: most runs per build and step")
     p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
@@ -103,7 +106,7 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
         prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
         target_flags=args.target_flags, repo=args.repo, source=args.source, endpoint_url=args.endpoint_url,
-        until_decided=args.until_decided, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
+        until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         builds_dir=args.builds_dir, rss=args.rss, verbose=args.verbose, command_line=tuple(argv), hooks=hooks)
@@ -154,8 +157,7 @@ def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> 
     if busy:
         reporter.warn(busy)
     counts = markdown.verdict_counts(results)
-    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {counts['slower']} slower, {counts['faster']} faster, "
-                  f"{counts['no significant change']} no significant change, {counts['inconclusive']} inconclusive "
+    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {markdown.counts_line(counts)} "
                   f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
     for sc, st, c in markdown.regressions(results):
         reporter.info(f"  slower: {sc} / {st}: {c.contender} {fmt_pct(c.rel)} vs {c.baseline}")

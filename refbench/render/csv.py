@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from ..results import Results
+from ..results import Results, Samples
 from .markdown import throughput
 
 CSV_FIELDS = ["scenario", "step", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s", "median_s",
@@ -31,7 +31,9 @@ def csv_rows(results: Results) -> list[dict]:
     for sc, st in results.steps():
         fx = sc.fixture
         comp = {c.contender: c for c in st.comparisons}
-        for lab, b in st.builds.items():
+        # a contender answered `identical binary` has no samples: its row holds the verdict alone
+        unmeasured = {lab: Samples(times=()) for lab in comp if lab not in st.builds}
+        for lab, b in {**st.builds, **unmeasured}.items():
             s, c, build = b.stats, comp.get(lab), builds.get(lab)
             out.append({
                 "scenario": sc.name, "step": st.name, "build": lab, "is_baseline": lab == results.baseline,

@@ -11,7 +11,7 @@ from ..stats import MARKERS
 from . import format as f
 
 VERDICT_COLOURS = {"slower": "#cf222e", "faster": "#1a7f37", "no significant change": "#6e7781",
-                   "inconclusive": "#bf8700"}
+                   "inconclusive": "#bf8700", "identical binary": "#8c959f"}
 
 
 @lru_cache(maxsize=None)

@@ -13,10 +13,8 @@ from ..results import SCHEMA, SCHEMA_VERSION, Results
 from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
 from .env import render as render_template
 from ..units import slug
+from .format import SEVERITY as _SEVERITY  # the headline's and a long forest's order
 from .markdown import throughput, verdict_counts
-
-# order of the headline and of a long forest: what a reader must see first
-_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
 
 
 def _finite(x: float | None) -> float | None:

@@ -8,17 +8,15 @@ from tabulate import tabulate
 
 from ..compare import RunComparison
 from ..results import Environment, Fixture, Results, Samples, Step
-from ..stats import MARKERS, VERDICTS, Comparison
+from ..stats import IDENTICAL, MARKERS, VERDICTS, Comparison
 from .env import render as render_template
 from ..units import fmt_duration
 from .format import (fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
-                     md_escape)
+                     md_escape, SEVERITY as _SEVERITY)  # _SEVERITY: the order a cut table keeps
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
 GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
-# verdict table order when it has to be cut: what a reviewer must see first
-_SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3}
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
@@ -41,6 +39,13 @@ def verdict_counts(results: Results) -> dict[str, int]:
     for _, _, c in results.comparisons():
         counts[c.verdict] += 1
     return counts
+
+
+def counts_line(counts: dict[str, int]) -> str:
+    """The verdict counts in words, as the commands' last line says them ('identical binary' only
+    when a contender was not measured)."""
+    words = [f"{counts[v]} {v}" for v in VERDICTS if v != IDENTICAL or counts.get(v)]
+    return ", ".join(words)
 
 
 def regressions(results: Results) -> list[tuple[str, str, Comparison]]:
