@@ -28,7 +28,9 @@ from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
+from .executor import Executor, HyperfineExecutor
 from .runner import Plan, Runner, ScenarioResult, split_runs
+from .sampling import StepUnit, step_units
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
@@ -123,6 +125,7 @@ class Checked:
     fixture_need: int
     run_need: int
     stored_peak: int
+    units: tuple[StepUnit, ...] = ()  # the selected steps with their effective runs and warm-up
 
 
 def load_target(request: RunRequest):
@@ -166,7 +169,8 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
             raise
         reporter.warn(f"a real run would stop here: {e}")
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak)
+                   local_root, cache_dir, fixture_need, run_need, stored_peak,
+                   step_units(scenarios, step_filter, request.runs, request.warmup))
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
@@ -238,12 +242,11 @@ def select_scenarios(scenarios: list[Scenario], only: list[str]):
     return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
 
 
-def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int) -> int:
-    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders): the family
-    whose false alarms the run controls together."""
-    steps = sum(1 for s in scenarios for st in s.steps if (not step_filter or step_filter(s, st))
-                and (st.runs or s.runs or runs) >= 2)
-    return max(1, steps * (n_builds - 1))
+def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int, n_metrics: int = 1) -> int:
+    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders x metrics):
+    the family whose false alarms the run controls together."""
+    steps = sum(1 for u in step_units(scenarios, step_filter, runs, 0) if u.judged)
+    return max(1, steps * (n_builds - 1) * n_metrics)
 
 
 def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
@@ -335,6 +338,11 @@ class Measured:
     server_cpus: frozenset | None
 
 
+def make_executor(workdir: Path, **kw) -> Executor:
+    """The run's executor: hyperfine probed once (tests replace this with a MockExecutor)."""
+    return HyperfineExecutor.probe(workdir, **kw)
+
+
 @contextlib.contextmanager
 def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, reporter: Reporter) -> Iterator:
     """The run's backend, closed on the way out; a failing close is reported but never masks the
@@ -367,31 +375,31 @@ def watching(backend, workdir: Path, checked: Checked) -> Iterator[Watchdog]:
         watchdog.stop()
 
 
-def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus) -> Plan:
+def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor) -> Plan:
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
-    return Plan(builds=built, backend=backend, workdir=workdir, cache_dir=checked.cache_dir, runs=request.runs,
+    n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
+    return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
+                runs=request.runs,
                 warmup=request.warmup, rounds=request.rounds, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                 until_decided=request.until_decided, max_runs=request.max_runs, max_time=request.max_time,
                 verbose=request.verbose, measure_rss=request.rss, interleave=request.interleave,
                 no_shell=request.no_shell,
                 budget=request.budget * hooks.budget_scale if request.budget else None,
-                family_size=family_size(*checked.family, request.runs, n_family), client_cpus=client_cpus)
+                family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
 
 
 def selected_steps(checked: Checked) -> Iterator[tuple]:
-    f = checked.step_filter
-    return ((s, st) for s in checked.scenarios for st in s.steps if not f or f(s, st))
+    return ((u.scenario, u.step) for u in checked.units)
 
 
 def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
                   ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
-    steps = list(selected_steps(checked))
-    runner.steps_total = len(steps)
+    runner.steps_total = len(checked.units)
     plan = runner.plan
-    reporter.start(sum(len(split_runs(st.runs or s.runs or plan.runs, plan.rounds)) for s, st in steps),
+    reporter.start(sum(len(split_runs(u.runs, plan.rounds)) for u in checked.units),
                    [b.label for b in plan.builds])
     done: list[ScenarioResult] = []
     t_fixtures = 0.0
@@ -427,7 +435,8 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
             with watching(backend, workdir, checked) as watchdog:
-                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus),
+                executor = make_executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
+                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus, executor),
                                 progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
         # read after the backend closed, as the record always was (a server's stop may purge more)
@@ -450,14 +459,22 @@ def adjust(scenarios, n_contenders: int, settings: stats.Settings,
     """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
     each contender's comparisons apart. Returns new scenarios; the measured ones stay as they were.
     `merge` re-adjusts shards' results with this too, so a sharded run is judged as one run."""
-    comps = [list(st.comparisons) for sc in scenarios for st in sc.steps]
-    for family in (range(n_contenders) if per_contender else [None]):
-        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs)) if family is None or i == family]
+    comps = [list(st.all_comparisons()) for sc in scenarios for st in sc.steps]
+    contenders = list(dict.fromkeys(c.contender for cs in comps for c in cs))
+    for family in (contenders if per_contender else [None]):
+        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs))
+                   if family is None or cs[i].contender == family]
         for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
             comps[k][i] = c
     adjusted = iter(comps)
-    return tuple(dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(next(adjusted)))
-                                                     for st in sc.steps)) for sc in scenarios)
+    return tuple(dataclasses.replace(sc, steps=tuple(_with_comparisons(st, next(adjusted)) for st in sc.steps))
+                 for sc in scenarios)
+
+
+def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
+    """The step with its comparisons replaced, wall apart from the other metrics as Step keeps them."""
+    return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
+                               metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 
 
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
