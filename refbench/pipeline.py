@@ -34,7 +34,7 @@ from .sampling import StepUnit, step_units
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
-MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons"
+MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,7 @@ class RunRequest:
     threshold: float = 0.05
     alpha: float = 0.05
     noise_limit: float = 0.10
+    metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over stats.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
     verbose: bool = False
@@ -100,7 +101,9 @@ class RunRequest:
 
     @property
     def settings(self) -> stats.Settings:
-        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit)
+        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit,
+                              metric_thresholds=tuple({**dict(stats.METRIC_THRESHOLDS),
+                                                       **dict(self.metric_thresholds)}.items()))
 
     def scenarios_path(self) -> str:
         return str(self.scenarios or paths.default_scenarios())
@@ -494,7 +497,8 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
         runs=r.runs, warmup=r.warmup, rounds=r.rounds, quick=r.quick, threshold=r.threshold, alpha=r.alpha,
-        noise_limit=r.noise_limit, multiple_testing=MULTIPLE_TESTING, until_decided=r.until_decided,
+        noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
+        multiple_testing=MULTIPLE_TESTING, until_decided=r.until_decided,
         max_runs=r.max_runs, only=tuple(r.only), budget_seconds=r.budget, interleave=r.interleave,
         no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,

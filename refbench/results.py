@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .stats import METRICS, VERDICTS, Comparison, Summary, summarize
+from .stats import METRIC_THRESHOLDS, METRICS, VERDICTS, Comparison, Summary, summarize
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -338,6 +338,7 @@ class Settings(_Doc):
     threshold: float = _f((int, float), default=0.05)
     alpha: float = _f((int, float), default=0.05)
     noise_limit: float = _f((int, float), default=0.10)
+    metric_thresholds: Mapping[str, float] | None = _f(dict, default=None, omit_none=True)  # the other metrics' (v2)
     multiple_testing: str | None = _f(str, default=None)
     until_decided: bool = _f(bool, default=False)
     max_runs: int | None = _f(int, default=None)
@@ -352,6 +353,14 @@ class Settings(_Doc):
     shard: str | None = _f(str, default=None, omit_none=True)  # a shard's own results only
     shard_steps: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
     merged_shards: int | None = _f(int, default=None, omit_none=True)  # merged results only
+
+
+    def threshold_for(self, metric: str) -> float:
+        """The threshold a metric's verdicts used: wall's is `threshold`; the others' as recorded, else
+        the defaults they had when the file was written."""
+        if metric == "wall":
+            return self.threshold
+        return (self.metric_thresholds or {}).get(metric, dict(METRIC_THRESHOLDS).get(metric, self.threshold))
 
 
 @dataclass(frozen=True, kw_only=True)
