@@ -339,6 +339,7 @@ class Measured:
     competing_cpu_share: float | None
     client_cpus: frozenset | None
     server_cpus: frozenset | None
+    hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
 
 
 def make_executor(workdir: Path, **kw) -> Executor:
@@ -453,7 +454,8 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
                     hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
                     untimed_by_kind=dict(runner.untimed), fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
-                    client_cpus=client_cpus, server_cpus=server_cpus)
+                    client_cpus=client_cpus, server_cpus=server_cpus,
+                    hyperfine=f"hyperfine {runner.plan.executor.info.version_text}")
 
 
 # ---- analyse ---------------------------------------------------------------------------------
@@ -516,8 +518,8 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
         refbench=__version__, created=rs.created_now(), command_line=tuple(r.command_line),
         target=rs.Target(name=target.name, repo=builder.repo_url if r.source == "git" else target.module,
                          source=r.source, backend=target.backend),
-        environment=rs.Environment.probe(m.builds[0].toolchain, load_before=round(m.load_before, 2),
-                                         competing_cpu_share=m.competing_cpu_share),
+        environment=rs.Environment.probe(m.builds[0].toolchain, hyperfine=m.hyperfine,
+                                         load_before=round(m.load_before, 2), competing_cpu_share=m.competing_cpu_share),
         settings=settings_record(checked, m), builds=tuple(b.record() for b in m.builds),
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,

@@ -380,8 +380,9 @@ class Environment(_Doc):
     hosts: tuple[str, ...] | None = _f(list, default=None, omit_none=True)  # merged results only
 
     @classmethod
-    def probe(cls, toolchain: str | None = None, **measured) -> "Environment":
-        """This machine as a results file records it."""
+    def probe(cls, toolchain: str | None = None, hyperfine: str | None = None, **measured) -> "Environment":
+        """This machine as a results file records it; `hyperfine`: the one the run measured with
+        (default: the first on PATH)."""
         def version(argv):
             try:
                 return subprocess.run(argv, capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
@@ -391,7 +392,7 @@ class Environment(_Doc):
         return cls(host=socket.gethostname(), os=platform.platform(), kernel=platform.release(),
                    cpu_model=cpu_model(), cpus=os.cpu_count(), memory_bytes=_mem_total(),
                    python=platform.python_version(), go=toolchain or version(["go", "env", "GOVERSION"]),
-                   hyperfine=version(["hyperfine", "--version"]), refbench=__version__, **measured)
+                   hyperfine=hyperfine or version(["hyperfine", "--version"]), refbench=__version__, **measured)
 
 
 @dataclass(frozen=True, kw_only=True)

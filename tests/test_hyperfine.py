@@ -330,3 +330,15 @@ def test_failure_message_names_the_error_line():
         == "Error: Command terminated with non-zero exit code"
     assert hyperfine.failure_message("last words\n", 2) == "last words"
     assert hyperfine.failure_message("", 3) == "exit 3"
+
+
+def test_doctor_says_what_the_found_hyperfine_cannot_measure():
+    from refbench.commands import doctor
+
+    status, tool, text, required = doctor.hyperfine_check(V1, "run `refbench setup`")
+    assert (status, tool, required) == (doctor.WARN, "hyperfine", True)
+    assert "running maximum" in text and "memory gets no verdict" in text and hyperfine.PINNED_VERSION in text
+    status, _, text, _ = doctor.hyperfine_check(V2, "run `refbench setup`")
+    assert status == doctor.OK and "wall, cpu, memory" in text and "instructions: not counted here" in text
+    counted = hyperfine.HyperfineInfo("hf", (2, 0, 0), counts_instructions=True)
+    assert "not counted" not in doctor.hyperfine_check(counted, "")[2]

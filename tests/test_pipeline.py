@@ -144,6 +144,9 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     (("--only", "nope"), "--only 'nope' matches no scenario or step"),
     (("-hf", "'unclosed"), "cannot parse extra flags"),
     (("-hf", "--export-json x"), "export-json"),
+    (("-hf", "--reference true"), "hyperfine flag '--reference' is not one refbench passes through"),
+    (("-hf", "-r5"), "hyperfine flag -r is managed by refbench"),
+    (("-hf", "--setup true"), "hyperfine flag '--setup' is not one refbench passes through"),
     (("-b", "Not_A_Bucket"), "not a valid bucket name"),
     (("-t", "other", "-b", "bucket"), "-b/--bucket applies to S3 targets"),
     (("-p", "../x"), "-p/--prefix"),
@@ -270,3 +273,24 @@ def test_a_whole_run_gives_typed_results(faked, tmp_path):
     assert all(len(st.builds["v1.1.0"].times) == 6 for _, st in res.steps())
     assert res.timing.hyperfine_seconds >= 0 and res.resources["watchdog"] == "off"
     assert pipeline.stop_error(res) is None
+
+
+def test_fail_on_widens_the_metrics_whose_slower_verdicts_fail_a_run(capsys):
+    import json
+
+    from refbench.commands import run as run_cmd
+    from refbench.render import markdown
+
+    doc = json.loads((Path(__file__).resolve().parent / "data" / "results-s5cmd.json").read_text())
+    st = doc["scenarios"][0]["steps"][0]
+    st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower", "rel": 0.5})
+    res = rs.Results.from_json(doc)
+    wall = markdown.regressions(res)
+    assert all(c.metric == "wall" for _, _, c in wall)
+    wider = markdown.regressions(res, run_cmd.fail_metrics(("memory",)))
+    assert len(wider) == len(wall) + 1 and wider[-1][2].metric == "memory"
+    assert run_cmd.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
+    assert "memory +50.0%" in " ".join(markdown.what_changed(res))
+    with pytest.raises(SystemExit):
+        run_cmd.run_parser().parse_args(["-s", "a", "b", "--fail-on", "cpu,joules"])
+    assert "'joules' is not a metric" in capsys.readouterr().err
