@@ -30,7 +30,7 @@ from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
 from .executor import Executor, HyperfineExecutor
 from .runner import Plan, Runner, ScenarioResult, split_runs
-from .sampling import StepUnit, step_units
+from .sampling import Sampling, StepUnit, step_units
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
@@ -98,6 +98,13 @@ class RunRequest:
 
     def replace(self, **changes) -> "RunRequest":
         return dataclasses.replace(self, **changes)
+
+    @property
+    def sampling(self) -> Sampling:
+        """How this run samples: the one record the plan carries and the results file stores."""
+        return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
+                        until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
+                        budget=self.budget)
 
     @property
     def settings(self) -> stats.Settings:
@@ -383,14 +390,12 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
+    sampling = dataclasses.replace(request.sampling,
+                                   budget=request.budget * hooks.budget_scale if request.budget else None)
     return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
-                runs=request.runs,
-                warmup=request.warmup, rounds=request.rounds, settings=request.settings,
+                sampling=sampling, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
-                until_decided=request.until_decided, max_runs=request.max_runs, max_time=request.max_time,
-                verbose=request.verbose, measure_rss=request.rss, interleave=request.interleave,
-                no_shell=request.no_shell,
-                budget=request.budget * hooks.budget_scale if request.budget else None,
+                verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
 
 
@@ -403,7 +408,7 @@ def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
     runner.steps_total = len(checked.units)
     plan = runner.plan
-    reporter.start(sum(len(split_runs(u.runs, plan.rounds)) for u in checked.units),
+    reporter.start(sum(len(split_runs(u.runs, plan.sampling.rounds)) for u in checked.units),
                    [b.label for b in plan.builds])
     done: list[ScenarioResult] = []
     t_fixtures = 0.0
@@ -498,11 +503,9 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     r = checked.request
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
-        runs=r.runs, warmup=r.warmup, rounds=r.rounds, quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        **r.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
         noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
-        multiple_testing=MULTIPLE_TESTING, until_decided=r.until_decided,
-        max_runs=r.max_runs, only=tuple(r.only), budget_seconds=r.budget, interleave=r.interleave,
-        no_shell=r.no_shell,
+        multiple_testing=MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
                                "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
         family_size=m.family_size, hyperfine_flags=tuple(checked.hf_flags),

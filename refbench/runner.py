@@ -23,7 +23,7 @@ from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
 from .executor import Call, Executor, Shell
-from .sampling import effective_runs, effective_warmup
+from .sampling import Sampling
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from .stats import Comparison, Settings, compare_metric, runs_for, should_stop
 from .watchdog import WatchdogStop
@@ -37,19 +37,12 @@ class Plan:
     executor: Executor
     workdir: Path
     cache_dir: Path
-    runs: int
-    warmup: int
-    rounds: int
+    sampling: Sampling
     settings: Settings
     target_flags: list[str] = field(default_factory=list)
     hyperfine_flags: list[str] = field(default_factory=list)
-    until_decided: bool = False
-    max_runs: int = 60
-    max_time: float = 600.0
     verbose: bool = False
     measure_rss: bool = True
-    interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
-    budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
     family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
@@ -57,13 +50,7 @@ class Plan:
     @property
     def metrics(self) -> tuple[str, ...]:
         """The metrics every run gets its own figure of, and so a verdict (wall first)."""
-        return self.executor.info.metrics(interleaved=self.interleave == "runs")
-
-    @property
-    def sequential(self) -> bool:
-        """Look after every round and stop a step once it is decided (alpha spending keeps the
-        error rates): with --until-decided or a --budget."""
-        return self.until_decided or self.budget is not None
+        return self.executor.info.metrics(interleaved=self.sampling.interleave == "runs")
 
 
 @dataclass
@@ -261,9 +248,9 @@ class Runner:
 
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: Scenario, fixture: fx.FixtureFiles, step: Step) -> StepResult:
-        plan, builds = self.plan, self.plan.builds
-        runs = effective_runs(scenario, step, plan.runs)  # a scenario may pin its runs (300G: 1 run)
-        warmup = effective_warmup(scenario, step, plan.warmup)
+        plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
+        unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
+        runs, warmup = unit.runs, unit.warmup
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
         cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
@@ -287,9 +274,9 @@ class Runner:
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
             hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
-        per_round = split_runs(runs, plan.rounds)
-        sequential = plan.sequential and runs >= 2
-        n_max = max(plan.max_runs, runs) if sequential else runs
+        per_round = split_runs(runs, sampling.rounds)
+        sequential = sampling.sequential and runs >= 2
+        n_max = max(sampling.max_runs, runs) if sequential else runs
         looks: list[float] = []
         stopped = "planned"
         r = 0
@@ -331,7 +318,7 @@ class Runner:
         (significant at alpha / family size, so it survives the run-wide adjustment, or shown
         equivalent), at --max-runs, at --max-time, or when the budget says more runs would not
         decide it in the time left (the rest of the budget goes to the steps after it)."""
-        plan = self.plan
+        plan, sampling = self.plan, self.plan.sampling
         if n_each >= n_max:
             return "max-runs"
         if r == 0:
@@ -342,12 +329,12 @@ class Runner:
         if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
             return "decided"
         now = time.monotonic()
-        if now - t_start >= plan.max_time:
+        if now - t_start >= sampling.max_time:
             return "max-time"
         if r < len(per_round):  # the planned runs are everyone's minimum: a budget only adds rounds
             return None
-        if plan.budget is None:
-            return None if plan.until_decided else "planned"
+        if sampling.budget is None:
+            return None if sampling.until_decided else "planned"
         per_run = (now - t_start) / max(1, n_each * len(builds))
         need = max((runs_to_decide(c, plan.settings, plan.family_size, max(1, per_round[-1])) or n_max)
                    for c in comps)
@@ -359,12 +346,12 @@ class Runner:
     def budget_left(self, now: float) -> float:
         """Seconds this step may still spend: what is left of the budget after the planned runs of
         the steps still to come (estimated at the average pace of the steps so far)."""
-        plan = self.plan
-        if plan.budget is None:
+        budget = self.plan.sampling.budget
+        if budget is None:
             return float("inf")
         pending = max(0, self.steps_total - self.steps_done - 1)
         per_step = (self.steps_seconds / self.steps_done) if self.steps_done else 0.0
-        return plan.budget - (now - self.t_begin) - pending * per_step
+        return budget - (now - self.t_begin) - pending * per_step
 
     def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
@@ -407,7 +394,7 @@ class Runner:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
-        if self.plan.interleave == "runs":
+        if self.plan.sampling.interleave == "runs":
             seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
         else:
             seq, per_cmd = order, runs

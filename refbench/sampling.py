@@ -1,14 +1,45 @@
-"""How many runs each selected step gets: the rule, said once.
+"""How a run samples: one Sampling record (runs, warm-up, rounds, interleaving, when to stop), and
+how many runs each selected step gets, said once.
 
 A step may pin its runs and warm-up (a 300 GB upload runs once), else its scenario, else the
 run's -r / -w. `pipeline.validate` resolves the selection into StepUnits once; the runner, the
-shard planner, the family size and the progress count all read them.
+shard planner, the family size and the progress count all read the same rule. The request builds
+the Sampling, the runner's plan carries it, results.json and calibrate record it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from .config import Scenario, Step
+
+
+@dataclass(frozen=True)
+class Sampling:
+    runs: int  # per build and step, unless the step or its scenario pins its own
+    warmup: int
+    rounds: int  # interleaved rounds per step (one hyperfine call each)
+    interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
+    until_decided: bool = False
+    max_runs: int = 60  # --until-decided / --budget: most runs per build and step
+    max_time: float = 600.0  # seconds per step
+    budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
+
+    @property
+    def sequential(self) -> bool:
+        """Look after every round and stop a step once it is decided (alpha spending keeps the
+        error rates): with --until-decided or a --budget."""
+        return self.until_decided or self.budget is not None
+
+    def record(self) -> dict:
+        """The keys results.json's settings (and calibrate's) store these under."""
+        d = asdict(self)
+        d["budget_seconds"] = d.pop("budget")
+        d.pop("max_time")
+        return d
+
+    def unit(self, scenario: Scenario, step: Step) -> "StepUnit":
+        return StepUnit(scenario, step, effective_runs(scenario, step, self.runs),
+                        effective_warmup(scenario, step, self.warmup))
 
 
 def effective_runs(scenario: Scenario, step: Step, runs: int) -> int:

@@ -12,6 +12,7 @@ from refbench.builds import Build
 from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
+from refbench.sampling import Sampling
 
 @pytest.fixture
 def fake_hf():
@@ -27,13 +28,18 @@ def builds(tmp_path, *factors) -> list[Build]:
     return out
 
 
+SAMPLING_KEYS = ("interleave", "until_decided", "max_runs", "max_time", "budget")
+
+
 def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, setup=None,
         backend=None, executor=None, family_size=1, **plan):
     (tmp_path / "work").mkdir(exist_ok=True)
     executor = executor or _current[0]
+    sampling = Sampling(runs=runs, warmup=warmup, rounds=rounds,
+                        **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
     p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
-                executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, runs=runs, warmup=warmup,
-                rounds=rounds, settings=stats.Settings(), measure_rss=False, family_size=family_size, **plan)
+                executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
+                settings=stats.Settings(), measure_rss=False, family_size=family_size, **plan)
     r = rn.Runner(p)
     r.steps_total = 1
     spec = Fixture(kind="sparse", size=1, count=1)
