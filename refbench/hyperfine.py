@@ -246,7 +246,9 @@ def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str
                  extra_flags: list[str] = ()) -> list[str]:
     """One hyperfine invocation: the commands in the order given, each with its own prepare.
     Shell: 1.x uses one unless given -N, 2.0 none unless given -S; 2.0 exports only the metrics
-    it is asked for."""
+    it is asked for. Always -i: a failing run is exported with its exit code instead of ending
+    hyperfine with a message that names the command line but not the build; refbench then fails
+    the step naming the build (runner.check_exits), and no failed run enters a verdict."""
     argv = [info.path, "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
             "--style", "basic" if verbose else "none"]
     shell_free = use_no_shell(no_shell, cmds, preps)
@@ -262,6 +264,8 @@ def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str
     if any(preps):
         for p in preps:
             argv += ["--prepare", p or ":"]
+    if not any(f == "-i" or f.startswith("--ignore-failure") for f in extra_flags):
+        argv.append("-i")
     argv += extra_flags
     return argv + (["--", *cmds] if info.dashdash else list(cmds))
 

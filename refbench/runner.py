@@ -302,7 +302,6 @@ class Runner:
             measured = [m for m in s.memory if m is not None]
             if measured and plan.measure_rss:
                 s.rss_kb = max(measured) // 1024
-        self.check_exits(where, samples)
         checks = {s.check for s in samples.values()}
         looks_t = tuple(looks) if sequential and looks else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
@@ -385,9 +384,13 @@ class Runner:
 
     def hyperfine_warmup(self, where: str, builds: list[Build], cmds: list[str], preps: list[str | None],
                          warmup: int) -> float:
-        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them)."""
-        return self.run_hyperfine(f"{where} warm-up", self.call([b.label for b in builds], cmds, preps, 1,
-                                                                  warmup - 1))[1]
+        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them); a build
+        that fails there fails the step already."""
+        results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call([b.label for b in builds], cmds, preps,
+                                                                             1, warmup - 1))
+        self.check_exits(f"{where} warm-up", {b.label: BuildSamples(exit_codes=list(r.exit_codes), command=c)
+                                               for b, r, c in zip(builds, results, cmds)})
+        return elapsed
 
     def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
                         preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
@@ -403,6 +406,7 @@ class Runner:
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
         for pos, res in zip(seq, results):
             samples[builds[pos].label].add(res, r)
+        self.check_exits(f"{where} round {r + 1}", samples)
         return elapsed
 
     def check_exits(self, where: str, samples: dict[str, BuildSamples]) -> None:

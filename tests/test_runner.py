@@ -182,8 +182,11 @@ def test_with_hyperfine_1_memory_is_unavailable_not_a_running_maximum(tmp_path, 
 
 def test_a_crashing_contender_is_an_error_not_faster(tmp_path, fake_hf):
     fake_hf.fail = {"fake-0.10": 139}
-    with pytest.raises(rn.RunError, match=r"build b1 failed in 4 of 4 runs \(exit code 139\)"):
+    with pytest.raises(rn.RunError, match=r"round 1: build b1 failed in 2 of 2 runs \(exit code 139\)"):
         run(tmp_path, [1.0, 0.1], runs=4, rounds=2)
+    assert all("-i" in argv for argv in calls(fake_hf))  # hyperfine exports failed runs; refbench names the build
+    with pytest.raises(rn.RunError, match=r"warm-up: build b1 failed in 1 of 1 runs"):
+        run(tmp_path, [1.0, 0.1], runs=4, rounds=2, warmup=2)
 
 
 def test_results_are_matched_to_builds_by_name(tmp_path, fake_hf):
