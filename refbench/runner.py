@@ -23,8 +23,8 @@ from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
 from .executor import Call, Executor, Shell
-from .sampling import Sampling
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
+from .sampling import Sampling
 from .stats import Comparison, Settings, compare_metric, runs_for, should_stop
 from .watchdog import WatchdogStop
 
