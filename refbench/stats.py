@@ -744,18 +744,25 @@ def should_stop(comp: Comparison, settings: Settings, family_size: int) -> bool:
     return comp.fraction >= 1.0
 
 
+WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
+
+
 def metric_weights(comps: list[Comparison]) -> list[float]:
     """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
-    2006: any weights averaging 1 keep the false discovery rate at alpha). Wall time, the primary
-    metric, holds half of the family's weight and the other metrics share the rest, so adding CPU and
-    memory verdicts to a run costs wall time's verdicts little power: with 3 metrics, a wall step is
-    judged as in a family of 2 steps where plain BH would make it 3. One metric: all weights 1."""
+    2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
+    at alpha). Wall time, the primary metric, holds WALL_SHARE of the family's weight and the other
+    metrics share the rest: adding CPU and memory verdicts makes wall time's family at most 25%
+    larger (plain BH would triple it with three metrics, and a 6-run smoke run of a +30% slow-down
+    would no longer call it), while a clear change in CPU or memory (p far below alpha, as any
+    real one is at the default 10 or 20 runs) still passes. One metric: all weights 1."""
     metrics = {c.metric for c in comps}
-    if len(metrics) < 2:
+    if len(metrics) < 2 or "wall" not in metrics:
         return [1.0] * len(comps)
-    raw = [1.0 if c.metric == "wall" else 1.0 / (len(metrics) - 1) for c in comps]
-    total = sum(raw)
-    return [r * len(comps) / total for r in raw]
+    n_wall = sum(1 for c in comps if c.metric == "wall")
+    n_other = len(comps) - n_wall
+    w_wall = WALL_SHARE * len(comps) / n_wall
+    w_other = (1 - WALL_SHARE) * len(comps) / n_other
+    return [w_wall if c.metric == "wall" else w_other for c in comps]
 
 
 def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> list[Comparison]:

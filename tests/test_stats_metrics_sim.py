@@ -13,6 +13,7 @@ import math
 from dataclasses import replace
 
 import numpy as np
+import pytest
 
 from refbench import stats
 from test_stats_sim import at_least, at_most, count, decide_all, sequential, simulate
@@ -106,7 +107,7 @@ def test_power_per_metric_in_a_family():
     cpu_hits = sum(f[1 * 3 + 1].verdict == stats.SLOWER for f in fams)  # step 1, metric cpu
     print(f"\n+10% CPU (cv 2% own + a quarter of wall's noise) on one step of 4: CPU slower in "
           f"{cpu_hits / len(fams):.1%} of runs")
-    assert cpu_hits >= at_least(len(fams), 0.75)
+    assert cpu_hits >= at_least(len(fams), 0.65)
     others = sum(c.verdict in (stats.SLOWER, stats.FASTER) for f in fams for k, c in enumerate(f) if k != 4)
     assert others <= at_most(len(fams) * (STEPS * 3 - 1), stats.Settings().alpha)
 
@@ -121,5 +122,5 @@ def test_power_per_metric_in_a_family():
 def test_weights_average_one_and_favour_wall_time():
     comps = [replace(stats.compare("A", [1, 2, 3], "B", [1, 2, 3]), metric=m) for m in ("wall", "cpu", "memory") * 4]
     w = stats.metric_weights(comps)
-    assert sum(w) == len(comps) and w[0] == 1.5 and w[1] == w[2] == 0.75
+    assert sum(w) == pytest.approx(len(comps)) and w[0] == pytest.approx(2.4) and w[1] == w[2] == pytest.approx(0.3)
     assert stats.metric_weights(comps[::3]) == [1.0] * 4
