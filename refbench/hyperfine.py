@@ -1,12 +1,20 @@
 """hyperfine itself: which binary, which version, how it is installed, the command line refbench
-gives it, and its --export-json files.
+gives it, and its --export-json files. Every difference between hyperfine versions lives here.
 
-refbench wants hyperfine >= 1.20: it exports the peak memory of every run (`memory_usage_byte`),
-so no extra untimed run is needed to measure it. Debian ships 1.15, which exports none. So
-`refbench setup` builds the pinned version below from crates.io once per machine
-(`cargo install --locked`) into the cache, and `locate()` prefers it. Everything here also reads
-1.15-style files, so an older hyperfine still works, only without per-run memory. (Both 1.15 and
-1.20 export user and system CPU time only as means over the runs.)
+refbench wants hyperfine 2.0: it measures every run with wait4, so each run's user and system
+CPU time and peak memory are that run's own (JSON schema version 2,
+`results[].measurements[].time_wall_clock.value`), plus hardware counters (instructions) where
+the kernel lets it count them. `refbench setup` builds the pinned 2.0 from crates.io once per
+machine (it needs rustc >= 1.97: `rustup toolchain install 1.97.0 --profile minimal`, then
+`cargo +1.97.0 install --locked`), into the cache; where that fails it builds 1.20 instead.
+
+The 1.x quirks refbench handles: 1.x exports user/system only as means over a command's runs
+(per run only when a command ran once in the call, as in refbench's interleaved rounds), and its
+`memory_usage_byte` is getrusage(RUSAGE_CHILDREN).ru_maxrss, the largest child reaped so far,
+whichever command it was: with builds interleaved in one call both get the same rising series,
+so refbench never uses 1.x memory as a run's peak (it is "unavailable"). 1.x runs commands
+through a shell unless given -N; 2.0 runs them without one unless given -S (--shell=default),
+and removed --reference, --sort and --time-unit.
 """
 from __future__ import annotations
 
@@ -26,24 +34,37 @@ from .errors import RefbenchError, RunError
 
 log = logging.getLogger(__name__)
 
-PINNED_VERSION = "1.20.0"  # what `refbench setup` installs (crates.io, cargo install --locked)
-MEMORY_VERSION = (1, 20, 0)  # first version exporting per-run memory_usage_byte
+PINNED_VERSION = "2.0.0"  # what `refbench setup` installs (crates.io, cargo install --locked)
+PINNED_TOOLCHAIN = "1.97.0"  # hyperfine 2.0 needs rustc >= 1.97; machines here default to 1.95
+FALLBACK_VERSION = "1.20.0"  # built where 2.0 cannot be: per-run wall time, CPU only in interleaved rounds
+MEMORY_VERSION = (1, 20, 0)  # first version exporting memory_usage_byte (a running maximum in 1.x)
+OWN_RUN_VERSION = (2, 0, 0)  # first version measuring each run's own CPU and memory (schema 2)
+METRICS = ("wall", "cpu", "memory", "instructions")  # what a run can be judged on, primary first
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 
 # ---- the binary -----------------------------------------------------------------------------
 def pinned_path(version: str = PINNED_VERSION) -> Path:
-    """Where `refbench setup` keeps the pinned hyperfine: $XDG_CACHE_HOME/refbench/hyperfine-V/bin."""
+    """Where `refbench setup` keeps a pinned hyperfine: $XDG_CACHE_HOME/refbench/hyperfine-V/bin."""
     return paths.cache_root() / f"hyperfine-{version}" / "bin" / "hyperfine"
 
 
+def _runnable(p: Path) -> bool:
+    return p.is_file() and os.access(p, os.X_OK)
+
+
 def locate() -> str | None:
-    """The hyperfine refbench runs: the pinned cached build first, then refbench's tools
-    directories and PATH (paths.find_tool). None when there is none."""
-    pinned = pinned_path()
-    if pinned.is_file() and os.access(pinned, os.X_OK):
-        return str(pinned)
-    return paths.find_tool("hyperfine")
+    """The hyperfine refbench runs: the pinned cached build, else one on the tools directories or
+    PATH when it measures each run's own CPU and memory (2.0+), else the 1.20 fallback build, else
+    whatever hyperfine there is. None when there is none."""
+    if _runnable(pinned_path()):
+        return str(pinned_path())
+    found = paths.find_tool("hyperfine")
+    if found and (version(found) or (0,)) >= OWN_RUN_VERSION:
+        return found
+    if _runnable(pinned_path(FALLBACK_VERSION)):
+        return str(pinned_path(FALLBACK_VERSION))
+    return found
 
 
 def parse_version(text: str) -> tuple[int, int, int] | None:
@@ -62,18 +83,38 @@ def _version_of(binary: str) -> tuple[int, int, int] | None:
 
 
 def version(binary: str | None = None) -> tuple[int, int, int] | None:
-    """Version of `binary` (default: locate()) as a tuple, e.g. (1, 20, 0); None if not found."""
+    """Version of `binary` (default: locate()) as a tuple, e.g. (2, 0, 0); None if not found."""
     binary = binary or locate()
     return _version_of(binary) if binary else None
 
 
 def exports_memory(binary: str | None = None) -> bool:
-    """Whether this hyperfine exports per-run peak memory (>= 1.20)."""
+    """Whether this hyperfine exports a peak memory figure per run at all (>= 1.20)."""
     v = version(binary)
     return v is not None and v >= MEMORY_VERSION
 
 
-def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None) -> Path:
+def measures_own_runs(binary: str | None = None) -> bool:
+    """Whether this hyperfine measures each run's own CPU time and peak memory (2.0+)."""
+    v = version(binary)
+    return v is not None and v >= OWN_RUN_VERSION
+
+
+def _toolchain_args(version: str, rustup: str | None, say=None) -> list[str] | None:
+    """['+1.97.0'] once the toolchain hyperfine `version` needs is installed, [] for a version
+    the default toolchain builds, None when the toolchain cannot be installed."""
+    if parse_version(version) < OWN_RUN_VERSION:
+        return []
+    if not rustup:
+        return None
+    if say:
+        say(f"installing Rust {PINNED_TOOLCHAIN} (hyperfine {version} needs rustc >= {PINNED_TOOLCHAIN})")
+    proc = subprocess.run([rustup, "toolchain", "install", PINNED_TOOLCHAIN, "--profile", "minimal"],
+                          capture_output=True, text=True)
+    return [f"+{PINNED_TOOLCHAIN}"] if proc.returncode == 0 else None
+
+
+def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None, rustup: str | None = None) -> Path:
     """Build hyperfine `version` from crates.io with `cargo install --locked` into the cache,
     once per machine (atomically: a half-built install is never found). Returns the binary."""
     dest = pinned_path(version)
@@ -83,12 +124,16 @@ def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None) -
     if not cargo:
         raise RefbenchError(f"cannot build hyperfine {version}: cargo not found (install Rust with "
                             "rustup or apt-get install cargo, then run `refbench setup` again)")
+    toolchain = _toolchain_args(version, rustup or shutil.which("rustup") or _home_tool("rustup"), say)
+    if toolchain is None:
+        raise RefbenchError(f"cannot build hyperfine {version}: it needs Rust {PINNED_TOOLCHAIN} "
+                            f"(`rustup toolchain install {PINNED_TOOLCHAIN} --profile minimal` failed or rustup is missing)")
     root = dest.parent.parent
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"hyperfine-{version}.", dir=root.parent))
     if say:
         say(f"building hyperfine {version} from crates.io (cargo install --locked; a few minutes, once per machine)")
-    proc = subprocess.run([cargo, "install", "--locked", "--quiet", "--version", version, "hyperfine",
+    proc = subprocess.run([cargo, *toolchain, "install", "--locked", "--quiet", "--version", version, "hyperfine",
                            "--root", str(tmp)], capture_output=True, text=True)
     if proc.returncode != 0 or not (tmp / "bin" / "hyperfine").is_file():
         shutil.rmtree(tmp, ignore_errors=True)
@@ -101,40 +146,128 @@ def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None) -
     return dest
 
 
-def _home_cargo() -> str | None:
-    p = Path(os.path.expanduser("~/.cargo/bin/cargo"))
+def _home_tool(name: str) -> str | None:
+    p = Path(os.path.expanduser(f"~/.cargo/bin/{name}"))
     return str(p) if p.is_file() else None
+
+
+def _home_cargo() -> str | None:
+    return _home_tool("cargo")
+
+
+# ---- what a hyperfine can measure -------------------------------------------------------------
+@dataclass(frozen=True)
+class HyperfineInfo:
+    """One hyperfine binary, probed once per run: what the executor builds its command lines
+    from, and what decides which metrics can get a verdict."""
+    path: str
+    version: tuple[int, int, int]
+    dashdash: bool = True  # accepts `--` before the commands (so a command may start with '-')
+    counts_instructions: bool = False  # 2.0 on a kernel that lets it open the instructions counter
+
+    @property
+    def schema(self) -> int:
+        return 2 if self.version >= OWN_RUN_VERSION else 1
+
+    @property
+    def version_text(self) -> str:
+        return ".".join(map(str, self.version))
+
+    def metrics(self, interleaved: bool = True) -> tuple[str, ...]:
+        """The metrics every run gets its own figure of: wall always; CPU with 2.0, or with 1.x
+        when each command runs once per call (its exported mean is then that run's); memory and
+        instructions only with 2.0 (1.x memory is a running maximum across children)."""
+        out = ["wall"]
+        if self.schema == 2 or interleaved:
+            out.append("cpu")
+        if self.schema == 2:
+            out.append("memory")
+            if self.counts_instructions:
+                out.append("instructions")
+        return tuple(out)
+
+    def missing(self, interleaved: bool = True) -> tuple[str, ...]:
+        """Metrics this hyperfine cannot give a run's own figure of."""
+        have = self.metrics(interleaved)
+        return tuple(m for m in METRICS if m not in have)
+
+    @classmethod
+    def probe(cls, binary: str | None = None) -> "HyperfineInfo | None":
+        """Ask the binary once: its version, whether it takes `--` (old 1.x did not), whether
+        it can count instructions here. None when no hyperfine is found."""
+        binary = binary or locate()
+        v = version(binary) if binary else None
+        if not binary or v is None:
+            return None
+        if v >= OWN_RUN_VERSION:
+            return cls(binary, v, True, _succeeds([binary, "--runs", "1", "--style", "none",
+                                                   "--metrics", "instructions", "--", "true"]))
+        return cls(binary, v, _succeeds([binary, "--runs", "1", "--style", "none", "--", "true"]))
+
+
+def _succeeds(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
 
 
 # ---- the command line -----------------------------------------------------------------------
 # hyperfine options refbench sets itself; passing them through -hf would contradict the plan
 MANAGED_HF_FLAGS = {"--runs", "-r", "--warmup", "-w", "--export-json", "--prepare", "-p", "-n",
                     "--command-name", "--min-runs", "-m", "--max-runs", "-M", "--style",
-                    "--parameter-scan", "-P", "--parameter-list", "-L", "--export-markdown"}
+                    "--parameter-scan", "-P", "--parameter-list", "-L", "--export-markdown",
+                    "--metrics", "-N", "-S", "--shell"}
+# what -hf may pass through: options that change neither which commands run nor how results map
+# to builds (anything else, e.g. --reference, --setup or -r5, could shift samples between builds)
+ALLOWED_HF_FLAGS = {"-i": False, "--ignore-failure": False, "--show-output": False,
+                    "--output": True, "--input": True}  # flag -> takes a value
 
 
 def check_hyperfine_flags(flags: list[str]) -> None:
-    for f in flags:
-        name = f.split("=", 1)[0]
+    """Refuse every -hf word that is not an allowed option (or the value of one). Glued short
+    forms (-r5, -ifoo) are refused with the rest: they are how a managed flag slips past a name check."""
+    i = 0
+    while i < len(flags):
+        f = flags[i]
+        name = f.split("=", 1)[0] if f.startswith("--") else f[:2] if f.startswith("-") else f
         if name in MANAGED_HF_FLAGS:
             raise RunError(f"hyperfine flag {name} is managed by refbench; use refbench's own option instead")
+        if name not in ALLOWED_HF_FLAGS or (not f.startswith("--") and f != name):
+            allowed = ", ".join(sorted(ALLOWED_HF_FLAGS))
+            raise RunError(f"hyperfine flag {f!r} is not one refbench passes through (allowed: {allowed})")
+        i += 2 if ALLOWED_HF_FLAGS[name] and "=" not in f else 1
+        if ALLOWED_HF_FLAGS[name] and "=" not in f and i > len(flags):
+            raise RunError(f"hyperfine flag {f} needs a value")
 
 
 def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str | None], runs: int,
-                 warmup: int, *, verbose: bool = False, no_shell: str = "auto",
+                 warmup: int, *, info: HyperfineInfo, verbose: bool = False, no_shell: str = "auto",
                  extra_flags: list[str] = ()) -> list[str]:
-    """One hyperfine invocation: the commands in the order given, each with its own prepare."""
-    argv = ["hyperfine", "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
+    """One hyperfine invocation: the commands in the order given, each with its own prepare.
+    Shell: 1.x uses one unless given -N, 2.0 none unless given -S; 2.0 exports only the metrics
+    it is asked for. Always -i: a failing run is exported with its exit code instead of ending
+    hyperfine with a message that names the command line but not the build; refbench then fails
+    the step naming the build (runner.check_exits), and no failed run enters a verdict."""
+    argv = [info.path, "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
             "--style", "basic" if verbose else "none"]
-    if use_no_shell(no_shell, cmds, preps):
+    shell_free = use_no_shell(no_shell, cmds, preps)
+    if info.schema == 2:
+        wanted = ["time_wall_clock", "time_user", "time_system", "memory_peak_resident"]
+        argv += ["--metrics", ",".join(wanted + (["instructions"] if info.counts_instructions else []))]
+        if not shell_free:
+            argv.append("-S")
+    elif shell_free:
         argv.append("-N")
     for n in names:
         argv += ["-n", n]
     if any(preps):
         for p in preps:
             argv += ["--prepare", p or ":"]
+    if not any(f == "-i" or f.startswith("--ignore-failure") for f in extra_flags):
+        argv.append("-i")
     argv += extra_flags
-    return argv + (["--", *cmds] if supports_dashdash() else list(cmds))
+    return argv + (["--", *cmds] if info.dashdash else list(cmds))
 
 
 def failure_message(stderr: str, returncode: int) -> str:
@@ -177,39 +310,28 @@ def use_no_shell(mode: str, cmds: list[str], preps: list[str | None]) -> bool:
     return not any(needs_shell(c) for c in [*cmds, *(p for p in preps if p)])
 
 
-_DASHDASH: bool | None = None
-
-
-def supports_dashdash() -> bool:
-    """Whether hyperfine accepts `--` before the commands (so a command may start with '-')."""
-    global _DASHDASH
-    if _DASHDASH is None:
-        try:
-            p = subprocess.run(["hyperfine", "--runs", "1", "--style", "none", "--", "true"],
-                               capture_output=True, timeout=30)
-            _DASHDASH = p.returncode == 0
-        except (FileNotFoundError, subprocess.TimeoutExpired):
-            _DASHDASH = False
-    return _DASHDASH
-
-
 # ---- --export-json files --------------------------------------------------------------------
 @dataclass(frozen=True)
 class CommandResult:
     """One command of a hyperfine --export-json file, every tuple with one value per measured run.
 
-    Formats read: 1.15 to 1.20. Both export user and system CPU only as means over the runs
-    (spread evenly here, `per_run_cpu` False); 1.20 adds `memory_usage_byte`, the peak memory of
-    every run (None here for older files). `exit_codes` holds None for a run killed by a signal.
+    Formats read: 1.15 to 1.20 (schema 1) and 2.0 (schema 2). Schema 1 exports user and system
+    CPU only as means over the runs (spread evenly here, `per_run_cpu` False) and, from 1.20,
+    `memory_usage_byte`: a running maximum over every child hyperfine reaped (see the module
+    docstring), kept here as the file says but never a run's own peak (`own_memory` False).
+    Schema 2 gives every run's own CPU and peak memory, and instructions where counted.
+    `exit_codes` holds None for a run killed by a signal.
     """
     name: str  # the command's -n name, or the command line itself when it has none
     times: tuple[float, ...]  # wall seconds per run
     user: tuple[float, ...]  # user CPU seconds per run
     system: tuple[float, ...]  # system CPU seconds per run
     exit_codes: tuple[int | None, ...]
-    memory_bytes: tuple[int, ...] | None  # peak memory per run; None when the file has none (< 1.20)
-    per_run_cpu: bool = False  # True only if the file had per-run user/system lists
+    memory_bytes: tuple[int, ...] | None  # peak memory per run as exported; None when the file has none
+    per_run_cpu: bool = False  # True only if the file had per-run user/system values
     parameters: tuple[tuple[str, str], ...] = ()  # --parameter-scan / -L values, sorted by name
+    instructions: tuple[int, ...] | None = None  # per run, where hyperfine counted them (2.0)
+    own_memory: bool = False  # memory_bytes are each run's own peak (2.0), not a running maximum
 
     @property
     def command(self) -> str:
@@ -227,33 +349,73 @@ class CommandResult:
     def peak_memory_bytes(self) -> int | None:
         return max(self.memory_bytes) if self.memory_bytes else None
 
+    @property
+    def failed_runs(self) -> tuple[int | None, ...]:
+        """Exit codes of the runs that did not exit 0 (None: killed by a signal)."""
+        return tuple(c for c in self.exit_codes if c != 0)
+
 
 def parse_export(data: dict, source: str = "hyperfine export") -> tuple[CommandResult, ...]:
-    """The results of a parsed --export-json document, in the order hyperfine ran the commands."""
+    """The results of a parsed --export-json document (either schema), in the order hyperfine ran
+    the commands."""
     try:
-        out = []
-        for res in data["results"]:
-            times = tuple(float(t) for t in res["times"])
-            n = len(times)
-            user, per_run_user = _per_run(res.get("user"), n)
-            system, per_run_sys = _per_run(res.get("system"), n)
-            codes = res.get("exit_codes")
-            exit_codes = tuple(None if c is None else int(c) for c in codes) if codes is not None else (0,) * n
-            if len(exit_codes) != n:
-                raise ValueError(f"{len(exit_codes)} exit codes for {n} runs")
-            mem = res.get("memory_usage_byte")
-            memory = None
-            if isinstance(mem, list):
-                if len(mem) != n:
-                    raise ValueError(f"{len(mem)} memory values for {n} runs")
-                memory = tuple(int(m) for m in mem)
-            params = tuple(sorted((str(k), str(v)) for k, v in (res.get("parameters") or {}).items()))
-            out.append(CommandResult(name=str(res["command"]), times=times, user=user, system=system,
-                                     exit_codes=exit_codes, memory_bytes=memory,
-                                     per_run_cpu=per_run_user and per_run_sys, parameters=params))
+        read = _result_v2 if data.get("schema_version") == 2 else _result_v1
+        return tuple(read(res) for res in data["results"])
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise RefbenchError(f"{source}: not a hyperfine --export-json file ({type(e).__name__}: {e})") from None
-    return tuple(out)
+
+
+def _result_v1(res: dict) -> CommandResult:
+    times = tuple(float(t) for t in res["times"])
+    n = len(times)
+    user, per_run_user = _per_run(res.get("user"), n)
+    system, per_run_sys = _per_run(res.get("system"), n)
+    codes = res.get("exit_codes")
+    exit_codes = tuple(None if c is None else int(c) for c in codes) if codes is not None else (0,) * n
+    if len(exit_codes) != n:
+        raise ValueError(f"{len(exit_codes)} exit codes for {n} runs")
+    mem = res.get("memory_usage_byte")
+    memory = None
+    if isinstance(mem, list):
+        if len(mem) != n:
+            raise ValueError(f"{len(mem)} memory values for {n} runs")
+        memory = tuple(int(m) for m in mem)
+    return CommandResult(name=str(res["command"]), times=times, user=user, system=system, exit_codes=exit_codes,
+                         memory_bytes=memory, per_run_cpu=per_run_user and per_run_sys,
+                         parameters=_parameters(res))
+
+
+def _result_v2(res: dict) -> CommandResult:
+    """Schema 2: `measurements` holds one object per run, each metric as {value, unit} in base
+    units (seconds, bytes, counts); a metric hyperfine did not collect is absent."""
+    runs = res["measurements"]
+    if not isinstance(runs, list):
+        raise TypeError("measurements is not a list")
+
+    def metric(key: str, kind=float) -> tuple | None:
+        values = [m.get(key) for m in runs]
+        if not runs or all(v is None for v in values):
+            return None
+        if any(v is None for v in values):
+            raise ValueError(f"{key} missing in some runs")
+        return tuple(kind(v["value"]) for v in values)
+
+    times = metric("time_wall_clock")
+    if times is None:
+        raise KeyError("time_wall_clock")
+    n = len(times)
+    user, system = metric("time_user"), metric("time_system")
+    if user is None or system is None:  # only the total asked for: keep it as user time
+        user, system = metric("time_cpu") or (0.0,) * n, (0.0,) * n
+    memory = metric("memory_peak_resident", lambda v: int(round(v)))
+    codes = tuple(None if m.get("exit_code") is None else int(m["exit_code"]) for m in runs)
+    return CommandResult(name=str(res.get("name") or res["command"]), times=times, user=user, system=system,
+                         exit_codes=codes, memory_bytes=memory, per_run_cpu=True, parameters=_parameters(res),
+                         instructions=metric("instructions", lambda v: int(round(v))), own_memory=True)
+
+
+def _parameters(res: dict) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in (res.get("parameters") or {}).items()))
 
 
 def read_export(path: str | Path) -> tuple[CommandResult, ...]:
@@ -262,13 +424,25 @@ def read_export(path: str | Path) -> tuple[CommandResult, ...]:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:
         raise RefbenchError(f"{path}: cannot read hyperfine results ({e})") from None
+    if not isinstance(data, dict):
+        raise RefbenchError(f"{path}: not a hyperfine --export-json file (not an object)")
     return parse_export(data, str(path))
 
 
+def match_results(results: tuple[CommandResult, ...], names: list[str], where: str) -> tuple[CommandResult, ...]:
+    """The results of one call, checked against the names refbench gave, in order: a result more or
+    less, or one under another name (a reference command, a parameter scan) would put one build's
+    runs under another's label."""
+    got = [r.name for r in results]
+    if got != list(names):
+        raise RunError(f"{where}: hyperfine returned results for {got}, expected {list(names)}")
+    return results
+
+
 def _per_run(value, n: int) -> tuple[tuple[float, ...], bool]:
-    """A per-run list as it is; a mean (what 1.15 exports) spread over the n runs."""
+    """A per-run list as it is; a mean (what schema 1 exports) spread over the n runs."""
     if isinstance(value, list):
         if len(value) != n:
             raise ValueError(f"{len(value)} values for {n} runs")
         return tuple(float(v) for v in value), True
-    return (float(value or 0.0),) * n, False
+    return (float(value or 0.0),) * n, n == 1

@@ -152,8 +152,10 @@ def unadjusted(c: stats.Comparison) -> stats.Comparison:
 def readjust(scenarios: list[Scenario], settings: stats.Settings) -> tuple[Scenario, ...]:
     """The run-wide multiple-testing adjustment over all the merged comparisons, from each step's
     own p-value, by the run's own adjustment (new scenarios)."""
-    raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(
-        unadjusted(c) for c in st.comparisons)) for st in sc.steps)) for sc in scenarios]
+    raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
+        st, comparisons=tuple(unadjusted(c) for c in st.comparisons),
+        metric_comparisons=tuple(unadjusted(c) for c in st.metric_comparisons)) for st in sc.steps))
+        for sc in scenarios]
     return pipeline.adjust(raw, 0, settings)
 
 

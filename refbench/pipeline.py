@@ -28,12 +28,14 @@ from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
+from .executor import Executor, HyperfineExecutor
 from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
+from .sampling import Sampling, StepUnit, step_units
 from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
-MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons"
+MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,7 @@ class RunRequest:
     threshold: float = 0.05
     alpha: float = 0.05
     noise_limit: float = 0.10
+    metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over stats.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
     verbose: bool = False
@@ -99,8 +102,17 @@ class RunRequest:
         return dataclasses.replace(self, **changes)
 
     @property
+    def sampling(self) -> Sampling:
+        """How this run samples: the one record the plan carries and the results file stores."""
+        return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
+                        until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
+                        budget=self.budget)
+
+    @property
     def settings(self) -> stats.Settings:
-        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit)
+        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit,
+                              metric_thresholds=tuple({**dict(stats.METRIC_THRESHOLDS),
+                                                       **dict(self.metric_thresholds)}.items()))
 
     def scenarios_path(self) -> str:
         return str(self.scenarios or paths.default_scenarios())
@@ -125,6 +137,7 @@ class Checked:
     fixture_need: int
     run_need: int
     stored_peak: int
+    units: tuple[StepUnit, ...] = ()  # the selected steps with their effective runs and warm-up
 
 
 def load_target(request: RunRequest):
@@ -168,7 +181,8 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
             raise
         reporter.warn(f"a real run would stop here: {e}")
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak)
+                   local_root, cache_dir, fixture_need, run_need, stored_peak,
+                   step_units(scenarios, step_filter, request.runs, request.warmup))
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
@@ -240,12 +254,11 @@ def select_scenarios(scenarios: list[Scenario], only: list[str]):
     return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
 
 
-def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int) -> int:
-    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders): the family
-    whose false alarms the run controls together."""
-    steps = sum(1 for s in scenarios for st in s.steps if (not step_filter or step_filter(s, st))
-                and (st.runs or s.runs or runs) >= 2)
-    return max(1, steps * (n_builds - 1))
+def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int, n_metrics: int = 1) -> int:
+    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders x metrics):
+    the family whose false alarms the run controls together."""
+    steps = sum(1 for u in step_units(scenarios, step_filter, runs, 0) if u.judged)
+    return max(1, steps * (n_builds - 1) * n_metrics)
 
 
 def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
@@ -384,6 +397,12 @@ class Measured:
     competing_cpu_share: float | None
     client_cpus: frozenset | None
     server_cpus: frozenset | None
+    hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
+
+
+def make_executor(workdir: Path, **kw) -> Executor:
+    """The run's executor: hyperfine probed once (tests replace this with a MockExecutor)."""
+    return HyperfineExecutor.probe(workdir, **kw)
 
 
 @contextlib.contextmanager
@@ -418,31 +437,29 @@ def watching(backend, workdir: Path, checked: Checked) -> Iterator[Watchdog]:
         watchdog.stop()
 
 
-def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus) -> Plan:
+def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor) -> Plan:
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
-    return Plan(builds=built, backend=backend, workdir=workdir, cache_dir=checked.cache_dir, runs=request.runs,
-                warmup=request.warmup, rounds=request.rounds, settings=request.settings,
+    n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
+    sampling = dataclasses.replace(request.sampling,
+                                   budget=request.budget * hooks.budget_scale if request.budget else None)
+    return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
+                sampling=sampling, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
-                until_decided=request.until_decided, max_runs=request.max_runs, max_time=request.max_time,
-                verbose=request.verbose, measure_rss=request.rss, interleave=request.interleave,
-                no_shell=request.no_shell,
-                budget=request.budget * hooks.budget_scale if request.budget else None,
-                family_size=family_size(*checked.family, request.runs, n_family), client_cpus=client_cpus)
+                verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
+                family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
 
 
 def selected_steps(checked: Checked) -> Iterator[tuple]:
-    f = checked.step_filter
-    return ((s, st) for s in checked.scenarios for st in s.steps if not f or f(s, st))
+    return ((u.scenario, u.step) for u in checked.units)
 
 
 def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
                   ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
-    steps = list(selected_steps(checked))
-    runner.steps_total = len(steps)
+    runner.steps_total = len(checked.units)
     plan = runner.plan
-    reporter.start(sum(len(split_runs(st.runs or s.runs or plan.runs, plan.rounds)) for s, st in steps),
+    reporter.start(sum(len(split_runs(u.runs, plan.sampling.rounds)) for u in checked.units),
                    [b.label for b in plan.builds])
     done: list[ScenarioResult] = []
     t_fixtures = 0.0
@@ -478,7 +495,8 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
             with watching(backend, workdir, checked) as watchdog:
-                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus),
+                executor = make_executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
+                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus, executor),
                                 progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
         # read after the backend closed, as the record always was (a server's stop may purge more)
@@ -492,7 +510,8 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
                     hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
                     untimed_by_kind=dict(runner.untimed), fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
-                    client_cpus=client_cpus, server_cpus=server_cpus)
+                    client_cpus=client_cpus, server_cpus=server_cpus,
+                    hyperfine=f"hyperfine {runner.plan.executor.info.version_text}")
 
 
 # ---- analyse ---------------------------------------------------------------------------------
@@ -501,14 +520,22 @@ def adjust(scenarios, n_contenders: int, settings: stats.Settings,
     """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
     each contender's comparisons apart. Returns new scenarios; the measured ones stay as they were.
     `merge` re-adjusts shards' results with this too, so a sharded run is judged as one run."""
-    comps = [list(st.comparisons) for sc in scenarios for st in sc.steps]
-    for family in (range(n_contenders) if per_contender else [None]):
-        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs)) if family is None or i == family]
+    comps = [list(st.all_comparisons()) for sc in scenarios for st in sc.steps]
+    contenders = list(dict.fromkeys(c.contender for cs in comps for c in cs))
+    for family in (contenders if per_contender else [None]):
+        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs))
+                   if family is None or cs[i].contender == family]
         for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
             comps[k][i] = c
     adjusted = iter(comps)
-    return tuple(dataclasses.replace(sc, steps=tuple(dataclasses.replace(st, comparisons=tuple(next(adjusted)))
-                                                     for st in sc.steps)) for sc in scenarios)
+    return tuple(dataclasses.replace(sc, steps=tuple(_with_comparisons(st, next(adjusted)) for st in sc.steps))
+                 for sc in scenarios)
+
+
+def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
+    """The step with its comparisons replaced, wall apart from the other metrics as Step keeps them."""
+    return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
+                               metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 
 
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
@@ -527,10 +554,9 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     r = checked.request
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
-        runs=r.runs, warmup=r.warmup, rounds=r.rounds, quick=r.quick, threshold=r.threshold, alpha=r.alpha,
-        noise_limit=r.noise_limit, multiple_testing=MULTIPLE_TESTING, until_decided=r.until_decided,
-        max_runs=r.max_runs, only=tuple(r.only), budget_seconds=r.budget, interleave=r.interleave,
-        no_shell=r.no_shell,
+        **r.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
+        multiple_testing=MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
                                "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
         family_size=m.family_size, hyperfine_flags=tuple(checked.hf_flags),
@@ -546,8 +572,8 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
         refbench=__version__, created=rs.created_now(), command_line=tuple(r.command_line),
         target=rs.Target(name=target.name, repo=builder.repo_url if r.source == "git" else target.module,
                          source=r.source, backend=target.backend),
-        environment=rs.Environment.probe(m.builds[0].toolchain, load_before=round(m.load_before, 2),
-                                         competing_cpu_share=m.competing_cpu_share),
+        environment=rs.Environment.probe(m.builds[0].toolchain, hyperfine=m.hyperfine,
+                                         load_before=round(m.load_before, 2), competing_cpu_share=m.competing_cpu_share),
         settings=settings_record(checked, m), builds=tuple(b.record() for b in m.builds),
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,

@@ -1,30 +1,31 @@
-"""Run each scenario's steps through hyperfine, interleaving rounds between builds.
+"""Schedule each scenario's steps, interleaving rounds between builds, and decide when to stop.
 
-One hyperfine process per round runs every build's command (warm-ups only in the first round);
+One hyperfine call per round runs every build's command (warm-ups only before the first round);
 the order of builds changes from round to round (A B, B A, ...), so drift of the machine over
-time does not land on one side. Samples are read from hyperfine's --export-json, never stdout.
+time does not land on one side. The runner starts no process itself: the plan's Executor runs
+hyperfine and the untimed commands (refbench.executor). Every metric the executor measures per
+run (wall, CPU, memory, instructions) gets a comparison of its own.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
 import shlex
 import shutil
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
-from . import fixtures as fx, hyperfine, results as rs
-from .backends.process import child_env, run_group
+from . import fixtures as fx, results as rs
+from .backends.process import child_env
 from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
+from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
-from .stats import Comparison, Settings, compare, runs_for, should_stop
+from .sampling import Sampling
+from .stats import Comparison, Settings, compare_metric, runs_for, should_stop
 from .units import slug
 from .watchdog import WatchdogStop
 
@@ -34,30 +35,23 @@ log = logging.getLogger(__name__)
 class Plan:
     builds: list[Build]
     backend: object
+    executor: Executor
     workdir: Path
     cache_dir: Path
-    runs: int
-    warmup: int
-    rounds: int
+    sampling: Sampling
     settings: Settings
     target_flags: list[str] = field(default_factory=list)
     hyperfine_flags: list[str] = field(default_factory=list)
-    until_decided: bool = False
-    max_runs: int = 60
-    max_time: float = 600.0
     verbose: bool = False
     measure_rss: bool = True
-    interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
-    budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
-    family_size: int = 1  # comparisons in the run (steps x contenders): the family the verdicts share
+    family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
 
     @property
-    def sequential(self) -> bool:
-        """Look after every round and stop a step once it is decided (alpha spending keeps the
-        error rates): with --until-decided or a --budget."""
-        return self.until_decided or self.budget is not None
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics every run gets its own figure of, and so a verdict (wall first)."""
+        return self.executor.info.metrics(interleaved=self.sampling.interleave == "runs")
 
 
 @dataclass
@@ -67,7 +61,8 @@ class BuildSamples:
     system: list[float] = field(default_factory=list)
     exit_codes: list[int] = field(default_factory=list)
     rounds: list[int] = field(default_factory=list)  # round index of every sample
-    memory: list[int | None] = field(default_factory=list)  # peak bytes per run, where hyperfine reports it
+    memory: list[int | None] = field(default_factory=list)  # the run's own peak bytes, where measured
+    instructions: list[int | None] = field(default_factory=list)  # per run, where counted
     rss_kb: int | None = None
     check: str | None = None
     command: str = ""
@@ -75,7 +70,26 @@ class BuildSamples:
 
     def record(self) -> rs.Samples:
         return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
-                                   rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare)
+                                   rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare,
+                                   instructions=self.instructions)
+
+    def values(self, metric: str) -> list[float] | None:
+        """Per-run values of a metric, or None unless every run has one."""
+        v = {"wall": self.times, "cpu": [u + s for u, s in zip(self.user, self.system)],
+             "memory": self.memory, "instructions": self.instructions}[metric]
+        if len(v) != len(self.times) or any(x is None for x in v) or not v:
+            return None
+        return [float(x) for x in v]
+
+    def add(self, res: CommandResult, r: int) -> None:
+        n = res.runs
+        self.times += res.times
+        self.user += res.user  # empty where the timer gives no run its own CPU time (1.x, --rounds 1)
+        self.system += res.system
+        self.exit_codes += res.exit_codes
+        self.rounds += [r] * n
+        self.memory += res.memory_bytes or [None] * n
+        self.instructions += res.instructions or [None] * n
 
 
 @dataclass
@@ -97,7 +111,9 @@ class StepResult:
         return rs.Step(name=self.step, runs=self.runs, warmup=self.warmup, rounds=self.rounds,
                        looks=tuple(round(x, 6) for x in self.looks), stopped=self.stopped,
                        builds=MappingProxyType({k: v.record() for k, v in self.samples.items()}),
-                       comparisons=tuple(self.comparisons), check_differs=self.check_differs,
+                       comparisons=tuple(c for c in self.comparisons if c.metric == "wall"),
+                       metric_comparisons=tuple(c for c in self.comparisons if c.metric != "wall"),
+                       check_differs=self.check_differs,
                        hyperfine_seconds=round(self.hyperfine_seconds, 3))
 
 
@@ -170,7 +186,6 @@ class Runner:
         # commands refbench runs itself, untimed, by kind: setup (scenario/step setup, teardown,
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
         self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
-        self.hf_log = plan.workdir / "hyperfine.log"
         # the budget's bookkeeping: steps to run and done, and the time the done ones took
         self.t_begin = time.monotonic()
         self.steps_total = 0
@@ -193,15 +208,13 @@ class Runner:
     def untimed_seconds(self) -> float:
         return sum(self.untimed.values())
 
-    def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup") -> str:
-        log.debug("$ %s", cmd)
-        t0 = time.monotonic()
-        proc = run_group(["sh", "-c", cmd], env=self.base_env, text=True,
-                         stdout=subprocess.PIPE if capture else subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.untimed[kind] += time.monotonic() - t0
-        if proc.returncode != 0:
-            raise _failed(what, cmd, proc)
-        return proc.stdout.strip() if capture else ""
+    def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup", rss: bool = False) -> Shell:
+        """An untimed command through the executor; its time counted under `kind`, a failure raised."""
+        res = self.plan.executor.shell(cmd, self.base_env, capture=capture, rss=rss)
+        self.untimed[kind] += res.seconds
+        if res.returncode != 0:
+            raise _failed(what, cmd, res)
+        return res
 
     # ---- scenario -------------------------------------------------------------------------
     def run_scenario(self, scenario: Scenario, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
@@ -238,10 +251,9 @@ class Runner:
 
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: Scenario, fixture: fx.FixtureFiles, step: Step) -> StepResult:
-        plan, builds = self.plan, self.plan.builds
-        runs = step.runs or scenario.runs or plan.runs  # a scenario may pin its runs (300G: 1 run)
-        warmup = step.warmup if step.warmup is not None else (
-            scenario.warmup if scenario.warmup is not None else plan.warmup)
+        plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
+        unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
+        runs, warmup = unit.runs, unit.warmup
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
         cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
@@ -255,23 +267,19 @@ class Runner:
         t_start = time.monotonic()
         hf_seconds = 0.0
         # One untimed run per build here when the step has a check (it reads what that build's own
-        # run produced) or when hyperfine is older than 1.20 and cannot report peak memory (GNU time
+        # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
         hf_warmup = warmup
-        rss_by_warmup = plan.measure_rss and not hyperfine.exports_memory()
+        rss_by_warmup = plan.measure_rss and "memory" not in plan.metrics
         if (warmup >= 1 and rss_by_warmup) or step.check:
             for b, c, p, v in zip(builds, cmds, preps, vals):
-                s = samples[b.label]
-                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}", rss=rss_by_warmup)
-                if step.check:
-                    s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
-                                      capture=True, kind="check")
+                self.untimed_build_run(scenario, step, b, samples[b.label], c, p, v, rss=rss_by_warmup)
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
             hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
-        per_round = split_runs(runs, plan.rounds)
-        sequential = plan.sequential and runs >= 2
-        n_max = max(plan.max_runs, runs) if sequential else runs
+        per_round = split_runs(runs, sampling.rounds)
+        sequential = sampling.sequential and runs >= 2
+        n_max = max(sampling.max_runs, runs) if sequential else runs
         looks: list[float] = []
         stopped = "planned"
         r = 0
@@ -312,21 +320,23 @@ class Runner:
         (significant at alpha / family size, so it survives the run-wide adjustment, or shown
         equivalent), at --max-runs, at --max-time, or when the budget says more runs would not
         decide it in the time left (the rest of the budget goes to the steps after it)."""
-        plan = self.plan
+        plan, sampling = self.plan, self.plan.sampling
         if n_each >= n_max:
             return "max-runs"
         if r == 0:
             return None
-        comps = self.comparisons(builds, samples, tuple(looks))
+        # the stopping rule watches wall time, the primary metric; the others' repeated p-values and
+        # intervals stay valid wherever sampling stops
+        comps = [c for c in self.comparisons(builds, samples, tuple(looks)) if c.metric == "wall"]
         if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
             return "decided"
         now = time.monotonic()
-        if now - t_start >= plan.max_time:
+        if now - t_start >= sampling.max_time:
             return "max-time"
         if r < len(per_round):  # the planned runs are everyone's minimum: a budget only adds rounds
             return None
-        if plan.budget is None:
-            return None if plan.until_decided else "planned"
+        if sampling.budget is None:
+            return None if sampling.until_decided else "planned"
         per_run = (now - t_start) / max(1, n_each * len(builds))
         need = max((runs_to_decide(c, plan.settings, plan.family_size, max(1, per_round[-1])) or n_max)
                    for c in comps)
@@ -338,127 +348,96 @@ class Runner:
     def budget_left(self, now: float) -> float:
         """Seconds this step may still spend: what is left of the budget after the planned runs of
         the steps still to come (estimated at the average pace of the steps so far)."""
-        plan = self.plan
-        if plan.budget is None:
+        budget = self.plan.sampling.budget
+        if budget is None:
             return float("inf")
         pending = max(0, self.steps_total - self.steps_done - 1)
         per_step = (self.steps_seconds / self.steps_done) if self.steps_done else 0.0
-        return plan.budget - (now - self.t_begin) - pending * per_step
+        return budget - (now - self.t_begin) - pending * per_step
 
     def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
+        """One comparison per contender and metric with a figure for every run of both builds,
+        wall first (the primary metric), each against its own threshold."""
         base = builds[0].label
         b0 = samples[base]
-        # rounds are the blocks: runs are compared within a round only, so drift between rounds
-        # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
-        return [compare(base, b0.times, b.label, samples[b.label].times, self.plan.settings,
-                        base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
-                        looks=looks, family_size=self.plan.family_size)
-                for b in builds[1:]]
+        out = []
+        for metric in self.plan.metrics:
+            x = b0.values(metric)
+            for b in builds[1:]:
+                y = samples[b.label].values(metric)
+                if x is None or y is None:
+                    continue
+                # rounds are the blocks: runs are compared within a round only, so drift between rounds
+                # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
+                out.append(compare_metric(metric, base, x, b.label, y, self.plan.settings,
+                                          base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
+                                          looks=looks, family_size=self.plan.family_size))
+        return out
 
-    def command_line(self, jpath: Path, names: list[str], cmds: list[str], preps: list[str | None],
-                     runs: int, warmup: int) -> list[str]:
+    def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:
         plan = self.plan
-        return hyperfine.command_line(jpath, names, cmds, preps, runs, warmup, verbose=plan.verbose,
-                                      no_shell=plan.no_shell, extra_flags=plan.hyperfine_flags)
+        return Call(tuple(names), tuple(cmds), tuple(preps), runs, warmup, no_shell=plan.no_shell,
+                    flags=tuple(plan.hyperfine_flags), verbose=plan.verbose)
 
-    def run_hyperfine(self, where: str, argv: list[str], jpath: Path) -> tuple[tuple[CommandResult, ...], float]:
-        log.debug("$ %s", shlex.join(argv))
-        t0 = time.monotonic()
-        with open(self.hf_log, "a") as fh:
-            fh.write(f"\n# {where}\n$ {shlex.join(argv)}\n")
-            fh.flush()
-            try:
-                proc = run_group(argv, env=self.base_env, stdout=None if self.plan.verbose else fh,
-                                 stderr=subprocess.PIPE, text=True, cpus=self.plan.client_cpus)
-            except FileNotFoundError:
-                raise RunError("hyperfine not found on PATH: run `make setup` (or apt-get install hyperfine)") from None
-            fh.write(proc.stderr)
-        elapsed = time.monotonic() - t0
+    def run_hyperfine(self, where: str, call: Call) -> tuple[tuple[CommandResult, ...], float]:
+        results, elapsed = self.plan.executor.measure(where, call, self.base_env)
         self.hyperfine_seconds += elapsed
-        if proc.returncode != 0:
-            msg = hyperfine.failure_message(proc.stderr, proc.returncode)
-            raise RunError(f"{where}: hyperfine failed: {msg}", detail=proc.stderr[-3000:])
-        results = hyperfine.read_export(jpath)
-        jpath.unlink()
         return results, elapsed
 
     def hyperfine_warmup(self, where: str, builds: list[Build], cmds: list[str], preps: list[str | None],
                          warmup: int) -> float:
-        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them)."""
-        jpath = self.plan.workdir / f"warmup-{os.getpid()}.json"
-        argv = self.command_line(jpath, [b.label for b in builds], cmds, preps, 1, warmup - 1)
-        return self.run_hyperfine(f"{where} warm-up", argv, jpath)[1]
+        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them); a build
+        that fails there fails the step already."""
+        results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call([b.label for b in builds], cmds, preps,
+                                                                             1, warmup - 1))
+        self.check_exits(f"{where} warm-up", {b.label: BuildSamples(exit_codes=list(r.exit_codes), command=c)
+                                               for b, r, c in zip(builds, results, cmds)})
+        return elapsed
 
     def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
                         preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
-        jpath = self.plan.workdir / f"round-{os.getpid()}.json"
-        if self.plan.interleave == "runs":
+        if self.plan.sampling.interleave == "runs":
             seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
         else:
             seq, per_cmd = order, runs
-        argv = self.command_line(jpath, [builds[i].label for i in seq], [cmds[i] for i in seq],
-                                 [preps[i] for i in seq], per_cmd, 0)
-        results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", argv, jpath)
+        call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0)
+        # the executor checked the results' names against the call's, so position is the build
+        results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
         for pos, res in zip(seq, results):
-            s = samples[builds[pos].label]
-            n = res.runs
-            s.times += res.times
-            s.user += res.user
-            s.system += res.system
-            s.exit_codes += res.exit_codes
-            s.rounds += [r] * n
-            s.memory += res.memory_bytes or [None] * n
+            samples[builds[pos].label].add(res, r)
+        self.check_exits(f"{where} round {r + 1}", samples)
         return elapsed
 
-    def measure_rss(self, cmd: str, prep: str | None, what: str, rss: bool = True) -> int | None:
-        """Run prepare + command once (untimed); return the command's peak RSS in KiB (with
-        rss, where hyperfine cannot report it) or None.
+    def check_exits(self, where: str, samples: dict[str, BuildSamples]) -> None:
+        """A run that exited non-zero (hyperfine -i lets it through) never enters a verdict: a
+        crashing contender is fast, not better. The step is an error naming the build."""
+        for label, s in samples.items():
+            bad = [c for c in s.exit_codes if c != 0]
+            if bad:
+                code = "a signal" if bad[0] is None else f"exit code {bad[0]}"
+                raise RunError(f"{where}: build {label} failed in {len(bad)} of {len(s.exit_codes)} runs ({code})",
+                               detail=f"command: {s.command}")
 
-        GNU time forks the command from its own small process: measured from Python, a child's
-        ru_maxrss would start at Python's own RSS (Linux keeps the pre-exec high-water mark).
-        """
+    def untimed_build_run(self, scenario: Scenario, step: Step, build: Build, s: BuildSamples, cmd: str,
+                          prep: str | None, values: dict, rss: bool) -> None:
+        """The untimed per-build run before hyperfine's warm-ups: prepare + command once (its own
+        peak RSS under GNU time with rss, where the timer cannot give it), then the step's check,
+        which reads what this build's own run produced."""
+        where = f"{scenario.name} / {step.name}"
+        what = f"{where}: warm-up of {build.label}"
         if prep:
             self.sh(prep, f"{what} (prepare)", kind="warmup")
-        gnu_time = _gnu_time() if rss else None
-        t0 = time.monotonic()
-        out = self.plan.workdir / f"rss-{os.getpid()}.txt"
-        argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
-        proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        self.untimed["warmup"] += time.monotonic() - t0
-        if proc.returncode != 0:
-            raise _failed(what, cmd, proc)
-        if not gnu_time:
-            return None
-        try:
-            return int(out.read_text().split()[-1])
-        except (OSError, ValueError, IndexError):
-            return None
-        finally:
-            out.unlink(missing_ok=True)
+        s.rss_kb = self.sh(cmd, what, kind="warmup", rss=rss).rss_kb
+        if step.check:
+            s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
+                              capture=True, kind="check").stdout
 
 
-_GNU_TIME: str | None | bool = False
-
-
-def _gnu_time() -> str | None:
-    global _GNU_TIME
-    if _GNU_TIME is False:
-        path = shutil.which("time", path="/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
-        ok = False
-        if path:
-            with contextlib.suppress(OSError, subprocess.SubprocessError):
-                ok = subprocess.run([path, "-f", "%M", "true"], capture_output=True, timeout=10).returncode == 0
-        _GNU_TIME = path if ok else None
-        if not ok:
-            log.warning("GNU time not found: peak RSS will not be measured (apt-get install time)")
-    return _GNU_TIME
-
-
-def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
+def _failed(what: str, cmd: str, proc: Shell) -> RunError:
     """One line naming what failed and the command's last word; the command and stderr as detail."""
     stderr = proc.stderr or ""
     tail = stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
@@ -468,6 +447,6 @@ def _failed(what: str, cmd: str, proc: subprocess.CompletedProcess) -> RunError:
 def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_round: int) -> int | None:
     """Runs per build at which this comparison would likely be decided (80% power): enough to show
     its observed change is not zero, or that it is inside +-threshold, whichever needs fewer."""
-    t = settings.threshold
+    t = settings.threshold_for(c.metric)
     effect = max(abs(c.rel), t - abs(c.rel))
     return runs_for(effect, 0.8, c.noise, settings, family_size, per_round) if c.noise else None

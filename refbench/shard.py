@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import fixtures as fx, results
 from .errors import RefbenchError
+from .sampling import effective_runs, effective_warmup
 
 # size model: seconds per run (a rough s5cmd/kubo on loopback; only the ratios between steps matter)
 START_SECONDS, PER_FILE_SECONDS, BYTES_PER_SECOND = 0.05, 0.002, 300 * 1024 ** 2
@@ -39,12 +40,7 @@ def label(shard: tuple[int, int]) -> str:
     return f"{shard[0]}/{shard[1]}"
 
 
-def _runs(scenario, step, runs: int) -> int:
-    return step.runs or scenario.runs or runs
-
-
-def _warmup(scenario, step, warmup: int) -> int:
-    return step.warmup if step.warmup is not None else scenario.warmup if scenario.warmup is not None else warmup
+_runs, _warmup = effective_runs, effective_warmup  # the one rule (sampling.py)
 
 
 def size_estimate(scenario, step, runs: int, warmup: int = 2) -> float:

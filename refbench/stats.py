@@ -51,6 +51,14 @@ SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "no significant change"
 # a contender whose binary is byte-identical to the baseline's, with the same commands: not
 # measured, counted as no change (the same code cannot be slower; measuring would only add noise)
 IDENTICAL = "identical binary"
+# What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
+# run's own peak RSS), instructions retired (where the kernel lets hyperfine count them).
+METRICS = ("wall", "cpu", "memory", "instructions")
+# Default equivalence thresholds of the metrics other than wall (wall's is --threshold). CPU time
+# varies less than wall time but carries the same scheduler noise, so the same 5%; peak memory of
+# a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
+# retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
+METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
 VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE, IDENTICAL)
 MARKERS = {SLOWER: "🔴", FASTER: "🟢", SAME: "⚪", INCONCLUSIVE: "🟡", IDENTICAL: "🟰"}
 NO_CHANGE = (SAME, IDENTICAL)
@@ -73,6 +81,14 @@ class Settings:
     resamples: int = 4000  # only for rel_interval (the bootstrap of the mean ratio, kept for callers)
     spending: str = "obrien-fleming"  # alpha spending across looks: "obrien-fleming" or "pocock"
     power: float = POWER  # power the minimum detectable effect and runs_needed refer to
+    metric_thresholds: tuple[tuple[str, float], ...] = METRIC_THRESHOLDS  # metric -> threshold, besides wall
+
+    def threshold_for(self, metric: str) -> float:
+        """The equivalence threshold of a metric: --threshold for wall, its own for the others."""
+        return dict(self.metric_thresholds).get(metric, self.threshold) if metric != "wall" else self.threshold
+
+    def for_metric(self, metric: str) -> "Settings":
+        return self if metric == "wall" else replace(self, threshold=self.threshold_for(metric))
 
 
 @dataclass(frozen=True)
@@ -124,6 +140,7 @@ class Comparison:
     fraction: float = 1.0  # information fraction at this look (runs per build / n_max)
     z: float | None = None  # standardized test statistic (> 0: contender slower)
     crit: float | None = None  # |z| the interval's level needs at this look
+    metric: str = "wall"  # what was compared: wall, cpu, memory or instructions (see METRICS)
 
     @property
     def marker(self) -> str:
@@ -694,6 +711,20 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
                       method=method, z=z, crit=crit, **common)
 
 
+def compare_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
+                   settings: Settings = Settings(), **kw) -> Comparison:
+    """compare() for one metric, against that metric's threshold. Values that are the same in every
+    run of both builds (peak memory of a small program, to the byte) are no change: the rank test
+    has nothing to rank there, and would call it inconclusive."""
+    s = settings.for_metric(metric)
+    values = set(float(v) for v in base_values) | set(float(v) for v in cont_values)
+    if len(values) == 1 and len(base_values) >= 2 and len(cont_values) >= 2:
+        c = compare(base_label, base_values, cont_label, cont_values, s, **kw)
+        return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=SAME, noise=0.0,
+                       method="identical in every run", metric=metric)
+    return replace(compare(base_label, base_values, cont_label, cont_values, s, **kw), metric=metric)
+
+
 def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Settings) -> str:
     """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
     shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
@@ -720,29 +751,54 @@ def should_stop(comp: Comparison, settings: Settings, family_size: int) -> bool:
     if p is not None and lo is not None and hi is not None:
         if p < settings.alpha / max(1, family_size) and (lo > 0 or hi < 0):
             return True
-        if -settings.threshold < lo and hi < settings.threshold:
+        t = settings.threshold_for(comp.metric)
+        if -t < lo and hi < t:
             return True
     return comp.fraction >= 1.0
+
+
+WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
+
+
+def metric_weights(comps: list[Comparison]) -> list[float]:
+    """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
+    2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
+    at alpha). Wall time, the primary metric, holds WALL_SHARE of the family's weight and the other
+    metrics share the rest: adding CPU and memory verdicts makes wall time's family at most 25%
+    larger (plain BH would triple it with three metrics, and a 6-run smoke run of a +30% slow-down
+    would no longer call it), while a clear change in CPU or memory (p far below alpha, as any
+    real one is at the default 10 or 20 runs) still passes. One metric: all weights 1."""
+    metrics = {c.metric for c in comps}
+    if len(metrics) < 2 or "wall" not in metrics:
+        return [1.0] * len(comps)
+    n_wall = sum(1 for c in comps if c.metric == "wall")
+    n_other = len(comps) - n_wall
+    w_wall = WALL_SHARE * len(comps) / n_wall
+    w_other = (1 - WALL_SHARE) * len(comps) / n_other
+    return [w_wall if c.metric == "wall" else w_other for c in comps]
 
 
 def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> list[Comparison]:
     """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
-    the run's comparisons keeps that at alpha when nothing changed (the A/A case, where false
-    discovery rate and family-wise error coincide) and loses less power than Bonferroni-Holm
-    when something did. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
+    the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
+    (the A/A case, where false discovery rate and family-wise error coincide) and loses less power
+    than Bonferroni-Holm when something did; weighted (metric_weights) so the primary metric keeps
+    most of its power. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
     p-values are repeated p-values when they looked more than once: valid at the look where they
     stopped, so BH applies unchanged."""
     idx = [i for i, c in enumerate(comps) if c.p_value is not None]
     if len(idx) < 2:
         return list(comps)
     from scipy.stats import false_discovery_control
-    adjusted = false_discovery_control([comps[i].p_value for i in idx], method="bh")
+    weights = metric_weights([comps[i] for i in idx])
+    adjusted = false_discovery_control([min(1.0, comps[i].p_value / w) for i, w in zip(idx, weights)], method="bh")
     out = list(comps)
     for i, a in zip(idx, adjusted):
         c = comps[i]
         a = float(a)
-        out[i] = replace(c, p_value=a, p_raw=c.p_value, verdict=decide(c.rel, c.ci_low, c.ci_high, a, settings))
+        out[i] = replace(c, p_value=a, p_raw=c.p_value,
+                         verdict=decide(c.rel, c.ci_low, c.ci_high, a, settings.for_metric(c.metric)))
     return out
 
 

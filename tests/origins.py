@@ -19,25 +19,70 @@ GENPROTO_PIN = "v0.0.0-20250422160041-2d3770c4ea7f"  # genproto after the google
 
 # main.go of the s5cmd wrapper, as s5cmd's own main.go calls command.Main. SLOW_PERCENT > 0 makes
 # the binary sleep that share of its own run time before exiting: an injected slow-down of a
-# known size, proportional to whatever the step costs.
+# known size, proportional to whatever the step costs. HOLD_MIB > 0 makes it hold that much more
+# resident memory (a file beside the binary, mapped: page-cache pages cost little time to map);
+# BUSY_PERCENT > 0 makes it spin on the CPU for that share of its run time before exiting.
 S5CMD_MAIN = """package main
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"runtime"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/peak/s5cmd/v2/command"
 )
 
 const slowPercent = {slow}
+const holdMiB = {hold}
+const busyPercent = {busy}
+
+func hold() []byte {{
+	if holdMiB == 0 {{
+		return nil
+	}}
+	// a file beside the binary, mapped and populated: its pages come from the page cache once it
+	// is written, so the extra resident memory costs page-table work only, not zeroing
+	exe, err := os.Executable()
+	if err != nil {{
+		panic(err)
+	}}
+	path, size := exe+".hold", holdMiB<<20
+	if st, err := os.Stat(path); err != nil || st.Size() != int64(size) {{
+		tmp := path + "." + strconv.Itoa(os.Getpid())
+		if err := os.WriteFile(tmp, bytes.Repeat([]byte{{1}}, size), 0o644); err != nil {{
+			panic(err)
+		}}
+		_ = os.Rename(tmp, path)
+	}}
+	f, err := os.Open(path)
+	if err != nil {{
+		panic(err)
+	}}
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ, syscall.MAP_SHARED|syscall.MAP_POPULATE)
+	if err != nil {{
+		panic(err)
+	}}
+	return m
+}}
 
 func main() {{
 	start := time.Now()
+	held := hold()
 	err := command.Main(context.Background(), os.Args)
 	if slowPercent > 0 {{
 		time.Sleep(time.Since(start) * slowPercent / 100)
 	}}
+	if busyPercent > 0 {{
+		spin := time.Since(start) * busyPercent / 100
+		for t := time.Now(); time.Since(t) < spin; {{
+		}}
+	}}
+	runtime.KeepAlive(held)
 	if err != nil {{
 		os.Exit(1)
 	}}
@@ -145,8 +190,9 @@ def new_origin(root: Path) -> Origin:
     return Origin(bare, work)
 
 
-def s5cmd_files(version: str, scratch: Path, slow: int = 0, note: str = "") -> dict[str, str]:
-    main_go = S5CMD_MAIN.format(slow=slow)
+def s5cmd_files(version: str, scratch: Path, slow: int = 0, note: str = "", hold: int = 0,
+                busy: int = 0) -> dict[str, str]:
+    main_go = S5CMD_MAIN.format(slow=slow, hold=hold, busy=busy)
     gomod, gosum = module_files("example.com/s5wrap", (f"github.com/peak/s5cmd/v2/command@{version}",),
                                 main_go, scratch)
     return {"go.mod": gomod, "go.sum": gosum, "main.go": main_go, "NOTE": note or f"s5cmd {version}\n"}
@@ -154,7 +200,9 @@ def s5cmd_files(version: str, scratch: Path, slow: int = 0, note: str = "") -> d
 
 def make_s5cmd_origin(root: Path) -> Origin:
     """master: v1.0.0 (s5cmd v2.2.2) -> v1.1.0 (s5cmd v2.3.0); v1.0.1 (a patch of the old line,
-    tagged last), v1.2.0-rc1 (pre-release); refs/pull/7/head: v2.3.0 with a +30% slow-down; branch docs-only: v1.0.0 plus a README."""
+    tagged last), v1.2.0-rc1 (pre-release); refs/pull/7/head: v2.3.0 with a +30% slow-down;
+    branches hold-memory (v1.0.0 holding 64 MiB more) and busy-cpu (v1.0.0 spinning on the CPU for
+    50% of its run time); branch docs-only: v1.0.0 plus a README."""
     scratch = root / "scratch"
     o = new_origin(root)
     o.commit("old", s5cmd_files(S5CMD_OLD, scratch), "wrap s5cmd v2.2.2", tags=["v1.0.0"],
@@ -169,6 +217,10 @@ def make_s5cmd_origin(root: Path) -> Origin:
              parent="new", tags=["v1.2.0-rc1"], tag_date="2026-04-01T00:00:00Z")
     # branch docs-only: v1.0.0 plus a README, the same Go code: a byte-identical binary
     o.commit("docs", {"README.md": "docs only\n"}, "docs: a README", parent="old", branch="docs-only")
+    o.commit("hold", s5cmd_files(S5CMD_OLD, scratch, hold=64), "hold 64 MiB more", parent="old",
+             branch="hold-memory")
+    o.commit("busy", s5cmd_files(S5CMD_OLD, scratch, busy=50), "burn 50% more CPU", parent="old",
+             branch="busy-cpu")
     o.commit("broken", {"main.go": "package main\n\nfunc main() { this does not compile }\n"},
              "a commit that does not build", parent="new", branch="broken")
     git(o.work, "checkout", "-q", "master")

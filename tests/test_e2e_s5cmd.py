@@ -54,7 +54,7 @@ def test_known_slowdown_is_never_called_faster_or_unchanged(s5_run):
 
 def test_results_json_has_raw_runs_and_environment(s5_run, s5_origin):
     r = json.loads(s5_run["results"].read_text())
-    assert r["schema"] == "refbench/results" and r["version"] == 1
+    assert r["schema"] == "refbench/results" and r["version"] == 2
     env = r["environment"]
     for key in ("host", "cpus", "os", "go", "hyperfine"):
         assert env[key], key

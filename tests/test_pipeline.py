@@ -1,17 +1,16 @@
 """The pipeline's stages in milliseconds: a request from the command line, every refusal made
 before anything is built, the run-wide p-value adjustment (new objects, the measured ones kept),
-and a whole run through a fake backend and the fake hyperfine (no Go, no MinIO)."""
+and a whole run through a fake backend and the MockExecutor (no Go, no MinIO, no process)."""
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from pathlib import Path
 from types import MappingProxyType
 
 import pytest
 
-from refbench import hyperfine, pipeline, results as rs, stats
+from refbench import pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
@@ -21,8 +20,8 @@ from refbench.pipeline import RunRequest
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
 from fakes.backend import FakeBackend
+from fakes.executor import MockExecutor
 
-FAKES = Path(__file__).resolve().parent / "fakes"
 
 SCENARIOS = """
 [targets.fake]
@@ -145,6 +144,9 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     (("--only", "nope"), "--only 'nope' matches no scenario or step"),
     (("-hf", "'unclosed"), "cannot parse extra flags"),
     (("-hf", "--export-json x"), "export-json"),
+    (("-hf", "--reference true"), "hyperfine flag '--reference' is not one refbench passes through"),
+    (("-hf", "-r5"), "hyperfine flag -r is managed by refbench"),
+    (("-hf", "--setup true"), "hyperfine flag '--setup' is not one refbench passes through"),
     (("-b", "Not_A_Bucket"), "not a valid bucket name"),
     (("-t", "other", "-b", "bucket"), "-b/--bucket applies to S3 targets"),
     (("-p", "../x"), "-p/--prefix"),
@@ -231,11 +233,9 @@ def test_scoreboard_only_with_three_builds_or_more():
 # ---- a whole run: fake backend, fake hyperfine, builds made up ---------------------------------
 @pytest.fixture
 def faked(scenarios, tmp_path, monkeypatch):
-    """pipeline.run with the fake hyperfine, a fake backend and two made-up builds (1.0x and 1.5x)."""
-    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
+    """pipeline.run with the MockExecutor, a fake backend and two made-up builds (1.0x and 1.5x)."""
     monkeypatch.setenv("REFBENCH_WATCHDOG", "off")
-    monkeypatch.setattr(hyperfine, "_DASHDASH", True)
+    monkeypatch.setattr(pipeline, "make_executor", lambda workdir, **kw: MockExecutor())
 
     @contextlib.contextmanager
     def open_backend(checked, workdir, run_id, server_cpus, reporter):
@@ -266,8 +266,31 @@ def test_a_whole_run_gives_typed_results(faked, tmp_path):
     assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list"), ("tiny", "copy")]
     verdicts = [c.verdict for _, _, c in res.comparisons()]
     assert verdicts == [stats.SLOWER, stats.SLOWER]
-    assert res.settings.runs == 6 and res.settings.family_size == 2 and res.settings.threshold == 0.1
+    # the family: 2 steps x 3 metrics the executor measures per run (wall, cpu, memory)
+    assert res.settings.runs == 6 and res.settings.family_size == 2 * 3 and res.settings.threshold == 0.1
+    assert [[c.metric for c in st.metric_comparisons] for _, st in res.steps()] == [["cpu", "memory"]] * 2
     assert res.command_line == r.command_line and res.stopped is None and res.scoreboard is None
     assert all(len(st.builds["v1.1.0"].times) == 6 for _, st in res.steps())
     assert res.timing.hyperfine_seconds >= 0 and res.resources["watchdog"] == "off"
     assert pipeline.stop_error(res) is None
+
+
+def test_fail_on_widens_the_metrics_whose_slower_verdicts_fail_a_run(capsys):
+    import json
+
+    from refbench.commands import run as run_cmd
+    from refbench.render import markdown
+
+    doc = json.loads((Path(__file__).resolve().parent / "data" / "results-s5cmd.json").read_text())
+    st = doc["scenarios"][0]["steps"][0]
+    st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower", "rel": 0.5})
+    res = rs.Results.from_json(doc)
+    wall = markdown.regressions(res)
+    assert all(c.metric == "wall" for _, _, c in wall)
+    wider = markdown.regressions(res, run_cmd.fail_metrics(("memory",)))
+    assert len(wider) == len(wall) + 1 and wider[-1][2].metric == "memory"
+    assert run_cmd.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
+    assert "memory +50.0%" in " ".join(markdown.what_changed(res))
+    with pytest.raises(SystemExit):
+        run_cmd.run_parser().parse_args(["-s", "a", "b", "--fail-on", "cpu,joules"])
+    assert "'joules' is not a metric" in capsys.readouterr().err

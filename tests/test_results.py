@@ -143,3 +143,31 @@ def test_measured_samples_match_the_runners_rounding():
     assert s.stats == rs.Samples.read(json.loads(json.dumps(s.to_json())), "").stats
     assert s.cpu_mean == pytest.approx(0.06) and s.cpu_wall_ratio == round(0.18 / sum(t), 4)
     assert rs.Samples.read(copy.deepcopy(s.to_json()), "") == s
+
+
+def test_a_version_1_file_is_upgraded_its_comparisons_are_on_wall_time():
+    doc = json.loads((DATA / "results-s5cmd.json").read_text())
+    v1 = json.loads(json.dumps(doc))
+    v1["version"] = 1
+    for sc in v1["scenarios"]:
+        for st in sc["steps"]:
+            for c in st["comparisons"]:
+                del c["metric"]
+    res = rs.Results.from_json(v1)
+    assert all(c.metric == "wall" for _, _, c in res.comparisons())
+    assert res.to_json() == doc
+
+
+def test_comparisons_of_other_metrics_are_kept_apart_and_written_in_one_list():
+    doc = json.loads((DATA / "results-s5cmd.json").read_text())
+    st = doc["scenarios"][0]["steps"][0]
+    st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower"})
+    res = rs.Results.from_json(doc)
+    step = res.scenarios[0].steps[0]
+    assert [c.metric for c in step.comparisons] == ["wall"]
+    assert [c.metric for c in step.metric_comparisons] == ["memory"]
+    assert list(step.by_metric()) == ["wall", "memory"]
+    assert res.to_json() == doc
+    st["comparisons"][-1]["metric"] = "joules"
+    with pytest.raises(RefbenchError, match="metric 'joules' is not one of wall, cpu, memory, instructions"):
+        rs.Results.from_json(doc)

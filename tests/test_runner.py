@@ -1,47 +1,45 @@
-"""The runner's scheduling with a fake hyperfine and a fake backend, in milliseconds: run-by-run
-interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the budget, and when
-hyperfine may skip the shell."""
+"""The runner's scheduling through the MockExecutor and a fake backend, in milliseconds: run-by-run
+interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the budget, when
+hyperfine may skip the shell, a verdict per metric, and failed runs kept out of every verdict."""
 from __future__ import annotations
-
-import json
-import os
-from pathlib import Path
 
 import pytest
 
 from fakes.backend import FakeBackend
-from refbench import hyperfine, runner as rn, stats
+from fakes.executor import INFO_1, MockExecutor
+from refbench import runner as rn, stats
 from refbench.builds import Build
 from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
-
-FAKES = Path(__file__).resolve().parent / "fakes"
-
+from refbench.sampling import Sampling
 
 @pytest.fixture
-def fake_hf(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", f"{FAKES}:{os.environ['PATH']}")
-    monkeypatch.setenv("FAKE_HF_LOG", str(tmp_path / "hf.log"))
-    monkeypatch.setenv("FAKE_HF_STATE", str(tmp_path / "hf.state"))
-    monkeypatch.setattr(hyperfine, "_DASHDASH", True)
-    return tmp_path / "hf.log"
+def fake_hf():
+    return MockExecutor()
 
 
 def builds(tmp_path, *factors) -> list[Build]:
     out = []
     for i, f in enumerate(factors):
         ref = ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}")
-        out.append(Build("t", ref, f"b{i}", tmp_path / f"fake-{f:.2f}", "git", "go", False, 0.0))
+        name = f"fake-{f:.2f}" if isinstance(f, float) else f"fake-{f}"
+        out.append(Build("t", ref, f"b{i}", tmp_path / name, "git", "go", False, 0.0))
     return out
 
 
+SAMPLING_KEYS = ("interleave", "until_decided", "max_runs", "max_time", "budget")
+
+
 def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, setup=None,
-        backend=None, **plan):
+        backend=None, executor=None, family_size=1, **plan):
     (tmp_path / "work").mkdir(exist_ok=True)
+    executor = executor or _current[0]
+    sampling = Sampling(runs=runs, warmup=warmup, rounds=rounds,
+                        **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
     p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
-                workdir=tmp_path / "work", cache_dir=tmp_path, runs=runs, warmup=warmup, rounds=rounds,
-                settings=stats.Settings(), measure_rss=False, **plan)
+                executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
+                settings=stats.Settings(), measure_rss=False, family_size=family_size, **plan)
     r = rn.Runner(p)
     r.steps_total = 1
     spec = Fixture(kind="sparse", size=1, count=1)
@@ -50,8 +48,19 @@ def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go
     return r.run_scenario(sc, fixture).steps[0]
 
 
-def calls(log: Path) -> list[list[str]]:
-    return [json.loads(line) for line in log.read_text().splitlines() if "--export-json" in line]
+_current = [None]
+
+
+@pytest.fixture(autouse=True)
+def _executor(fake_hf):
+    """Every run() of a test goes through that test's MockExecutor (fake_hf)."""
+    _current[0] = fake_hf
+    yield
+    _current[0] = None
+
+
+def calls(executor: MockExecutor) -> list[list[str]]:
+    return executor.calls
 
 
 def names(argv: list[str]) -> list[str]:
@@ -99,7 +108,7 @@ def test_sequential_stops_once_decided_and_records_its_looks(tmp_path, fake_hf):
 
 
 def test_sequential_gives_up_at_max_runs(tmp_path, fake_hf, monkeypatch):
-    monkeypatch.setenv("FAKE_HF_SIGMA", "0.5")  # far too noisy to decide 3% in 12 runs
+    fake_hf.sigma = 0.5  # far too noisy to decide 3% in 12 runs
     st = run(tmp_path, [1.0, 1.03], runs=4, rounds=2, until_decided=True, max_runs=12)
     assert st.stopped in ("max-runs", "decided")
     assert len(st.samples["b0"].times) <= 12
@@ -108,13 +117,14 @@ def test_sequential_gives_up_at_max_runs(tmp_path, fake_hf, monkeypatch):
 
 
 def test_budget_adds_no_rounds_that_cannot_decide_in_time(tmp_path, fake_hf, monkeypatch):
-    monkeypatch.setenv("FAKE_HF_SIGMA", "0.5")
+    fake_hf.sigma = 0.5
     st = run(tmp_path, [1.0, 1.03], runs=4, rounds=2, budget=0.001, max_runs=200)
     assert st.stopped in ("budget", "decided")
     assert len(st.samples["b0"].times) == 4 or st.stopped == "decided"
 
 
 def test_no_shell_only_when_every_command_and_prepare_allows_it(tmp_path, fake_hf):
+    fake_hf.info = INFO_1  # 1.x runs a shell unless told -N
     run(tmp_path, [1.0, 1.0], runs=2, rounds=1)
     assert "-N" in calls(fake_hf)[-1]
     run(tmp_path, [1.0, 1.0], runs=2, rounds=1, prepare="true | true")
@@ -136,3 +146,55 @@ def test_a_failing_step_still_closes_its_scenario(tmp_path, fake_hf):
     with pytest.raises(rn.RunError, match="step: setup for b0 failed"):
         run(tmp_path, [1.0, 1.0], runs=2, rounds=1, backend=backend, setup="exit 3")
     assert backend.calls[-1] == ("close_scenario",)
+
+
+def test_hyperfine_2_gets_a_shell_only_where_a_command_needs_one(tmp_path, fake_hf):
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1)
+    argv = calls(fake_hf)[-1]
+    assert "-S" not in argv and "-N" not in argv
+    assert argv[argv.index("--metrics") + 1] == "time_wall_clock,time_user,time_system,memory_peak_resident"
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, prepare="true | true")
+    assert "-S" in calls(fake_hf)[-1]
+
+
+def test_every_metric_gets_its_own_verdict(tmp_path, fake_hf):
+    """A contender holding 64 MiB more is slower on memory only; one burning 30% more CPU in the
+    same wall time is slower on CPU only; memory identical to the byte is no change."""
+    fake_hf.sigma = 0.01
+    st = run(tmp_path, [1.0, "1.00-mem64"], runs=10, rounds=5)
+    by = {c.metric: c.verdict for c in st.comparisons}
+    assert by == {"wall": stats.SAME, "cpu": stats.SAME, "memory": stats.SLOWER}
+    st = run(tmp_path, [1.0, "1.00-cpu1.3"], runs=10, rounds=5)
+    by = {c.metric: c.verdict for c in st.comparisons}
+    assert by["cpu"] == stats.SLOWER and by["memory"] != stats.SLOWER and by["wall"] != stats.SLOWER
+    rec = st.record()
+    assert [c.metric for c in rec.comparisons] == ["wall"]
+    assert [c.metric for c in rec.metric_comparisons] == ["cpu", "memory"]
+
+
+def test_with_hyperfine_1_memory_is_unavailable_not_a_running_maximum(tmp_path, fake_hf):
+    fake_hf.info = INFO_1
+    st = run(tmp_path, [1.0, "1.00-mem64"], runs=4, rounds=2)
+    assert {c.metric for c in st.comparisons} == {"wall", "cpu"}
+    assert all(m is None for s in st.samples.values() for m in s.memory)
+    assert st.record().builds["b1"].memory_bytes is None
+
+
+def test_a_crashing_contender_is_an_error_not_faster(tmp_path, fake_hf):
+    fake_hf.fail = {"fake-0.10": 139}
+    with pytest.raises(rn.RunError, match=r"round 1: build b1 failed in 2 of 2 runs \(exit code 139\)"):
+        run(tmp_path, [1.0, 0.1], runs=4, rounds=2)
+    assert all("-i" in argv for argv in calls(fake_hf))  # hyperfine exports failed runs; refbench names the build
+    with pytest.raises(rn.RunError, match=r"warm-up: build b1 failed in 1 of 1 runs"):
+        run(tmp_path, [1.0, 0.1], runs=4, rounds=2, warmup=2)
+
+
+def test_results_are_matched_to_builds_by_name(tmp_path, fake_hf):
+    """hyperfine answering for other commands than asked (e.g. a --reference run first) is an
+    error, never samples shifted onto the wrong build."""
+    fake_hf.names = lambda call: ("reference",) + call.names[:-1]
+    fake_hf.executor_checks = True
+    from refbench import hyperfine
+    with pytest.raises(rn.RunError, match="hyperfine returned results for"):
+        hyperfine.match_results(fake_hf.measure("x", rn.Call(("b0", "b1"), ("a", "b"), (None, None), 1, 0), {})[0],
+                                ["b0", "b1"], "x")

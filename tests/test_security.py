@@ -186,7 +186,10 @@ def test_secrets_the_benchmarked_commands_environment_holds_no_token(tmp_path, m
     target = tmp_path / "fake-1.00"  # the "binary" every build runs: writes down what it was given
     target.write_text('#!/bin/sh\nenv > "$(dirname "$0")/env-$$.txt"\n')
     target.chmod(0o755)
-    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, setup="env > {{ work }}/setup-env.txt")
+    from refbench.executor import HyperfineExecutor
+    (tmp_path / "work").mkdir(exist_ok=True)
+    run(tmp_path, [1.0, 1.0], runs=2, rounds=1, setup="env > {{ work }}/setup-env.txt",
+        executor=HyperfineExecutor.probe(tmp_path / "work"))  # the real hyperfine, not the mock
     seen = [p.read_text() for p in tmp_path.glob("env-*.txt")]
     seen += [p.read_text() for p in tmp_path.rglob("setup-env.txt")]
     assert len(seen) >= 3, "the command and the setup ran"

@@ -23,8 +23,10 @@ def bench(origin, builds_dir, tmp_path, *args):
     return proc, results
 
 
-def comparisons(results):
-    return [(st["name"], c) for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]]
+def comparisons(results, metric: str | None = "wall"):
+    """(step, comparison) of one metric (default wall time, the primary), or of every metric."""
+    return [(st["name"], c) for sc in results["scenarios"] for st in sc["steps"] for c in st["comparisons"]
+            if metric is None or c["metric"] == metric]
 
 
 def binomial_tail(n: int, k: int, p: float) -> float:
@@ -49,6 +51,13 @@ def test_aa_false_positives_stay_within_alpha(s5_origin, builds_dir, tmp_path):
     assert proc.returncode == (1 if any(v == "slower" for _, v, _ in false_pos) else 0), proc.stderr
     print(f"A/A: {len(false_pos)} false slower/faster of {len(comps)}; "
           f"verdicts: {sorted(c['verdict'] for _, c in comps)}")
+    # every metric the run judged (CPU, memory with hyperfine 2.0) keeps the same promise
+    every = comparisons(r, None)
+    false_any = [(name, c["metric"], c["verdict"]) for name, c in every if c["verdict"] in ("slower", "faster")]
+    limit_any = next(k for k in range(len(every) + 1) if binomial_tail(len(every), k + 1, ALPHA) < 0.01)
+    assert len(false_any) <= limit_any, false_any
+    # and --fail-on-regression counted wall time only
+    assert proc.returncode == (1 if any(v == "slower" for _, v, _ in false_pos) else 0), proc.stderr
 
 
 def test_injected_slowdown_named_slower_with_its_size(s5_origin, builds_dir, tmp_path):

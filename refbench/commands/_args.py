@@ -7,6 +7,7 @@ import os
 import re
 
 from ..errors import EXIT_ERROR
+from ..stats import METRIC_THRESHOLDS, METRICS
 
 
 class Parser(argparse.ArgumentParser):
@@ -87,6 +88,27 @@ def add_stats_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--alpha", type=fraction, default=0.05, help="significance level (default 0.05)")
     g.add_argument("--noise-limit", type=fraction, default=0.10,
                    help="flag a step as noisy above this coefficient of variation (default 0.10)")
+    g.add_argument("--metric-threshold", type=metric_threshold, action="append", default=[], metavar="METRIC=X",
+                   help="the threshold of another metric than wall time (--threshold), e.g. memory=0.1; defaults: "
+                        + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS))
+
+
+def metric_threshold(text: str) -> tuple[str, float]:
+    """'memory=0.1' -> ('memory', 0.1); argparse type for --metric-threshold."""
+    name, _, value = text.partition("=")
+    if name not in METRICS or name == "wall":
+        raise argparse.ArgumentTypeError(f"{name!r} is not a metric with its own threshold "
+                                         f"(one of {', '.join(m for m in METRICS if m != 'wall')}; wall's is --threshold)")
+    return name, fraction(value)
+
+
+def metric_list(text: str) -> tuple[str, ...]:
+    """'cpu,memory' -> ('cpu', 'memory'); argparse type for --fail-on."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in METRICS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{(bad or [text])[0]!r} is not a metric (one of {', '.join(METRICS)})")
+    return names
 
 
 _FLAG_VALUE_OPTIONS = ("-hf", "--hyperfine-extra-flags", "-sf", "--s5cmd-extra-flags", "--extra-flags")

@@ -13,7 +13,7 @@ from ._args import Parser, positive
 from .run import pass_through, request_from_args
 
 # run options that would change what is compared: bisect sets them itself
-RESERVED = ("refs", "json", "output", "fail_on_regression", "format", "html", "csv", "dry_run", "list")
+RESERVED = ("refs", "json", "output", "fail_on_regression", "fail_on", "format", "html", "csv", "dry_run", "list")
 
 
 def parser() -> argparse.ArgumentParser:

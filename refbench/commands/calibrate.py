@@ -69,9 +69,9 @@ def main(argv: list[str]) -> int:
         reporter = Reporter()
         results.append(_measured(pipeline.run(request, reporter), reporter))
     settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
-    run_settings = {"runs": args.runs, "warmup": args.warmup, "rounds": args.rounds, "quick": args.quick,
-                    "interleave": args.interleave, "budget_seconds": args.budget, "max_runs": args.max_runs,
-                    "sequential": bool(args.until_decided or args.budget), "cpus": args.cpus if isinstance(args.cpus, str)
+    sampling = request.sampling
+    run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,
+                    "sequential": sampling.sequential, "cpus": args.cpus if isinstance(args.cpus, str)
                     else None, "only": args.only, "threshold": args.threshold, "alpha": args.alpha}
     c = cal.analyse(results, arm_list, settings, target=results[0].target.name, ref=ref,
                     run_settings=run_settings)

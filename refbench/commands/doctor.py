@@ -32,17 +32,14 @@ def checks() -> list[tuple[str, str, str, bool]]:
     out = []
 
     hf = hyperfine.locate()
-    v = hyperfine.version(hf) if hf else None
-    vtext = ".".join(map(str, v)) if v else "?"
+    info = hyperfine.HyperfineInfo.probe(hf) if hf else None
     if not hf:
         out.append((MISSING, "hyperfine", f"nothing can be measured: {setup} (builds hyperfine "
                     f"{hyperfine.PINNED_VERSION} with cargo), or apt-get install hyperfine", True))
-    elif not hyperfine.exports_memory(hf):
-        out.append((WARN, "hyperfine", f"{vtext} at {hf}: no per-run peak memory or CPU (needs 1.20+), so peak "
-                    f"RSS comes from one extra untimed run under GNU time: {setup} with cargo installed", False))
+    elif info is None:
+        out.append((MISSING, "hyperfine", f"{hf} does not say its version: {setup}", True))
     else:
-        out.append((OK, "hyperfine", f"{vtext} at {hf} (per-run peak memory)", True))
-
+        out.append(hyperfine_check(info, setup))
     go = paths.find_tool("go")
     gov = _first_line([go, "version"]) if go else None
     out.append((OK, "go", f"{gov} at {go}", True) if go else
@@ -65,7 +62,7 @@ def checks() -> list[tuple[str, str, str, bool]]:
     gtime = next((p for p in ("/usr/bin/time", shutil.which("gtime")) if p and os.access(p, os.X_OK)), None)
     if gtime:
         out.append((OK, "GNU time", f"at {gtime}", False))
-    elif hf and hyperfine.exports_memory(hf):
+    elif info and "memory" in info.metrics():
         out.append((OK, "GNU time", "not needed: hyperfine reports peak memory", False))
     else:
         out.append((WARN, "GNU time", "peak RSS is n/a: apt-get install time (or get hyperfine 1.20+)", False))
@@ -75,12 +72,27 @@ def checks() -> list[tuple[str, str, str, bool]]:
                (WARN, "curl", "kubo's concurrent HTTP API scenario cannot run: apt-get install curl", False))
 
     cargo = shutil.which("cargo") or hyperfine._home_cargo()
-    if not (hf and hyperfine.exports_memory(hf)):
+    if not (info and info.schema == 2):
         out.append((OK, "cargo", f"at {cargo} (`refbench setup` can build hyperfine {hyperfine.PINNED_VERSION})", False)
                    if cargo else
                    (WARN, "cargo", f"cannot build hyperfine {hyperfine.PINNED_VERSION}: install Rust (rustup, or "
                     "apt-get install cargo), then run `refbench setup`", False))
     return out
+
+
+def hyperfine_check(info: hyperfine.HyperfineInfo, setup: str) -> tuple[str, str, str, bool]:
+    """What the hyperfine found measures per run, and why a metric gets no verdict with it."""
+    have = ", ".join(info.metrics())
+    where = f"{info.version_text} at {info.path}"
+    if info.schema == 2:
+        counters = "" if info.counts_instructions else (
+            "; instructions: not counted here (the kernel refuses hyperfine the hardware counter: "
+            "perf_event_paranoid, or no PMU in a VM)")
+        return OK, "hyperfine", f"{where}: each run's own {have}{counters}", True
+    return (WARN, "hyperfine", f"{where}: measures {have} only. 1.x reports peak memory as a running "
+            f"maximum across every command of a call (so memory gets no verdict and shows n/a), CPU time per "
+            f"run only in interleaved rounds, no instructions: {setup} with cargo and rustup installed "
+            f"(builds {hyperfine.PINNED_VERSION})", True)
 
 
 def where() -> list[tuple[str, str]]:

@@ -19,7 +19,7 @@ from ..render import extras, markdown
 from ..render.format import fmt_pct
 from ..units import format_size
 from . import COMMANDS
-from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, nonneg, positive,
+from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, metric_list, nonneg, positive,
                     reserved_option)
 
 SUBCOMMANDS = tuple(COMMANDS)
@@ -90,7 +90,10 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
                    help="pin hyperfine and the target to CPUs CLIENT and the embedded server to SERVER, "
                         "e.g. 0:1 or 0-1:2-3 ('auto': the last CPU for the server, the rest for the client)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower")
+    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower in wall time")
+    p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
+                   help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
+                        "e.g. cpu,memory; metrics: wall, cpu, memory, instructions")
     p.add_argument("--no-rss", dest="rss", action="store_false",
                    help="do not measure peak RSS (it uses the first warm-up run)")
     p.add_argument("-v", "--verbose", action="store_true", help="show the commands run and hyperfine's output")
@@ -109,6 +112,7 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
+        metric_thresholds=tuple(args.metric_threshold),
         builds_dir=args.builds_dir, rss=args.rss, verbose=args.verbose, command_line=tuple(argv), hooks=hooks)
 
 
@@ -181,9 +185,14 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if args.fail_on_regression and markdown.regressions(results):
+    if (args.fail_on_regression or args.fail_on) and markdown.regressions(results, fail_metrics(args.fail_on)):
         return EXIT_REGRESSION
     return EXIT_OK
+
+
+def fail_metrics(extra: tuple[str, ...]) -> tuple[str, ...]:
+    """The metrics whose slower verdicts fail the run: wall time, widened by --fail-on."""
+    return tuple(dict.fromkeys(("wall", *extra)))
 
 
 def print_list(cfg, quick: bool) -> None:

@@ -3,8 +3,9 @@
 What a pip-installed user lacks, from the package registries only (never GitHub):
 
 - Go: a toolchain from the Go module proxy (golang.org/toolchain), only when none is installed;
-- hyperfine >= 1.20 (per-run peak memory): the pinned version built from crates.io with
-  `cargo install --locked`, once per machine; without cargo, the Debian package as a fallback;
+- hyperfine 2.0 (each run's own CPU time and peak memory): the pinned version built from crates.io
+  with `cargo +1.97.0 install --locked` (after `rustup toolchain install 1.97.0 --profile minimal`),
+  once per machine; 1.20 where that fails (saying what is lost); without cargo, the Debian package;
 - MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine;
 - refbench-s3restore: built from the Go source shipped in the package, cached by its hash;
 - GNU time, only while the hyperfine found cannot report peak memory itself.
@@ -120,35 +121,49 @@ def ensure_go(bin_dir: Path) -> str:
     return str(bin_dir / "go")
 
 
+LOST_WITH_1_X = ("each run's own peak memory (1.x reports a running maximum across builds: memory "
+                 "gets no verdict), CPU time per run outside interleaved rounds, instruction counts")
+
+
+def _vtext(binary: str | None) -> str:
+    return ".".join(map(str, hyperfine.version(binary) or ())) if binary else ""
+
+
 def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
-    """A hyperfine >= 1.20 when possible; an older one (or the Debian package) as the fallback."""
+    """The pinned hyperfine 2.0 (or a 2.x found on PATH, which measures the same); where 2.0 cannot
+    be built, 1.20, saying what is lost; an older one (or the Debian package) as the last resort."""
     found = hyperfine.locate()
-    if found and hyperfine.exports_memory(found):
+    if found and hyperfine.measures_own_runs(found):
         if Path(found) == hyperfine.pinned_path():
             _link(Path(found), "hyperfine", bin_dir)
         return found
     if build:
         cargo = shutil.which("cargo") or hyperfine._home_cargo()
         if cargo:
-            have = hyperfine.version(found) if found else None
-            if have:
-                say(f"hyperfine {'.'.join(map(str, have))} at {found} cannot report per-run memory (needs 1.20+)")
-            try:
-                pinned = hyperfine.install(cargo=cargo, say=say)
-            except RefbenchError as e:
-                say(f"{e}; keeping {found or 'no hyperfine'}")
-                if e.detail:
-                    print(e.detail, file=sys.stderr)
-            else:
+            if found:
+                say(f"hyperfine {_vtext(found)} at {found} cannot measure each run's own CPU and memory "
+                    f"(needs {hyperfine.PINNED_VERSION})")
+            for version in (hyperfine.PINNED_VERSION, hyperfine.FALLBACK_VERSION):
+                if version == hyperfine.FALLBACK_VERSION and found and hyperfine.exports_memory(found):
+                    break  # a 1.20+ is already here: building the fallback adds nothing
+                try:
+                    pinned = hyperfine.install(version, cargo=cargo, say=say)
+                except RefbenchError as e:
+                    say(f"{e}" + (f"; building {hyperfine.FALLBACK_VERSION} instead, without "
+                                  f"{LOST_WITH_1_X}" if version == hyperfine.PINNED_VERSION else ""))
+                    if e.detail:
+                        print(e.detail, file=sys.stderr)
+                    continue
                 _link(pinned, "hyperfine", bin_dir)
                 return str(pinned)
         elif not found:
-            say("cargo not found: cannot build hyperfine 1.20; trying the Debian package")
+            say(f"cargo not found: cannot build hyperfine {hyperfine.PINNED_VERSION}; trying the Debian package")
     if not found and apt_install("hyperfine"):
         found = shutil.which("hyperfine")
-    if found and not hyperfine.exports_memory(found):
-        say(f"using hyperfine {'.'.join(map(str, hyperfine.version(found) or ()))} at {found}: "
-            "peak memory will come from GNU time (install cargo and run `refbench setup` for 1.20)")
+    if found and not hyperfine.measures_own_runs(found):
+        say(f"using hyperfine {_vtext(found)} at {found}: no {LOST_WITH_1_X}"
+            + ("" if hyperfine.exports_memory(found) else "; one untimed run's peak memory comes from GNU time")
+            + f" (install cargo and rustup, then run `refbench setup` for {hyperfine.PINNED_VERSION})")
     return found
 
 
@@ -211,10 +226,10 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     say(subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip())
     hf = out["hyperfine"] = ensure_hyperfine(bin_dir, build=build_hyperfine)
     if hf:
-        say(f"hyperfine {'.'.join(map(str, hyperfine.version(hf) or ()))} at {hf}")
+        say(f"hyperfine {_vtext(hf)} at {hf}")
     else:
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
-    out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.exports_memory(hf)))
+    out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
     out["minio"] = ensure_minio(bin_dir, go) if minio else paths.find_tool("minio")
     out["refbench-s3restore"] = ensure_s3restore(bin_dir, go)
     say(f"tools linked in {bin_dir}")

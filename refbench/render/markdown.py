@@ -48,9 +48,29 @@ def counts_line(counts: dict[str, int]) -> str:
     return ", ".join(words)
 
 
-def regressions(results: Results) -> list[tuple[str, str, Comparison]]:
-    """(scenario, step, comparison) of every comparison that got slower."""
-    return [(sc.name, st.name, c) for sc, st, c in results.comparisons() if c.verdict == "slower"]
+def regressions(results: Results, metrics=("wall",)) -> list[tuple[str, str, Comparison]]:
+    """(scenario, step, comparison) of every comparison of the given metrics that got slower."""
+    return [(sc.name, st.name, c) for sc, st in results.steps() for c in st.all_comparisons()
+            if c.verdict == "slower" and c.metric in metrics]
+
+
+METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
+
+
+def run_metrics(results: Results) -> list[str]:
+    """The metrics other than wall time that some step of the run has a verdict on, in order."""
+    have = {c.metric for _, st in results.steps() for c in st.metric_comparisons}
+    return [m for m in ("cpu", "memory", "instructions") if m in have]
+
+
+def what_changed(results: Results) -> list[str]:
+    """One phrase per significant change on any metric, slower first: what a PR comment leads with."""
+    multi = len(results.builds) > 2
+    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict in ("slower", "faster")]
+    found.sort(key=lambda x: (x[2].verdict != "slower", -abs(x[2].rel)))
+    return [f"{MARKERS[c.verdict]} {md_escape(sc.name)} / {md_escape(st.name)}"
+            + (f" ({md_escape(c.contender)})" if multi else "")
+            + f": {METRIC_NAMES[c.metric]} {fmt_pct(c.rel)}" for sc, st, c in found]
 
 
 def more_seconds(st: Step, c: Comparison) -> float | None:
@@ -116,25 +136,37 @@ def _notes(st: Step, c: Comparison) -> str:
     return "; ".join(notes)
 
 
+def _metric_cell(c: Comparison | None) -> str:
+    """A metric's verdict in one cell: marker and change, 'n/a' where the run could not measure it."""
+    return "n/a" if c is None else f"{MARKERS[c.verdict]} {fmt_pct(c.rel)}"
+
+
 def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
-    """(verdict, table row) per (scenario, step, contender), in the order of the run."""
+    """(verdict, table row) per (scenario, step, contender), in the order of the run: wall time's
+    figures, then a verdict per other metric the run measured. The row's verdict (what a cut
+    comment keeps longest) is its most severe across metrics."""
     multi = len(results.builds) > 2
+    metrics = run_metrics(results)
     out = []
     for sc, st, c in results.comparisons():
         base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
         new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
-        out.append((c.verdict, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
+        others = st.by_metric(c.contender)
+        worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: _SEVERITY.get(v, 9))
+        out.append((worst, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
                     + ([md_escape(c.contender)] if multi else [])
                     + [fmt_pct(c.rel), _rate_change(base_bps, new_bps, fmt_mbps),
                        _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c.p_value),
-                       c.verdict, _notes(st, c)]))
+                       c.verdict]
+                    + [_metric_cell(others.get(m)) for m in metrics] + [_notes(st, c)]))
     return out
 
 
 def verdict_table(results: Results, rows: list[list[str]]) -> str:
     multi = len(results.builds) > 2
     return _table(rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
-                  + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict", "Note"])
+                  + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict"]
+                  + [METRIC_NAMES[m][0].upper() + METRIC_NAMES[m][1:] for m in run_metrics(results)] + ["Note"])
 
 
 def _builds_table(results: Results) -> str:
@@ -209,7 +241,9 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
     if flavour == "github":
         return render_github(results)
     return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
-                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results))
+                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results),
+                           changed=what_changed(results), metrics=run_metrics(results),
+                           thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)})
 
 
 def comment_size(text: str) -> int:
@@ -233,6 +267,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
     busy, counts = busy_warning(results.environment), verdict_counts(results)
+    changed = what_changed(results)
 
     def render(keep_sections: int, keep_rows: int | None) -> str:
         if keep_rows is None:
@@ -244,6 +279,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
             hidden = [rows[i][0] for i in order[keep_rows:]]
         hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
+                               changed=changed, metrics=run_metrics(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
                                omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url)

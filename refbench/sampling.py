@@ -1,0 +1,71 @@
+"""How a run samples: one Sampling record (runs, warm-up, rounds, interleaving, when to stop), and
+how many runs each selected step gets, said once.
+
+A step may pin its runs and warm-up (a 300 GB upload runs once), else its scenario, else the
+run's -r / -w. `pipeline.validate` resolves the selection into StepUnits once; the runner, the
+shard planner, the family size and the progress count all read the same rule. The request builds
+the Sampling, the runner's plan carries it, results.json and calibrate record it.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .config import Scenario, Step
+
+
+@dataclass(frozen=True)
+class Sampling:
+    runs: int  # per build and step, unless the step or its scenario pins its own
+    warmup: int
+    rounds: int  # interleaved rounds per step (one hyperfine call each)
+    interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
+    until_decided: bool = False
+    max_runs: int = 60  # --until-decided / --budget: most runs per build and step
+    max_time: float = 600.0  # seconds per step
+    budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
+
+    @property
+    def sequential(self) -> bool:
+        """Look after every round and stop a step once it is decided (alpha spending keeps the
+        error rates): with --until-decided or a --budget."""
+        return self.until_decided or self.budget is not None
+
+    def record(self) -> dict:
+        """The keys results.json's settings (and calibrate's) store these under."""
+        d = asdict(self)
+        d["budget_seconds"] = d.pop("budget")
+        d.pop("max_time")
+        return d
+
+    def unit(self, scenario: Scenario, step: Step) -> "StepUnit":
+        return StepUnit(scenario, step, effective_runs(scenario, step, self.runs),
+                        effective_warmup(scenario, step, self.warmup))
+
+
+def effective_runs(scenario: Scenario, step: Step, runs: int) -> int:
+    return step.runs or scenario.runs or runs
+
+
+def effective_warmup(scenario: Scenario, step: Step, warmup: int) -> int:
+    if step.warmup is not None:
+        return step.warmup
+    return scenario.warmup if scenario.warmup is not None else warmup
+
+
+@dataclass(frozen=True)
+class StepUnit:
+    """One selected step with the runs and warm-up it gets in this run."""
+    scenario: Scenario
+    step: Step
+    runs: int
+    warmup: int
+
+    @property
+    def judged(self) -> bool:
+        """Whether it can reach a verdict (2+ runs per build): a member of the run's family."""
+        return self.runs >= 2
+
+
+def step_units(scenarios, step_filter, runs: int, warmup: int) -> tuple[StepUnit, ...]:
+    return tuple(StepUnit(s, st, effective_runs(s, st, runs), effective_warmup(s, st, warmup))
+                 for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))

@@ -1,0 +1,76 @@
+"""End to end, a verdict per metric: real hyperfine 2.0, real Go builds of the s5cmd wrapper from
+the test origin, real MinIO. A contender holding 64 MiB more is slower on memory and only there;
+one spinning on the CPU for half its run time is slower on CPU."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import need, run_bench
+from refbench import hyperfine
+
+pytestmark = pytest.mark.slow
+
+# one 32 MB upload: long enough (a few hundred ms) that touching 64 MiB of huge pages is a small
+# share of its time, short enough for a few runs
+SCENARIOS = """
+[targets.s5cmd]
+repo = "https://github.com/peak/s5cmd"
+module = "github.com/peak/s5cmd/v2"
+package = "github.com/peak/s5cmd/v2"
+build = ["go", "build", "-o", "{out}", "."]
+binary = "s5cmd"
+backend = "s3"
+
+[[scenarios]]
+name = "one file"
+target = "s5cmd"
+fixture = { kind = "sparse", size = "32M", count = 1 }
+
+  [[scenarios.steps]]
+  name = "upload"
+  command = "{{ bin }} {{ extra }} cp {{ file }} {{ remote ~ '/up/' }}"
+  cleanup = "{{ bin }} {{ extra }} rm {{ remote ~ '/up/*' }}"
+  stored_copies = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def metrics_run(tmp_path_factory, s5_origin, builds_dir):
+    info = hyperfine.HyperfineInfo.probe()
+    if info is None or info.schema != 2:
+        need("hyperfine 2.0", "run `refbench setup` (builds hyperfine 2.0.0 with cargo)")
+    out = tmp_path_factory.mktemp("metrics")
+    (out / "scenarios.toml").write_text(SCENARIOS)
+
+    def run(contender: str) -> dict:
+        res = out / f"{contender}.json"
+        proc = run_bench("-s", "v1.0.0", contender, "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                         "--scenarios", str(out / "scenarios.toml"), "-r", "6", "-w", "1", "--rounds", "3",
+                         "-o", str(out / f"{contender}.md"), "--json", str(res), cwd=out)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(res.read_text())
+    return run
+
+
+def verdicts(doc: dict) -> dict[str, str]:
+    (step,) = doc["scenarios"][0]["steps"]
+    return {c["metric"]: c["verdict"] for c in step["comparisons"]}
+
+
+def test_a_contender_holding_64_mib_more_is_slower_on_memory_and_only_there(metrics_run):
+    doc = metrics_run("hold-memory")
+    v = verdicts(doc)
+    assert set(v) >= {"wall", "cpu", "memory"}
+    assert v["memory"] == "slower", v
+    assert [m for m, verdict in v.items() if verdict == "slower"] == ["memory"], v
+    step = doc["scenarios"][0]["steps"][0]
+    mem = next(c for c in step["comparisons"] if c["metric"] == "memory")
+    base, cont = (step["builds"][k]["memory_bytes"] for k in (mem["baseline"], mem["contender"]))
+    assert min(cont) - max(base) > 32 * 2 ** 20  # every run's own peak: no running maximum across builds
+
+
+def test_a_busy_loop_contender_is_slower_on_cpu(metrics_run):
+    v = verdicts(metrics_run("busy-cpu"))
+    assert v["cpu"] == "slower", v
