@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from . import __version__, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .config import Config, Scenario, Target, format_size, load_config
+from .explain import Explainer
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
@@ -80,6 +81,7 @@ class RunRequest:
     noise_limit: float = 0.10
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
+    profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
     hooks: RunHooks = RunHooks()
@@ -333,6 +335,7 @@ class Measured:
     competing_cpu_share: float | None
     client_cpus: frozenset | None
     server_cpus: frozenset | None
+    explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
 
 
 @contextlib.contextmanager
@@ -427,7 +430,9 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
             with watching(backend, workdir, checked) as watchdog:
-                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus),
+                observer = Explainer(backend, workdir, checked.request.profile)
+                runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus),
+                                                    observer=observer),
                                 progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
         # read after the backend closed, as the record always was (a server's stop may purge more)
@@ -439,9 +444,9 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
     return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
                     backend=described, resources=resources, family_size=runner.plan.family_size,
                     hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
-                    untimed_by_kind=dict(runner.untimed), fixture_seconds=t_fixtures,
+                    untimed_by_kind={**runner.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
-                    client_cpus=client_cpus, server_cpus=server_cpus)
+                    client_cpus=client_cpus, server_cpus=server_cpus, explain_notes=tuple(observer.notes))
 
 
 # ---- analyse ---------------------------------------------------------------------------------
@@ -501,7 +506,7 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
-        stopped=m.stopped)
+        stopped=m.stopped, explain_notes=m.explain_notes or None)
 
 
 # ---- the whole run ---------------------------------------------------------------------------

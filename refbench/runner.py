@@ -51,6 +51,9 @@ class Plan:
     family_size: int = 1  # comparisons in the run (steps x contenders): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
+    # why a step changed (explain.Explainer): called around each build's untimed run and at the
+    # end of each step; what it returns goes into the step's record
+    observer: object | None = None
 
     @property
     def sequential(self) -> bool:
@@ -90,6 +93,7 @@ class StepResult:
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
+    explain: dict = field(default_factory=dict)  # the observer's fields of rs.Step (requests, profiles, ...)
 
     def record(self) -> rs.Step:
         """The step as the results file holds it."""
@@ -97,7 +101,7 @@ class StepResult:
                        looks=tuple(round(x, 6) for x in self.looks), stopped=self.stopped,
                        builds=MappingProxyType({k: v.record() for k, v in self.samples.items()}),
                        comparisons=tuple(self.comparisons), check_differs=self.check_differs,
-                       hyperfine_seconds=round(self.hyperfine_seconds, 3))
+                       hyperfine_seconds=round(self.hyperfine_seconds, 3), **self.explain)
 
 
 @dataclass
@@ -256,10 +260,12 @@ class Runner:
         # measures it on this run); it counts as the first warm-up.
         hf_warmup = warmup
         rss_by_warmup = plan.measure_rss and not hyperfine.exports_memory()
-        if (warmup >= 1 and rss_by_warmup) or step.check:
+        obs = plan.observer
+        if (warmup >= 1 and rss_by_warmup) or step.check or (obs is not None and obs.wants_run()):
             for b, c, p, v in zip(builds, cmds, preps, vals):
                 s = samples[b.label]
-                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}", rss=rss_by_warmup)
+                s.rss_kb = self.measure_rss(c, p, f"{where}: warm-up of {b.label}", rss=rss_by_warmup,
+                                            around=obs.around_run(b.label) if obs is not None else None)
                 if step.check:
                     s.check = self.sh(self.shell(scenario, b, step.check, v), f"{where}: check for {b.label}",
                                       capture=True, kind="check")
@@ -297,8 +303,12 @@ class Runner:
         checks = {s.check for s in samples.values()}
         looks_t = tuple(looks) if sequential and looks else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
+        explain = {} if obs is None else obs.step_done(
+            [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
+            [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
         return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
-                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped)
+                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
+                          explain=explain)
 
     def stop_reason(self, r: int, per_round: list[int], n_each: int, n_max: int, builds: list[Build],
                     samples: dict[str, BuildSamples], looks: list[float], t_start: float) -> str | None:
@@ -411,7 +421,16 @@ class Runner:
             s.memory += res.memory_bytes or [None] * n
         return elapsed
 
-    def measure_rss(self, cmd: str, prep: str | None, what: str, rss: bool = True) -> int | None:
+    def run_untimed(self, argv: list[str], what: str, kind: str = "profiled_runs") -> None:
+        """An argv run untimed in the run's environment (the observer's profiled runs)."""
+        log.debug("$ %s", shlex.join(argv))
+        t0 = time.monotonic()
+        proc = run_group(argv, env=self.base_env, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.untimed[kind] = self.untimed.get(kind, 0.0) + time.monotonic() - t0
+        if proc.returncode != 0:
+            raise _failed(what, shlex.join(argv), proc)
+
+    def measure_rss(self, cmd: str, prep: str | None, what: str, rss: bool = True, around=None) -> int | None:
         """Run prepare + command once (untimed); return the command's peak RSS in KiB (with
         rss, where hyperfine cannot report it) or None.
 
@@ -424,7 +443,8 @@ class Runner:
         t0 = time.monotonic()
         out = self.plan.workdir / f"rss-{os.getpid()}.txt"
         argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
-        proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        with around if around is not None else contextlib.nullcontext():  # the observer's counters, if any
+            proc = run_group(argv, env=self.base_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         self.untimed["warmup"] += time.monotonic() - t0
         if proc.returncode != 0:
             raise _failed(what, cmd, proc)
