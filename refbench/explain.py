@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import accounting, profile, results as rs
+from .errors import RunError
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,11 @@ class Explainer:
         wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(comparisons))
         if wanted:
             t0 = time.monotonic()
-            out.update(self.profiles(labels, binaries, cmds, preps, means, execute, where))
+            try:
+                out.update(self.profiles(labels, binaries, cmds, preps, means, execute, where))
+            except RunError as e:  # a profile is extra information: its failure never ends the run
+                log.warning("%s", e)
+                out["profile_note"] = f"no profile: {e}"
             self.seconds["profile"] += time.monotonic() - t0
         return out
 
