@@ -122,7 +122,7 @@ def _colour(delta: float) -> str:
 
 
 def flame_svg(p: Profile) -> str:
-    """The contender's call stacks, frame widths its share of samples, coloured by the change of
+    """The contender's call stacks (root on top), frame widths its share of samples, coloured by the change of
     each frame's share against the baseline (inferno-diff-folded's reading). Hover: the numbers."""
     root = _tree(p.stacks)
     ta, tb = root[0] or 1, root[1] or 1
@@ -146,7 +146,7 @@ def flame_svg(p: Profile) -> str:
            f'width="{WIDTH}" height="{height}" role="img" aria-label="differential flame graph: '
            f'{html.escape(p.contender)} vs {html.escape(p.baseline)}">']
     for x, depth, w, name, sa, sb, delta in rects:
-        y = height - (depth + 1) * ROW
+        y = depth * ROW  # an icicle: the process on top, so the frames that differ are seen first
         title = (f"{name}\n{p.baseline}: {sa * 100:.1f}% · {p.contender}: {sb * 100:.1f}% "
                  f"({delta * 100:+.1f} pts)")
         label = name if len(name) * 6.6 < w - 4 else (name[:max(0, int((w - 4) / 6.6) - 1)] + "…" if w > 30 else "")
