@@ -293,9 +293,6 @@ class Runner:
             looks.append(min(1.0, min(len(s.times) for s in samples.values()) / n_max))
             self.on_round()
             r += 1
-        if step.cleanup:
-            for b, v in ctx:
-                self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         for s in samples.values():
             measured = [m for m in s.memory if m is not None]
             if measured and plan.measure_rss:
@@ -306,6 +303,9 @@ class Runner:
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
             [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
+        if step.cleanup:  # after the observer's profiled runs, which leave what a timed run leaves
+            for b, v in ctx:
+                self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
                           explain=explain)
