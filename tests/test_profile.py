@@ -164,3 +164,14 @@ def test_a_machine_without_perf_runs_the_comparison_and_says_why_there_is_no_pro
     assert "no profile: perf not found" in (tmp_path / "summary.md").read_text()
     assert all(st.requests for _, st in r.steps())  # the accounting does not need perf
     assert list(local.iterdir()) == []
+
+
+def test_only_wall_or_cpu_verdicts_that_moved_ask_for_a_profile():
+    from types import SimpleNamespace as C
+
+    from refbench.explain import moved
+
+    assert moved([C(verdict="slower")])  # no metric field yet: a wall verdict
+    assert moved([C(verdict="faster", metric="cpu")])
+    assert not moved([C(verdict="slower", metric="memory"), C(verdict="inconclusive", metric="wall")])
+    assert not moved([C(verdict="no significant change")])
