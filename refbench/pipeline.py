@@ -24,6 +24,7 @@ from typing import Callable, Iterator
 from . import __version__, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .config import Config, Scenario, Target, load_config
+from .explain import Explainer
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
@@ -85,6 +86,7 @@ class RunRequest:
     metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over stats.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
+    profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
     hooks: RunHooks = RunHooks()
@@ -398,6 +400,7 @@ class Measured:
     client_cpus: frozenset | None
     server_cpus: frozenset | None
     hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
+    explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
 
 
 def make_executor(workdir: Path, **kw) -> Executor:
@@ -496,7 +499,9 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
                 reporter.info(line)
             with watching(backend, workdir, checked) as watchdog:
                 executor = make_executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
-                runner = Runner(run_plan(checked, built, backend, workdir, client_cpus, executor),
+                observer = Explainer(backend, workdir, checked.request.profile)
+                runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus, executor),
+                                                    observer=observer),
                                 progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
         # read after the backend closed, as the record always was (a server's stop may purge more)
@@ -508,10 +513,10 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
     return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
                     backend=described, resources=resources, family_size=runner.plan.family_size,
                     hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
-                    untimed_by_kind=dict(runner.untimed), fixture_seconds=t_fixtures,
+                    untimed_by_kind={**runner.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
                     client_cpus=client_cpus, server_cpus=server_cpus,
-                    hyperfine=f"hyperfine {runner.plan.executor.info.version_text}")
+                    hyperfine=f"hyperfine {runner.plan.executor.info.version_text}", explain_notes=tuple(observer.notes))
 
 
 # ---- analyse ---------------------------------------------------------------------------------
@@ -578,7 +583,7 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
-        stopped=m.stopped)
+        stopped=m.stopped, explain_notes=m.explain_notes or None)
 
 
 # ---- the whole run ---------------------------------------------------------------------------

@@ -260,6 +260,85 @@ def read_comparison(value, where: str = "comparison") -> Comparison:
     return StoredComparison(**kw, stored_phrase=value["phrase"] if isinstance(value.get("phrase"), str) else None)
 
 
+
+# ---- why a step changed (issue 19): S3 requests, kubo repo counters, CPU profiles ----------------
+# Measured once per build in an untimed run (refbench/accounting.py, refbench/profile.py), stored
+# here, rendered by render/ only. Every field is optional: older files have none of them.
+@dataclass(frozen=True, kw_only=True)
+class Requests(_Doc):
+    """One build's S3 requests in a step's untimed accounting run, from the embedded MinIO's
+    metrics v3 counters: exact counts, not estimates."""
+    by_api: Mapping[str, int] = _f(dict, default=_EMPTY)  # API name -> requests (PutObject, ...)
+    errors_4xx: int = _f(int, default=0)
+    errors_5xx: int = _f(int, default=0)
+    canceled: int = _f(int, default=0)
+    received_bytes: int = _f(int, default=0)  # bytes the server received (uploads)
+    sent_bytes: int = _f(int, default=0)  # bytes the server sent (downloads)
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_api.values())
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestChange(_Doc):
+    """One counter that differs between a contender and the baseline: an API's requests, the
+    bytes either way, or an error count."""
+    contender: str = _f(str)
+    name: str = _f(str)  # "PutObject", "bytes received", "4xx errors", ...
+    baseline_value: int = _f(int)
+    value: int = _f(int)
+
+    @property
+    def factor(self) -> float | None:
+        return self.value / self.baseline_value if self.baseline_value else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepoStat(_Doc):
+    """A kubo repo after a step (`ipfs repo stat`): NumObjects is an exact block count; RepoSize
+    is kubo's own estimate, so it is stored and shown as one."""
+    num_objects: int = _f(int)
+    repo_size_estimate: int | None = _f(int, default=None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FunctionShift(_Doc):
+    """A function's share of CPU samples (self time) in each build's profiled runs."""
+    function: str = _f(str)
+    baseline_share: float = _f((int, float))
+    contender_share: float = _f((int, float))
+
+    @property
+    def points(self) -> float:
+        """The change in percentage points: 0.05 -> 0.141 is +9.1 pts."""
+        return (self.contender_share - self.baseline_share) * 100
+
+
+def _read_stacks(value, where):
+    _check(value, list, where)
+    out = []
+    for i, row in enumerate(value):
+        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[0], str)
+                and all(isinstance(x, int) for x in row[1:])):
+            raise _Shape(f"{where}[{i}] should be [stack, baseline samples, contender samples]")
+        out.append((row[0], row[1], row[2]))
+    return tuple(out)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Profile(_Doc):
+    """A differential CPU profile of one step: perf's samples of each build's profiled runs
+    (cpu-clock, frame-pointer call graphs), folded; the functions whose share moved most; the
+    folded stacks both builds' samples land on (what the flame graph draws)."""
+    baseline: str = _f(str)
+    contender: str = _f(str)
+    samples: Mapping[str, int] = _f(dict, default=_EMPTY)  # per build label
+    repeats: int = _f(int, default=1)  # profiled runs per build, added together
+    top: tuple[FunctionShift, ...] = _f(list, default=(), read=_tuple_of(FunctionShift.read))
+    stacks: tuple[tuple[str, int, int], ...] = _f(list, default=(), read=_read_stacks)
+    note: str | None = _f(str, default=None, omit_none=True)  # e.g. a binary without symbols
+
 @dataclass(frozen=True, kw_only=True)
 class Step(_Doc):
     name: str = _f(str)
@@ -302,6 +381,19 @@ class Step(_Doc):
             if c.contender == contender:
                 out.setdefault(c.metric, c)
         return out
+
+    # why it changed (issue 19); absent where not measured
+    requests: Mapping[str, Requests] | None = _f(dict, default=None, read=_by_label(Requests.read), omit_none=True)
+    request_changes: tuple[RequestChange, ...] | None = _f(list, default=None, omit_none=True,
+                                                           read=_tuple_of(RequestChange.read))
+    repo: Mapping[str, RepoStat] | None = _f(dict, default=None, read=_by_label(RepoStat.read), omit_none=True)
+    profiles: tuple[Profile, ...] | None = _f(list, default=None, read=_tuple_of(Profile.read), omit_none=True)
+    profile_note: str | None = _f(str, default=None, omit_none=True)  # why this step has no profile
+
+    @property
+    def requests_differ(self) -> bool:
+        """A fact, not an estimate: some build asked the server for different work."""
+        return bool(self.request_changes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -427,6 +519,7 @@ class Results(_Doc):
     resources: Mapping | None = _f(dict, default=None, omit_none=True)
     stopped: str | None = _f(str, default=None, omit_none=True)
     shards: tuple[Mapping, ...] | None = _f(list, default=None, omit_none=True)
+    explain_notes: tuple[str, ...] | None = _f(list, default=None, omit_none=True)  # no accounting / profile, why
 
     @classmethod
     def from_json(cls, doc, where: str = "results.json") -> "Results":

@@ -8,6 +8,7 @@ run (wall, CPU, memory, instructions) gets a comparison of its own.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import shutil
@@ -47,6 +48,9 @@ class Plan:
     family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
+    # why a step changed (explain.Explainer): called around each build's untimed run and at the
+    # end of each step; what it returns goes into the step's record
+    observer: object | None = None
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -105,6 +109,7 @@ class StepResult:
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
+    explain: dict = field(default_factory=dict)  # the observer's fields of rs.Step (requests, profiles, ...)
 
     def record(self) -> rs.Step:
         """The step as the results file holds it."""
@@ -114,7 +119,7 @@ class StepResult:
                        comparisons=tuple(c for c in self.comparisons if c.metric == "wall"),
                        metric_comparisons=tuple(c for c in self.comparisons if c.metric != "wall"),
                        check_differs=self.check_differs,
-                       hyperfine_seconds=round(self.hyperfine_seconds, 3))
+                       hyperfine_seconds=round(self.hyperfine_seconds, 3), **self.explain)
 
 
 @dataclass
@@ -271,9 +276,11 @@ class Runner:
         # measures it on this run); it counts as the first warm-up.
         hf_warmup = warmup
         rss_by_warmup = plan.measure_rss and "memory" not in plan.metrics
-        if (warmup >= 1 and rss_by_warmup) or step.check:
+        obs = plan.observer
+        if (warmup >= 1 and rss_by_warmup) or step.check or (obs is not None and obs.wants_run()):
             for b, c, p, v in zip(builds, cmds, preps, vals):
-                self.untimed_build_run(scenario, step, b, samples[b.label], c, p, v, rss=rss_by_warmup)
+                self.untimed_build_run(scenario, step, b, samples[b.label], c, p, v, rss=rss_by_warmup,
+                                       around=obs.around_run(b.label) if obs is not None else None)
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
             hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
@@ -298,9 +305,6 @@ class Runner:
             looks.append(min(1.0, min(len(s.times) for s in samples.values()) / n_max))
             self.on_round()
             r += 1
-        if step.cleanup:
-            for b, v in ctx:
-                self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         for s in samples.values():
             measured = [m for m in s.memory if m is not None]
             if measured and plan.measure_rss:
@@ -308,8 +312,15 @@ class Runner:
         checks = {s.check for s in samples.values()}
         looks_t = tuple(looks) if sequential and looks else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
+        explain = {} if obs is None else obs.step_done(
+            [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
+            [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
+        if step.cleanup:  # after the observer's profiled runs, which leave what a timed run leaves
+            for b, v in ctx:
+                self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
-                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped)
+                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
+                          explain=explain)
 
     def stop_reason(self, r: int, per_round: list[int], n_each: int, n_max: int, builds: list[Build],
                     samples: dict[str, BuildSamples], looks: list[float], t_start: float) -> str | None:
@@ -422,8 +433,16 @@ class Runner:
                 raise RunError(f"{where}: build {label} failed in {len(bad)} of {len(s.exit_codes)} runs ({code})",
                                detail=f"command: {s.command}")
 
+    def run_untimed(self, argv: list[str], what: str, kind: str = "profiled_runs") -> None:
+        """An argv run untimed in the run's environment (the observer's profiled runs), by the executor."""
+        cmd = shlex.join(argv)
+        res = self.plan.executor.shell(cmd, self.base_env)
+        self.untimed[kind] = self.untimed.get(kind, 0.0) + res.seconds
+        if res.returncode != 0:
+            raise _failed(what, cmd, res)
+
     def untimed_build_run(self, scenario: Scenario, step: Step, build: Build, s: BuildSamples, cmd: str,
-                          prep: str | None, values: dict, rss: bool) -> None:
+                          prep: str | None, values: dict, rss: bool, around=None) -> None:
         """The untimed per-build run before hyperfine's warm-ups: prepare + command once (its own
         peak RSS under GNU time with rss, where the timer cannot give it), then the step's check,
         which reads what this build's own run produced."""
@@ -431,7 +450,8 @@ class Runner:
         what = f"{where}: warm-up of {build.label}"
         if prep:
             self.sh(prep, f"{what} (prepare)", kind="warmup")
-        s.rss_kb = self.sh(cmd, what, kind="warmup", rss=rss).rss_kb
+        with around if around is not None else contextlib.nullcontext():  # the observer's counters, if any
+            s.rss_kb = self.sh(cmd, what, kind="warmup", rss=rss).rss_kb
         if step.check:
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout

@@ -51,6 +51,9 @@ command -v curl >/dev/null 2>&1 || apt_install "kubo's concurrent HTTP API scena
 { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } ||
   apt_install "the HTML report's browser test" chromium chromium-driver
 
+# perf (Debian linux-perf): the differential CPU profiles of steps that move (refbench/profile.py)
+command -v perf >/dev/null 2>&1 || apt_install "CPU profiles (perf record)" linux-perf
+
 # shellcheck: actionlint checks every run: script with it
 command -v shellcheck >/dev/null 2>&1 || apt_install "actionlint's check of run: scripts" shellcheck
 

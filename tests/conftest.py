@@ -107,3 +107,24 @@ def golden(request):
             pytest.fail(f"{name} differs from its golden file (pytest --update-golden rewrites it):\n{diff[:6000]}",
                         pytrace=False)
     return check
+
+
+@pytest.fixture(scope="session")
+def explain_run(tmp_path_factory, builds_dir):
+    """One --quick comparison with --profile of the small-files scenario: v1.0.0 (s5cmd v2.3.0),
+    PR 21 (every command twice) and PR 22 (half its time in main.burnCPU), on the embedded MinIO;
+    its summary, PR comment and HTML report (tests/test_accounting.py, tests/test_profile.py)."""
+    from origins import make_explain_origin
+
+    origin = make_explain_origin(tmp_path_factory.mktemp("explain-origin"))
+    out = tmp_path_factory.mktemp("explain-run")
+    (out / "local").mkdir()
+    proc = run_bench("-l", str(out / "local"), "-s", "v1.0.0", "21", "22", "--repo", str(origin.path),
+                     "--builds-dir", str(builds_dir), "--quick", "--only", "small files", "-r", "2", "-w", "1",
+                     "--rounds", "1", "--profile", "-o", str(out / "summary.md"), "--json", str(out / "results.json"),
+                     "--html", str(out / "report.html"), cwd=out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    comment = run_bench("report", str(out / "results.json"), "--format", "github", "-o", str(out / "comment.md"))
+    assert comment.returncode == 0, comment.stderr
+    return {"dir": out, "origin": origin, "results": out / "results.json", "summary": out / "summary.md",
+            "comment": out / "comment.md", "html": out / "report.html", "proc": proc}

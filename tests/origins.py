@@ -266,3 +266,93 @@ def make_bisect_origin(root: Path, n: int = 8, slow_from: int = 5, broken: tuple
             msg = f"c{i}: " + ("the slow-down" if i == slow_from else "more work" if i > slow_from else "tidy up")
         o.commit(f"c{i}", files, msg, tags=["v1.0.0"] if i == 1 else ())
     return o
+
+
+# Contenders whose difference is known exactly, for the tests of what explains a change
+# (tests/test_accounting.py, tests/test_profile.py). TWICE runs every command twice, one process after
+# the other: twice the requests and bytes of the same work (the second remove finds nothing left to delete).
+# BURN spins in main.burnCPU for half of its own run time after the command: a CPU hot spot of a
+# known name.
+S5CMD_TWICE_MAIN = """package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+
+	"github.com/peak/s5cmd/v2/command"
+)
+
+// s5cmd's Main closes its logger on the way out, so it runs once per process: the command runs
+// in two child processes of this binary, one after the other.
+func main() {
+	if os.Getenv("S5WRAP_CHILD") == "1" {
+		if command.Main(context.Background(), os.Args) != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	var first error
+	for i := 0; i < 2; i++ {
+		c := exec.Command(os.Args[0], os.Args[1:]...)
+		c.Env = append(os.Environ(), "S5WRAP_CHILD=1")
+		c.Stdout, c.Stderr = os.Stdout, os.Stderr
+		if err := c.Run(); i == 0 {
+			first = err
+		}
+	}
+	if first != nil {
+		os.Exit(1)
+	}
+}
+"""
+
+S5CMD_BURN_MAIN = """package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/peak/s5cmd/v2/command"
+)
+
+var sink uint64
+
+//go:noinline
+func burnCPU(d time.Duration) {
+	x := uint64(88172645463325252)
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := 0; i < 4096; i++ {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+		}
+	}
+	sink = x
+}
+
+func main() {
+	start := time.Now()
+	err := command.Main(context.Background(), os.Args)
+	burnCPU(time.Since(start) / 2)
+	if err != nil {
+		os.Exit(1)
+	}
+}
+"""
+
+
+def make_explain_origin(root: Path) -> Origin:
+    """master: v1.0.0 (s5cmd v2.3.0, as it is); refs/pull/21/head: every command run twice;
+    refs/pull/22/head: plus half its run time spent in main.burnCPU."""
+    scratch = root / "scratch"
+    o = new_origin(root)
+    o.commit("base", s5cmd_files(S5CMD_NEW, scratch), "wrap s5cmd v2.3.0", tags=["v1.0.0"])
+    for name, main_go, pull in (("twice", S5CMD_TWICE_MAIN, 21), ("burn", S5CMD_BURN_MAIN, 22)):
+        gomod, gosum = module_files("example.com/s5wrap", (f"github.com/peak/s5cmd/v2/command@{S5CMD_NEW}",),
+                                    main_go, scratch)
+        o.commit(name, {"go.mod": gomod, "go.sum": gosum, "main.go": main_go, "NOTE": f"{name}\n"},
+                 f"PR {pull}: {name}", parent="base", pull=pull)
+    git(o.work, "checkout", "-q", "master")
+    return o

@@ -3,6 +3,8 @@ no bootstrap), with an HTTP API daemon where a scenario asks for one; removed wh
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import shutil
 import subprocess
 import time
@@ -11,6 +13,8 @@ from pathlib import Path
 
 from ..errors import RunError
 from .process import child_env, die_with_parent, stop_process
+
+log = logging.getLogger(__name__)
 
 API_PLACEHOLDER = "http://127.0.0.1:<port>"  # a daemon's API before it starts
 
@@ -33,6 +37,16 @@ class IpfsRepo:
         if proc.returncode != 0:
             raise RunError(f"ipfs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:] or ''}")
         return proc.stdout
+
+    def repo_stat(self) -> dict | None:
+        """`ipfs repo stat --enc=json` (NumObjects: exact; RepoSize: kubo's estimate), or None
+        when this kubo cannot say (the counters are extra information, never a failed run)."""
+        try:
+            doc = json.loads(self.run("repo", "stat", "--enc=json"))
+        except (RunError, ValueError, OSError, subprocess.SubprocessError) as e:
+            log.warning("ipfs repo stat failed for %s: %s", self.path, e)
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
@@ -122,6 +136,11 @@ class IpfsBackend:
 
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
         return self.repos[build_label].env
+
+    def repo_stat(self, build_label: str) -> dict | None:
+        """The build's repo counters now (see IpfsRepo.repo_stat)."""
+        repo = self.repos.get(build_label)
+        return repo.repo_stat() if repo else None
 
     def close_scenario(self) -> None:
         for repo in self.repos.values():

@@ -72,6 +72,7 @@ class MinioServer:
         self.proc: subprocess.Popen | None = None
         self.log_path = self.data_dir.with_suffix(".log")
         self.trash_purged = 0  # bytes refbench removed from the server's trash
+        self.metrics_public = True  # its metrics v3 endpoint needs no token (request accounting)
         self._purger: threading.Thread | None = None
         self._stop_purger = threading.Event()
 
@@ -116,7 +117,9 @@ class MinioServer:
     def start(self, timeout: float = 60) -> "MinioServer":
         env = {**child_env(), "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
                "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1",
-               "MINIO_API_DELETE_CLEANUP_INTERVAL": DELETE_CLEANUP_INTERVAL}
+               "MINIO_API_DELETE_CLEANUP_INTERVAL": DELETE_CLEANUP_INTERVAL,
+               # request accounting reads /minio/metrics/v3 without a token (loopback only; see accounting.py)
+               "MINIO_PROMETHEUS_AUTH_TYPE": "public"}
         if self.cpus:
             env["GOMAXPROCS"] = str(len(self.cpus))
         console = free_port()

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from .. import __version__, hyperfine, paths
+from .. import __version__, hyperfine, paths, profile
 from ..errors import EXIT_ERROR, EXIT_OK
 
 OK, WARN, MISSING = "ok", "warn", "MISSING"
@@ -66,6 +66,11 @@ def checks() -> list[tuple[str, str, str, bool]]:
         out.append((OK, "GNU time", "not needed: hyperfine reports peak memory", False))
     else:
         out.append((WARN, "GNU time", "peak RSS is n/a: apt-get install time (or get hyperfine 1.20+)", False))
+
+    perf_ok, perf_text = profile.perf_status()
+    out.append((OK, "perf", f"{perf_text}: CPU profiles of the steps that move", False) if perf_ok else
+               (WARN, "perf", f"{perf_text}: no CPU profiles (--profile, and of steps that move); the comparison "
+                "and the request accounting still work. apt-get install linux-perf (`make setup` does)", False))
 
     curl = shutil.which("curl")
     out.append((OK, "curl", f"at {curl}", False) if curl else

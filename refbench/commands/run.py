@@ -96,6 +96,11 @@ def run_parser() -> argparse.ArgumentParser:
                         "e.g. cpu,memory; metrics: wall, cpu, memory, instructions")
     p.add_argument("--no-rss", dest="rss", action="store_false",
                    help="do not measure peak RSS (it uses the first warm-up run)")
+    p.add_argument("--profile", dest="profile", action="store_const", const="on", default="auto",
+                   help="profile every step with perf (default: only steps whose wall or CPU verdict is "
+                        "slower or faster); one untimed profiled run per build, repeated for short steps")
+    p.add_argument("--no-profile", dest="profile", action="store_const", const="off",
+                   help="never run perf, even for steps that moved")
     p.add_argument("-v", "--verbose", action="store_true", help="show the commands run and hyperfine's output")
     p.add_argument("--version", action="version", version=f"refbench {__version__}")
     add_stats_args(p)
@@ -113,7 +118,8 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         metric_thresholds=tuple(args.metric_threshold),
-        builds_dir=args.builds_dir, rss=args.rss, verbose=args.verbose, command_line=tuple(argv), hooks=hooks)
+        builds_dir=args.builds_dir, rss=args.rss, profile=args.profile, verbose=args.verbose, command_line=tuple(argv),
+        hooks=hooks)
 
 
 def pass_through(extra: list[str], prog: str, reserved: tuple[str, ...], refusal: str) -> argparse.Namespace:

@@ -13,6 +13,7 @@ from ..results import SCHEMA, SCHEMA_VERSION, Results
 from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
 from .env import render as render_template
 from ..units import slug
+from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
 from .format import SEVERITY as _SEVERITY  # the headline's and a long forest's order
 from .markdown import throughput, verdict_counts
 
@@ -65,7 +66,19 @@ def _step_view(sc, st, labels: list[str]) -> dict:
             for lab in labels if st.builds.get(lab)]
     worst = max(st.comparisons, key=lambda c: (c.verdict == "slower", c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
-            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels))}
+            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels)),
+            "explain": _explain_view(st, labels)}
+
+
+def _explain_view(st, labels: list[str]) -> dict:
+    """A step's requests, repo counters and profiles, formatted (render/explain.py)."""
+    changes = {lab: fmt_changes([c for c in (st.request_changes or ()) if c.contender == lab], 8)
+               for lab in labels[1:]}
+    return {"requests": [(lab, r, fmt_apis(r)) for lab, r in (st.requests or {}).items()],
+            "changes": {k: v for k, v in changes.items() if v}, "repo": list((st.repo or {}).items()),
+            "profiles": [{"p": p, "top": [fmt_shift(f) for f in p.top],
+                          "svg": Markup(flame_svg(p)) if p.stacks else None} for p in st.profiles or ()],
+            "note": st.profile_note}
 
 
 def html_context(results: Results) -> dict:

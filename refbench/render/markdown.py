@@ -11,6 +11,7 @@ from ..results import Environment, Fixture, Results, Samples, Step
 from ..stats import IDENTICAL, MARKERS, VERDICTS, Comparison
 from .env import render as render_template
 from ..units import fmt_duration
+from .explain import markdown_parts, repo_note, request_note
 from .format import (fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
                      md_escape, SEVERITY as _SEVERITY)  # _SEVERITY: the order a cut table keeps
 
@@ -133,6 +134,7 @@ def _notes(st: Step, c: Comparison) -> str:
         notes.append(f"could detect ±{c.mde * 100:.0f}%{need}")
     if st.check_differs:
         notes.append("results differ")
+    notes += [n for n in (request_note(st, c.contender), repo_note(st, c.baseline, c.contender)) if n]
     return "; ".join(notes)
 
 
@@ -243,7 +245,8 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
     return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
                            t=tables(results), counts=verdict_counts(results), detection=detection_line(results),
                            changed=what_changed(results), metrics=run_metrics(results),
-                           thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)})
+                           thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)},
+                           x=markdown_parts(results))
 
 
 def comment_size(text: str) -> int:
@@ -263,6 +266,11 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
     sections.append(("Hyperfine summary", t["phrases"]))
     sections.append(("Detailed timings (s)", t["detailed"]))
     sections.append(("Resources and throughput (MB/s, objects/s, CPU, peak RSS)", t["resources"]))
+    x = markdown_parts(results)
+    if x["requests"]:
+        sections.append(("S3 requests per build (counted by the server)", x["requests"]))
+    if x["repo"]:
+        sections.append(("IPFS repo after each step", x["repo"]))
     sections.append(("Builds", t["builds"]))
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
@@ -282,7 +290,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
                                changed=changed, metrics=run_metrics(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
-                               omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url)
+                               omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url, x=x)
 
     for k in range(len(sections), -1, -1):
         text = render(k, None)

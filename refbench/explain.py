@@ -1,0 +1,131 @@
+"""Why a step changed, measured beside its times: the observer the runner calls around each
+build's untimed run and at the end of each step.
+
+- S3 on the embedded MinIO: the requests of each build's untimed run (accounting.py);
+- IPFS: each repo's block count and size estimate after that run (`ipfs repo stat`);
+- a differential CPU profile (profile.py) of every step whose wall or CPU verdict is slower or
+  faster, or of every step with --profile; none with --no-profile.
+
+The runner knows nothing of these: it calls `wants_run`, `around_run` and `step_done`, and stores
+what `step_done` returns in the step's record. Seconds spent here are kept by kind in `seconds`.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Iterator
+
+from . import accounting, profile, results as rs
+from .errors import RunError
+
+log = logging.getLogger(__name__)
+
+PROFILE_MODES = ("auto", "on", "off")  # auto: steps that moved; on: --profile; off: --no-profile
+MOVED = ("slower", "faster")
+PROFILED_METRICS = ("wall", "cpu")
+
+
+def moved(comparisons) -> bool:
+    """A wall or CPU verdict of slower or faster (a comparison without a metric is a wall one)."""
+    return any(c.verdict in MOVED and getattr(c, "metric", "wall") in PROFILED_METRICS for c in comparisons)
+
+
+class Explainer:
+    def __init__(self, backend, workdir: Path, profile_mode: str = "auto", perf: str | None = None,
+                 perf_ok: bool | None = None, perf_why: str = ""):
+        self.backend = backend
+        self.workdir = workdir
+        self.profile_mode = profile_mode
+        self.seconds = {"accounting": 0.0, "profile": 0.0}
+        self.notes: list[str] = []
+        self.endpoint = None
+        if backend.kind == "s3":
+            server = getattr(backend, "server", None)
+            if server is not None and getattr(server, "metrics_public", False):
+                self.endpoint = server.endpoint
+            else:
+                self.notes.append(accounting.BUCKET_NOTE)
+        self.perf = None
+        if profile_mode != "off":
+            if perf_ok is None:
+                perf_ok, perf_why = profile.perf_status(perf)
+            self.perf = (perf or profile.find_perf()) if perf_ok else None
+            self.perf_why = perf_why
+        self._requests: dict[str, rs.Requests] = {}
+        self._repo: dict[str, rs.RepoStat] = {}
+        self._perf_note_said = False
+
+    # ---- the untimed run of each build -------------------------------------------------------
+    def wants_run(self) -> bool:
+        """Whether every step needs one untimed run per build (it counts as the first warm-up)."""
+        return self.endpoint is not None or self.backend.kind == "ipfs"
+
+    @contextlib.contextmanager
+    def around_run(self, label: str) -> Iterator[None]:
+        """Around one build's untimed command (its prepare already done): the server's counters
+        before and after; the repo's counters after."""
+        before = None
+        if self.endpoint:
+            t0 = time.monotonic()
+            before = accounting.settled(self.endpoint)
+            self.seconds["accounting"] += time.monotonic() - t0
+        yield
+        t0 = time.monotonic()
+        if before is not None:
+            self._requests[label] = accounting.delta(before, accounting.settled(self.endpoint))
+        if self.backend.kind == "ipfs":
+            stat = self.backend.repo_stat(label)
+            if stat and isinstance(stat.get("NumObjects"), int):
+                size = stat.get("RepoSize")
+                self._repo[label] = rs.RepoStat(num_objects=stat["NumObjects"],
+                                                repo_size_estimate=size if isinstance(size, int) else None)
+        self.seconds["accounting"] += time.monotonic() - t0
+
+    # ---- the end of a step -------------------------------------------------------------------
+    def step_done(self, labels: list[str], binaries: list[str], cmds: list[str], preps: list[str | None],
+                  comparisons, means: list[float | None], execute: Callable[[list[str], str], None],
+                  where: str) -> dict:
+        """The step's record fields: requests, repo counters, profiles (see rs.Step)."""
+        out: dict = {}
+        if self._requests:
+            reqs = {lab: self._requests[lab] for lab in labels if lab in self._requests}
+            out["requests"] = MappingProxyType(reqs)
+            out["request_changes"] = accounting.step_changes(reqs, labels)
+        if self._repo:
+            out["repo"] = MappingProxyType({lab: self._repo[lab] for lab in labels if lab in self._repo})
+        self._requests, self._repo = {}, {}
+        wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(comparisons))
+        if wanted:
+            t0 = time.monotonic()
+            try:
+                out.update(self.profiles(labels, binaries, cmds, preps, means, execute, where))
+            except RunError as e:  # a profile is extra information: its failure never ends the run
+                log.warning("%s", e)
+                out["profile_note"] = f"no profile: {e}"
+            self.seconds["profile"] += time.monotonic() - t0
+        return out
+
+    def profiles(self, labels, binaries, cmds, preps, means, execute, where) -> dict:
+        if self.perf is None:
+            if not self._perf_note_said:
+                self.notes.append(self.perf_why)
+                self._perf_note_said = True
+            return {"profile_note": self.perf_why}
+        stripped = [lab for lab, b in zip(labels, binaries) if profile.has_symbols(b) is False]
+        repeats = max(profile.repeats_for(m) for m in means)
+        folded: dict[str, Counter] = {}
+        for k in range(repeats):  # builds alternate, as in the timed runs
+            for lab, cmd, prep in zip(labels, cmds, preps):
+                if prep:
+                    execute(["sh", "-c", prep], f"{where}: profiled run of {lab} (prepare)")
+                data = self.workdir / f"perf-{lab.replace('/', '_')}-{k}.data"
+                got = profile.record(self.perf, cmd, data, execute, f"{where}: profiled run of {lab}")
+                folded[lab] = profile.add([folded.get(lab, Counter()), got])
+        note = (f"no symbols in {', '.join(stripped)}'s binary (built with -s -w): its functions cannot be named"
+                if stripped else None)
+        return {"profiles": tuple(profile.compare(labels[0], lab, folded, repeats, note) for lab in labels[1:]),
+                **({"profile_note": note} if note else {})}

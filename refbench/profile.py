@@ -1,0 +1,203 @@
+"""Differential CPU profiles: where each build's CPU time went in a step, and what moved.
+
+One untimed profiled run per build under `perf record -e cpu-clock -g`: a software clock event
+(no hardware PMU needed, so it works in VMs) with frame-pointer call graphs, which Go keeps on
+amd64 and arm64 and perf symbolises from the binary's symbol table (Go's DWARF unwinding is
+worse). A short step gives few samples, so its run is repeated and the folded stacks added.
+The stacks are folded here (`comm;outer;...;leaf count`, as inferno-collapse-perf folds them) and
+compared by each function's share of the build's samples where it is the leaf (self time): the
+function that burns the CPU, not every caller above it. A binary built with -s -w has no symbol
+table: it is said, not drawn as an empty graph.
+"""
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Iterable
+
+from . import results as rs
+
+PERF_EVENT = "cpu-clock"
+MIN_PROFILED_SECONDS = 0.5  # repeat a short step until each build's profiled runs take about this long
+MAX_REPEATS = 5
+TOP_FUNCTIONS = 5
+MAX_STACKS = 300  # folded stacks kept per profile (the largest): the flame graph's bulk, results.json small
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+
+
+# ---- can perf be used here ------------------------------------------------------------------
+def find_perf() -> str | None:
+    """perf on PATH only (refbench never installs a second one): a PATH without it means none."""
+    return shutil.which("perf")
+
+
+def paranoid_level() -> int | None:
+    try:
+        return int(PARANOID.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def perf_status(perf: str | None = None) -> tuple[bool, str]:
+    """(usable, why or what was found). Tries a real record of `true`: a container without the
+    perf_event_open syscall or a too strict perf_event_paranoid only shows there."""
+    perf = perf or find_perf()
+    if not perf:
+        return False, "no profile: perf not found"
+    level = paranoid_level()
+    with tempfile.TemporaryDirectory(prefix="refbench-perf-") as tmp:
+        try:
+            p = subprocess.run([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", os.path.join(tmp, "probe.data"),
+                                "--", "true"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.SubprocessError) as e:
+            return False, f"no profile: perf cannot run ({e})"
+    if p.returncode != 0:
+        err = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])
+        text = " ".join(err)
+        if "paranoid" in text or (level is not None and level > 2 and os.geteuid() != 0):
+            return False, (f"no profile: perf_event_paranoid is {level} (needs <= 2 for a user's own processes; "
+                           "sysctl kernel.perf_event_paranoid=2, or run as root)")
+        if "not supported" in text.lower() or "function not implemented" in text.lower() or "ENOSYS" in text:
+            return False, "no profile: this kernel or container has no perf_event_open syscall"
+        return False, f"no profile: perf record fails here ({err[-1][:160]})"
+    return True, f"{perf} (perf_event_paranoid {level if level is not None else '?'})"
+
+
+# ---- symbols ---------------------------------------------------------------------------------
+def has_symbols(binary: str | os.PathLike) -> bool | None:
+    """Whether an ELF binary has a symbol table (.symtab): Go's -s -w strips it, and perf then
+    names no function. None when the file is not a readable ELF file."""
+    try:
+        with open(binary, "rb") as fh:
+            ident = fh.read(64)
+            if ident[:4] != b"\x7fELF":
+                return None
+            is64, little = ident[4] == 2, ident[5] == 1
+            e = "<" if little else ">"
+            if is64:
+                shoff, = struct.unpack_from(e + "Q", ident, 0x28)
+                shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", ident, 0x3A)
+            else:
+                shoff, = struct.unpack_from(e + "I", ident, 0x20)
+                shentsize, shnum, shstrndx = struct.unpack_from(e + "HHH", ident, 0x2E)
+            fh.seek(shoff)
+            table = fh.read(shentsize * shnum)
+
+            def section(i):  # (name offset, type, file offset, size)
+                raw = table[i * shentsize:(i + 1) * shentsize]
+                if is64:
+                    name, typ, _, _, off, size = struct.unpack_from(e + "IIQQQQ", raw)
+                else:
+                    name, typ, _, _, off, size = struct.unpack_from(e + "IIIIII", raw)
+                return name, typ, off, size
+
+            _, _, stroff, strsize = section(shstrndx)
+            fh.seek(stroff)
+            names = fh.read(strsize)
+            SHT_SYMTAB = 2
+            return any(section(i)[1] == SHT_SYMTAB for i in range(shnum)) or \
+                b"\x00.symtab\x00" in names
+    except (OSError, struct.error, IndexError):
+        return None
+
+
+# ---- folding and comparing -------------------------------------------------------------------
+def fold(script_text: str) -> Counter:
+    """`perf script -F comm,ip,sym` output -> folded stacks (root first, the process name as the
+    root frame) with their sample counts."""
+    folded: Counter = Counter()
+    comm, frames = None, []
+
+    def flush():
+        if comm is not None:
+            folded[";".join([comm] + [f for f in reversed(frames)])] += 1
+
+    for line in script_text.splitlines():
+        if not line.strip():
+            flush()
+            comm, frames = None, []
+        elif line[0] in " \t":
+            parts = line.split(None, 1)
+            sym = parts[1].strip() if len(parts) > 1 else "[unknown]"
+            frames.append(sym.replace(";", ":"))
+        else:
+            flush()
+            comm, frames = line.strip().replace(";", ":") or "?", []
+    flush()
+    return folded
+
+
+def self_shares(folded: Counter) -> dict[str, float]:
+    """Each function's share of the samples where it is the leaf."""
+    total = sum(folded.values())
+    leaf: Counter = Counter()
+    for stack, n in folded.items():
+        leaf[stack.rsplit(";", 1)[-1]] += n
+    return {f: n / total for f, n in leaf.items()} if total else {}
+
+
+def top_shifts(base: Counter, cont: Counter, n: int = TOP_FUNCTIONS) -> tuple[rs.FunctionShift, ...]:
+    """The n functions whose self share changed most (either way)."""
+    a, b = self_shares(base), self_shares(cont)
+    moved = sorted(set(a) | set(b), key=lambda f: (-abs(b.get(f, 0) - a.get(f, 0)), f))
+    return tuple(rs.FunctionShift(function=f, baseline_share=round(a.get(f, 0.0), 6),
+                                  contender_share=round(b.get(f, 0.0), 6)) for f in moved[:n]
+                 if a.get(f, 0.0) != b.get(f, 0.0))
+
+
+def diff_stacks(base: Counter, cont: Counter, limit: int = MAX_STACKS,
+                depth: int = 6) -> tuple[tuple[str, int, int], ...]:
+    """Both builds' folded stacks side by side (inferno-diff-folded's output): the `limit` largest
+    whole; the rest cut to their `depth` outermost frames and merged (as one '…' frame), so
+    every sample stays in the flame graph while results.json stays small."""
+    both = {k: [base.get(k, 0), cont.get(k, 0)] for k in set(base) | set(cont)}
+    keys = sorted(both, key=lambda k: (-sum(both[k]), k))
+    out = {k: both[k] for k in keys[:limit]}
+    for k in keys[limit:]:
+        cut = ";".join(k.split(";")[:depth] + ["…"])
+        a, b = out.setdefault(cut, [0, 0])
+        out[cut] = [a + both[k][0], b + both[k][1]]
+    kept = sorted(out, key=lambda k: (-sum(out[k]), k))[:2 * limit]
+    return tuple((k, out[k][0], out[k][1]) for k in sorted(kept))
+
+
+def compare(baseline: str, contender: str, folded: dict[str, Counter], repeats: int,
+            note: str | None = None) -> rs.Profile:
+    base, cont = folded.get(baseline, Counter()), folded.get(contender, Counter())
+    return rs.Profile(baseline=baseline, contender=contender,
+                      samples=MappingProxyType({baseline: sum(base.values()), contender: sum(cont.values())}),
+                      repeats=repeats, top=top_shifts(base, cont), stacks=diff_stacks(base, cont), note=note)
+
+
+def repeats_for(mean_seconds: float | None) -> int:
+    """Profiled runs per build: enough for about MIN_PROFILED_SECONDS of the command."""
+    if not mean_seconds or mean_seconds <= 0:
+        return 1
+    return max(1, min(MAX_REPEATS, math.ceil(MIN_PROFILED_SECONDS / mean_seconds)))
+
+
+# ---- recording -------------------------------------------------------------------------------
+def record(perf: str, cmd: str, data: Path, execute: Callable[[list[str], str], None], what: str) -> Counter:
+    """Run `cmd` (a shell command) once under perf record and fold what it sampled. `execute`
+    runs an argv in the run's environment and raises when it fails."""
+    execute([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", str(data), "--", "sh", "-c", cmd], what)
+    try:
+        p = subprocess.run([perf, "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True,
+                           text=True, errors="replace", timeout=600)
+    finally:
+        data.unlink(missing_ok=True)
+    return fold(p.stdout)
+
+
+def add(counters: Iterable[Counter]) -> Counter:
+    total: Counter = Counter()
+    for c in counters:
+        total.update(c)
+    return total
