@@ -231,7 +231,7 @@ fixture = { kind = "random", size = "300K", count = 3, seed = 9 }
 ''')
     local = tmp_path / "local"
     local.mkdir()
-    proc = run_bench("-t", "mytool", "-s", "v1.0.0", "v1.0.0", "--repo", str(kubo_origin.path),
+    proc = run_bench("-t", "mytool", "-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(kubo_origin.path),
                      "--builds-dir", str(builds_dir), "--scenarios", str(scen), "-r", "2", "-w", "0",
                      "--rounds", "1", "-l", str(local), "-o", str(tmp_path / "summary.md"),
                      "--json", str(tmp_path / "results.json"), cwd=tmp_path)

@@ -77,7 +77,7 @@ def test_sixty_uploads_keep_the_data_dir_flat(s5_origin, builds_dir, tmp_path):
     local = tmp_path / "local"
     local.mkdir()
     bound = 2 * (16 + 16) * MiB + 4 * MiB  # 2x (fixture + its uploaded copy), plus MinIO's metadata
-    proc = run_bench("-s", "v1.0.0", "v1.0.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+    proc = run_bench("-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                      "--scenarios", str(scenarios_file(tmp_path, UPLOAD)), "-r", "60", "-w", "0", "--rounds", "2",
                      "--no-rss", "-l", str(local), "-o", str(tmp_path / "s.md"), cwd=tmp_path,
                      env={"REFBENCH_WATCHDOG": f"interval=0.1,data={bound}"})
@@ -97,7 +97,7 @@ def test_sixty_uploads_keep_the_data_dir_flat(s5_origin, builds_dir, tmp_path):
 def test_watchdog_stops_a_growing_run_cleanly(s5_origin, builds_dir, tmp_path):
     local = tmp_path / "local"
     local.mkdir()
-    proc = run_bench("-s", "v1.0.0", "v1.0.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+    proc = run_bench("-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                      "--scenarios", str(scenarios_file(tmp_path, GROW)), "-r", "40", "-w", "0", "--rounds", "2",
                      "--no-rss", "-l", str(local), "-o", str(tmp_path / "s.md"), cwd=tmp_path,
                      env={"REFBENCH_WATCHDOG": "interval=0.2,data=24M"})
@@ -157,7 +157,7 @@ def test_a_killed_runs_objects_are_removed_by_the_next_run(minio, s5_origin, bui
         return sorted(out)
 
     before = all_keys()
-    args = ["-s", "v1.0.0", "v1.0.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+    args = ["-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
             "-b", "testbucket", "--endpoint-url", server.endpoint, "-p", "killtest", "--quick"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench.py"), *args, "--only", "small files", "-r", "40",
                              "-o", str(tmp_path / "killed.md")], env=env, cwd=tmp_path,

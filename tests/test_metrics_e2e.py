@@ -47,7 +47,7 @@ def metrics_run(tmp_path_factory, s5_origin, builds_dir):
     def run(contender: str) -> dict:
         res = out / f"{contender}.json"
         proc = run_bench("-s", "v1.0.0", contender, "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
-                         "--scenarios", str(out / "scenarios.toml"), "-r", "6", "-w", "1", "--rounds", "3",
+                         "--scenarios", str(out / "scenarios.toml"), "-r", "12", "-w", "1", "--rounds", "3",
                          "-o", str(out / f"{contender}.md"), "--json", str(res), cwd=out)
         assert proc.returncode == 0, proc.stderr
         return json.loads(res.read_text())

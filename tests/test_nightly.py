@@ -13,7 +13,7 @@ from origins import S5CMD_NEW, new_origin, s5cmd_files
 pytestmark = pytest.mark.slow
 # The regression hunted here is 2x: a 25% threshold keeps night 2 far beyond it and stops night 1
 # (identical code, one comparison at alpha) from tripping on a chance few-percent "slower".
-RUN = ("--quick", "--only", "small files/remove", "-r", "6", "-w", "1", "--rounds", "3", "--threshold", "0.25")
+RUN = ("--measure-identical", "--quick", "--only", "small files/remove", "-r", "6", "-w", "1", "--rounds", "3", "--threshold", "0.25")
 
 
 def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):

@@ -289,7 +289,7 @@ def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept
             out += [o["Key"] for o in page.get("Contents", [])]
         return out
 
-    args = ["-s", "v1.0.0", "v1.0.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+    args = ["-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
             "-b", "testbucket", "--endpoint-url", server.endpoint, "-p", "sigkill", "--quick"]
     proc = subprocess.Popen([sys.executable, str(ROOT / "bench.py"), *args, "--only", "small files", "-r", "40",
                              "-o", str(tmp_path / "killed.md")], env=env, cwd=tmp_path,

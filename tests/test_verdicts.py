@@ -37,10 +37,11 @@ def binomial_tail(n: int, k: int, p: float) -> float:
 def test_aa_false_positives_stay_within_alpha(s5_origin, builds_dir, tmp_path):
     # one binary against itself on 16 independent fast steps, interleaved (the default 5 rounds)
     proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.0.0", "--only", "calibration",
-                    "-r", "20", "-w", "2", "--fail-on-regression")
+                    "--measure-identical", "-r", "20", "-w", "2", "--fail-on-regression")
     assert r is not None, proc.stderr
     comps = comparisons(r)
     assert len(comps) == 16
+    assert not [c for _, c in comps if c["verdict"] == "identical binary"]  # measured, or the test proves nothing
     assert {c["contender"] for _, c in comps} == {"v1.0.0 #2"}
     false_pos = [(name, c["verdict"], c["rel"]) for name, c in comps if c["verdict"] in ("slower", "faster")]
     # the promise: a false slower/faster at most at rate alpha. Allow the count a Binomial(16, alpha)
@@ -92,7 +93,7 @@ def test_rounds_1_is_plain_hyperfine_order(s5_origin, builds_dir, tmp_path):
 
 
 def test_until_decided_adds_rounds_within_budget(s5_origin, builds_dir, tmp_path):
-    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.0.0", "--only", "list 1",
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.0.0", "--measure-identical", "--only", "list 1",
                     "-r", "3", "-w", "1", "--rounds", "1", "--until-decided", "--max-runs", "24")
     assert proc.returncode == 0, proc.stderr
     st = r["scenarios"][0]["steps"][0]
