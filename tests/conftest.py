@@ -60,6 +60,12 @@ def run_bench(*args: str, env: dict | None = None, cwd: Path | None = None, time
                           capture_output=True, text=True, timeout=timeout)
 
 
+# The shared smoke run's sampling, in one place: tests that compare with it (the sharded run, the
+# raw-runs check) read these instead of repeating the numbers.
+S5_RUNS, S5_ROUNDS = 20, 5
+S5_RUN_ARGS = ("--quick", "--only", "small files", "-r", str(S5_RUNS), "-w", "1", "--rounds", str(S5_ROUNDS))
+
+
 @pytest.fixture(scope="session")
 def s5_run(tmp_path_factory, s5_origin, builds_dir):
     """One --quick comparison (v1.0.0 vs PR 7, which is ~30% slower; 20 runs a side in 5 rounds, the --quick default, so the run-wide weighting over steps x metrics leaves it power) of the small-files scenario
@@ -67,10 +73,10 @@ def s5_run(tmp_path_factory, s5_origin, builds_dir):
     out = tmp_path_factory.mktemp("s5run")
     (out / "local").mkdir()
     proc = run_bench("-l", str(out / "local"), "-s", "v1.0.0", "7", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
-                     "--quick", "--only", "small files", "-r", "20", "-w", "1", "--rounds", "5",
-                     "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
+                     *S5_RUN_ARGS, "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
     assert proc.returncode == 0, proc.stderr
-    return {"dir": out, "summary": out / "summary.md", "results": out / "results.json", "proc": proc}
+    return {"dir": out, "summary": out / "summary.md", "results": out / "results.json", "proc": proc,
+            "runs": S5_RUNS, "rounds": S5_ROUNDS}
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ import time
 import pytest
 from scipy.stats import false_discovery_control
 
-from conftest import ROOT, run_bench
+from conftest import ROOT, S5_RUN_ARGS, run_bench
 from refbench import merge as mg, shard
 from refbench.results import Results
 from refbench.pipeline import select_scenarios
@@ -174,7 +174,7 @@ def test_merge_command_refuses_in_one_line(tmp_path):
 
 
 # ---- end to end: two shards one after the other, as two runners would ------------------------------
-RUN = ("--quick", "--only", "small files", "-r", "6", "-w", "1", "--rounds", "3")
+RUN = S5_RUN_ARGS  # the same sampling as the unsharded run it is compared with
 
 
 @pytest.mark.slow
@@ -220,7 +220,7 @@ def test_sharded_comparison_matches_unsharded(tmp_path, s5_origin, builds_dir, s
     assert steps(merged) == steps(single)
     keys = ("label", "ref", "sha", "binary_sha256", "toolchain")
     assert [{k: b[k] for k in keys} for b in merged["builds"]] == [{k: b[k] for k in keys} for b in single["builds"]]
-    assert all(len(st["builds"][lab]["times"]) == 6 for sc in merged["scenarios"] for st in sc["steps"]
+    assert all(len(st["builds"][lab]["times"]) == s5_run["runs"] for sc in merged["scenarios"] for st in sc["steps"]
                for lab in st["builds"])
     assert {k: v for k, v in merged["settings"].items() if k != "merged_shards"} == single["settings"]
     # the views read the merged file
