@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator
 
-from . import __version__, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
+from . import __version__, budget as bg, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
 from .config import Config, Scenario, Target, load_config
 from .explain import Explainer
@@ -36,6 +36,7 @@ from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
+NO_BUDGET = 0.0  # --budget none: the fixed-size run, even without -r
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
@@ -60,6 +61,7 @@ class RunRequest:
     only: tuple[str, ...] = ()
     quick: bool = False
     runs: int | None = None
+    runs_given: bool | None = None  # whether the user fixed -r (settled from `runs` when built)
     warmup: int = 2
     rounds: int = 5
     bucket: str | None = None
@@ -72,8 +74,10 @@ class RunRequest:
     endpoint_url: str | None = None
     until_decided: bool = False
     measure_identical: bool = False  # measure byte-identical binaries too (an A/A check of the machine)
-    budget: float | None = None  # seconds
-    max_runs: int = 60
+    # seconds for the run's measuring; None: the default budget (refbench.budget) unless -r alone or
+    # --until-decided fixes the sampling; NO_BUDGET (--budget none): the fixed-size run
+    budget: float | None = None
+    max_runs: int | None = None  # None: no cap under a budget but the budget's; 60 with --until-decided alone
     max_time: float = 600.0
     interleave: str | None = None
     no_shell: str = "auto"
@@ -95,6 +99,8 @@ class RunRequest:
         object.__setattr__(self, "refs", tuple(self.refs or ()))
         object.__setattr__(self, "only", tuple(self.only or ()))
         object.__setattr__(self, "command_line", tuple(self.command_line))
+        if self.runs_given is None:
+            object.__setattr__(self, "runs_given", self.runs is not None)
         if self.runs is None:  # -r's default depends on --quick: short steps need more runs
             object.__setattr__(self, "runs", QUICK_RUNS if self.quick else DEFAULT_RUNS)
         if self.interleave is None:  # --rounds 1 keeps meaning plain hyperfine order: all A, then all B
@@ -109,6 +115,25 @@ class RunRequest:
         return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
                         until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
                         budget=self.budget)
+
+    def budget_for(self, units: "tuple[StepUnit, ...]") -> float | None:
+        """Seconds of measuring this run gets (before calibrate's scale), or None for a run that is
+        not budgeted. Every run samples sequentially within a budget unless -r alone (the seed's
+        fixed-size run), --until-decided without --budget, or --budget none says otherwise; the
+        default is sized by the steps that can be judged."""
+        if self.budget is not None:
+            return self.budget or None  # NO_BUDGET: fixed-size
+        if self.runs_given or self.until_decided:
+            return None
+        return bg.default_budget(sum(1 for u in units if u.judged), self.quick)
+
+    def sampling_for(self, units: "tuple[StepUnit, ...]") -> Sampling:
+        """How the run samples, budget settled: without -r a budgeted step may stop after its
+        pilot rounds; with -r, its planned runs are everyone's minimum."""
+        budget = self.budget_for(units)
+        budget = budget * self.hooks.budget_scale if budget else None
+        return dataclasses.replace(self.sampling, budget=budget,
+                                   min_rounds=bg.PILOT_ROUNDS if budget and not self.runs_given else None)
 
     @property
     def settings(self) -> stats.Settings:
@@ -444,8 +469,7 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
-    sampling = dataclasses.replace(request.sampling,
-                                   budget=request.budget * hooks.budget_scale if request.budget else None)
+    sampling = request.sampling_for(checked.units)
     return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
                 sampling=sampling, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
@@ -559,7 +583,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     r = checked.request
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
-        **r.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        **r.sampling_for(checked.units).record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
         noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
         multiple_testing=MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,

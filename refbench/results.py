@@ -436,6 +436,7 @@ class Settings(_Doc):
     max_runs: int | None = _f(int, default=None)
     only: tuple[str, ...] = _f(list, default=())
     budget_seconds: float | None = _f((int, float), default=None)
+    min_rounds: int | None = _f(int, default=None, omit_none=True)  # a default budget's pilot (rounds)
     interleave: str | None = _f(str, default=None)
     no_shell: str | None = _f(str, default=None)
     cpus: Mapping = _f(dict, default=_EMPTY)

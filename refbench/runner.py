@@ -25,8 +25,9 @@ from .config import Scenario, Step, render
 from .errors import RunError
 from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
-from .sampling import Sampling
-from .stats import Comparison, Settings, compare_metric, runs_for, should_stop
+from . import budget as bg
+from .sampling import UNTIL_DECIDED_RUNS, Sampling
+from .stats import INCONCLUSIVE, Comparison, Settings, compare_metric, runs_for, should_stop
 from .units import slug
 from .watchdog import WatchdogStop
 
@@ -48,6 +49,7 @@ class Plan:
     family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
+    clock: Callable[[], float] = time.monotonic  # the budget's clock (tests pass the MockExecutor's)
     # why a step changed (explain.Explainer): called around each build's untimed run and at the
     # end of each step; what it returns goes into the step's record
     observer: object | None = None
@@ -133,6 +135,28 @@ class ScenarioResult:
                            fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps))
 
 
+@dataclass
+class Sequence:
+    """One step's sequential sampling as it goes: planned round sizes, whether it looks after each
+    round, its most runs per build (fixed at the first look under a budget), the runs at every
+    look, and the budget share it was given."""
+    per_round: list[int]
+    on: bool
+    n_max: int
+    min_rounds: int
+    n_max_cap: int  # --max-runs, or the budget's guard (budget.RUN_CAP)
+    t_step: float  # when the step started (its setup and warm-ups count against its share)
+    remaining: float  # the run's budget left when the step started
+    t_rounds: float = 0.0  # when its first round started (the pace of a run is measured from here)
+    allowance: float | None = None  # seconds the step may spend, fixed at its first look under a budget
+    by_budget: bool = False  # whether the budget, not the noise or --max-runs, set its most runs
+    look_runs: list[int] = field(default_factory=list)
+
+    def looks(self) -> tuple[float, ...]:
+        """Information fractions of every look so far, against the step's most runs as now fixed."""
+        return tuple(min(1.0, n / self.n_max) for n in self.look_runs) or (1.0,)
+
+
 def round_orders(n_builds: int, rounds: int) -> list[list[int]]:
     """Build order per round: rotate the start, reverse every other round (A B, B A, ...)."""
     base = list(range(n_builds))
@@ -192,10 +216,11 @@ class Runner:
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
         self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
         # the budget's bookkeeping: steps to run and done, and the time the done ones took
-        self.t_begin = time.monotonic()
+        self.clock = plan.clock
+        self.t_begin = self.clock()
         self.steps_total = 0
         self.steps_done = 0
-        self.steps_seconds = 0.0
+        self.pilots: list[float] = []  # seconds each step took up to its first look (a budget's reserve per step)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
         self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset())), **plan.backend.env}
 
@@ -237,10 +262,8 @@ class Runner:
             for step in scenario.steps:
                 if step_filter and not step_filter(scenario, step):
                     continue
-                t0 = time.monotonic()
                 results.append(self.run_step(scenario, fixture, step))
                 self.steps_done += 1
-                self.steps_seconds += time.monotonic() - t0
             if scenario.teardown:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
@@ -257,6 +280,7 @@ class Runner:
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: Scenario, fixture: fx.FixtureFiles, step: Step) -> StepResult:
         plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
+        t_step, remaining = self.clock(), self.budget_remaining()  # setup and warm-ups count against its share
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
         runs, warmup = unit.runs, unit.warmup
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
@@ -269,7 +293,6 @@ class Runner:
         if step.setup:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
-        t_start = time.monotonic()
         hf_seconds = 0.0
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
@@ -284,25 +307,23 @@ class Runner:
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
             hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
-        per_round = split_runs(runs, sampling.rounds)
-        sequential = sampling.sequential and runs >= 2
-        n_max = max(sampling.max_runs, runs) if sequential else runs
-        looks: list[float] = []
+        seq = self.sequence(runs, t_step, remaining)
         stopped = "planned"
         r = 0
         while True:
             n_each = min(len(s.times) for s in samples.values())
-            if r >= len(per_round) or sequential:
-                stop = self.stop_reason(r, per_round, n_each, n_max, builds, samples, looks, t_start) \
-                    if sequential else "planned"
+            if r >= len(seq.per_round) or seq.on:
+                stop = self.stop_reason(seq, r, n_each, builds, samples) if seq.on else "planned"
                 if stop:
                     stopped = stop
                     break
-            k = per_round[r] if r < len(per_round) else min(per_round[-1] if per_round else 2, n_max - n_each)
+            k = seq.per_round[r] if r < len(seq.per_round) else bg.next_round(seq.per_round[-1], n_each, seq.n_max)
             order = round_orders(len(builds), r + 1)[r]
-            self.progress(f"{where}: round {r + 1}" + (f"/{len(per_round)}" if r < len(per_round) else " (extra)"))
+            self.progress(f"{where}: round {r + 1}" + (f"/{len(seq.per_round)}" if r < len(seq.per_round) else " (extra)"))
+            if r == 0:
+                seq.t_rounds = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
-            looks.append(min(1.0, min(len(s.times) for s in samples.values()) / n_max))
+            seq.look_runs.append(min(len(s.times) for s in samples.values()))
             self.on_round()
             r += 1
         for s in samples.values():
@@ -310,7 +331,7 @@ class Runner:
             if measured and plan.measure_rss:
                 s.rss_kb = max(measured) // 1024
         checks = {s.check for s in samples.values()}
-        looks_t = tuple(looks) if sequential and looks else (1.0,)
+        looks_t = seq.looks() if seq.on and seq.look_runs else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
@@ -322,49 +343,70 @@ class Runner:
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
                           explain=explain)
 
-    def stop_reason(self, r: int, per_round: list[int], n_each: int, n_max: int, builds: list[Build],
-                    samples: dict[str, BuildSamples], looks: list[float], t_start: float) -> str | None:
+    def sequence(self, runs: int, t_step: float, remaining: float) -> "Sequence":
+        """A step's sampling state: its planned rounds, whether it looks after each, its most runs."""
+        sampling = self.plan.sampling
+        per_round = split_runs(runs, sampling.rounds)
+        on = sampling.sequential and runs >= 2
+        cap = sampling.max_runs or (bg.RUN_CAP if sampling.budget is not None else UNTIL_DECIDED_RUNS)
+        min_rounds = len(per_round) if sampling.min_rounds is None else min(sampling.min_rounds, len(per_round))
+        n_max = max(cap, runs) if on else runs
+        return Sequence(per_round, on, n_max, min_rounds, n_max, t_step, remaining)
+
+    def stop_reason(self, seq: "Sequence", r: int, n_each: int, builds: list[Build],
+                    samples: dict[str, BuildSamples]) -> str | None:
         """Sequential sampling: why this step stops now, or None to run another round.
 
         Every round is a look; the alpha-spending boundaries in stats keep the false-alarm rate of
         looking after every round at alpha. A step stops when every comparison is decided
         (significant at alpha / family size, so it survives the run-wide adjustment, or shown
-        equivalent), at --max-runs, at --max-time, or when the budget says more runs would not
-        decide it in the time left (the rest of the budget goes to the steps after it)."""
+        equivalent), at its most runs, at --max-time, or, with a budget, when its share of the
+        time left cannot pay for the runs that would decide it (futility: the rest goes to the
+        steps after it). With a budget, the step's most runs are fixed at its first look from
+        its noise and its share (refbench.budget)."""
         plan, sampling = self.plan, self.plan.sampling
-        if n_each >= n_max:
-            return "max-runs"
         if r == 0:
             return None
+        now = self.clock()
+        per_run = (now - seq.t_rounds) / max(1, n_each * len(builds))
+        if sampling.budget is not None and seq.allowance is None and r >= seq.min_rounds:
+            # the end of the planned minimum (-r, or the default budget's pilot): fix the step's plan
+            self.pilots.append(now - seq.t_step)
+            pending = max(0, self.steps_total - self.steps_done - 1)
+            seq.allowance = bg.share(seq.remaining, pending, sum(self.pilots) / len(self.pilots))
+            noise = next((c.noise for c in self.comparisons(builds, samples) if c.metric == "wall"), None)
+            cap = n_each + bg.affordable_runs(seq.allowance - (now - seq.t_step), per_run, len(builds))
+            seq.n_max = bg.planned_max(noise, plan.settings, plan.family_size, max(1, seq.per_round[-1]),
+                                       n_each, min(seq.n_max, cap))
+            seq.by_budget = seq.n_max == max(n_each, cap) and cap < seq.n_max_cap
         # the stopping rule watches wall time, the primary metric; the others' repeated p-values and
         # intervals stay valid wherever sampling stops
-        comps = [c for c in self.comparisons(builds, samples, tuple(looks)) if c.metric == "wall"]
+        comps = [c for c in self.comparisons(builds, samples, seq.looks()) if c.metric == "wall"]
+        at_most = "budget" if seq.by_budget else "max-runs"  # its most runs: what the budget paid for, or --max-runs
         if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
-            return "decided"
-        now = time.monotonic()
-        if now - t_start >= sampling.max_time:
+            undecided = n_each >= seq.n_max and any(c.verdict == INCONCLUSIVE for c in comps)
+            return at_most if undecided else "decided"
+        if n_each >= seq.n_max:
+            return at_most
+        if now - seq.t_step >= sampling.max_time:
             return "max-time"
-        if r < len(per_round):  # the planned runs are everyone's minimum: a budget only adds rounds
-            return None
         if sampling.budget is None:
-            return None if sampling.until_decided else "planned"
-        per_run = (now - t_start) / max(1, n_each * len(builds))
-        need = max((runs_to_decide(c, plan.settings, plan.family_size, max(1, per_round[-1])) or n_max)
-                   for c in comps)
-        more = max(0, min(need, n_max) - n_each) * per_run * len(builds)
-        if more > self.budget_left(now):
+            return None if sampling.until_decided or r < len(seq.per_round) else "planned"
+        if seq.allowance is None:  # still in the planned minimum
+            return None
+        # futility asks whether the step could show that nothing changed (runs_needed: the runs
+        # that find a change of the threshold's size with the run's power, from the noise alone):
+        # most changes are no change, and a real change larger than that is decided sooner
+        need = max((c.runs_needed or seq.n_max) for c in comps)
+        left = min(seq.allowance - (now - seq.t_step), self.budget_remaining())
+        if bg.futile(need, n_each + bg.affordable_runs(left, per_run, len(builds))):
             return "budget"
         return None
 
-    def budget_left(self, now: float) -> float:
-        """Seconds this step may still spend: what is left of the budget after the planned runs of
-        the steps still to come (estimated at the average pace of the steps so far)."""
+    def budget_remaining(self) -> float:
+        """Seconds of the run's budget not yet spent (inf without a budget)."""
         budget = self.plan.sampling.budget
-        if budget is None:
-            return float("inf")
-        pending = max(0, self.steps_total - self.steps_done - 1)
-        per_step = (self.steps_seconds / self.steps_done) if self.steps_done else 0.0
-        return budget - (now - self.t_begin) - pending * per_step
+        return float("inf") if budget is None else budget - (self.clock() - self.t_begin)
 
     def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:

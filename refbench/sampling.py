@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass
 
 from .config import Scenario, Step
 
+UNTIL_DECIDED_RUNS = 60  # --until-decided without a budget: most runs per build and step
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -20,9 +22,13 @@ class Sampling:
     rounds: int  # interleaved rounds per step (one hyperfine call each)
     interleave: str = "runs"  # "runs": builds alternate run by run (A B B A ...); "rounds": k A runs, then k B
     until_decided: bool = False
-    max_runs: int = 60  # --until-decided / --budget: most runs per build and step
+    # most runs per build and step when sequential; None: UNTIL_DECIDED_RUNS for --until-decided
+    # alone, and with a budget the budget's own limit (--max-runs must not bind before it)
+    max_runs: int | None = None
     max_time: float = 600.0  # seconds per step
     budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
+    # rounds every step runs before it may stop; None: all planned rounds (-r is everyone's minimum)
+    min_rounds: int | None = None
 
     @property
     def sequential(self) -> bool:
@@ -35,6 +41,8 @@ class Sampling:
         d = asdict(self)
         d["budget_seconds"] = d.pop("budget")
         d.pop("max_time")
+        if d["min_rounds"] is None:  # fixed-size and -r runs keep the settings they always had
+            d.pop("min_rounds")
         return d
 
     def unit(self, scenario: Scenario, step: Step) -> "StepUnit":

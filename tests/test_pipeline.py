@@ -10,13 +10,15 @@ from types import MappingProxyType
 
 import pytest
 
-from refbench import pipeline, results as rs, stats
+from refbench import budget, pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
 from refbench.commands.run import request_from_args, run_parser
 from refbench.errors import RefbenchError
-from refbench.pipeline import RunRequest
+from refbench.config import Step
+from refbench.pipeline import NO_BUDGET, RunHooks, RunRequest
+from refbench.sampling import StepUnit
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
 from fakes.backend import FakeBackend
@@ -99,10 +101,37 @@ def test_request_settles_the_defaults_that_depend_on_other_options():
     assert r.replace(threshold=0.1).settings.threshold == 0.1 and r.settings.threshold == 0.05
 
 
+def _units(*runs):
+    step = Step("s", "true")
+    return tuple(StepUnit(None, step, n, 0) for n in runs)
+
+
+def test_every_run_is_budgeted_unless_r_alone_or_budget_none_fixes_it():
+    units = _units(20, 20, 20, 1)  # three judged steps and one that runs once
+    plain = request_from_args(run_parser().parse_args(["-s", "a", "b", "--quick"]), [])
+    assert plain.budget_for(units) == 3 * budget.DEFAULT_STEP_SECONDS[True]  # sized by the judged steps
+    s = plain.sampling_for(units)
+    assert s.sequential and s.budget == 180.0 and s.min_rounds == budget.PILOT_ROUNDS and s.max_runs is None
+    full = RunRequest(refs=("a", "b"))
+    assert full.budget_for(units) == 3 * budget.DEFAULT_STEP_SECONDS[False]
+    fixed = RunRequest(refs=("a", "b"), runs=6)  # -r alone: the seed's fixed-size run
+    assert fixed.budget_for(units) is None and not fixed.sampling_for(units).sequential
+    assert fixed.replace(threshold=0.1).runs_given  # settled once: replace() keeps it
+    both = RunRequest(refs=("a", "b"), runs=6, budget=300.0)  # -r with a budget: -r is every step's minimum
+    assert both.sampling_for(units).budget == 300.0 and both.sampling_for(units).min_rounds is None
+    none = request_from_args(run_parser().parse_args(["-s", "a", "b", "--budget", "none"]), [])
+    assert none.budget == NO_BUDGET and not none.sampling_for(units).sequential
+    until = RunRequest(refs=("a", "b"), until_decided=True)
+    assert until.budget_for(units) is None and until.sampling_for(units).sequential
+    scaled = RunRequest(refs=("a", "b"), quick=True, hooks=RunHooks(budget_scale=2.0))  # calibrate's arms
+    assert scaled.sampling_for(units).budget == 360.0
+
+
 def test_nightly_passes_run_options_through_the_run_parser(tmp_path):
     args, r = nightly_cmd.parse(["--history", "h.db", "--scenarios=mine.toml", "-r", "4", "--threshold=0.2",
                                  "--budget", "none", "--repo", "/origin"])
-    assert r.scenarios == "mine.toml" and r.runs == 4 and r.threshold == 0.2 and r.budget is None
+    assert r.scenarios == "mine.toml" and r.runs == 4 and r.threshold == 0.2
+    assert r.budget == NO_BUDGET and r.budget_for(()) is None  # 'none': the fixed-size run
     assert r.target == "s5cmd" and r.repo == "/origin"
     assert nightly_cmd.cp_params(args, r).min_magnitude == 0.2  # the change-point magnitude follows --threshold
     _, r = nightly_cmd.parse(["--history", "h.db"])

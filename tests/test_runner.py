@@ -3,6 +3,8 @@ interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the
 hyperfine may skip the shell, a verdict per metric, and failed runs kept out of every verdict."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fakes.backend import FakeBackend
@@ -12,7 +14,7 @@ from refbench.builds import Build
 from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
-from refbench.sampling import Sampling
+from refbench.sampling import UNTIL_DECIDED_RUNS, Sampling
 
 @pytest.fixture
 def fake_hf():
@@ -28,24 +30,31 @@ def builds(tmp_path, *factors) -> list[Build]:
     return out
 
 
-SAMPLING_KEYS = ("interleave", "until_decided", "max_runs", "max_time", "budget")
+SAMPLING_KEYS = ("interleave", "until_decided", "max_runs", "max_time", "budget", "min_rounds")
 
 
-def run(tmp_path, factors, *, runs=10, rounds=5, warmup=0, command="{{ bin }} go", prepare=None, setup=None,
-        backend=None, executor=None, family_size=1, **plan):
+def run(tmp_path, factors, *, command="{{ bin }} go", prepare=None, setup=None, **kw):
+    """One step of `factors` (wall time of each build x 0.1 s) through the runner; its StepResult."""
+    return run_all(tmp_path, factors, [Step("step", command, prepare=prepare, setup=setup)], **kw)[0]
+
+
+def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=None, executor=None,
+            family_size=1, **plan):
+    """A scenario of `steps` through the runner, on the MockExecutor's simulated clock."""
     (tmp_path / "work").mkdir(exist_ok=True)
     executor = executor or _current[0]
     sampling = Sampling(runs=runs, warmup=warmup, rounds=rounds,
                         **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
     p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
                 executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
-                settings=stats.Settings(), measure_rss=False, family_size=family_size, **plan)
+                settings=stats.Settings(), measure_rss=False, family_size=family_size,
+                clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
     r = rn.Runner(p)
-    r.steps_total = 1
+    r.steps_total = len(steps)
     spec = Fixture(kind="sparse", size=1, count=1)
-    sc = Scenario("s", "t", spec, spec, (Step("step", command, prepare=prepare, setup=setup),))
+    sc = Scenario("s", "t", spec, spec, tuple(steps))
     fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
-    return r.run_scenario(sc, fixture).steps[0]
+    return r.run_scenario(sc, fixture).steps
 
 
 _current = [None]
@@ -198,3 +207,63 @@ def test_results_are_matched_to_builds_by_name(tmp_path, fake_hf):
     with pytest.raises(rn.RunError, match="hyperfine returned results for"):
         hyperfine.match_results(fake_hf.measure("x", rn.Call(("b0", "b1"), ("a", "b"), (None, None), 1, 0), {})[0],
                                 ["b0", "b1"], "x")
+
+
+# ---- the budget: every step sampled sequentially within it (refbench.budget) ----------------------
+BUDGETED = dict(runs=20, rounds=5, min_rounds=2)  # the default run's: a 2-round pilot, then looks every round
+
+
+def test_a_budgeted_step_stops_as_soon_as_it_is_decided(tmp_path, fake_hf):
+    st = run(tmp_path, [1.0, 1.5], budget=600.0, **BUDGETED)
+    assert st.stopped == "decided" and st.comparisons[0].verdict == stats.SLOWER
+    # before the 20 planned: the pilot's two rounds of 4 and a look after every round from there
+    assert len(st.samples["b0"].times) < 20 and len(st.looks) == st.rounds
+    assert st.looks[-1] < 1.0 and fake_hf.now < 5
+
+
+def test_max_runs_does_not_bind_before_the_budget(tmp_path, fake_hf):
+    fake_hf.sigma = 0.12  # noise that needs well over the old cap of 60 runs to show ±5%
+    st = run(tmp_path, [1.0, 1.0], budget=300.0, **BUDGETED)
+    n = len(st.samples["b0"].times)
+    assert st.stopped == "decided" and st.comparisons[0].verdict == stats.SAME, (st.stopped, n)
+    assert n > UNTIL_DECIDED_RUNS and fake_hf.now < 300
+    capped = run(tmp_path, [1.0, 1.0], budget=300.0, max_runs=30, **BUDGETED)  # the user's own cap binds
+    assert len(capped.samples["b0"].times) <= 30 and capped.stopped in ("max-runs", "decided")
+
+
+def test_futility_stops_a_step_that_cannot_decide_and_gives_its_time_to_the_next(tmp_path, fake_hf):
+    steps = [Step("hopeless", "{{ bin }} go sigma=0.6"), Step("fine", "{{ bin }} go sigma=0.14")]
+    hopeless, fine = run_all(tmp_path, [1.0, 1.0], steps, budget=30.0, **BUDGETED)
+    assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == stats.INCONCLUSIVE
+    assert len(hopeless.samples["b0"].times) == 8  # it stopped at its pilot, not at its share
+    assert fine.stopped == "decided" and fine.comparisons[0].verdict == stats.SAME
+    # the second step decided on time the first left: more than a fair half of the budget
+    assert len(fine.samples["b0"].times) * 2 * 0.1 > 15.0 and fake_hf.now <= 30.0 * 1.05
+
+
+def test_a_budget_too_small_for_a_step_ends_it_by_budget(tmp_path, fake_hf):
+    fake_hf.sigma = 0.3
+    st = run(tmp_path, [1.0, 1.0], budget=1.0, **BUDGETED)
+    assert st.stopped == "budget" and len(st.samples["b0"].times) == 8
+    assert st.comparisons[0].verdict == stats.INCONCLUSIVE
+
+
+@pytest.mark.slow
+def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_path):
+    """Simulation: 100 A/A steps and 100 steps 10% slower, each on a budget of a minute of 0.1 s
+    runs at 7% noise. False 🔴/🟢 stay within alpha (binomial bound) and +10% is found."""
+    from scipy.stats import binom
+    n = 100
+    verdicts = {1.0: [], 1.1: []}
+    for factor in verdicts:
+        for i in range(n):
+            ex = MockExecutor(seed=f"budget-{factor}-{i}", sigma=0.07)
+            _current[0] = ex
+            st = run(tmp_path, [1.0, factor], budget=60.0, **BUDGETED)
+            verdicts[factor].append(st.comparisons[0].verdict)
+    false = sum(v in (stats.SLOWER, stats.FASTER) for v in verdicts[1.0])
+    same = sum(v == stats.SAME for v in verdicts[1.0])
+    found = sum(v == stats.SLOWER for v in verdicts[1.1])
+    assert false <= binom.ppf(0.999, n, 0.05), false
+    assert same >= binom.ppf(0.001, n, 0.8), same  # the A/A answer is 'no significant change', not 🟡
+    assert found >= binom.ppf(0.001, n, 0.9), found

@@ -83,6 +83,21 @@ def test_injected_slowdown_named_slower_with_its_size(s5_origin, builds_dir, tmp
     assert comparisons(r2)[0][1]["verdict"] != "slower" and proc2.returncode == 0, proc2.stderr
 
 
+def test_the_default_run_is_budgeted_and_stops_each_step_once_decided(s5_origin, builds_dir, tmp_path):
+    # no -r and no --budget: the default budget, sized by the steps (one here), sampling sequentially
+    proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.1.0", "7", "--only", "injected", "--quick")
+    assert proc.returncode == 0, proc.stderr
+    assert r["settings"]["budget_seconds"] == 60.0 and r["settings"]["min_rounds"] == 2
+    assert r["settings"]["max_runs"] is None  # --max-runs does not bind before the budget
+    st = r["scenarios"][0]["steps"][0]
+    [(_, c)] = comparisons(r)
+    assert c["verdict"] == "slower" and st["stopped"] == "decided", (c, st["stopped"])
+    assert st["rounds"] >= 2 and st["looks"][-1] < 1.0  # it stopped before its most runs
+    md = (tmp_path / "summary.md").read_text()
+    first = next(line for line in md.splitlines()[1:] if line.strip())
+    assert first.startswith("**Decided the one step** on wall time: 1 slower (injected / remove +"), first
+
+
 def test_rounds_1_is_plain_hyperfine_order(s5_origin, builds_dir, tmp_path):
     proc, r = bench(s5_origin, builds_dir, tmp_path, "-s", "v1.0.0", "v1.1.0", "--only", "list 1",
                     "-r", "4", "-w", "0", "--rounds", "1")

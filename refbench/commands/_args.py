@@ -56,6 +56,11 @@ def duration(text: str) -> float:
     return v
 
 
+def budget(text: str) -> float:
+    """--budget: a duration, or none/off/0 for the fixed-size run (0.0, pipeline.NO_BUDGET)."""
+    return 0.0 if text.strip().lower() in ("none", "off", "0") else duration(text)
+
+
 def cpu_list(text: str) -> frozenset[int]:
     out: set[int] = set()
     for part in text.split(","):

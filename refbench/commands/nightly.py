@@ -21,17 +21,12 @@ from ..pipeline import RunRequest
 from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
 from ..render.markdown import counts_line, regressions, verdict_counts
-from ._args import Parser, duration, fraction, positive
+from ._args import Parser, budget, fraction, positive
 from .run import Outputs, pass_through, request_from_args, run_and_write
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
 RESERVED = ("refs", "json", "output", "format", "dry_run", "list", "shard")
-
-
-def budget(text: str) -> float | None:
-    """--budget: a duration, or none/off/0 for the fixed-size run."""
-    return None if text.lower() in ("none", "off", "0") else duration(text)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -11,15 +11,16 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__, builds as bl, paths, pipeline, results as rs, shard
+from .. import __version__, budget as bg, builds as bl, paths, pipeline, results as rs, shard
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
+from ..sampling import UNTIL_DECIDED_RUNS
 from ..progress import Reporter
 from ..render import extras, markdown
 from ..render.format import fmt_pct
 from ..units import format_size
 from . import COMMANDS
-from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, metric_list, nonneg, positive,
+from ._args import (Parser, add_stats_args, bind_flag_values, budget, cpu_split, duration, metric_list, nonneg, positive,
                     reserved_option)
 
 SUBCOMMANDS = tuple(COMMANDS)
@@ -73,14 +74,17 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--until-decided", action="store_true",
                    help="look after every round and add rounds to undecided steps until decided, --max-runs or "
                         "--max-time (alpha spending keeps the false-alarm rate)")
-    p.add_argument("--budget", type=duration, metavar="DURATION",
-                   help="time for the whole run's measuring, e.g. 10m: every step gets its planned runs, then "
-                        "undecided steps get more rounds while they can still be decided in the time left")
+    p.add_argument("--budget", type=budget, metavar="DURATION",
+                   help="time for the whole run's measuring, e.g. 10m, or 'none' for a fixed-size run: each step "
+                        "stops once decided or once it cannot be decided in its share of the time left (default: "
+                        f"{bg.DEFAULT_STEP_SECONDS[True]:.0f} s per step with --quick, "
+                        f"{bg.DEFAULT_STEP_SECONDS[False]:.0f} s without; none when -r is given alone)")
     p.add_argument("--measure-identical", action="store_true",
                    help="measure contenders whose binary is byte-identical to the baseline's (an A/A check of the "
                         "machine); by default they are answered `identical binary` without measuring")
-    p.add_argument("--max-runs", type=positive, default=60,
-                   help="--until-decided / --budget: most runs per build and step")
+    p.add_argument("--max-runs", type=positive, default=None,
+                   help="most runs per build and step when sampling sequentially (default: what the budget pays "
+                        f"for; {UNTIL_DECIDED_RUNS} with --until-decided and no budget)")
     p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
     p.add_argument("--interleave", choices=("runs", "rounds"), default=None,
                    help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a "

@@ -85,6 +85,47 @@ def more_seconds(st: Step, c: Comparison) -> float | None:
     return max(0, need - done) * per_pair
 
 
+DECIDED = ("slower", "faster", "no significant change", "identical binary")
+
+
+def decision_line(results: Results) -> str | None:
+    """The summary's first line: what the run decided on wall time and what it could not, in
+    words, naming the steps that moved (up to three) and the ones left undecided (up to three)."""
+    multi = len(results.builds) > 2
+
+    def name(sc, st, c) -> str:
+        return f"{md_escape(sc.name)} / {md_escape(st.name)}" + (f" ({md_escape(c.contender)})" if multi else "")
+
+    comps = list(results.comparisons())
+    judged = [x for x in comps if x[2].p_value is not None or x[2].verdict != "inconclusive"]
+    once = len(comps) - len(judged)
+    if not judged:
+        return None
+    what = "comparisons" if multi else "steps"
+    decided = [x for x in judged if x[2].verdict in DECIDED]
+    undecided = [x for x in judged if x[2].verdict not in DECIDED]
+    parts = []
+    for v in DECIDED:
+        hits = [x for x in decided if x[2].verdict == v]
+        if not hits:
+            continue
+        moved = ", ".join(f"{name(*x)} {fmt_pct(x[2].rel)}" for x in hits[:3]) if v in ("slower", "faster") else ""
+        more = f", +{len(hits) - 3} more" if moved and len(hits) > 3 else ""
+        parts.append(f"{len(hits)} {v}" + (f" ({moved}{more})" if moved else ""))
+    if undecided:
+        head = f"**Decided {len(decided)} of {len(judged)} {what}**"
+    else:
+        head = f"**Decided all {len(judged)} {what}**" if len(judged) > 1 else f"**Decided the one {what[:-1]}**"
+    head += " on wall time"
+    line = head + (": " + ", ".join(parts) if parts else "") + "."
+    if undecided:
+        names = ", ".join(name(*x) for x in undecided[:3]) + (f", +{len(undecided) - 3} more" if len(undecided) > 3 else "")
+        line += f" Could not decide {len(undecided)}: {names}."
+    if once:
+        line += f" {once} {'comparison' if once == 1 and multi else 'step' if once == 1 else what} ran once and cannot be judged."
+    return line
+
+
 def detection_line(results: Results) -> str | None:
     """The run's power in one sentence: on how many of its multi-run steps it could have detected a
     change of the threshold's size, and of twice that (from each comparison's detectable effect)."""
@@ -244,6 +285,7 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
         return render_github(results)
     return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
                            t=tables(results), counts=verdict_counts(results), detection=detection_line(results),
+                           decision=decision_line(results),
                            changed=what_changed(results), metrics=run_metrics(results),
                            thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)},
                            x=markdown_parts(results))
@@ -287,7 +329,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
             hidden = [rows[i][0] for i in order[keep_rows:]]
         hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
-                               changed=changed, metrics=run_metrics(results),
+                               changed=changed, metrics=run_metrics(results), decision=decision_line(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
                                omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url, x=x)
