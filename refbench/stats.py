@@ -583,6 +583,8 @@ def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[float, float,
     ok = np.isfinite(c)
     # c falls as alpha grows; keep a strictly decreasing run for the interpolation
     cs, ls = c[ok], np.log(_P_GRID[ok])
+    if cs.size < 2:  # looks so early (a fraction of a percent) that no alpha on the grid has a boundary
+        return math.inf, math.inf, None
     keep = np.concatenate([[True], np.diff(cs) < 0])
     cs, ls = cs[keep][::-1], ls[keep][::-1]
     if cs.size < 2:

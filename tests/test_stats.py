@@ -96,3 +96,10 @@ def test_family_adjustment_keeps_an_aa_fluke_from_being_called_slower():
     real = stats.compare("A", sample(1.0, 0.05, 10, 1), "B", sample(1.3, 0.05, 10, 2))
     assert stats.adjust_family([real, *others])[0].verdict == stats.SLOWER
     assert stats.adjust_family([real]) == [real]  # a family of one is left as it is
+
+
+def test_looks_too_early_for_any_boundary_give_p_one_not_an_error():
+    # a budgeted step looks after every round before its most runs are fixed: fractions of a
+    # fraction of a percent, where O'Brien-Fleming spends nothing on any alpha of the grid
+    assert stats.repeated_p(2.0, (0.001, 0.002, 0.003)) == 1.0
+    assert stats.repeated_p(3.0, (0.5, 1.0)) < 0.01  # and the ordinary case is untouched
