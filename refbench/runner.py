@@ -27,7 +27,7 @@ from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import INCONCLUSIVE, Comparison, Settings, compare_metric, runs_for, should_stop
+from .stats import INCONCLUSIVE, Comparison, Settings, compare_metric, should_stop
 from .units import slug
 from .watchdog import WatchdogStop
 
@@ -151,6 +151,15 @@ class Sequence:
     allowance: float | None = None  # seconds the step may spend, fixed at its first look under a budget
     by_budget: bool = False  # whether the budget, not the noise or --max-runs, set its most runs
     look_runs: list[int] = field(default_factory=list)
+
+    def end(self, why: str, n_each: int) -> None:
+        """A step that stops for time (futility, its share, --max-time) makes its last look the
+        final one: its most runs become the runs it has, so the last look spends what is left of
+        alpha. Legitimate because that stop follows from the noise and the clock, never from the
+        change seen (like a maximum re-estimated from a nuisance parameter); the earlier looks were
+        held to stricter boundaries than the new fractions assume, which only errs on the safe side."""
+        if why in ("budget", "max-time") and self.on and n_each:
+            self.n_max = n_each
 
     def looks(self) -> tuple[float, ...]:
         """Information fractions of every look so far, against the step's most runs as now fixed."""
@@ -316,6 +325,7 @@ class Runner:
                 stop = self.stop_reason(seq, r, n_each, builds, samples) if seq.on else "planned"
                 if stop:
                     stopped = stop
+                    seq.end(stop, n_each)
                     break
             k = seq.per_round[r] if r < len(seq.per_round) else bg.next_round(seq.per_round[-1], n_each, seq.n_max)
             order = round_orders(len(builds), r + 1)[r]
@@ -504,11 +514,3 @@ def _failed(what: str, cmd: str, proc: Shell) -> RunError:
     stderr = proc.stderr or ""
     tail = stderr.strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
     return RunError(f"{what} failed: {tail[0]}", detail=f"command: {cmd}\n{stderr[-2000:]}")
-
-
-def runs_to_decide(c: Comparison, settings: Settings, family_size: int, per_round: int) -> int | None:
-    """Runs per build at which this comparison would likely be decided (80% power): enough to show
-    its observed change is not zero, or that it is inside +-threshold, whichever needs fewer."""
-    t = settings.threshold_for(c.metric)
-    effect = max(abs(c.rel), t - abs(c.rel))
-    return runs_for(effect, 0.8, c.noise, settings, family_size, per_round) if c.noise else None

@@ -236,6 +236,8 @@ def test_futility_stops_a_step_that_cannot_decide_and_gives_its_time_to_the_next
     hopeless, fine = run_all(tmp_path, [1.0, 1.0], steps, budget=30.0, **BUDGETED)
     assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == stats.INCONCLUSIVE
     assert len(hopeless.samples["b0"].times) == 8  # it stopped at its pilot, not at its share
+    # its last look became the final one (a stop for time, not for what it saw): a finite interval
+    assert hopeless.looks[-1] == 1.0 and hopeless.comparisons[0].ci_high is not None
     assert fine.stopped == "decided" and fine.comparisons[0].verdict == stats.SAME
     # the second step decided on time the first left: more than a fair half of the budget
     assert len(fine.samples["b0"].times) * 2 * 0.1 > 15.0 and fake_hf.now <= 30.0 * 1.05
