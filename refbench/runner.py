@@ -387,7 +387,7 @@ class Runner:
             noise = next((c.noise for c in self.comparisons(builds, samples) if c.metric == "wall"), None)
             cap = n_each + bg.affordable_runs(seq.allowance - (now - seq.t_step), per_run, len(builds))
             seq.n_max = bg.planned_max(noise, plan.settings, plan.family_size, max(1, seq.per_round[-1]),
-                                       n_each, min(seq.n_max, cap))
+                                       min(sum(seq.per_round), cap), min(seq.n_max, cap))
             seq.by_budget = seq.n_max == max(n_each, cap) and cap < seq.n_max_cap
         # the stopping rule watches wall time, the primary metric; the others' repeated p-values and
         # intervals stay valid wherever sampling stops
@@ -407,6 +407,8 @@ class Runner:
         # futility asks whether the step could show that nothing changed (runs_needed: the runs
         # that find a change of the threshold's size with the run's power, from the noise alone):
         # most changes are no change, and a real change larger than that is decided sooner
+        if n_each < sum(seq.per_round):  # a pilot's noise, from 8 runs, is too rough to give up on
+            return None
         need = max((c.runs_needed or seq.n_max) for c in comps)
         left = min(seq.allowance - (now - seq.t_step), self.budget_remaining())
         if bg.futile(need, n_each + bg.affordable_runs(left, per_run, len(builds))):

@@ -235,7 +235,7 @@ def test_futility_stops_a_step_that_cannot_decide_and_gives_its_time_to_the_next
     steps = [Step("hopeless", "{{ bin }} go sigma=0.6"), Step("fine", "{{ bin }} go sigma=0.14")]
     hopeless, fine = run_all(tmp_path, [1.0, 1.0], steps, budget=30.0, **BUDGETED)
     assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == stats.INCONCLUSIVE
-    assert len(hopeless.samples["b0"].times) == 8  # it stopped at its pilot, not at its share
+    assert len(hopeless.samples["b0"].times) == 20  # it stopped after its planned runs, not at its share
     # its last look became the final one (a stop for time, not for what it saw): a finite interval
     assert hopeless.looks[-1] == 1.0 and hopeless.comparisons[0].ci_high is not None
     assert fine.stopped == "decided" and fine.comparisons[0].verdict == stats.SAME
