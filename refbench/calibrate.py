@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import stats
 from .results import Results, Step
+from .verdict import Verdict
 
 SHIM = """#!/usr/bin/env bash
 # refbench calibrate: run the binary, then sleep {percent}% of its elapsed time (an injected,
@@ -131,7 +132,7 @@ def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Setting
         any_false = False
         for sc, st in res.steps():
             keyed.setdefault((sc.name, st.name), []).append(st)
-            any_false |= any(c.contender == AA and c.verdict in (stats.SLOWER, stats.FASTER) for c in st.comparisons)
+            any_false |= any(c.contender == AA and c.verdict.moved for c in st.comparisons)
         false_runs += any_false
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
@@ -160,7 +161,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
     robust = [c.noise for st in reps for c in st.comparisons if c.contender == AA and c.noise]
     noise = statistics.median(robust) if robust else 0.0
     mean_run = statistics.median(statistics.fmean(b.times) for b in base)
-    power = {p: sum(verdict(st, f"+{p}%") == stats.SLOWER for st in reps) / len(reps) for p in slowdowns}
+    power = {p: sum(verdict(st, f"+{p}%") == Verdict.SLOWER for st in reps) / len(reps) for p in slowdowns}
     seconds = {}
     for p in slowdowns:
         times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
@@ -168,7 +169,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
     need = stats.runs_for(0.10, 0.9, noise, settings, family, per_round) if noise else None
     return StepCalibration(
         scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
-        noise, sum(verdict(st, AA) in (stats.SLOWER, stats.FASTER) for st in reps), len(reps), power, seconds,
+        noise, sum(verdict(st, AA) in (Verdict.SLOWER, Verdict.FASTER) for st in reps), len(reps), power, seconds,
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
@@ -192,7 +193,7 @@ def seconds_to_verdict(st: Step, label: str, settings: stats.Settings, n_max: in
         comp = stats.compare(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
                              base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
                              looks=tuple(looks), family_size=family)
-        if stats.should_stop(comp, settings, family) and comp.verdict != stats.INCONCLUSIVE:
+        if stats.should_stop(comp, settings, family) and comp.verdict != Verdict.INCONCLUSIVE:
             return sum(b.times[i] for i in bi) + sum(c.times[i] for i in ci)
     return None
 

@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from .errors import RefbenchError
 from .results import Results, cpu_model
-from .stats import VERDICTS
+from .verdict import Verdict, count
 
 SCHEMA_VERSION = 2
 _PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
@@ -232,8 +232,7 @@ class History:
         builds = results.builds if results else ()
         env = results.environment if results else None
         machine = machine or (machine_name(env.cpu_model, env.cpus) if results else local_machine())
-        counts = {v: sum(1 for _, _, c in results.comparisons() if c.verdict == v) for v in VERDICTS} \
-            if results else {}
+        counts = count(c.verdict for _, _, c in results.comparisons()) if results else {}
         with self.engine.begin() as conn:
             run_id = conn.execute(runs.insert().values(
                 started=started, finished=now(), mode=mode,
@@ -241,8 +240,8 @@ class History:
                 repo=results.target.repo if results else repo, base_ref=base_ref,
                 base_sha=builds[0].sha if builds else None, head_ref=head_ref,
                 head_sha=builds[-1].sha if builds else None, exit_code=exit_code, error=error,
-                slower=counts.get("slower"), faster=counts.get("faster"),
-                same=counts.get("no significant change"), inconclusive=counts.get("inconclusive"),
+                slower=counts.get(Verdict.SLOWER), faster=counts.get(Verdict.FASTER),
+                same=counts.get(Verdict.SAME), inconclusive=counts.get(Verdict.INCONCLUSIVE),
                 settings=json.dumps(results.settings.to_json()) if results else None, results_path=results_path,
                 results=json.dumps(results.to_json()) if results else None, machine=machine)).inserted_primary_key[0]
             if not results:

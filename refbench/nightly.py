@@ -25,6 +25,7 @@ from . import changepoints as cpd
 from .render.env import render as render_template
 from .render.format import fmt_pct
 from .history import History, now as _now
+from .verdict import Verdict
 
 
 # ---- change points -------------------------------------------------------------------------
@@ -85,13 +86,13 @@ def lasting_start(nights: list[dict]) -> int | None:
     before, and not the night before that (a streak alarms once). Against last night (since-last),
     the night before jumped to `slower` and tonight did not come back (`faster`): the new level
     held. Either way a one-night spike (slower, then back) never counts."""
-    if len(nights) < 2 or nights[-2]["verdict"] != "slower":
+    if len(nights) < 2 or nights[-2]["verdict"] != Verdict.SLOWER:
         return None
     last = nights[-1]
     if last["mode"] == "since-last":
-        return len(nights) - 2 if last["verdict"] != "faster" else None
-    if last["verdict"] != "slower" or (len(nights) >= 3 and nights[-3]["verdict"] == "slower"
-                                       and nights[-3]["mode"] != "since-last"):
+        return len(nights) - 2 if last["verdict"] != Verdict.FASTER else None
+    if last["verdict"] != Verdict.SLOWER or (len(nights) >= 3 and nights[-3]["verdict"] == Verdict.SLOWER
+                                               and nights[-3]["mode"] != "since-last"):
         return None
     return len(nights) - 2
 
@@ -191,7 +192,7 @@ def _chart(key: tuple, pts: list[dict], cps: list[dict], several: bool) -> dict:
         points.append({
             "x": round(x(i), 1), "y": round(y(p["h_mean"]), 1), "by": round(y(p["b_mean"]), 1),
             "y_hi": round(y(p["h_mean"] + sd), 1), "y_lo": round(y(max(0.0, p["h_mean"] - sd)), 1),
-            "slower": p["verdict"] == "slower", "faster": p["verdict"] == "faster",
+            "slower": p["verdict"] == Verdict.SLOWER, "faster": p["verdict"] == Verdict.FASTER,
             "title": (f"run {p['id']} {p['started']}: {p['h_label']} {p['h_sha'][:10]} {p['h_mean']:.3f} s ± {sd:.3f} "
                       f"vs {p['b_label']} {p['b_sha'][:10]} {p['b_mean']:.3f} s: {p['verdict']} "
                       f"({fmt_pct(p['rel'])})"),

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .stats import METRIC_THRESHOLDS, METRICS, VERDICTS, Comparison, Summary, summarize
+from .stats import METRIC_THRESHOLDS, METRICS, Comparison, Summary, summarize
+from .verdict import Verdict
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -237,8 +238,8 @@ def read_comparison(value, where: str = "comparison") -> Comparison:
         if key not in value:
             raise _Shape(f"{where} has no {key!r}")
         _check(value[key], str, f"{where}.{key}")
-    if value["verdict"] not in VERDICTS:
-        raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(VERDICTS)}")
+    if value["verdict"] not in set(Verdict):
+        raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(Verdict)}")
     if value.get("metric", "wall") not in METRICS:
         raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(METRICS)}")
     if "rel" not in value:

@@ -19,6 +19,7 @@ from refbench.errors import RefbenchError
 from refbench.pipeline import RunRequest
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
+from refbench.verdict import Verdict
 from fakes.backend import FakeBackend
 from fakes.executor import MockExecutor
 
@@ -265,7 +266,7 @@ def test_a_whole_run_gives_typed_results(faked, tmp_path):
     assert res.target.name == "fake" and res.backend["kind"] == "fake"
     assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list"), ("tiny", "copy")]
     verdicts = [c.verdict for _, _, c in res.comparisons()]
-    assert verdicts == [stats.SLOWER, stats.SLOWER]
+    assert verdicts == [Verdict.SLOWER, Verdict.SLOWER]
     # the family: 2 steps x 3 metrics the executor measures per run (wall, cpu, memory)
     assert res.settings.runs == 6 and res.settings.family_size == 2 * 3 and res.settings.threshold == 0.1
     assert [[c.metric for c in st.metric_comparisons] for _, st in res.steps()] == [["cpu", "memory"]] * 2

@@ -13,6 +13,7 @@ from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
 from refbench.sampling import Sampling
+from refbench.verdict import Verdict
 
 @pytest.fixture
 def fake_hf():
@@ -95,14 +96,14 @@ def test_warmups_run_in_one_hyperfine_call_before_the_rounds(tmp_path, fake_hf):
 
 def test_fixed_size_run_names_a_large_slowdown(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.3], runs=10, rounds=5)
-    assert st.comparisons[0].verdict == stats.SLOWER
+    assert st.comparisons[0].verdict == Verdict.SLOWER
     assert len(st.samples["b0"].times) == 10
 
 
 def test_sequential_stops_once_decided_and_records_its_looks(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.5], runs=4, rounds=2, until_decided=True, max_runs=40)
     assert st.stopped == "decided"
-    assert st.comparisons[0].verdict == stats.SLOWER
+    assert st.comparisons[0].verdict == Verdict.SLOWER
     assert len(st.looks) == st.rounds and st.looks == tuple(sorted(st.looks))
     assert len(st.samples["b0"].times) < 40
 
@@ -163,10 +164,10 @@ def test_every_metric_gets_its_own_verdict(tmp_path, fake_hf):
     fake_hf.sigma = 0.01
     st = run(tmp_path, [1.0, "1.00-mem64"], runs=10, rounds=5)
     by = {c.metric: c.verdict for c in st.comparisons}
-    assert by == {"wall": stats.SAME, "cpu": stats.SAME, "memory": stats.SLOWER}
+    assert by == {"wall": Verdict.SAME, "cpu": Verdict.SAME, "memory": Verdict.SLOWER}
     st = run(tmp_path, [1.0, "1.00-cpu1.3"], runs=10, rounds=5)
     by = {c.metric: c.verdict for c in st.comparisons}
-    assert by["cpu"] == stats.SLOWER and by["memory"] != stats.SLOWER and by["wall"] != stats.SLOWER
+    assert by["cpu"] == Verdict.SLOWER and by["memory"] != Verdict.SLOWER and by["wall"] != Verdict.SLOWER
     rec = st.record()
     assert [c.metric for c in rec.comparisons] == ["wall"]
     assert [c.metric for c in rec.metric_comparisons] == ["cpu", "memory"]

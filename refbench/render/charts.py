@@ -17,7 +17,7 @@ import numpy as np
 from .. import stats
 from ..results import Samples, Step
 from .env import VERDICT_COLOURS
-from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds, verdict_word
+from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds
 
 BUILD_COLOURS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#bf3989", "#0a7ea4"]
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
@@ -182,7 +182,7 @@ def forest_svg(rows: list[ForestRow], threshold: float, width: int = 900) -> str
                    f'<title>{_e(name)}: {_e(fmt_pct(c.rel))} {_e(fmt_ci(c))}, {_e(c.verdict)}'
                    f'</title></circle>')
         out.append(f'<text x="{width - right + 8}" y="{cy + 4:.1f}" fill="{col}" font-weight="600">'
-                   f'{_e(fmt_pct(c.rel))} {_e(verdict_word(c.verdict))}</text>')
+                   f'{_e(fmt_pct(c.rel))} {_e(c.verdict.word)}</text>')
     out.append("</svg>")
     return "".join(out)
 

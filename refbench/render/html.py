@@ -13,8 +13,8 @@ from ..results import SCHEMA, SCHEMA_VERSION, Results
 from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
 from .env import render as render_template
 from ..units import slug
+from ..verdict import Verdict
 from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
-from .format import SEVERITY as _SEVERITY  # the headline's and a long forest's order
 from .markdown import throughput, verdict_counts
 
 
@@ -27,7 +27,7 @@ def scoreboard(results: Results) -> list[dict]:
     one; for two builds, stats.geomean_scoreboard over the stored ratios, as the run computes
     it), and its verdict counts."""
     labels = list(results.labels)
-    counts = {lab: {v: 0 for v in stats.VERDICTS} for lab in labels}
+    counts = {lab: dict.fromkeys(Verdict, 0) for lab in labels}
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
     for _, _, c in results.comparisons():
         counts[c.contender][c.verdict] += 1
@@ -64,7 +64,7 @@ def _step_view(sc, st, labels: list[str]) -> dict:
              "c": comp.get(lab), "colour": build_colour(labels, lab),
              "throughput": throughput(sc.fixture, st.builds[lab])[0]}
             for lab in labels if st.builds.get(lab)]
-    worst = max(st.comparisons, key=lambda c: (c.verdict == "slower", c.rel), default=None)
+    worst = max(st.comparisons, key=lambda c: (c.verdict == Verdict.SLOWER, c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
             "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels)),
             "explain": _explain_view(st, labels)}
@@ -86,11 +86,12 @@ def html_context(results: Results) -> dict:
     multi = len(labels) > 2
     threshold = results.settings.threshold
     forest_rows = [ForestRow(sc.name, st.name, c, slug(sc.name, st.name), multi) for sc, st, c in results.comparisons()]
-    by_severity = sorted(forest_rows, key=lambda r: (_SEVERITY[r.c.verdict], -abs(r.c.rel)))
+    # the headline's and a long forest's order
+    by_severity = sorted(forest_rows, key=lambda r: (r.c.verdict.severity, -abs(r.c.rel)))
     timing = results.timing.to_json() if results.timing else {}
     return {"r": results, "labels": labels, "multi": multi, "counts": verdict_counts(results),
             "forest": Markup(forest_svg(forest_rows if len(forest_rows) <= 30 else by_severity, threshold)),
-            "headline": [r for r in by_severity if r.c.verdict in ("slower", "faster")],
+            "headline": [r for r in by_severity if r.c.verdict.moved],
             "steps": [_step_view(sc, st, labels) for sc, st in results.steps()],
             "families": [_family_view(f, labels) for f in size_families(results)], "scoreboard": scoreboard(results),
             "threshold": threshold, "baseline": labels[0] if labels else None,

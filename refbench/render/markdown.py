@@ -8,12 +8,12 @@ from tabulate import tabulate
 
 from ..compare import RunComparison
 from ..results import Environment, Fixture, Results, Samples, Step
-from ..stats import IDENTICAL, MARKERS, VERDICTS, Comparison
+from ..stats import Comparison
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import markdown_parts, repo_note, request_note
-from .format import (fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
-                     md_escape, SEVERITY as _SEVERITY)  # _SEVERITY: the order a cut table keeps
+from .format import fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
+from ..verdict import BY_SEVERITY, Verdict, count
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
@@ -36,23 +36,20 @@ def busy_warning(env: Environment) -> str | None:
 
 
 def verdict_counts(results: Results) -> dict[str, int]:
-    counts = {v: 0 for v in VERDICTS}
-    for _, _, c in results.comparisons():
-        counts[c.verdict] += 1
-    return counts
+    return count(c.verdict for _, _, c in results.comparisons())
 
 
 def counts_line(counts: dict[str, int]) -> str:
     """The verdict counts in words, as the commands' last line says them ('identical binary' only
     when a contender was not measured)."""
-    words = [f"{counts[v]} {v}" for v in VERDICTS if v != IDENTICAL or counts.get(v)]
+    words = [f"{counts[v]} {v}" for v in Verdict if v != Verdict.IDENTICAL or counts.get(v)]
     return ", ".join(words)
 
 
 def regressions(results: Results, metrics=("wall",)) -> list[tuple[str, str, Comparison]]:
     """(scenario, step, comparison) of every comparison of the given metrics that got slower."""
     return [(sc.name, st.name, c) for sc, st in results.steps() for c in st.all_comparisons()
-            if c.verdict == "slower" and c.metric in metrics]
+            if c.verdict == Verdict.SLOWER and c.metric in metrics]
 
 
 METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
@@ -67,9 +64,9 @@ def run_metrics(results: Results) -> list[str]:
 def what_changed(results: Results) -> list[str]:
     """One phrase per significant change on any metric, slower first: what a PR comment leads with."""
     multi = len(results.builds) > 2
-    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict in ("slower", "faster")]
-    found.sort(key=lambda x: (x[2].verdict != "slower", -abs(x[2].rel)))
-    return [f"{MARKERS[c.verdict]} {md_escape(sc.name)} / {md_escape(st.name)}"
+    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict.moved]
+    found.sort(key=lambda x: (x[2].verdict != Verdict.SLOWER, -abs(x[2].rel)))
+    return [f"{c.verdict.marker} {md_escape(sc.name)} / {md_escape(st.name)}"
             + (f" ({md_escape(c.contender)})" if multi else "")
             + f": {METRIC_NAMES[c.metric]} {fmt_pct(c.rel)}" for sc, st, c in found]
 
@@ -127,7 +124,7 @@ def _notes(st: Step, c: Comparison) -> str:
     notes = []
     if c.noisy:
         notes.append("noisy")
-    if c.verdict == "inconclusive" and c.mde is not None:
+    if c.verdict == Verdict.INCONCLUSIVE and c.mde is not None:
         more = more_seconds(st, c)
         need = (f", ~{c.runs_needed} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
                 + " to decide") if c.runs_needed else ""
@@ -140,7 +137,7 @@ def _notes(st: Step, c: Comparison) -> str:
 
 def _metric_cell(c: Comparison | None) -> str:
     """A metric's verdict in one cell: marker and change, 'n/a' where the run could not measure it."""
-    return "n/a" if c is None else f"{MARKERS[c.verdict]} {fmt_pct(c.rel)}"
+    return "n/a" if c is None else f"{c.verdict.marker} {fmt_pct(c.rel)}"
 
 
 def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
@@ -154,8 +151,8 @@ def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
         base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
         new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
         others = st.by_metric(c.contender)
-        worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: _SEVERITY.get(v, 9))
-        out.append((worst, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
+        worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: v.severity)
+        out.append((worst, [c.verdict.marker, md_escape(sc.name), md_escape(st.name)]
                     + ([md_escape(c.contender)] if multi else [])
                     + [fmt_pct(c.rel), _rate_change(base_bps, new_bps, fmt_mbps),
                        _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c.p_value),
@@ -281,11 +278,11 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
         if keep_rows is None:
             shown, hidden = [r for _, r in rows], []
         else:
-            order = sorted(range(len(rows)), key=lambda i: (_SEVERITY.get(rows[i][0], 9), i))
+            order = sorted(range(len(rows)), key=lambda i: (rows[i][0].severity, i))  # slower kept longest
             keep = sorted(order[:keep_rows])
             shown = [rows[i][1] for i in keep]
             hidden = [rows[i][0] for i in order[keep_rows:]]
-        hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
+        hidden_counts = {v: hidden.count(v) for v in BY_SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
                                changed=changed, metrics=run_metrics(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
@@ -314,8 +311,8 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
     md = md_escape
     lines = [f"# refbench compare: {md(old_name)} ({cmp.old_created}) → {md(new_name)} ({cmp.new_created})", ""]
     c = cmp.counts
-    lines.append(f"**{c['slower']} slower · {c['faster']} faster · {c['no significant change']} no significant "
-                 f"change · {c['inconclusive']} inconclusive** (new vs old per build and step; flagged when "
+    lines.append(f"**{c[Verdict.SLOWER]} slower · {c[Verdict.FASTER]} faster · {c[Verdict.SAME]} no significant "
+                 f"change · {c[Verdict.INCONCLUSIVE]} inconclusive** (new vs old per build and step; flagged when "
                  f"significant at α = {cmp.alpha} and beyond ±{cmp.threshold * 100:.1f}%)")
     lines.append("")
     for w in cmp.warnings:
@@ -329,7 +326,7 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
             cc = r.comparison
             build = md(r.old_build) if same_label and r.old_build == r.new_build \
                 else f"{md(r.old_build)} → {md(r.new_build)}"
-            table.append([MARKERS[cc.verdict], md(r.scenario), md(r.step), build,
+            table.append([cc.verdict.marker, md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
                           fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
         lines.append(_table(table, ["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]", "Change",
