@@ -9,7 +9,7 @@ bottom floor (it imports nothing of refbench), so `stats` and `render` both impo
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 
@@ -63,3 +63,9 @@ def count(verdicts: Iterable[str]) -> dict[Verdict, int]:
     for v in verdicts:
         counts[Verdict(v)] += 1
     return counts
+
+
+def counts_line(counts: Mapping[str, int]) -> str:
+    """The verdict counts in words, as the commands' last line says them (identical binary only
+    when a contender was not measured)."""
+    return ", ".join(f"{counts[v]} {v}" for v in Verdict if v != Verdict.IDENTICAL or counts.get(v))

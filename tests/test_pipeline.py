@@ -286,9 +286,9 @@ def test_fail_on_widens_the_metrics_whose_slower_verdicts_fail_a_run(capsys):
     st = doc["scenarios"][0]["steps"][0]
     st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower", "rel": 0.5})
     res = rs.Results.from_json(doc)
-    wall = markdown.regressions(res)
+    wall = res.regressions()
     assert all(c.metric == "wall" for _, _, c in wall)
-    wider = markdown.regressions(res, run_cmd.fail_metrics(("memory",)))
+    wider = res.regressions(run_cmd.fail_metrics(("memory",)))
     assert len(wider) == len(wall) + 1 and wider[-1][2].metric == "memory"
     assert run_cmd.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
     assert "memory +50.0%" in " ".join(markdown.what_changed(res))

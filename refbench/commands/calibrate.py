@@ -18,7 +18,6 @@ from .. import calibrate as cal, pipeline, stats
 from ..errors import EXIT_OK, RefbenchError
 from ..pipeline import RunHooks
 from ..progress import Reporter
-from ..render import markdown
 from ..render.env import render as render_template
 from ..render.format import fmt_share
 from ..results import Results
@@ -88,7 +87,7 @@ def main(argv: list[str]) -> int:
 
 def _measured(results: Results, reporter: Reporter) -> Results:
     """A repetition's results, or its failure: a run the watchdog stopped ends calibrate too."""
-    busy = markdown.busy_warning(results.environment)
+    busy = results.environment.busy_warning()
     if busy:
         reporter.warn(busy)
     stop = pipeline.stop_error(results)

@@ -9,6 +9,7 @@ from ._args import Parser
 from ..errors import EXIT_OK
 from ..merge import merge_files
 from ..render import extras, markdown
+from ..verdict import counts_line
 
 
 def main(argv: list[str]) -> int:
@@ -30,6 +31,6 @@ def main(argv: list[str]) -> int:
     if args.summary:
         Path(args.summary).write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
     extras.write_extras(merged, args.html, args.csv)
-    counts = markdown.verdict_counts(merged)
-    print(f"merged {len(args.shards)} shards into {args.output}: {markdown.counts_line(counts)}", file=sys.stderr)
+    counts = merged.verdict_counts()
+    print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)
     return EXIT_OK

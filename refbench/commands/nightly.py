@@ -20,7 +20,7 @@ from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
-from ..render.markdown import counts_line, regressions, verdict_counts
+from ..verdict import counts_line
 from ._args import Parser, duration, fraction, positive
 from .run import Outputs, pass_through, request_from_args, run_and_write
 
@@ -175,7 +175,7 @@ def night(db: History, args, request: RunRequest, home: Path, trend: Path, param
                    exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
         redraw()
         raise
-    slower = regressions(results)
+    slower = results.regressions()
     run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
                         exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
     # the lasting rule first: it records what it reports, so Otava confirming the same step a
@@ -206,7 +206,7 @@ def alarm(rule: str, found: list[dict], slower: list) -> int:
 
 def say_night(results, slower: list, found: list[dict], rule: str, lasting: list[dict] = ()) -> None:
     """Tonight's verdicts, its regressions and the change points found, on stdout."""
-    counts = verdict_counts(results)
+    counts = results.verdict_counts()
     print(f"nightly: {counts_line(counts)}")
     for sc, st, c in slower:
         print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "

@@ -18,6 +18,7 @@ from ..progress import Reporter
 from ..render import extras, markdown
 from ..render.format import fmt_pct
 from ..units import format_size
+from ..verdict import counts_line
 from . import COMMANDS
 from ._args import (Parser, add_stats_args, bind_flag_values, cpu_split, duration, metric_list, nonneg, positive,
                     reserved_option)
@@ -163,13 +164,13 @@ def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> 
     watchdog stopped fails here, after what finished is written."""
     results = pipeline.run(request, reporter)
     write_outputs(results, outputs)
-    busy = markdown.busy_warning(results.environment)
+    busy = results.environment.busy_warning()
     if busy:
         reporter.warn(busy)
-    counts = markdown.verdict_counts(results)
-    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {markdown.counts_line(counts)} "
+    counts = results.verdict_counts()
+    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {counts_line(counts)} "
                   f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
-    for sc, st, c in markdown.regressions(results):
+    for sc, st, c in results.regressions():
         reporter.info(f"  slower: {sc} / {st}: {c.contender} {fmt_pct(c.rel)} vs {c.baseline}")
     stop = pipeline.stop_error(results)
     if stop is not None:
@@ -191,7 +192,7 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if (args.fail_on_regression or args.fail_on) and markdown.regressions(results, fail_metrics(args.fail_on)):
+    if (args.fail_on_regression or args.fail_on) and results.regressions(fail_metrics(args.fail_on)):
         return EXIT_REGRESSION
     return EXIT_OK
 

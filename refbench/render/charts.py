@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import stats
-from ..results import Samples, Step
+from ..analysis import SizeFamily
+from ..results import Comparison, Samples, Step
 from .env import VERDICT_COLOURS
 from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds
 
@@ -28,7 +28,7 @@ class ForestRow:
     """One comparison in the forest chart, linking to its step's card."""
     scenario: str
     step: str
-    c: stats.Comparison
+    c: Comparison
     anchor: str
     multi: bool  # more than one contender: name the build
 
@@ -187,7 +187,7 @@ def forest_svg(rows: list[ForestRow], threshold: float, width: int = 900) -> str
     return "".join(out)
 
 
-def fit_svg(family: stats.SizeFamily, labels: list[str], width: int = 900, height: int = 340) -> str:
+def fit_svg(family: SizeFamily, labels: list[str], width: int = 900, height: int = 340) -> str:
     """Latency vs bytes on log-log axes: every run as a dot, each build's fitted
     time = overhead + bytes / throughput as a line."""
     left, right, top, bottom = 70, 20, 12, 44

@@ -7,13 +7,12 @@ import math
 from tabulate import tabulate
 
 from ..compare import RunComparison
-from ..results import Environment, Fixture, Results, Samples, Step
-from ..stats import Comparison
+from ..results import Comparison, Fixture, Results, Samples, Step
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import markdown_parts, repo_note, request_note
 from .format import fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
-from ..verdict import BY_SEVERITY, Verdict, count
+from ..verdict import BY_SEVERITY, Verdict
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
@@ -21,37 +20,6 @@ GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
-def busy_warning(env: Environment) -> str | None:
-    """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
-    cpus = env.cpus or 1
-    share = env.competing_cpu_share
-    if share is not None and share > 0.25:
-        return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
-                "so timings are noisier and verdicts less reliable")
-    load = env.load_before or 0
-    if share is None and load > cpus:
-        return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
-                "so timings may be noisier and verdicts less reliable")
-    return None
-
-
-def verdict_counts(results: Results) -> dict[str, int]:
-    return count(c.verdict for _, _, c in results.comparisons())
-
-
-def counts_line(counts: dict[str, int]) -> str:
-    """The verdict counts in words, as the commands' last line says them ('identical binary' only
-    when a contender was not measured)."""
-    words = [f"{counts[v]} {v}" for v in Verdict if v != Verdict.IDENTICAL or counts.get(v)]
-    return ", ".join(words)
-
-
-def regressions(results: Results, metrics=("wall",)) -> list[tuple[str, str, Comparison]]:
-    """(scenario, step, comparison) of every comparison of the given metrics that got slower."""
-    return [(sc.name, st.name, c) for sc, st in results.steps() for c in st.all_comparisons()
-            if c.verdict == Verdict.SLOWER and c.metric in metrics]
-
-
 METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
 
 
@@ -239,8 +207,8 @@ def tables(results: Results) -> dict:
 def render_markdown(results: Results, flavour: str = "md") -> str:
     if flavour == "github":
         return render_github(results)
-    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
-                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results),
+    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=results.environment.busy_warning(),
+                           t=tables(results), counts=results.verdict_counts(), detection=detection_line(results),
                            changed=what_changed(results), metrics=run_metrics(results),
                            thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)},
                            x=markdown_parts(results))
@@ -271,7 +239,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
     sections.append(("Builds", t["builds"]))
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
-    busy, counts = busy_warning(results.environment), verdict_counts(results)
+    busy, counts = results.environment.busy_warning(), results.verdict_counts()
     changed = what_changed(results)
 
     def render(keep_sections: int, keep_rows: int | None) -> str:
