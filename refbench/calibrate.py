@@ -99,6 +99,8 @@ class Calibration:
     steps: tuple[StepCalibration, ...]
     runs_with_false_alarm: int  # repetitions in which any step's A/A verdict was slower or faster
     wall_seconds: tuple[float, ...]  # per repetition (all arms)
+    # per slow-down: the median over multi-run steps of their median measured time to a verdict
+    median_seconds_to_verdict: dict[int, float | None]
 
     @property
     def multi_run_steps(self) -> tuple[StepCalibration, ...]:
@@ -139,7 +141,16 @@ def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Setting
     per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
     steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
-                       tuple(_wall(r) for r in results))
+                       tuple(_wall(r) for r in results), _median_seconds(steps, slowdowns))
+
+
+def _median_seconds(steps: list[StepCalibration], slowdowns: tuple[int, ...]) -> dict[int, float | None]:
+    """Per slow-down, the median of the multi-run steps' times to a verdict (None if none was decided)."""
+    out = {}
+    for p in slowdowns:
+        values = [v for s in steps if s.runs >= 2 and (v := s.seconds_to_verdict.get(p)) is not None]
+        out[p] = statistics.median(values) if values else None
+    return out
 
 
 def _wall(r: Results) -> float:

@@ -19,12 +19,12 @@ series, the change points and the trend page; the command itself is refbench/com
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from . import changepoints as cpd
-from .render.env import render as render_template
-from .render.format import fmt_pct
 from .history import History, now as _now
+from .render.trend import render_trend
 from .verdict import Verdict
 
 
@@ -49,18 +49,37 @@ def bisect_line(good: str, bad: str, scenario: str, step: str, target: str | Non
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def find_changepoints(nights: list[dict], params: cpd.Params, statistic: str = "median") -> list[dict]:
-    """The change points of one series, as rows for the trend page and the history."""
+@dataclass(frozen=True)
+class NightlyChangePoint:
+    """A change point of a step's series of nights (changepoints.ChangePoint), placed in the
+    history: between the last good night and the first bad one, with their commits."""
+    index: int  # position of the first bad night in the series
+    run_id: int  # the first bad night's run
+    prev_run_id: int  # the last good night's run
+    good_sha: str
+    bad_sha: str
+    rel: float  # after / before - 1 (> 0: slower)
+    pvalue: float
+    before: float  # the statistic's median before and after
+    after: float
+    slower: bool
+    good_started: str
+    bad_started: str
+    bisect: str  # the ready `bench.py bisect` command line
+    alarmed: bool = False  # reported with an alarm on an earlier night (the trend page says so)
+
+
+def find_changepoints(nights: list[dict], params: cpd.Params, statistic: str = "median") -> list[NightlyChangePoint]:
+    """The change points of one series, for the trend page and the history."""
     values = [n[f"h_{statistic}"] if n.get(f"h_{statistic}") is not None else n["h_mean"] for n in nights]
     out = []
     for c in cpd.detect(values, params):
         good, bad = nights[c.index - 1], nights[c.index]
-        out.append({"index": c.index, "run_id": bad["id"], "prev_run_id": good["id"], "good_sha": good["h_sha"],
-                    "bad_sha": bad["h_sha"], "rel": c.rel, "pvalue": c.pvalue, "before": c.before,
-                    "after": c.after, "slower": c.slower, "good_started": good["started"],
-                    "bad_started": bad["started"],
-                    "bisect": bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"],
-                                          bad["target"], bad["repo"])})
+        out.append(NightlyChangePoint(
+            index=c.index, run_id=bad["id"], prev_run_id=good["id"], good_sha=good["h_sha"], bad_sha=bad["h_sha"],
+            rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
+            good_started=good["started"], bad_started=bad["started"],
+            bisect=bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"], bad["target"], bad["repo"])))
     return out
 
 
@@ -146,82 +165,47 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
         pos = {n["id"]: i for i, n in enumerate(nights)}
         for c in find_changepoints(nights, params, statistic):
-            if _reported(known.get((sc, st), []), pos, c["index"], c["slower"], tol):
+            if _reported(known.get((sc, st), []), pos, c.index, c.slower, tol):
                 continue
-            rows.append(_shift_row(nights, c["index"], statistic=statistic, rel=c["rel"], pvalue=c["pvalue"],
-                                   before=c["before"], after=c["after"], alarm=c["slower"], run_id=run_id))
+            rows.append(_shift_row(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
+                                   before=c.before, after=c.after, alarm=c.slower, run_id=run_id))
     return _record(db, rows)
 
 
 # ---- the trend page ------------------------------------------------------------------------
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
+@dataclass(frozen=True)
+class TrendSeries:
+    """One chart of the trend page: a step's nights (oldest first) on one machine type for one
+    watched ref, and the change points found in them."""
+    target: str | None
+    machine: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    nights: tuple[dict, ...]  # the history's rows (History.nights)
+    changepoints: tuple[NightlyChangePoint, ...]
 
 
-def trend_data(db: History, target: str | None = None, machine: str | None = None,
-               params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[dict]:
-    """One chart per (target, machine, watched ref, scenario, step): the head's mean ± σ and the
-    baseline's mean, night by night, with the series' change points."""
-    all_series = series(db, target, machine)
+def trend_series(db: History, target: str | None = None, machine: str | None = None,
+                 params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[TrendSeries]:
+    """One series per (target, machine, watched ref, scenario, step), with its change points; a
+    change point reported before with an alarm is marked alarmed."""
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
              for k in db.known_changepoints(target, machine)}
-    several = len({k[:3] for k in all_series}) > 1
-    charts = []
-    for key, pts in all_series.items():
-        cps = find_changepoints(pts, params, statistic)
-        for c in cps:
-            c["alarmed"] = (*key, c["run_id"]) in known and c["slower"]
-        charts.append(_chart(key, pts, cps, several))
-    return charts
+    return [TrendSeries(*key, nights=tuple(nights),
+                        changepoints=tuple(replace(c, alarmed=(*key, c.run_id) in known and c.slower)
+                                           for c in find_changepoints(nights, params, statistic)))
+            for key, nights in series(db, target, machine).items()]
 
 
-def _chart(key: tuple, pts: list[dict], cps: list[dict], several: bool) -> dict:
-    target, machine, head_ref, scenario, step = key
-    top = max(max(p["h_mean"] + (p["h_sd"] or 0), p["b_mean"]) for p in pts) * 1.15 or 1.0
-    n = len(pts)
-    plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
-
-    def x(i):
-        return PAD_L + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
-
-    def y(v):
-        return PAD_T + plot_h * (1 - v / top)
-
-    points = []
-    for i, p in enumerate(pts):
-        sd = p["h_sd"] or 0.0
-        points.append({
-            "x": round(x(i), 1), "y": round(y(p["h_mean"]), 1), "by": round(y(p["b_mean"]), 1),
-            "y_hi": round(y(p["h_mean"] + sd), 1), "y_lo": round(y(max(0.0, p["h_mean"] - sd)), 1),
-            "slower": p["verdict"] == Verdict.SLOWER, "faster": p["verdict"] == Verdict.FASTER,
-            "title": (f"run {p['id']} {p['started']}: {p['h_label']} {p['h_sha'][:10]} {p['h_mean']:.3f} s ± {sd:.3f} "
-                      f"vs {p['b_label']} {p['b_sha'][:10]} {p['b_mean']:.3f} s: {p['verdict']} "
-                      f"({fmt_pct(p['rel'])})"),
-            "date": p["started"][:10], "run": p["id"],
-        })
-    for c in cps:
-        c["x"] = round((x(c["index"] - 1) + x(c["index"])) / 2, 1)
-        c["y_before"], c["y_after"] = round(y(c["before"]), 1), round(y(c["after"]), 1)
-        c["x_start"] = round(x(max(0, c["index"] - 1)), 1)
-        c["x_end"] = round(x(c["index"]), 1)
-    ticks = [{"y": round(y(top * k / 4), 1), "label": f"{top * k / 4:.3g} s"} for k in range(5)]
-    return {
-        "target": target or "", "machine": machine or "", "head_ref": head_ref or "", "several": several,
-        "scenario": scenario, "step": step, "points": points, "ticks": ticks, "width": W, "height": H,
-        "left": PAD_L, "right": W - PAD_R, "bottom": H - PAD_B, "top": PAD_T,
-        "head_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['y']}" for i, p in enumerate(points)),
-        "base_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['by']}" for i, p in enumerate(points)),
-        "regressions": sum(p["slower"] for p in points), "last": pts[-1], "changepoints": cps,
-    }
-
-
-def render_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
-                 machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
-    runs = db.recent_runs(60, target, machine)
-    machines, targets = db.machines_and_targets()
-    text = render_template(
-        "trend.html.j2", title=title, charts=trend_data(db, target, machine, params, statistic), runs=runs,
-        generated=_now(), machines=machines, targets=targets, shown_target=target, shown_machine=machine,
-        params=params, statistic=statistic)
+def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
+                machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
+    """The trend page of the history (or of one target / machine), written atomically: a browser
+    or a web server reading it mid-write sees the old page or the new one, never half of one."""
+    text = render_trend(trend_series(db, target, machine, params, statistic), title=title,
+                        runs=db.recent_runs(60, target, machine), generated=_now(),
+                        machines_and_targets=db.machines_and_targets(), shown_target=target,
+                        shown_machine=machine, params=params, statistic=statistic)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import builds as bl, changepoints as cpd
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..history import History, is_url, local_machine, now as _now, open_history
-from ..nightly import lasting_regressions, new_changepoints, render_trend
+from ..nightly import lasting_regressions, new_changepoints, write_trend
 from ..config import load_config
 from ..pipeline import RunRequest
 from ..progress import Reporter
@@ -114,8 +114,8 @@ def main(argv: list[str]) -> int:
     db = open_history(where)
     try:
         if args.render_only:
-            page = render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
-                                statistic=args.cp_statistic)
+            page = write_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
+                               statistic=args.cp_statistic)
             print(f"nightly: wrote {page}", file=sys.stderr)
             return EXIT_OK
         return night(db, args, request, home, trend, params)
@@ -144,8 +144,8 @@ def baseline(db: History, args, target: str, repo_url: str) -> tuple[str, str]:
 
 def night(db: History, args, request: RunRequest, home: Path, trend: Path, params: cpd.Params) -> int:
     def redraw():
-        return render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
-                            statistic=args.cp_statistic)
+        return write_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
+                           statistic=args.cp_statistic)
 
     started = _now()
     scenarios = request.scenarios_path()
