@@ -14,7 +14,7 @@ from refbench import pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
-from refbench.commands.run import request_from_args, run_parser
+from refbench.commands._run_options import request_from_args, run_parser
 from refbench.errors import RefbenchError
 from refbench.pipeline import RunRequest
 from refbench.progress import Reporter

@@ -21,7 +21,7 @@ from ..render.calibrate import render_calibration
 from ..render.format import fmt_share
 from ..results import Results
 from ._args import bind_flag_values
-from .run import request_from_args, run_parser
+from ._run_options import request_from_args, run_parser
 
 
 def _slowdowns(text: str) -> list[int]:

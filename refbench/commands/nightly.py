@@ -22,7 +22,7 @@ from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
 from ..verdict import counts_line
 from ._args import Parser, duration, fraction, positive
-from .run import Outputs, pass_through, request_from_args, run_and_write
+from ._run_options import Outputs, pass_through, request_from_args, run_and_write
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
