@@ -14,29 +14,72 @@ not reported before, exits 1 with the commit range and the ready bisect command.
 night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
 verdict tonight, `--alarm both` either.
 Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the history's
-series, the change points and the trend page; the command itself is refbench/commands/nightly.py.
+series (NightPoint), their change points (NightlyChangePoint), the shifts a night reports (Shift)
+and the night itself, `night(db, NightRequest, compare) -> NightOutcome`, all typed records; the
+trend page draws in refbench/render/trend.py, the command is refbench/commands/nightly.py.
 """
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, replace
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
-from . import changepoints as cpd
+from . import builds as bl, changepoints as cpd
+from .config import load_config
+from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from .history import History, now as _now
+from .pipeline import RunRequest
 from .render.trend import render_trend
+from .results import Comparison, Results
 from .verdict import Verdict
 
 
-# ---- change points -------------------------------------------------------------------------
+# ---- a step's series of nights ---------------------------------------------------------------
+@dataclass(frozen=True)
+class NightPoint:
+    """One completed night of one step, as the history holds it (History.nights): the watched
+    build (h_) and the baseline (b_) with tonight's verdict on the step."""
+    id: int  # the night's run id
+    started: str
+    mode: str  # "release" (a fixed baseline) or "since-last" (last night's head)
+    target: str | None
+    repo: str | None
+    machine: str | None
+    base_ref: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    verdict: Verdict
+    rel: float | None
+    h_mean: float
+    h_sd: float | None
+    h_median: float | None
+    h_sha: str
+    h_label: str
+    b_mean: float
+    b_median: float | None
+    b_sha: str
+    b_label: str
+
+    def value(self, statistic: str) -> float:
+        """The watched build's night value the change points are found in (its mean where the
+        statistic was not recorded)."""
+        v = getattr(self, f"h_{statistic}")
+        return v if v is not None else self.h_mean
+
+
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
-           ) -> dict[tuple, list[dict]]:
+           ) -> dict[tuple, list[NightPoint]]:
     """{(target, machine, head_ref, scenario, step): nights oldest first}."""
-    out: dict[tuple, list[dict]] = {}
+    out: dict[tuple, list[NightPoint]] = {}
     for r in db.nights(target, machine):
         if head_ref and r["head_ref"] != head_ref:
             continue
-        out.setdefault((r["target"], r["machine"], r["head_ref"], r["scenario"], r["step"]), []).append(r)
+        n = NightPoint(**{**r, "verdict": Verdict(r["verdict"])})
+        out.setdefault((n.target, n.machine, n.head_ref, n.scenario, n.step), []).append(n)
     return out
 
 
@@ -69,17 +112,17 @@ class NightlyChangePoint:
     alarmed: bool = False  # reported with an alarm on an earlier night (the trend page says so)
 
 
-def find_changepoints(nights: list[dict], params: cpd.Params, statistic: str = "median") -> list[NightlyChangePoint]:
+def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median"
+                      ) -> list[NightlyChangePoint]:
     """The change points of one series, for the trend page and the history."""
-    values = [n[f"h_{statistic}"] if n.get(f"h_{statistic}") is not None else n["h_mean"] for n in nights]
     out = []
-    for c in cpd.detect(values, params):
+    for c in cpd.detect([n.value(statistic) for n in nights], params):
         good, bad = nights[c.index - 1], nights[c.index]
         out.append(NightlyChangePoint(
-            index=c.index, run_id=bad["id"], prev_run_id=good["id"], good_sha=good["h_sha"], bad_sha=bad["h_sha"],
+            index=c.index, run_id=bad.id, prev_run_id=good.id, good_sha=good.h_sha, bad_sha=bad.h_sha,
             rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
-            good_started=good["started"], bad_started=bad["started"],
-            bisect=bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"], bad["target"], bad["repo"])))
+            good_started=good.started, bad_started=bad.started,
+            bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo)))
     return out
 
 
@@ -98,77 +141,106 @@ def _reported(known: list[tuple[int, bool]], pos: dict[int, int], index: int, sl
     return any(rid in pos and abs(pos[rid] - index) <= tol and s == slower for rid, s in known)
 
 
-def lasting_start(nights: list[dict]) -> int | None:
+def lasting_start(nights: list[NightPoint]) -> int | None:
     """The first slow night of a regression that tonight (the last night) shows has lasted, or None.
 
     Against a fixed baseline (release mode), a lasting regression is `slower` tonight and the night
     before, and not the night before that (a streak alarms once). Against last night (since-last),
     the night before jumped to `slower` and tonight did not come back (`faster`): the new level
     held. Either way a one-night spike (slower, then back) never counts."""
-    if len(nights) < 2 or nights[-2]["verdict"] != Verdict.SLOWER:
+    if len(nights) < 2 or nights[-2].verdict != Verdict.SLOWER:
         return None
     last = nights[-1]
-    if last["mode"] == "since-last":
-        return len(nights) - 2 if last["verdict"] != Verdict.FASTER else None
-    if last["verdict"] != Verdict.SLOWER or (len(nights) >= 3 and nights[-3]["verdict"] == Verdict.SLOWER
-                                               and nights[-3]["mode"] != "since-last"):
+    if last.mode == "since-last":
+        return len(nights) - 2 if last.verdict != Verdict.FASTER else None
+    if last.verdict != Verdict.SLOWER or (len(nights) >= 3 and nights[-3].verdict == Verdict.SLOWER
+                                          and nights[-3].mode != "since-last"):
         return None
     return len(nights) - 2
 
 
-def _shift_row(nights: list[dict], index: int, *, statistic: str, rel: float, pvalue: float | None,
-               before: float | None, after: float | None, alarm: bool, run_id: int | None) -> dict:
-    """A reported shift as the history's changepoints table holds it, with its bisect line."""
+@dataclass(frozen=True)
+class Shift:
+    """A shift reported tonight (a lasting regression or a new change point), as the history's
+    changepoints table records it, with the ready bisect line."""
+    target: str | None
+    repo: str | None
+    machine: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    statistic: str  # "median", "mean", or "verdict" for a lasting regression
+    run_id: int  # the first bad night's run
+    prev_run_id: int  # the last good night's run
+    good_sha: str
+    bad_sha: str
+    rel: float | None
+    pvalue: float | None
+    before: float | None
+    after: float | None
+    detected_run_id: int | None  # tonight's run
+    detected_at: str
+    alarm: bool  # a shift to slower: the night's exit code says so
+    bisect: str
+
+    def row(self) -> dict:
+        """The changepoints table's row (the bisect line is derived, not stored)."""
+        d = asdict(self)
+        del d["bisect"]
+        return {**d, "alarm": int(self.alarm)}
+
+
+def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float | None, pvalue: float | None,
+           before: float | None, after: float | None, alarm: bool, run_id: int | None) -> Shift:
+    """The shift whose first bad night is nights[index]."""
     good, bad = nights[index - 1] if index else nights[index], nights[index]
-    return {"target": bad["target"], "repo": nights[0]["repo"], "machine": bad["machine"],
-            "head_ref": bad["head_ref"], "scenario": bad["scenario"], "step": bad["step"], "statistic": statistic,
-            "run_id": bad["id"], "prev_run_id": good["id"], "good_sha": good["h_sha"], "bad_sha": bad["h_sha"],
-            "rel": rel, "pvalue": pvalue, "before": before, "after": after, "detected_run_id": run_id,
-            "detected_at": _now(), "alarm": int(alarm),
-            "bisect": bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"], bad["target"],
-                                  bad["repo"])}
+    return Shift(target=bad.target, repo=nights[0].repo, machine=bad.machine, head_ref=bad.head_ref,
+                 scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good.id,
+                 good_sha=good.h_sha, bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
+                 detected_run_id=run_id, detected_at=_now(), alarm=alarm,
+                 bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo))
 
 
-def _record(db: History, rows: list[dict]) -> list[dict]:
-    db.add_changepoints([{k: v for k, v in r.items() if k != "bisect"} for r in rows])
-    return rows
+def _record(db: History, shifts: list[Shift]) -> list[Shift]:
+    db.add_changepoints([s.row() for s in shifts])
+    return shifts
 
 
 def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, tol: int,
-                        run_id: int | None) -> list[dict]:
+                        run_id: int | None) -> list[Shift]:
     """Steps whose regression tonight shows has lasted two nights (`lasting_start`), not reported
     before. They are recorded as shifts (statistic "verdict"), so the change-point rule does not
     report the same step again when Otava confirms it a night or two later."""
     known = _known(db, target, machine, head_ref)
     rows = []
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
-        if run_id is not None and nights[-1]["id"] != run_id:
+        if run_id is not None and nights[-1].id != run_id:
             continue  # this step was not measured tonight
         index = lasting_start(nights)
-        if index is None or _reported(known.get((sc, st), []), {n["id"]: i for i, n in enumerate(nights)},
+        if index is None or _reported(known.get((sc, st), []), {n.id: i for i, n in enumerate(nights)},
                                       index, True, tol):
             continue
         bad = nights[index]
-        rows.append(_shift_row(nights, index, statistic="verdict", rel=bad["rel"], pvalue=None,
-                               before=nights[index - 1]["h_median"] if index else None,
-                               after=bad["h_median"], alarm=True, run_id=run_id))
+        rows.append(_shift(nights, index, statistic="verdict", rel=bad.rel, pvalue=None,
+                           before=nights[index - 1].h_median if index else None,
+                           after=bad.h_median, alarm=True, run_id=run_id))
     return _record(db, rows)
 
 
 def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
-                     statistic: str, run_id: int | None) -> list[dict]:
+                     statistic: str, run_id: int | None) -> list[Shift]:
     """Change points not reported before (a known one may move by up to --cp-min-nights nights as
     nights accumulate); they are recorded, and the slower ones are the alarm."""
     known = _known(db, target, machine, head_ref)
     tol = max(1, params.min_nights)
     rows = []
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
-        pos = {n["id"]: i for i, n in enumerate(nights)}
+        pos = {n.id: i for i, n in enumerate(nights)}
         for c in find_changepoints(nights, params, statistic):
             if _reported(known.get((sc, st), []), pos, c.index, c.slower, tol):
                 continue
-            rows.append(_shift_row(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
-                                   before=c.before, after=c.after, alarm=c.slower, run_id=run_id))
+            rows.append(_shift(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
+                               before=c.before, after=c.after, alarm=c.slower, run_id=run_id))
     return _record(db, rows)
 
 
@@ -182,7 +254,7 @@ class TrendSeries:
     head_ref: str | None
     scenario: str
     step: str
-    nights: tuple[dict, ...]  # the history's rows (History.nights)
+    nights: tuple[NightPoint, ...]
     changepoints: tuple[NightlyChangePoint, ...]
 
 
@@ -212,3 +284,123 @@ def write_trend(db: History, path: Path, title: str = "refbench nightly", target
     tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+# ---- one night ------------------------------------------------------------------------------
+ALARMS = ("lasting", "changepoint", "verdict", "both")
+
+
+@dataclass(frozen=True)
+class NightRequest:
+    """One night: the comparison's run options, what it compares, where it writes, what alarms."""
+    run: RunRequest  # run options; night() fills in the refs and the command line results.json records
+    machine: str  # the machine type series and change points are kept per
+    home: Path  # where nightly/<date>/ goes by default
+    trend: Path  # the trend page, redrawn whatever the night's outcome
+    params: cpd.Params = cpd.Params()
+    base: str = "latest_release"
+    head: str = "master"
+    since_last: bool = False  # baseline: last night's head commit (base on the first night)
+    alarm: str = "lasting"  # one of ALARMS
+    statistic: str = "median"  # the watched build's per-night value (--cp-statistic)
+    budget_text: str = ""  # --budget as given, for the recorded command line
+    out_dir: Path | None = None  # default: home/nightly/<UTC date and time>
+    show_target: str | None = None  # the trend page: only this target / machine type
+    show_machine: str | None = None
+
+
+@dataclass(frozen=True)
+class NightOutcome:
+    """What a night found; `code` is the exit code (1 on an alarm)."""
+    code: int
+    trend: Path  # the page written
+    results: Results | None = None  # None: the watched ref had not moved, nothing was compared
+    run_id: int | None = None
+    out_dir: Path | None = None
+    regressions: tuple[tuple[str, str, Comparison], ...] = ()  # tonight's slower verdicts (wall time)
+    lasting: tuple[Shift, ...] = ()
+    found: tuple[Shift, ...] = ()  # new change points
+
+
+# runs tonight's comparison and writes its summary and results.json at these paths
+Compare = Callable[[RunRequest, Path, Path], Results]
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def record_line(run: RunRequest, base: str, head: str, budget_text: str, summary: Path, json_path: Path
+                ) -> tuple[str, ...]:
+    """The command line results.json records for the night: the `bench.py` run it amounts to."""
+    return ("-s", base, head, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
+            *(("--budget", budget_text) if run.budget else ()), *run.command_line,
+            "--json", str(json_path), "-o", str(summary))
+
+
+def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str], None] = _stderr
+             ) -> tuple[str, str]:
+    """(tonight's baseline, the mode recorded): the base ref, or since last night the watched ref's
+    commit of the last recorded night (the base ref on the first night)."""
+    if req.since_last:
+        prev = db.last_head(req.run.target, repo_url, req.head, req.machine)
+        if prev:
+            return prev, "since-last"
+        say(f"nightly: no earlier run of {req.head} in {db.display}: comparing with {req.base} tonight")
+    return req.base, "release"
+
+
+def alarm(rule: str, found: list[Shift], slower: list) -> int:
+    """The exit code: 1 on a new shift to slower (lasting: a lasting verdict or a change point;
+    changepoint), on a step tonight's comparison calls slower (verdict), or on either (both)."""
+    if rule in ("lasting", "changepoint", "both") and any(c.alarm for c in found):
+        return EXIT_REGRESSION
+    if rule in ("verdict", "both") and slower:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str], None] = _stderr) -> NightOutcome:
+    """Tonight's comparison, recorded in the history (a failed one too, with its error, before it
+    raises), the lasting regressions and new change points it completes, the trend page redrawn."""
+    def redraw() -> Path:
+        return write_trend(db, req.trend, target=req.show_target, machine=req.show_machine, params=req.params,
+                           statistic=req.statistic)
+
+    started = _now()
+    scenarios = req.run.scenarios_path()
+    target = load_config(scenarios).targets.get(req.run.target)
+    if target is None:
+        raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
+    builder = bl.Builder(target, Path(req.run.builds_dir), req.run.repo)
+    repo_url = builder.repo_url  # what results.json records as target.repo
+    base, mode = baseline(db, req, repo_url, say)
+    out_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary, json_path = out_dir / "summary.md", out_dir / "results.json"
+    tonight = req.run.replace(refs=(base, req.head),
+                              command_line=record_line(req.run, base, req.head, req.budget_text, summary, json_path))
+    say(f"nightly: {base} vs {req.head} ({mode}); results in {out_dir}")
+    try:
+        if mode == "since-last" and builder.resolve(req.head).sha == base:
+            say(f"nightly: {req.head} is still {base[:10]}, as last night: nothing new to compare")
+            return NightOutcome(EXIT_OK, redraw(), out_dir=out_dir)
+        results = compare(tonight, summary, json_path)
+    except RefbenchError as e:
+        db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=None,
+                      exit_code=e.code, error=str(e), target=req.run.target, repo=repo_url, machine=req.machine)
+        redraw()
+        raise
+    slower = results.regressions()
+    run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=results,
+                           exit_code=EXIT_OK, results_path=str(json_path), machine=req.machine)
+    # the lasting rule first: it records what it reports, so Otava confirming the same step a
+    # night or two later is not a second alarm
+    lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
+                                  tol=max(1, req.params.min_nights), run_id=run_id) if req.alarm == "lasting" else []
+    found = new_changepoints(db, target=results.target.name, machine=req.machine, head_ref=req.head,
+                             params=req.params, statistic=req.statistic, run_id=run_id)
+    code = alarm(req.alarm, found + lasting, slower)
+    if code != EXIT_OK:
+        db.set_exit_code(run_id, code)
+    return NightOutcome(code, redraw(), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found))

@@ -129,7 +129,7 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     def fake_run(request, outputs, reporter):
         raise RefbenchError("stop here: the lookup is what this test is about")
 
-    monkeypatch.setattr(nightly_cmd.bl, "Builder", Builder)
+    monkeypatch.setattr("refbench.builds.Builder", Builder)
     monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     with pytest.raises(RefbenchError, match="stop here"):
         nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", f"--scenarios={path}",

@@ -19,7 +19,7 @@ W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
 def _chart(s: TrendSeries, several: bool) -> dict:
     pts = s.nights
-    top = max(max(p["h_mean"] + (p["h_sd"] or 0), p["b_mean"]) for p in pts) * 1.15 or 1.0
+    top = max(max(p.h_mean + (p.h_sd or 0), p.b_mean) for p in pts) * 1.15 or 1.0
     n = len(pts)
     plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
 
@@ -31,15 +31,15 @@ def _chart(s: TrendSeries, several: bool) -> dict:
 
     points = []
     for i, p in enumerate(pts):
-        sd = p["h_sd"] or 0.0
+        sd = p.h_sd or 0.0
         points.append({
-            "x": round(x(i), 1), "y": round(y(p["h_mean"]), 1), "by": round(y(p["b_mean"]), 1),
-            "y_hi": round(y(p["h_mean"] + sd), 1), "y_lo": round(y(max(0.0, p["h_mean"] - sd)), 1),
-            "slower": p["verdict"] == Verdict.SLOWER, "faster": p["verdict"] == Verdict.FASTER,
-            "title": (f"run {p['id']} {p['started']}: {p['h_label']} {p['h_sha'][:10]} {p['h_mean']:.3f} s ± {sd:.3f} "
-                      f"vs {p['b_label']} {p['b_sha'][:10]} {p['b_mean']:.3f} s: {p['verdict']} "
-                      f"({fmt_pct(p['rel'])})"),
-            "date": p["started"][:10], "run": p["id"],
+            "x": round(x(i), 1), "y": round(y(p.h_mean), 1), "by": round(y(p.b_mean), 1),
+            "y_hi": round(y(p.h_mean + sd), 1), "y_lo": round(y(max(0.0, p.h_mean - sd)), 1),
+            "slower": p.verdict == Verdict.SLOWER, "faster": p.verdict == Verdict.FASTER,
+            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {p.h_mean:.3f} s ± {sd:.3f} "
+                      f"vs {p.b_label} {p.b_sha[:10]} {p.b_mean:.3f} s: {p.verdict} "
+                      f"({fmt_pct(p.rel)})"),
+            "date": p.started[:10], "run": p.id,
         })
     cps = [{**asdict(c), "x": round((x(c.index - 1) + x(c.index)) / 2, 1),
             "y_before": round(y(c.before), 1), "y_after": round(y(c.after), 1),
