@@ -13,10 +13,11 @@ slower that has held --cp-min-nights nights, beyond --cp-magnitude and below --c
 not reported before, exits 1 with the commit range and the ready bisect command. A single slow
 night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
 verdict tonight, `--alarm both` either.
-Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the history's
-series (NightPoint), their change points (NightlyChangePoint), the shifts a night reports (Shift)
-and the night itself, `night(db, NightRequest, compare) -> NightOutcome`, all typed records; the
-trend page draws in refbench/render/trend.py, the command is refbench/commands/nightly.py.
+Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the steps'
+series of nights and their change points (read as history.NightPoint, history.NightlyChangePoint),
+the shifts a night reports (Shift) and the night itself, `night(db, NightRequest, compare) ->
+NightOutcome`; the trend page draws in refbench/render/trend.py, the command is
+refbench/commands/nightly.py.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from typing import Callable
 from . import builds as bl, changepoints as cpd
 from .config import load_config
 from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
-from .history import History, now as _now
+from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
 from .pipeline import RunRequest
 from .render.trend import render_trend
 from .results import Comparison, Results
@@ -38,48 +39,14 @@ from .verdict import Verdict
 
 
 # ---- a step's series of nights ---------------------------------------------------------------
-@dataclass(frozen=True)
-class NightPoint:
-    """One completed night of one step, as the history holds it (History.nights): the watched
-    build (h_) and the baseline (b_) with tonight's verdict on the step."""
-    id: int  # the night's run id
-    started: str
-    mode: str  # "release" (a fixed baseline) or "since-last" (last night's head)
-    target: str | None
-    repo: str | None
-    machine: str | None
-    base_ref: str | None
-    head_ref: str | None
-    scenario: str
-    step: str
-    verdict: Verdict
-    rel: float | None
-    h_mean: float
-    h_sd: float | None
-    h_median: float | None
-    h_sha: str
-    h_label: str
-    b_mean: float
-    b_median: float | None
-    b_sha: str
-    b_label: str
-
-    def value(self, statistic: str) -> float:
-        """The watched build's night value the change points are found in (its mean where the
-        statistic was not recorded)."""
-        v = getattr(self, f"h_{statistic}")
-        return v if v is not None else self.h_mean
-
-
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
            ) -> dict[tuple, list[NightPoint]]:
     """{(target, machine, head_ref, scenario, step): nights oldest first}."""
     out: dict[tuple, list[NightPoint]] = {}
     for r in db.nights(target, machine):
-        if head_ref and r["head_ref"] != head_ref:
+        if head_ref and r.head_ref != head_ref:
             continue
-        n = NightPoint(**{**r, "verdict": Verdict(r["verdict"])})
-        out.setdefault((n.target, n.machine, n.head_ref, n.scenario, n.step), []).append(n)
+        out.setdefault((r.target, r.machine, r.head_ref, r.scenario, r.step), []).append(r)
     return out
 
 
@@ -90,26 +57,6 @@ def bisect_line(good: str, bad: str, scenario: str, step: str, target: str | Non
     if repo and "://" not in repo:  # a local origin; a URL is usually the target's own repo
         parts += ["--repo", repo]
     return " ".join(shlex.quote(p) for p in parts)
-
-
-@dataclass(frozen=True)
-class NightlyChangePoint:
-    """A change point of a step's series of nights (changepoints.ChangePoint), placed in the
-    history: between the last good night and the first bad one, with their commits."""
-    index: int  # position of the first bad night in the series
-    run_id: int  # the first bad night's run
-    prev_run_id: int  # the last good night's run
-    good_sha: str
-    bad_sha: str
-    rel: float  # after / before - 1 (> 0: slower)
-    pvalue: float
-    before: float  # the statistic's median before and after
-    after: float
-    slower: bool
-    good_started: str
-    bad_started: str
-    bisect: str  # the ready `bench.py bisect` command line
-    alarmed: bool = False  # reported with an alarm on an earlier night (the trend page says so)
 
 
 def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median"
@@ -245,19 +192,6 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
 
 
 # ---- the trend page ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class TrendSeries:
-    """One chart of the trend page: a step's nights (oldest first) on one machine type for one
-    watched ref, and the change points found in them."""
-    target: str | None
-    machine: str | None
-    head_ref: str | None
-    scenario: str
-    step: str
-    nights: tuple[NightPoint, ...]
-    changepoints: tuple[NightlyChangePoint, ...]
-
-
 def trend_series(db: History, target: str | None = None, machine: str | None = None,
                  params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[TrendSeries]:
     """One series per (target, machine, watched ref, scenario, step), with its change points; a

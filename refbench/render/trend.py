@@ -4,15 +4,12 @@ their change points come from refbench.nightly; nothing here queries or detects.
 from __future__ import annotations
 
 from dataclasses import asdict
-from typing import TYPE_CHECKING
 
+from ..changepoints import Params
+from ..history import TrendSeries
 from ..verdict import Verdict
 from .env import render as render_template
 from .format import fmt_pct
-
-if TYPE_CHECKING:  # types only: nightly renders through this module
-    from ..changepoints import Params
-    from ..nightly import TrendSeries
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
