@@ -25,7 +25,7 @@ from .pipeline import RunRequest, choose_target
 from .progress import Reporter
 from .refs import ResolvedRef
 from .results import Results
-from .stats import SLOWER
+from .verdict import Verdict
 
 SKIP = "skip"
 
@@ -168,7 +168,7 @@ def probe(line: Line, i: int, state: State, run: Run, say) -> tuple[State, Probe
 
 def hunted_threshold(bad_rel: float | None, threshold: float) -> float:
     """A midpoint is "bad" when it carries the regression being hunted: slower by more than half
-    of what BAD measured. A stray few-percent false "slower" on an innocent commit (each probe is
+    of what BAD measured. A stray few-percent false slower verdict on an innocent commit (each probe is
     tested at alpha on its own) then cannot send the search the wrong way."""
     return round(bad_rel / 2, 4) if bad_rel and bad_rel / 2 > threshold else threshold
 
@@ -184,7 +184,7 @@ def narrow(lo: int, hi: int, skipped: frozenset[int], i: int, verdict: str | Non
     """(lo, hi, skipped) after probing commit i."""
     if verdict == SKIP:
         return lo, hi, skipped | {i}
-    return (lo, i, skipped) if verdict == SLOWER else (i, hi, skipped)
+    return (lo, i, skipped) if verdict == Verdict.SLOWER else (i, hi, skipped)
 
 
 def verify_bad(line: Line, state: State, run: Run, say) -> State:
@@ -193,7 +193,7 @@ def verify_bad(line: Line, state: State, run: Run, say) -> State:
     bad, good, step = line.bad.short, line.good.short, line.request.only[0]
     if v.verdict == SKIP:
         raise RefbenchError(f"BAD ({bad}) does not build: {v.error}")
-    if v.verdict != SLOWER:
+    if v.verdict != Verdict.SLOWER:
         raise RefbenchError(f"BAD ({bad}) is not slower than GOOD ({good}) on {step!r}: "
                             f"{v.verdict}; nothing to bisect (more runs, or --until-decided, may help)")
     threshold = hunted_threshold(v.rel, state.threshold)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from . import stats
 from .results import Results, Step
+from .verdict import Verdict
 
 SHIM = """#!/usr/bin/env bash
 # refbench calibrate: run the binary, then sleep {percent}% of its elapsed time (an injected,
@@ -98,6 +99,8 @@ class Calibration:
     steps: tuple[StepCalibration, ...]
     runs_with_false_alarm: int  # repetitions in which any step's A/A verdict was slower or faster
     wall_seconds: tuple[float, ...]  # per repetition (all arms)
+    # per slow-down: the median over multi-run steps of their median measured time to a verdict
+    median_seconds_to_verdict: dict[int, float | None]
 
     @property
     def multi_run_steps(self) -> tuple[StepCalibration, ...]:
@@ -131,14 +134,23 @@ def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Setting
         any_false = False
         for sc, st in res.steps():
             keyed.setdefault((sc.name, st.name), []).append(st)
-            any_false |= any(c.contender == AA and c.verdict in (stats.SLOWER, stats.FASTER) for c in st.comparisons)
+            any_false |= any(c.contender == AA and c.verdict.moved for c in st.comparisons)
         false_runs += any_false
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
     per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
     steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
-                       tuple(_wall(r) for r in results))
+                       tuple(_wall(r) for r in results), _median_seconds(steps, slowdowns))
+
+
+def _median_seconds(steps: list[StepCalibration], slowdowns: tuple[int, ...]) -> dict[int, float | None]:
+    """Per slow-down, the median of the multi-run steps' times to a verdict (None if none was decided)."""
+    out = {}
+    for p in slowdowns:
+        values = [v for s in steps if s.runs >= 2 and (v := s.seconds_to_verdict.get(p)) is not None]
+        out[p] = statistics.median(values) if values else None
+    return out
 
 
 def _wall(r: Results) -> float:
@@ -160,7 +172,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
     robust = [c.noise for st in reps for c in st.comparisons if c.contender == AA and c.noise]
     noise = statistics.median(robust) if robust else 0.0
     mean_run = statistics.median(statistics.fmean(b.times) for b in base)
-    power = {p: sum(verdict(st, f"+{p}%") == stats.SLOWER for st in reps) / len(reps) for p in slowdowns}
+    power = {p: sum(verdict(st, f"+{p}%") == Verdict.SLOWER for st in reps) / len(reps) for p in slowdowns}
     seconds = {}
     for p in slowdowns:
         times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
@@ -168,7 +180,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
     need = stats.runs_for(0.10, 0.9, noise, settings, family, per_round) if noise else None
     return StepCalibration(
         scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
-        noise, sum(verdict(st, AA) in (stats.SLOWER, stats.FASTER) for st in reps), len(reps), power, seconds,
+        noise, sum(verdict(st, AA) in (Verdict.SLOWER, Verdict.FASTER) for st in reps), len(reps), power, seconds,
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
@@ -192,7 +204,7 @@ def seconds_to_verdict(st: Step, label: str, settings: stats.Settings, n_max: in
         comp = stats.compare(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
                              base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
                              looks=tuple(looks), family_size=family)
-        if stats.should_stop(comp, settings, family) and comp.verdict != stats.INCONCLUSIVE:
+        if stats.should_stop(comp, settings, family) and comp.verdict != Verdict.INCONCLUSIVE:
             return sum(b.times[i] for i in bi) + sum(c.times[i] for i in ci)
     return None
 

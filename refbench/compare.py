@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import stats
+from . import stats, verdict
 from .results import Fixture, Results, Scenario, Step, read_comparison
 
 
@@ -120,7 +120,7 @@ def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Se
             rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
                                    new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
                                    comparison=c, fixture_differs=fixture_differs, notes=tuple(notes)))
-    counts = {v: sum(1 for r in rows if r.comparison.verdict == v) for v in stats.VERDICTS}
+    counts = verdict.count(r.comparison.verdict for r in rows)
     return RunComparison(
         old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,
         match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=settings.threshold,

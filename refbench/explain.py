@@ -21,17 +21,17 @@ from typing import Callable, Iterator
 
 from . import accounting, profile, results as rs
 from .errors import RunError
+from .verdict import Verdict
 
 log = logging.getLogger(__name__)
 
 PROFILE_MODES = ("auto", "on", "off")  # auto: steps that moved; on: --profile; off: --no-profile
-MOVED = ("slower", "faster")
 PROFILED_METRICS = ("wall", "cpu")
 
 
 def moved(comparisons) -> bool:
     """A wall or CPU verdict of slower or faster (a comparison without a metric is a wall one)."""
-    return any(c.verdict in MOVED and getattr(c, "metric", "wall") in PROFILED_METRICS for c in comparisons)
+    return any(Verdict(c.verdict).moved and getattr(c, "metric", "wall") in PROFILED_METRICS for c in comparisons)
 
 
 class Explainer:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import sqlalchemy as sa
 
 from .errors import RefbenchError
 from .results import Results, cpu_model
-from .stats import VERDICTS
+from .verdict import Verdict, count
 
 SCHEMA_VERSION = 2
 _PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
@@ -150,6 +151,73 @@ def mask_url(url: str) -> str:
     return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/@:]*:)[^/@]*@", r"\1***@", str(url))
 
 
+# ---- the records a series of nights is read as (nightly, render/trend) ----------------------
+@dataclass(frozen=True)
+class NightPoint:
+    """One completed night of one step, as the history holds it (History.nights): the watched
+    build (h_) and the baseline (b_) with tonight's verdict on the step."""
+    id: int  # the night's run id
+    started: str
+    mode: str  # "release" (a fixed baseline) or "since-last" (last night's head)
+    target: str | None
+    repo: str | None
+    machine: str | None
+    base_ref: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    verdict: Verdict
+    rel: float | None
+    h_mean: float
+    h_sd: float | None
+    h_median: float | None
+    h_sha: str
+    h_label: str
+    b_mean: float
+    b_median: float | None
+    b_sha: str
+    b_label: str
+
+    def value(self, statistic: str) -> float:
+        """The watched build's night value the change points are found in (its mean where the
+        statistic was not recorded)."""
+        v = getattr(self, f"h_{statistic}")
+        return v if v is not None else self.h_mean
+
+
+@dataclass(frozen=True)
+class NightlyChangePoint:
+    """A change point of a step's series of nights (changepoints.ChangePoint), placed in the
+    history: between the last good night and the first bad one, with their commits."""
+    index: int  # position of the first bad night in the series
+    run_id: int  # the first bad night's run
+    prev_run_id: int  # the last good night's run
+    good_sha: str
+    bad_sha: str
+    rel: float  # after / before - 1 (> 0: slower)
+    pvalue: float
+    before: float  # the statistic's median before and after
+    after: float
+    slower: bool
+    good_started: str
+    bad_started: str
+    bisect: str  # the ready `bench.py bisect` command line
+    alarmed: bool = False  # reported with an alarm on an earlier night (the trend page says so)
+
+
+@dataclass(frozen=True)
+class TrendSeries:
+    """One chart of the trend page: a step's nights (oldest first) on one machine type for one
+    watched ref, and the change points found in them."""
+    target: str | None
+    machine: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    nights: tuple[NightPoint, ...]
+    changepoints: tuple[NightlyChangePoint, ...]
+
+
 class History:
     """A history store; `with History(...) as h:` or h.close()."""
 
@@ -232,8 +300,7 @@ class History:
         builds = results.builds if results else ()
         env = results.environment if results else None
         machine = machine or (machine_name(env.cpu_model, env.cpus) if results else local_machine())
-        counts = {v: sum(1 for _, _, c in results.comparisons() if c.verdict == v) for v in VERDICTS} \
-            if results else {}
+        counts = count(c.verdict for _, _, c in results.comparisons()) if results else {}
         with self.engine.begin() as conn:
             run_id = conn.execute(runs.insert().values(
                 started=started, finished=now(), mode=mode,
@@ -241,8 +308,8 @@ class History:
                 repo=results.target.repo if results else repo, base_ref=base_ref,
                 base_sha=builds[0].sha if builds else None, head_ref=head_ref,
                 head_sha=builds[-1].sha if builds else None, exit_code=exit_code, error=error,
-                slower=counts.get("slower"), faster=counts.get("faster"),
-                same=counts.get("no significant change"), inconclusive=counts.get("inconclusive"),
+                slower=counts.get(Verdict.SLOWER), faster=counts.get(Verdict.FASTER),
+                same=counts.get(Verdict.SAME), inconclusive=counts.get(Verdict.INCONCLUSIVE),
                 settings=json.dumps(results.settings.to_json()) if results else None, results_path=results_path,
                 results=json.dumps(results.to_json()) if results else None, machine=machine)).inserted_primary_key[0]
             if not results:
@@ -307,7 +374,7 @@ class History:
         with self.engine.connect() as conn:
             return conn.execute(q).scalar()
 
-    def nights(self, target: str | None = None, machine: str | None = None) -> list[dict]:
+    def nights(self, target: str | None = None, machine: str | None = None) -> list[NightPoint]:
         """Per completed night and step: head and baseline statistics with the verdict, oldest first."""
         h, b = steps.alias("h"), steps.alias("b")
         q = (sa.select(runs.c.id, runs.c.started, runs.c.mode, runs.c.target, runs.c.repo, runs.c.machine,
@@ -326,7 +393,7 @@ class History:
                        runs.c.id))
         q = _only(q, runs, target, machine)
         with self.engine.connect() as conn:
-            return [dict(r._mapping) for r in conn.execute(q)]
+            return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}) for r in conn.execute(q)]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)

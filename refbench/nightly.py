@@ -13,29 +13,40 @@ slower that has held --cp-min-nights nights, beyond --cp-magnitude and below --c
 not reported before, exits 1 with the commit range and the ready bisect command. A single slow
 night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
 verdict tonight, `--alarm both` either.
-Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the history's
-series, the change points and the trend page; the command itself is refbench/commands/nightly.py.
+Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the steps'
+series of nights and their change points (read as history.NightPoint, history.NightlyChangePoint),
+the shifts a night reports (Shift) and the night itself, `night(db, NightRequest, compare) ->
+NightOutcome`; the trend page draws in refbench/render/trend.py, the command is
+refbench/commands/nightly.py.
 """
 from __future__ import annotations
 
 import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Callable
 
-from . import changepoints as cpd
-from .render.env import render as render_template
-from .render.format import fmt_pct
-from .history import History, now as _now
+from . import builds as bl, changepoints as cpd
+from .config import load_config
+from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
+from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
+from .pipeline import RunRequest
+from .render.trend import render_trend
+from .results import Comparison, Results
+from .verdict import Verdict
 
 
-# ---- change points -------------------------------------------------------------------------
+# ---- a step's series of nights ---------------------------------------------------------------
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
-           ) -> dict[tuple, list[dict]]:
+           ) -> dict[tuple, list[NightPoint]]:
     """{(target, machine, head_ref, scenario, step): nights oldest first}."""
-    out: dict[tuple, list[dict]] = {}
+    out: dict[tuple, list[NightPoint]] = {}
     for r in db.nights(target, machine):
-        if head_ref and r["head_ref"] != head_ref:
+        if head_ref and r.head_ref != head_ref:
             continue
-        out.setdefault((r["target"], r["machine"], r["head_ref"], r["scenario"], r["step"]), []).append(r)
+        out.setdefault((r.target, r.machine, r.head_ref, r.scenario, r.step), []).append(r)
     return out
 
 
@@ -48,18 +59,17 @@ def bisect_line(good: str, bad: str, scenario: str, step: str, target: str | Non
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def find_changepoints(nights: list[dict], params: cpd.Params, statistic: str = "median") -> list[dict]:
-    """The change points of one series, as rows for the trend page and the history."""
-    values = [n[f"h_{statistic}"] if n.get(f"h_{statistic}") is not None else n["h_mean"] for n in nights]
+def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median"
+                      ) -> list[NightlyChangePoint]:
+    """The change points of one series, for the trend page and the history."""
     out = []
-    for c in cpd.detect(values, params):
+    for c in cpd.detect([n.value(statistic) for n in nights], params):
         good, bad = nights[c.index - 1], nights[c.index]
-        out.append({"index": c.index, "run_id": bad["id"], "prev_run_id": good["id"], "good_sha": good["h_sha"],
-                    "bad_sha": bad["h_sha"], "rel": c.rel, "pvalue": c.pvalue, "before": c.before,
-                    "after": c.after, "slower": c.slower, "good_started": good["started"],
-                    "bad_started": bad["started"],
-                    "bisect": bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"],
-                                          bad["target"], bad["repo"])})
+        out.append(NightlyChangePoint(
+            index=c.index, run_id=bad.id, prev_run_id=good.id, good_sha=good.h_sha, bad_sha=bad.h_sha,
+            rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
+            good_started=good.started, bad_started=bad.started,
+            bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo)))
     return out
 
 
@@ -78,152 +88,253 @@ def _reported(known: list[tuple[int, bool]], pos: dict[int, int], index: int, sl
     return any(rid in pos and abs(pos[rid] - index) <= tol and s == slower for rid, s in known)
 
 
-def lasting_start(nights: list[dict]) -> int | None:
+def lasting_start(nights: list[NightPoint]) -> int | None:
     """The first slow night of a regression that tonight (the last night) shows has lasted, or None.
 
     Against a fixed baseline (release mode), a lasting regression is `slower` tonight and the night
     before, and not the night before that (a streak alarms once). Against last night (since-last),
     the night before jumped to `slower` and tonight did not come back (`faster`): the new level
     held. Either way a one-night spike (slower, then back) never counts."""
-    if len(nights) < 2 or nights[-2]["verdict"] != "slower":
+    if len(nights) < 2 or nights[-2].verdict != Verdict.SLOWER:
         return None
     last = nights[-1]
-    if last["mode"] == "since-last":
-        return len(nights) - 2 if last["verdict"] != "faster" else None
-    if last["verdict"] != "slower" or (len(nights) >= 3 and nights[-3]["verdict"] == "slower"
-                                       and nights[-3]["mode"] != "since-last"):
+    if last.mode == "since-last":
+        return len(nights) - 2 if last.verdict != Verdict.FASTER else None
+    if last.verdict != Verdict.SLOWER or (len(nights) >= 3 and nights[-3].verdict == Verdict.SLOWER
+                                          and nights[-3].mode != "since-last"):
         return None
     return len(nights) - 2
 
 
-def _shift_row(nights: list[dict], index: int, *, statistic: str, rel: float, pvalue: float | None,
-               before: float | None, after: float | None, alarm: bool, run_id: int | None) -> dict:
-    """A reported shift as the history's changepoints table holds it, with its bisect line."""
+@dataclass(frozen=True)
+class Shift:
+    """A shift reported tonight (a lasting regression or a new change point), as the history's
+    changepoints table records it, with the ready bisect line."""
+    target: str | None
+    repo: str | None
+    machine: str | None
+    head_ref: str | None
+    scenario: str
+    step: str
+    statistic: str  # "median", "mean", or "verdict" for a lasting regression
+    run_id: int  # the first bad night's run
+    prev_run_id: int  # the last good night's run
+    good_sha: str
+    bad_sha: str
+    rel: float | None
+    pvalue: float | None
+    before: float | None
+    after: float | None
+    detected_run_id: int | None  # tonight's run
+    detected_at: str
+    alarm: bool  # a shift to slower: the night's exit code says so
+    bisect: str
+
+    def row(self) -> dict:
+        """The changepoints table's row (the bisect line is derived, not stored)."""
+        d = asdict(self)
+        del d["bisect"]
+        return {**d, "alarm": int(self.alarm)}
+
+
+def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float | None, pvalue: float | None,
+           before: float | None, after: float | None, alarm: bool, run_id: int | None) -> Shift:
+    """The shift whose first bad night is nights[index]."""
     good, bad = nights[index - 1] if index else nights[index], nights[index]
-    return {"target": bad["target"], "repo": nights[0]["repo"], "machine": bad["machine"],
-            "head_ref": bad["head_ref"], "scenario": bad["scenario"], "step": bad["step"], "statistic": statistic,
-            "run_id": bad["id"], "prev_run_id": good["id"], "good_sha": good["h_sha"], "bad_sha": bad["h_sha"],
-            "rel": rel, "pvalue": pvalue, "before": before, "after": after, "detected_run_id": run_id,
-            "detected_at": _now(), "alarm": int(alarm),
-            "bisect": bisect_line(good["h_sha"], bad["h_sha"], bad["scenario"], bad["step"], bad["target"],
-                                  bad["repo"])}
+    return Shift(target=bad.target, repo=nights[0].repo, machine=bad.machine, head_ref=bad.head_ref,
+                 scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good.id,
+                 good_sha=good.h_sha, bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
+                 detected_run_id=run_id, detected_at=_now(), alarm=alarm,
+                 bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo))
 
 
-def _record(db: History, rows: list[dict]) -> list[dict]:
-    db.add_changepoints([{k: v for k, v in r.items() if k != "bisect"} for r in rows])
-    return rows
+def _record(db: History, shifts: list[Shift]) -> list[Shift]:
+    db.add_changepoints([s.row() for s in shifts])
+    return shifts
 
 
 def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, tol: int,
-                        run_id: int | None) -> list[dict]:
+                        run_id: int | None) -> list[Shift]:
     """Steps whose regression tonight shows has lasted two nights (`lasting_start`), not reported
     before. They are recorded as shifts (statistic "verdict"), so the change-point rule does not
     report the same step again when Otava confirms it a night or two later."""
     known = _known(db, target, machine, head_ref)
     rows = []
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
-        if run_id is not None and nights[-1]["id"] != run_id:
+        if run_id is not None and nights[-1].id != run_id:
             continue  # this step was not measured tonight
         index = lasting_start(nights)
-        if index is None or _reported(known.get((sc, st), []), {n["id"]: i for i, n in enumerate(nights)},
+        if index is None or _reported(known.get((sc, st), []), {n.id: i for i, n in enumerate(nights)},
                                       index, True, tol):
             continue
         bad = nights[index]
-        rows.append(_shift_row(nights, index, statistic="verdict", rel=bad["rel"], pvalue=None,
-                               before=nights[index - 1]["h_median"] if index else None,
-                               after=bad["h_median"], alarm=True, run_id=run_id))
+        rows.append(_shift(nights, index, statistic="verdict", rel=bad.rel, pvalue=None,
+                           before=nights[index - 1].h_median if index else None,
+                           after=bad.h_median, alarm=True, run_id=run_id))
     return _record(db, rows)
 
 
 def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
-                     statistic: str, run_id: int | None) -> list[dict]:
+                     statistic: str, run_id: int | None) -> list[Shift]:
     """Change points not reported before (a known one may move by up to --cp-min-nights nights as
     nights accumulate); they are recorded, and the slower ones are the alarm."""
     known = _known(db, target, machine, head_ref)
     tol = max(1, params.min_nights)
     rows = []
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
-        pos = {n["id"]: i for i, n in enumerate(nights)}
+        pos = {n.id: i for i, n in enumerate(nights)}
         for c in find_changepoints(nights, params, statistic):
-            if _reported(known.get((sc, st), []), pos, c["index"], c["slower"], tol):
+            if _reported(known.get((sc, st), []), pos, c.index, c.slower, tol):
                 continue
-            rows.append(_shift_row(nights, c["index"], statistic=statistic, rel=c["rel"], pvalue=c["pvalue"],
-                                   before=c["before"], after=c["after"], alarm=c["slower"], run_id=run_id))
+            rows.append(_shift(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
+                               before=c.before, after=c.after, alarm=c.slower, run_id=run_id))
     return _record(db, rows)
 
 
 # ---- the trend page ------------------------------------------------------------------------
-W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
-
-
-def trend_data(db: History, target: str | None = None, machine: str | None = None,
-               params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[dict]:
-    """One chart per (target, machine, watched ref, scenario, step): the head's mean ± σ and the
-    baseline's mean, night by night, with the series' change points."""
-    all_series = series(db, target, machine)
+def trend_series(db: History, target: str | None = None, machine: str | None = None,
+                 params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[TrendSeries]:
+    """One series per (target, machine, watched ref, scenario, step), with its change points; a
+    change point reported before with an alarm is marked alarmed."""
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
              for k in db.known_changepoints(target, machine)}
-    several = len({k[:3] for k in all_series}) > 1
-    charts = []
-    for key, pts in all_series.items():
-        cps = find_changepoints(pts, params, statistic)
-        for c in cps:
-            c["alarmed"] = (*key, c["run_id"]) in known and c["slower"]
-        charts.append(_chart(key, pts, cps, several))
-    return charts
+    return [TrendSeries(*key, nights=tuple(nights),
+                        changepoints=tuple(replace(c, alarmed=(*key, c.run_id) in known and c.slower)
+                                           for c in find_changepoints(nights, params, statistic)))
+            for key, nights in series(db, target, machine).items()]
 
 
-def _chart(key: tuple, pts: list[dict], cps: list[dict], several: bool) -> dict:
-    target, machine, head_ref, scenario, step = key
-    top = max(max(p["h_mean"] + (p["h_sd"] or 0), p["b_mean"]) for p in pts) * 1.15 or 1.0
-    n = len(pts)
-    plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
-
-    def x(i):
-        return PAD_L + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
-
-    def y(v):
-        return PAD_T + plot_h * (1 - v / top)
-
-    points = []
-    for i, p in enumerate(pts):
-        sd = p["h_sd"] or 0.0
-        points.append({
-            "x": round(x(i), 1), "y": round(y(p["h_mean"]), 1), "by": round(y(p["b_mean"]), 1),
-            "y_hi": round(y(p["h_mean"] + sd), 1), "y_lo": round(y(max(0.0, p["h_mean"] - sd)), 1),
-            "slower": p["verdict"] == "slower", "faster": p["verdict"] == "faster",
-            "title": (f"run {p['id']} {p['started']}: {p['h_label']} {p['h_sha'][:10]} {p['h_mean']:.3f} s ± {sd:.3f} "
-                      f"vs {p['b_label']} {p['b_sha'][:10]} {p['b_mean']:.3f} s: {p['verdict']} "
-                      f"({fmt_pct(p['rel'])})"),
-            "date": p["started"][:10], "run": p["id"],
-        })
-    for c in cps:
-        c["x"] = round((x(c["index"] - 1) + x(c["index"])) / 2, 1)
-        c["y_before"], c["y_after"] = round(y(c["before"]), 1), round(y(c["after"]), 1)
-        c["x_start"] = round(x(max(0, c["index"] - 1)), 1)
-        c["x_end"] = round(x(c["index"]), 1)
-    ticks = [{"y": round(y(top * k / 4), 1), "label": f"{top * k / 4:.3g} s"} for k in range(5)]
-    return {
-        "target": target or "", "machine": machine or "", "head_ref": head_ref or "", "several": several,
-        "scenario": scenario, "step": step, "points": points, "ticks": ticks, "width": W, "height": H,
-        "left": PAD_L, "right": W - PAD_R, "bottom": H - PAD_B, "top": PAD_T,
-        "head_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['y']}" for i, p in enumerate(points)),
-        "base_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['by']}" for i, p in enumerate(points)),
-        "regressions": sum(p["slower"] for p in points), "last": pts[-1], "changepoints": cps,
-    }
-
-
-def render_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
-                 machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
-    runs = db.recent_runs(60, target, machine)
-    machines, targets = db.machines_and_targets()
-    text = render_template(
-        "trend.html.j2", title=title, charts=trend_data(db, target, machine, params, statistic), runs=runs,
-        generated=_now(), machines=machines, targets=targets, shown_target=target, shown_machine=machine,
-        params=params, statistic=statistic)
+def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
+                machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
+    """The trend page of the history (or of one target / machine), written atomically: a browser
+    or a web server reading it mid-write sees the old page or the new one, never half of one."""
+    text = render_trend(trend_series(db, target, machine, params, statistic), title=title,
+                        runs=db.recent_runs(60, target, machine), generated=_now(),
+                        machines_and_targets=db.machines_and_targets(), shown_target=target,
+                        shown_machine=machine, params=params, statistic=statistic)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
     return path
+
+
+# ---- one night ------------------------------------------------------------------------------
+ALARMS = ("lasting", "changepoint", "verdict", "both")
+
+
+@dataclass(frozen=True)
+class NightRequest:
+    """One night: the comparison's run options, what it compares, where it writes, what alarms."""
+    run: RunRequest  # run options; night() fills in the refs and the command line results.json records
+    machine: str  # the machine type series and change points are kept per
+    home: Path  # where nightly/<date>/ goes by default
+    trend: Path  # the trend page, redrawn whatever the night's outcome
+    params: cpd.Params = cpd.Params()
+    base: str = "latest_release"
+    head: str = "master"
+    since_last: bool = False  # baseline: last night's head commit (base on the first night)
+    alarm: str = "lasting"  # one of ALARMS
+    statistic: str = "median"  # the watched build's per-night value (--cp-statistic)
+    budget_text: str = ""  # --budget as given, for the recorded command line
+    out_dir: Path | None = None  # default: home/nightly/<UTC date and time>
+    show_target: str | None = None  # the trend page: only this target / machine type
+    show_machine: str | None = None
+
+
+@dataclass(frozen=True)
+class NightOutcome:
+    """What a night found; `code` is the exit code (1 on an alarm)."""
+    code: int
+    trend: Path  # the page written
+    results: Results | None = None  # None: the watched ref had not moved, nothing was compared
+    run_id: int | None = None
+    out_dir: Path | None = None
+    regressions: tuple[tuple[str, str, Comparison], ...] = ()  # tonight's slower verdicts (wall time)
+    lasting: tuple[Shift, ...] = ()
+    found: tuple[Shift, ...] = ()  # new change points
+
+
+# runs tonight's comparison and writes its summary and results.json at these paths
+Compare = Callable[[RunRequest, Path, Path], Results]
+
+
+def _stderr(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
+def record_line(run: RunRequest, base: str, head: str, budget_text: str, summary: Path, json_path: Path
+                ) -> tuple[str, ...]:
+    """The command line results.json records for the night: the `bench.py` run it amounts to."""
+    return ("-s", base, head, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
+            *(("--budget", budget_text) if run.budget else ()), *run.command_line,
+            "--json", str(json_path), "-o", str(summary))
+
+
+def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str], None] = _stderr
+             ) -> tuple[str, str]:
+    """(tonight's baseline, the mode recorded): the base ref, or since last night the watched ref's
+    commit of the last recorded night (the base ref on the first night)."""
+    if req.since_last:
+        prev = db.last_head(req.run.target, repo_url, req.head, req.machine)
+        if prev:
+            return prev, "since-last"
+        say(f"nightly: no earlier run of {req.head} in {db.display}: comparing with {req.base} tonight")
+    return req.base, "release"
+
+
+def alarm(rule: str, found: list[Shift], slower: list) -> int:
+    """The exit code: 1 on a new shift to slower (lasting: a lasting verdict or a change point;
+    changepoint), on a step tonight's comparison calls slower (verdict), or on either (both)."""
+    if rule in ("lasting", "changepoint", "both") and any(c.alarm for c in found):
+        return EXIT_REGRESSION
+    if rule in ("verdict", "both") and slower:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str], None] = _stderr) -> NightOutcome:
+    """Tonight's comparison, recorded in the history (a failed one too, with its error, before it
+    raises), the lasting regressions and new change points it completes, the trend page redrawn."""
+    def redraw() -> Path:
+        return write_trend(db, req.trend, target=req.show_target, machine=req.show_machine, params=req.params,
+                           statistic=req.statistic)
+
+    started = _now()
+    scenarios = req.run.scenarios_path()
+    target = load_config(scenarios).targets.get(req.run.target)
+    if target is None:
+        raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
+    builder = bl.Builder(target, Path(req.run.builds_dir), req.run.repo)
+    repo_url = builder.repo_url  # what results.json records as target.repo
+    base, mode = baseline(db, req, repo_url, say)
+    out_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary, json_path = out_dir / "summary.md", out_dir / "results.json"
+    tonight = req.run.replace(refs=(base, req.head),
+                              command_line=record_line(req.run, base, req.head, req.budget_text, summary, json_path))
+    say(f"nightly: {base} vs {req.head} ({mode}); results in {out_dir}")
+    try:
+        if mode == "since-last" and builder.resolve(req.head).sha == base:
+            say(f"nightly: {req.head} is still {base[:10]}, as last night: nothing new to compare")
+            return NightOutcome(EXIT_OK, redraw(), out_dir=out_dir)
+        results = compare(tonight, summary, json_path)
+    except RefbenchError as e:
+        db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=None,
+                      exit_code=e.code, error=str(e), target=req.run.target, repo=repo_url, machine=req.machine)
+        redraw()
+        raise
+    slower = results.regressions()
+    run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=results,
+                           exit_code=EXIT_OK, results_path=str(json_path), machine=req.machine)
+    # the lasting rule first: it records what it reports, so Otava confirming the same step a
+    # night or two later is not a second alarm
+    lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
+                                  tol=max(1, req.params.min_nights), run_id=run_id) if req.alarm == "lasting" else []
+    found = new_changepoints(db, target=results.target.name, machine=req.machine, head_ref=req.head,
+                             params=req.params, statistic=req.statistic, run_id=run_id)
+    code = alarm(req.alarm, found + lasting, slower)
+    if code != EXIT_OK:
+        db.set_exit_code(run_id, code)
+    return NightOutcome(code, redraw(), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found))

@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .stats import METRIC_THRESHOLDS, METRICS, VERDICTS, Comparison, Summary, summarize
+from .stats import METRIC_THRESHOLDS, METRICS, Comparison, Summary, summarize
+from .verdict import Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -237,8 +238,8 @@ def read_comparison(value, where: str = "comparison") -> Comparison:
         if key not in value:
             raise _Shape(f"{where} has no {key!r}")
         _check(value[key], str, f"{where}.{key}")
-    if value["verdict"] not in VERDICTS:
-        raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(VERDICTS)}")
+    if value["verdict"] not in set(Verdict):
+        raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(Verdict)}")
     if value.get("metric", "wall") not in METRICS:
         raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(METRICS)}")
     if "rel" not in value:
@@ -487,6 +488,20 @@ class Environment(_Doc):
                    python=platform.python_version(), go=toolchain or version(["go", "env", "GOVERSION"]),
                    hyperfine=hyperfine or version(["hyperfine", "--version"]), refbench=__version__, **measured)
 
+    def busy_warning(self) -> str | None:
+        """A warning when other work competed with the benchmark (its CPU share above a quarter, or
+        for older files, the 1-minute load above the CPU count): every view and command says it."""
+        cpus = self.cpus or 1
+        share = self.competing_cpu_share
+        if share is not None and share > 0.25:
+            return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
+                    "so timings are noisier and verdicts less reliable")
+        load = self.load_before or 0
+        if share is None and load > cpus:
+            return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
+                    "so timings may be noisier and verdicts less reliable")
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
 class Timing(_Doc):
@@ -558,6 +573,16 @@ class Results(_Doc):
         for sc, st in self.steps():
             for c in st.comparisons:
                 yield sc, st, c
+
+    def verdict_counts(self) -> dict[Verdict, int]:
+        """How many wall-time comparisons reached each verdict (every verdict present)."""
+        return count(c.verdict for _, _, c in self.comparisons())
+
+    def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
+        """(scenario, step, comparison) of every comparison of the given metrics that got slower:
+        what --fail-on-regression and the nightly act on."""
+        return [(sc.name, st.name, c) for sc, st in self.steps() for c in st.all_comparisons()
+                if c.verdict == Verdict.SLOWER and c.metric in metrics]
 
 
 def _check_kind(doc, where: str) -> int:

@@ -27,7 +27,8 @@ from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import INCONCLUSIVE, Comparison, Settings, compare_metric, should_stop
+from .stats import Comparison, Settings, compare_metric, should_stop
+from .verdict import Verdict
 from .units import slug
 from .watchdog import WatchdogStop
 
@@ -394,7 +395,7 @@ class Runner:
         comps = [c for c in self.comparisons(builds, samples, seq.looks()) if c.metric == "wall"]
         at_most = "budget" if seq.by_budget else "max-runs"  # its most runs: what the budget paid for, or --max-runs
         if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
-            undecided = n_each >= seq.n_max and any(c.verdict == INCONCLUSIVE for c in comps)
+            undecided = n_each >= seq.n_max and any(c.verdict == Verdict.INCONCLUSIVE for c in comps)
             return at_most if undecided else "decided"
         if n_each >= seq.n_max:
             return at_most

@@ -47,10 +47,8 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-SLOWER, FASTER, SAME, INCONCLUSIVE = "slower", "faster", "no significant change", "inconclusive"
-# a contender whose binary is byte-identical to the baseline's, with the same commands: not
-# measured, counted as no change (the same code cannot be slower; measuring would only add noise)
-IDENTICAL = "identical binary"
+from .verdict import Verdict
+
 # What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
 # run's own peak RSS), instructions retired (where the kernel lets hyperfine count them).
 METRICS = ("wall", "cpu", "memory", "instructions")
@@ -59,9 +57,6 @@ METRICS = ("wall", "cpu", "memory", "instructions")
 # a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
 # retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
 METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
-VERDICTS = (SLOWER, FASTER, SAME, INCONCLUSIVE, IDENTICAL)
-MARKERS = {SLOWER: "🔴", FASTER: "🟢", SAME: "⚪", INCONCLUSIVE: "🟡", IDENTICAL: "🟰"}
-NO_CHANGE = (SAME, IDENTICAL)
 POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -125,7 +120,7 @@ class Comparison:
     ci_low: float | None  # of rel; None when the data cannot bound it
     ci_high: float | None
     p_value: float | None  # two-sided; after adjust_family the run-wide adjusted p
-    verdict: str
+    verdict: Verdict  # a string read back from a file becomes its Verdict (see __post_init__)
     noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
     mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)
     runs_needed: int | None  # runs per build that would detect ±threshold at this noise
@@ -142,9 +137,13 @@ class Comparison:
     crit: float | None = None  # |z| the interval's level needs at this look
     metric: str = "wall"  # what was compared: wall, cpu, memory or instructions (see METRICS)
 
+    def __post_init__(self):
+        # typed whoever builds it (a results file, a test factory): views may ask verdict.marker
+        object.__setattr__(self, "verdict", Verdict(self.verdict))
+
     @property
     def marker(self) -> str:
-        return MARKERS[self.verdict]
+        return self.verdict.marker
 
     def phrase(self, quote: str = "'") -> str:
         """hyperfine's wording, e.g. "'B' ran 1.18 ± 0.23 times faster than 'A'"."""
@@ -162,8 +161,8 @@ def identical(base_label: str, cont_label: str) -> Comparison:
     """The comparison of a contender that was not measured because its binary is the baseline's:
     ratio 1, no interval and no p (so the run's p adjustment leaves it out)."""
     return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
-                      p_value=None, verdict=IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
-                      factor_err=0.0, faster=base_label, slower_label=cont_label, method="identical binary",
+                      p_value=None, verdict=Verdict.IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
+                      factor_err=0.0, faster=base_label, slower_label=cont_label, method=Verdict.IDENTICAL.value,
                       look=0, fraction=0.0)
 
 
@@ -691,7 +690,7 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
                   noise=noise, look=len(looks), fraction=looks[-1])
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
-        return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, INCONCLUSIVE, noisy, None,
+        return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
                           needed, method="too few runs", **common)
     crit = _crit(looks, 1 - settings.confidence, settings.spending)
     fit = aligned_fit([(a[None, :], b_[None, :]) for a, b_ in strata], crit)
@@ -722,12 +721,12 @@ def compare_metric(metric: str, base_label: str, base_values, cont_label: str, c
     values = set(float(v) for v in base_values) | set(float(v) for v in cont_values)
     if len(values) == 1 and len(base_values) >= 2 and len(cont_values) >= 2:
         c = compare(base_label, base_values, cont_label, cont_values, s, **kw)
-        return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=SAME, noise=0.0,
+        return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=Verdict.SAME, noise=0.0,
                        method="identical in every run", metric=metric)
     return replace(compare(base_label, base_values, cont_label, cont_values, s, **kw), metric=metric)
 
 
-def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Settings) -> str:
+def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Settings) -> Verdict:
     """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
     shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
     than TOST's 90%, and valid at every look of a sequential run where the interval is the
@@ -735,13 +734,13 @@ def decide(rel: float, lo: float | None, hi: float | None, p: float | None, sett
     excludes 0, by the sign of rel, however small the change (a tight +5% is slower; equivalence
     margins decide what counts as nothing); otherwise inconclusive."""
     if lo is None or hi is None or p is None:
-        return INCONCLUSIVE
+        return Verdict.INCONCLUSIVE
     t = settings.threshold
     if -t < lo and hi < t:
-        return SAME
+        return Verdict.SAME
     if p < settings.alpha and (lo > 0 or hi < 0):
-        return SLOWER if rel > 0 else FASTER
-    return INCONCLUSIVE
+        return Verdict.SLOWER if rel > 0 else Verdict.FASTER
+    return Verdict.INCONCLUSIVE
 
 
 def should_stop(comp: Comparison, settings: Settings, family_size: int) -> bool:
@@ -825,57 +824,3 @@ def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
     best = min(finite) if finite else float("nan")
     return {label: {"geomean_vs_baseline": round(v, 6), "vs_fastest": round(v / best, 6) if best else None}
             for label, v in gm.items()}
-
-
-# ---- latency vs size ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SizeFit:
-    """Least-squares time = overhead + slope · bytes over every run of one build at several sizes
-    (bee-bench's latency-vs-size view); the fields are None with fewer than two sizes."""
-    points: tuple[tuple[float, float], ...]  # (bytes, seconds) of every run
-    overhead: float | None  # seconds a run takes whatever its size
-    slope: float | None  # seconds per byte
-    throughput: float | None  # bytes per second (1 / slope; None unless the slope is positive)
-    r2: float | None  # share of the variance the line explains
-
-
-def size_fit(points) -> SizeFit:
-    pts = tuple((float(b), float(t)) for b, t in points)
-    if len({p[0] for p in pts}) < 2:
-        return SizeFit(pts, None, None, None, None)
-    xs = np.array([p[0] for p in pts])
-    ys = np.array([p[1] for p in pts])
-    slope, icpt = np.polyfit(xs, ys, 1)
-    pred = icpt + slope * xs
-    ss_tot = float(((ys - ys.mean()) ** 2).sum())
-    return SizeFit(pts, overhead=float(icpt), slope=float(slope), throughput=float(1 / slope) if slope > 0 else None,
-                   r2=1 - float(((ys - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else None)
-
-
-@dataclass(frozen=True)
-class SizeFamily:
-    """One step run at two or more sizes of the same shape, with each build's fit."""
-    step: str
-    kind: str  # what the sizes share, e.g. "sparse, 1 file"
-    scenarios: tuple[str, ...]
-    sizes: tuple[int, ...]  # ascending
-    builds: dict[str, SizeFit]  # label -> fit, in the run's build order
-
-
-def size_families(members, labels) -> list[SizeFamily]:
-    """members: (step name, family, scenario name, fixture bytes, {label: times}) per step of a run.
-    Steps of the same name and family (fixture kind and file count, e.g. upload of a large file
-    and of a very large file) run at two or more sizes form a family; different file counts are
-    never mixed, as per-file cost would masquerade as size cost."""
-    groups: dict[tuple[str, str], list] = {}
-    for m in members:
-        groups.setdefault((m[0], m[1]), []).append(m)
-    out = []
-    for (step, family), ms in groups.items():
-        sizes = {nbytes for _, _, _, nbytes, _ in ms if nbytes}
-        if len(sizes) < 2:
-            continue
-        builds = {lab: size_fit([(nbytes, t) for _, _, _, nbytes, times in ms if lab in times for t in times[lab]])
-                  for lab in labels}
-        out.append(SizeFamily(step, family, tuple(sc for _, _, sc, _, _ in ms), tuple(sorted(sizes)), builds))
-    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import sqlite3
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -85,8 +86,8 @@ def backtest(tmp_path, seed: int, params: cpd.Params = cpd.Params()):
         found = nightly.new_changepoints(db, target="s5cmd", machine="Test CPU x2", head_ref="master",
                                          params=params, statistic="median", run_id=run_id)
         for c in found:
-            if c["alarm"]:
-                alarms.setdefault(night, []).append(night_of_run[c["run_id"]])
+            if c.alarm:
+                alarms.setdefault(night, []).append(night_of_run[c.run_id])
     return alarms, db
 
 
@@ -102,13 +103,13 @@ def test_backtest_finds_the_step_and_ignores_the_spikes(tmp_path):
     assert not set(alarms) & {10, 11, 32, 33}
 
     # the whole series, analysed at the end: one change point, the step
-    values = [n["h_median"] for n in nightly.series(db)[("s5cmd", "Test CPU x2", "master", "small files", "upload")]]
+    values = [n.h_median for n in nightly.series(db)[("s5cmd", "Test CPU x2", "master", "small files", "upload")]]
     cps = cpd.detect(values)
     assert [abs(c.index + 1 - STEP_AT) <= 1 and c.slower for c in cps] == [True]
     assert 0.10 < cps[0].rel < 0.20
 
     # the trend page marks it with its commit range and the ready bisect line
-    page = html.unescape(nightly.render_trend(db, tmp_path / "trend.html").read_text())
+    page = html.unescape(nightly.write_trend(db, tmp_path / "trend.html").read_text())
     good, bad = sha_of(located - 1), sha_of(located)
     assert page.count('class="changepoint"') == 1
     assert f"./bench.py bisect {good[:12]} {bad[:12]} --only 'small files/upload' --repo /srv/origin.git" in page
@@ -271,7 +272,7 @@ def test_lasting_start_since_last_and_fixed_baseline():
     """The rule on its own: against last night, a jump that holds the next night lasts and one that
     comes back is a spike; against a fixed baseline, two slow nights running, reported once."""
     def nights(mode, verdicts):
-        return [{"mode": mode, "verdict": v} for v in verdicts]
+        return [SimpleNamespace(mode=mode, verdict=v) for v in verdicts]
     same, slow, fast = "no significant change", "slower", "faster"
     assert nightly.lasting_start(nights("since-last", [same, slow, same])) == 1
     assert nightly.lasting_start(nights("since-last", [same, slow, fast])) is None  # a spike

@@ -107,7 +107,7 @@ def test_render_unknown_value_is_an_error():
 
 def test_extra_flags_may_start_with_a_dash():
     from refbench.commands._args import bind_flag_values
-    from refbench.commands.run import run_parser
+    from refbench.commands._run_options import run_parser
     argv = ["-s", "a", "b", "-sf", "--numworkers 8", "-hf", "-i --shell=bash", "-r", "3"]
     args = run_parser().parse_args(bind_flag_values(argv))
     assert args.target_flags == "--numworkers 8" and args.hyperfine_extra_flags == "-i --shell=bash"

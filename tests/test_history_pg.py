@@ -106,10 +106,10 @@ def test_postgresql_round_trip_and_change_points(pg_url, tmp_path):
     assert ids == list(range(1, 13))
     assert db.count("runs") == 12 and db.count("samples") == 12 * 12 and db.count("steps") == 24
     nights = nightly.series(db)[("s5cmd", "Test CPU x2", "master", "small files", "upload")]
-    assert [n["id"] for n in nights] == ids and nights[3]["h_median"] == pytest.approx(levels[3], rel=0.05)
+    assert [n.id for n in nights] == ids and nights[3].h_median == pytest.approx(levels[3], rel=0.05)
     found = nightly.new_changepoints(db, target="s5cmd", machine="Test CPU x2", head_ref="master",
                                      params=cpd.Params(), statistic="median", run_id=ids[-1])
-    assert [(c["run_id"], c["alarm"]) for c in found] == [(9, 1)]
+    assert [(c.run_id, c.alarm) for c in found] == [(9, 1)]
     assert db.count("changepoints") == 1
     assert db.last_head("s5cmd", "/srv/origin.git", "master") == f"{12:02x}" * 20
     # a failed night is a row too
@@ -161,9 +161,9 @@ def concurrent_writers(where: str) -> None:
         assert {r["host"] for r in runs} == {f"writer-{w}" for w in range(1, WRITERS + 1)}
         assert len({r["id"] for r in runs}) == WRITERS * RUNS_EACH
         # the trend page filters by machine (and target)
-        page = nightly.render_trend(db, Path(tempfile.mkdtemp()) / "t.html", machine="machine-1").read_text()
+        page = nightly.write_trend(db, Path(tempfile.mkdtemp()) / "t.html", machine="machine-1").read_text()
         assert page.count('data-machine="machine-1"') >= RUNS_EACH and 'data-machine="machine-2"' not in page
-        page = nightly.render_trend(db, Path(tempfile.mkdtemp()) / "t.html").read_text()
+        page = nightly.write_trend(db, Path(tempfile.mkdtemp()) / "t.html").read_text()
         assert "<select" in page and page.count('<section class="chart-block"') == WRITERS
     finally:
         db.close()

@@ -13,7 +13,6 @@ import pytest
 from conftest import need, run_bench
 from refbench import results as rs
 from refbench.render.format import fmt_pct
-from refbench.render.markdown import verdict_counts
 
 CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -98,7 +97,7 @@ def test_html_report_renders_in_chromium(s5_run, chrome, tmp_path):
         for c in st.comparisons:
             assert f"{name} / {st.name}" in body
             assert f"{fmt_pct(c.rel)} {c.verdict}" in body  # the step's verdict badge
-    counts = verdict_counts(results)
+    counts = results.verdict_counts()
     assert f"{counts['slower']} slower" in body and f"{counts['faster']} faster" in body
     # opened offline: nothing was requested beyond the file itself
     assert chrome.execute_script("return performance.getEntriesByType('resource').length") == 0

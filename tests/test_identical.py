@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, run_bench
 from refbench import pipeline, results as rs, stats
 from refbench.config import load_config
+from refbench.verdict import Verdict
 
 
 # ---- fast: the check and the verdict ---------------------------------------------------------
@@ -25,12 +26,12 @@ def test_vary_makes_a_comparison_of_configurations():
 
 def test_identical_is_no_change_and_survives_the_results_file():
     c = stats.identical("v1", "v1-docs")
-    assert c.verdict == stats.IDENTICAL and c.verdict in stats.NO_CHANGE and c.marker == stats.MARKERS[c.verdict]
+    assert c.verdict == Verdict.IDENTICAL and c.verdict.no_change and c.marker == Verdict(c.verdict).marker
     assert c.p_value is None and c.rel == 0.0
     back = rs.read_comparison(json.loads(json.dumps(c.to_json())))
-    assert back.verdict == stats.IDENTICAL and back.ratio == 1.0
+    assert back.verdict == Verdict.IDENTICAL and back.ratio == 1.0
     # the run's p adjustment leaves it as it is
-    assert stats.adjust_family([c, c])[0].verdict == stats.IDENTICAL
+    assert stats.adjust_family([c, c])[0].verdict == Verdict.IDENTICAL
 
 
 # ---- end to end: the s5cmd test origin, branch docs-only = v1.0.0 plus a README ---------------
@@ -59,7 +60,7 @@ def test_a_docs_only_pair_is_answered_without_measuring(tmp_path, s5_origin, bui
     shas = {b["binary_sha256"] for b in r["builds"]}
     assert len(shas) == 1 and re.fullmatch(r"[0-9a-f]{64}", shas.pop())
     verdicts = _verdicts(r)
-    assert verdicts and set(verdicts) == {stats.IDENTICAL}
+    assert verdicts and set(verdicts) == {Verdict.IDENTICAL}
     assert r["timing"]["hyperfine_seconds"] == 0 and r["timing"]["fixture_seconds"] == 0
     assert "MinIO" not in proc.stderr  # no backend started
     summary = (tmp_path / "summary.md").read_text()
@@ -67,13 +68,13 @@ def test_a_docs_only_pair_is_answered_without_measuring(tmp_path, s5_origin, bui
     assert "identical binary" in (tmp_path / "r.csv").read_text()
     assert "identical binary" in (tmp_path / "r.html").read_text()
     gh = run_bench("report", str(tmp_path / "results.json"), "--format", "github", cwd=tmp_path)
-    assert gh.returncode == 0 and f"{stats.MARKERS[stats.IDENTICAL]} {len(verdicts)} identical binary" in gh.stdout
+    assert gh.returncode == 0 and f"{Verdict.IDENTICAL.marker} {len(verdicts)} identical binary" in gh.stdout
 
 
 @pytest.mark.slow
 def test_measure_identical_measures_them(tmp_path, s5_origin, builds_dir):
     _, r, _ = _run(tmp_path, s5_origin, builds_dir, "--measure-identical", "--only", "small files/remove")
-    assert stats.IDENTICAL not in _verdicts(r) and _verdicts(r)
+    assert Verdict.IDENTICAL not in _verdicts(r) and _verdicts(r)
     assert r["timing"]["hyperfine_seconds"] > 0
 
 
@@ -94,7 +95,7 @@ vary = { workers = [["--numworkers", "4"], ["--numworkers", "8"]] }
   cleanup = "{{ bin }} rm {{ remote ~ '/up/*' }}"
 ''')
     _, r, _ = _run(tmp_path, s5_origin, builds_dir, "--scenarios", str(scen))
-    assert _verdicts(r) and stats.IDENTICAL not in _verdicts(r)
+    assert _verdicts(r) and Verdict.IDENTICAL not in _verdicts(r)
 
 
 @pytest.mark.slow
@@ -111,6 +112,6 @@ def test_three_builds_measure_only_the_one_that_differs(tmp_path, s5_origin, bui
     (st,) = [st for sc in r["scenarios"] for st in sc["steps"]]
     labels = [b["label"] for b in r["builds"]]
     assert [c["contender"] for c in st["comparisons"]] == labels[1:]
-    assert st["comparisons"][0]["verdict"] == stats.IDENTICAL and st["comparisons"][1]["verdict"] != stats.IDENTICAL
+    assert st["comparisons"][0]["verdict"] == Verdict.IDENTICAL and st["comparisons"][1]["verdict"] != Verdict.IDENTICAL
     assert sorted(st["builds"]) == sorted([labels[0], labels[2]])  # the twin was not run
     assert "1 identical binary" in proc.stderr

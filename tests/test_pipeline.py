@@ -14,13 +14,14 @@ from refbench import budget, pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values
-from refbench.commands.run import request_from_args, run_parser
+from refbench.commands._run_options import request_from_args, run_parser
 from refbench.errors import RefbenchError
 from refbench.config import Step
 from refbench.pipeline import NO_BUDGET, RunHooks, RunRequest
 from refbench.sampling import StepUnit
 from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
+from refbench.verdict import Verdict
 from fakes.backend import FakeBackend
 from fakes.executor import MockExecutor
 
@@ -157,7 +158,7 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     def fake_run(request, outputs, reporter):
         raise RefbenchError("stop here: the lookup is what this test is about")
 
-    monkeypatch.setattr(nightly_cmd.bl, "Builder", Builder)
+    monkeypatch.setattr("refbench.builds.Builder", Builder)
     monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     with pytest.raises(RefbenchError, match="stop here"):
         nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", f"--scenarios={path}",
@@ -294,7 +295,7 @@ def test_a_whole_run_gives_typed_results(faked, tmp_path):
     assert res.target.name == "fake" and res.backend["kind"] == "fake"
     assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list"), ("tiny", "copy")]
     verdicts = [c.verdict for _, _, c in res.comparisons()]
-    assert verdicts == [stats.SLOWER, stats.SLOWER]
+    assert verdicts == [Verdict.SLOWER, Verdict.SLOWER]
     # the family: 2 steps x 3 metrics the executor measures per run (wall, cpu, memory)
     assert res.settings.runs == 6 and res.settings.family_size == 2 * 3 and res.settings.threshold == 0.1
     assert [[c.metric for c in st.metric_comparisons] for _, st in res.steps()] == [["cpu", "memory"]] * 2
@@ -314,9 +315,9 @@ def test_fail_on_widens_the_metrics_whose_slower_verdicts_fail_a_run(capsys):
     st = doc["scenarios"][0]["steps"][0]
     st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower", "rel": 0.5})
     res = rs.Results.from_json(doc)
-    wall = markdown.regressions(res)
+    wall = res.regressions()
     assert all(c.metric == "wall" for _, _, c in wall)
-    wider = markdown.regressions(res, run_cmd.fail_metrics(("memory",)))
+    wider = res.regressions(run_cmd.fail_metrics(("memory",)))
     assert len(wider) == len(wall) + 1 and wider[-1][2].metric == "memory"
     assert run_cmd.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
     assert "memory +50.0%" in " ".join(markdown.what_changed(res))

@@ -11,7 +11,7 @@ import pytest
 
 import factories as fx
 from conftest import run_bench
-from refbench import results as rs
+from refbench import analysis, results as rs
 from refbench.commands import report as report_cmd
 from refbench.errors import RefbenchError
 from refbench.render import csv as render_csv, html as render_html
@@ -19,10 +19,15 @@ from refbench.render.markdown import COMMENT_MARKER
 from test_render_markdown import check_comment_shape
 
 
+def _page(results: rs.Results) -> str:
+    """The HTML report of results, analysed first as a run or `report` does."""
+    return render_html.render_html(results, analysis.analyse(results))
+
+
 def test_html_is_self_contained_and_escapes_names():
     doc = fx.basic_doc()
     doc["scenarios"][0]["name"] = "small <script>alert(1)</script> files"
-    page = render_html.render_html(rs.Results.from_json(doc))
+    page = _page(rs.Results.from_json(doc))
     assert "<script" not in page.lower()
     assert "&lt;script&gt;" in page
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", page, re.I), "must not load anything"
@@ -39,20 +44,20 @@ def test_latency_vs_size_fit_recovers_overhead_and_throughput():
                              "new": fx.times(overhead + b / (tp / 2), seed=9 + i)}
              for i, (n, b) in enumerate(sizes.items())}
     r = fx.results(steps, fixtures={n: (1, b) for n, b in sizes.items()})
-    fams = render_html.size_families(r)
+    fams = analysis.size_families(r)
     assert len(fams) == 1 and fams[0].step == "upload" and len(fams[0].sizes) == 3
     old, new = fams[0].builds["old"], fams[0].builds["new"]
     assert old.throughput == pytest.approx(tp, rel=0.05)
     assert new.throughput == pytest.approx(tp / 2, rel=0.05)
     assert old.overhead == pytest.approx(overhead, abs=0.03)
-    page = render_html.render_html(r)
+    page = _page(r)
     assert 'id="latency-vs-size"' in page and 'class="chart fit"' in page
     # one size only, or sizes of different file counts: no fit
-    assert render_html.size_families(fx.basic()) == []
+    assert analysis.size_families(fx.basic()) == []
     mixed = fx.results({("many", "upload"): {"old": fx.times(1.0), "new": fx.times(1.0)},
                         ("one", "upload"): {"old": fx.times(0.5), "new": fx.times(0.5)}},
                        fixtures={"many": (200, 50 << 20), "one": (1, 256 << 20)})
-    assert render_html.size_families(mixed) == []
+    assert analysis.size_families(mixed) == []
 
 
 def test_views_read_older_files_without_optional_fields(tmp_path):
@@ -70,7 +75,7 @@ def test_views_read_older_files_without_optional_fields(tmp_path):
     old["command_line"] = []
     (tmp_path / "old.json").write_text(json.dumps(old))
     loaded = rs.load(tmp_path / "old.json")
-    assert "n/a" in render_html.render_html(loaded)
+    assert "n/a" in _page(loaded)
     render_csv.write_csv(loaded, tmp_path / "old.csv")
     newer = dict(r, version=rs.SCHEMA_VERSION + 1)
     (tmp_path / "newer.json").write_text(json.dumps(newer))

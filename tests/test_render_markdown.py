@@ -41,7 +41,7 @@ def test_github_comment_many_steps_stays_within_limit_and_keeps_regressions():
     assert markdown.comment_size(full) > markdown.GITHUB_COMMENT_LIMIT  # the plain summary would not fit
     text = markdown.render_github(r)
     check_comment_shape(text)
-    n_slow = markdown.verdict_counts(r)["slower"]
+    n_slow = r.verdict_counts()["slower"]
     assert n_slow >= 6
     assert text.count("| 🔴") == n_slow, "every regression must stay in the table"
     assert "more rows not shown" in text
@@ -62,8 +62,8 @@ def test_github_comment_drops_details_before_verdict_rows():
 
 def test_busy_machine_is_called_out():
     quiet = rs.Environment(cpus=2, load_before=2.5, competing_cpu_share=0.03)
-    assert markdown.busy_warning(quiet) is None  # a high load of our own making is not "busy"
+    assert quiet.busy_warning() is None  # a high load of our own making is not "busy"
     busy = rs.Environment(cpus=2, load_before=0.3, competing_cpu_share=0.61)
-    assert "other work used 61% of its 2 CPUs" in markdown.busy_warning(busy)
-    assert "load average 6.8" in markdown.busy_warning(rs.Environment(cpus=2, load_before=6.8))
-    assert markdown.busy_warning(rs.Environment()) is None  # older results files
+    assert "other work used 61% of its 2 CPUs" in busy.busy_warning()
+    assert "load average 6.8" in rs.Environment(cpus=2, load_before=6.8).busy_warning()
+    assert rs.Environment().busy_warning() is None  # older results files

@@ -12,6 +12,7 @@ import pytest
 from factories import basic, basic_doc, one_step_doc
 from refbench import results as rs, stats
 from refbench.errors import RefbenchError
+from refbench.verdict import Verdict
 
 
 DATA = Path(__file__).parent / "data"
@@ -50,7 +51,7 @@ def test_fields_are_typed_and_frozen():
     sc, st, c = next(r.comparisons())
     assert isinstance(r.settings, rs.Settings) and r.settings.threshold == 0.05
     assert isinstance(st.builds["old"], rs.Samples) and isinstance(st.builds["old"].stats, stats.Summary)
-    assert isinstance(c, stats.Comparison) and c.verdict in stats.VERDICTS
+    assert isinstance(c, stats.Comparison) and isinstance(c.verdict, Verdict)
     assert r.labels == ("old", "new") and r.baseline == "old"
     assert [s.name for _, s in r.steps()] == ["upload", "download", "remove"]
     with pytest.raises(AttributeError):

@@ -15,6 +15,7 @@ from refbench.config import Fixture, Scenario, Step
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
 from refbench.sampling import UNTIL_DECIDED_RUNS, Sampling
+from refbench.verdict import Verdict
 
 @pytest.fixture
 def fake_hf():
@@ -104,14 +105,14 @@ def test_warmups_run_in_one_hyperfine_call_before_the_rounds(tmp_path, fake_hf):
 
 def test_fixed_size_run_names_a_large_slowdown(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.3], runs=10, rounds=5)
-    assert st.comparisons[0].verdict == stats.SLOWER
+    assert st.comparisons[0].verdict == Verdict.SLOWER
     assert len(st.samples["b0"].times) == 10
 
 
 def test_sequential_stops_once_decided_and_records_its_looks(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.5], runs=4, rounds=2, until_decided=True, max_runs=40)
     assert st.stopped == "decided"
-    assert st.comparisons[0].verdict == stats.SLOWER
+    assert st.comparisons[0].verdict == Verdict.SLOWER
     assert len(st.looks) == st.rounds and st.looks == tuple(sorted(st.looks))
     assert len(st.samples["b0"].times) < 40
 
@@ -172,10 +173,10 @@ def test_every_metric_gets_its_own_verdict(tmp_path, fake_hf):
     fake_hf.sigma = 0.01
     st = run(tmp_path, [1.0, "1.00-mem64"], runs=10, rounds=5)
     by = {c.metric: c.verdict for c in st.comparisons}
-    assert by == {"wall": stats.SAME, "cpu": stats.SAME, "memory": stats.SLOWER}
+    assert by == {"wall": Verdict.SAME, "cpu": Verdict.SAME, "memory": Verdict.SLOWER}
     st = run(tmp_path, [1.0, "1.00-cpu1.3"], runs=10, rounds=5)
     by = {c.metric: c.verdict for c in st.comparisons}
-    assert by["cpu"] == stats.SLOWER and by["memory"] != stats.SLOWER and by["wall"] != stats.SLOWER
+    assert by["cpu"] == Verdict.SLOWER and by["memory"] != Verdict.SLOWER and by["wall"] != Verdict.SLOWER
     rec = st.record()
     assert [c.metric for c in rec.comparisons] == ["wall"]
     assert [c.metric for c in rec.metric_comparisons] == ["cpu", "memory"]
@@ -215,7 +216,7 @@ BUDGETED = dict(runs=20, rounds=5, min_rounds=2)  # the default run's: a 2-round
 
 def test_a_budgeted_step_stops_as_soon_as_it_is_decided(tmp_path, fake_hf):
     st = run(tmp_path, [1.0, 1.5], budget=600.0, **BUDGETED)
-    assert st.stopped == "decided" and st.comparisons[0].verdict == stats.SLOWER
+    assert st.stopped == "decided" and st.comparisons[0].verdict == Verdict.SLOWER
     # before the 20 planned: the pilot's two rounds of 4 and a look after every round from there
     assert len(st.samples["b0"].times) < 20 and len(st.looks) == st.rounds
     assert st.looks[-1] < 1.0 and fake_hf.now < 5
@@ -225,7 +226,7 @@ def test_max_runs_does_not_bind_before_the_budget(tmp_path, fake_hf):
     fake_hf.sigma = 0.12  # noise that needs well over the old cap of 60 runs to show ±5%
     st = run(tmp_path, [1.0, 1.0], budget=300.0, **BUDGETED)
     n = len(st.samples["b0"].times)
-    assert st.stopped == "decided" and st.comparisons[0].verdict == stats.SAME, (st.stopped, n)
+    assert st.stopped == "decided" and st.comparisons[0].verdict == Verdict.SAME, (st.stopped, n)
     assert n > UNTIL_DECIDED_RUNS and fake_hf.now < 300
     capped = run(tmp_path, [1.0, 1.0], budget=300.0, max_runs=30, **BUDGETED)  # the user's own cap binds
     assert len(capped.samples["b0"].times) <= 30 and capped.stopped in ("max-runs", "decided")
@@ -234,11 +235,11 @@ def test_max_runs_does_not_bind_before_the_budget(tmp_path, fake_hf):
 def test_futility_stops_a_step_that_cannot_decide_and_gives_its_time_to_the_next(tmp_path, fake_hf):
     steps = [Step("hopeless", "{{ bin }} go sigma=0.6"), Step("fine", "{{ bin }} go sigma=0.14")]
     hopeless, fine = run_all(tmp_path, [1.0, 1.0], steps, budget=30.0, **BUDGETED)
-    assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == stats.INCONCLUSIVE
+    assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == Verdict.INCONCLUSIVE
     assert len(hopeless.samples["b0"].times) == 20  # it stopped after its planned runs, not at its share
     # its last look became the final one (a stop for time, not for what it saw): a finite interval
     assert hopeless.looks[-1] == 1.0 and hopeless.comparisons[0].ci_high is not None
-    assert fine.stopped == "decided" and fine.comparisons[0].verdict == stats.SAME
+    assert fine.stopped == "decided" and fine.comparisons[0].verdict == Verdict.SAME
     # the second step decided on time the first left: more than a fair half of the budget
     assert len(fine.samples["b0"].times) * 2 * 0.1 > 15.0 and fake_hf.now <= 30.0 * 1.05
 
@@ -247,7 +248,7 @@ def test_a_budget_too_small_for_a_step_ends_it_by_budget(tmp_path, fake_hf):
     fake_hf.sigma = 0.3
     st = run(tmp_path, [1.0, 1.0], budget=1.0, **BUDGETED)
     assert st.stopped == "budget" and len(st.samples["b0"].times) == 8
-    assert st.comparisons[0].verdict == stats.INCONCLUSIVE
+    assert st.comparisons[0].verdict == Verdict.INCONCLUSIVE
 
 
 @pytest.mark.slow
@@ -263,9 +264,9 @@ def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_p
             _current[0] = ex
             st = run(tmp_path, [1.0, factor], budget=60.0, **BUDGETED)
             verdicts[factor].append(st.comparisons[0].verdict)
-    false = sum(v in (stats.SLOWER, stats.FASTER) for v in verdicts[1.0])
-    same = sum(v == stats.SAME for v in verdicts[1.0])
-    found = sum(v == stats.SLOWER for v in verdicts[1.1])
+    false = sum(v in (Verdict.SLOWER, Verdict.FASTER) for v in verdicts[1.0])
+    same = sum(v == Verdict.SAME for v in verdicts[1.0])
+    found = sum(v == Verdict.SLOWER for v in verdicts[1.1])
     assert false <= binom.ppf(0.999, n, 0.05), false
     assert same >= binom.ppf(0.001, n, 0.8), same  # the A/A answer is 'no significant change', not 🟡
     assert found >= binom.ppf(0.001, n, 0.9), found

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from refbench import stats
+from refbench.verdict import Verdict
 from test_stats_sim import at_least, at_most, count, decide_all, sequential, simulate
 
 STEPS, ROUNDS, K = 4, 5, 2  # the default run: 10 runs per build in 5 rounds
@@ -56,7 +57,7 @@ def families(by_metric: dict[str, list]) -> list[list]:
 
 
 def any_false(fams) -> int:
-    return sum(any(c.verdict in (stats.SLOWER, stats.FASTER) for c in f) for f in fams)
+    return sum(any(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for c in f) for f in fams)
 
 
 def test_a_a_runs_false_alarms_within_alpha_across_steps_and_metrics():
@@ -65,12 +66,12 @@ def test_a_a_runs_false_alarms_within_alpha_across_steps_and_metrics():
     by = {m: judged(m, *xy) for m, xy in data.items()}
     fams = families(by)
     wrong = any_false(fams)
-    same_mem = np.mean([c.verdict == stats.SAME for c in by["memory"]])
+    same_mem = np.mean([c.verdict == Verdict.SAME for c in by["memory"]])
     print(f"\nA/A runs of 4 steps x 3 metrics, weighted BH: {wrong / len(fams):.2%} with any false "
           f"slower/faster; memory no significant change on {same_mem:.0%} of steps")
     assert wrong <= at_most(len(fams), stats.Settings().alpha)
     flat = [c for i, c in enumerate(by["memory"]) if i % STEPS == 0]
-    assert all(c.verdict == stats.SAME and c.method == "identical in every run" for c in flat)
+    assert all(c.verdict == Verdict.SAME and c.method == "identical in every run" for c in flat)
 
 
 def test_a_a_runs_with_sequential_looks_keep_false_alarms_within_alpha():
@@ -104,17 +105,17 @@ def test_power_per_metric_in_a_family():
     data["cpu"] = (x, y)
     by = {m: judged(m, *xy) for m, xy in data.items()}
     fams = families(by)
-    cpu_hits = sum(f[1 * 3 + 1].verdict == stats.SLOWER for f in fams)  # step 1, metric cpu
+    cpu_hits = sum(f[1 * 3 + 1].verdict == Verdict.SLOWER for f in fams)  # step 1, metric cpu
     print(f"\n+10% CPU (cv 2% own + a quarter of wall's noise) on one step of 4: CPU slower in "
           f"{cpu_hits / len(fams):.1%} of runs")
     assert cpu_hits >= at_least(len(fams), 0.65)
-    others = sum(c.verdict in (stats.SLOWER, stats.FASTER) for f in fams for k, c in enumerate(f) if k != 4)
+    others = sum(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for f in fams for k, c in enumerate(f) if k != 4)
     assert others <= at_most(len(fams) * (STEPS * 3 - 1), stats.Settings().alpha)
 
     data = metrics_of(24, 200, mem_bytes=64 * 2 ** 20)
     by = {m: judged(m, *xy) for m, xy in data.items()}
     fams = families(by)
-    mem_hits = [c.verdict == stats.SLOWER for f in fams for c in f if c.metric == "memory"]
+    mem_hits = [c.verdict == Verdict.SLOWER for f in fams for c in f if c.metric == "memory"]
     print(f"64 MiB more memory: memory slower on {np.mean(mem_hits):.0%} of steps")
     assert all(mem_hits)
 

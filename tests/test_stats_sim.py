@@ -22,6 +22,7 @@ from scipy.stats import binom
 
 from refbench import stats
 from refbench.runner import round_orders
+from refbench.verdict import Verdict
 
 ALPHA = 0.05
 SETTINGS = stats.Settings()
@@ -108,7 +109,7 @@ def sequential(x, y, settings=SETTINGS, family_size=1, naive=False):
         keep = []
         for i, c in zip(live, comps):
             if naive:
-                stop = c.verdict != stats.INCONCLUSIVE or r == rounds
+                stop = c.verdict != Verdict.INCONCLUSIVE or r == rounds
             else:
                 c = replace(c, fraction=r / rounds, look=r)
                 stop = stats.should_stop(c, settings, family_size)
@@ -143,15 +144,15 @@ def test_fixed_size_false_alarms_within_alpha_per_step_and_per_family():
     n = 2400
     x, y = simulate(2, n, 5, 2, noise=0.06)
     comps = decide_all(x, y)
-    wrong = count(comps, stats.SLOWER, stats.FASTER)
+    wrong = count(comps, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, 10 runs in 5 rounds, cv 6% + drift + trend + 5% outliers: "
           f"{wrong / n:.3%} slower/faster per step")
     assert wrong <= at_most(n, ALPHA)
     # a run's steps are one family: 8 steps each, Benjamini-Hochberg across them
     fams = [stats.adjust_family(comps[i:i + 8]) for i in range(0, n, 8)]
-    any_wrong = sum(any(c.verdict in (stats.SLOWER, stats.FASTER) for c in f) for f in fams)
+    any_wrong = sum(any(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for c in f) for f in fams)
     print(f"families of 8 steps with BH: {any_wrong / len(fams):.2%} with any false slower/faster "
-          f"(without BH: {np.mean([count(comps[i:i + 8], stats.SLOWER, stats.FASTER) > 0 for i in range(0, n, 8)]):.1%})")
+          f"(without BH: {np.mean([count(comps[i:i + 8], Verdict.SLOWER, Verdict.FASTER) > 0 for i in range(0, n, 8)]):.1%})")
     assert any_wrong <= at_most(len(fams), ALPHA)
 
 
@@ -161,11 +162,11 @@ def test_fixed_size_power(effect, noise, floor):
     n = 1000
     x, y = simulate(3, n, 5, 2, effect=effect, noise=noise)
     comps = decide_all(x, y)
-    hit = count(comps, stats.SLOWER)
+    hit = count(comps, Verdict.SLOWER)
     print(f"\n+{effect:.0%} at cv {noise:.0%} within rounds (+ drift, trend, outliers), 10 runs in 5 rounds: "
-          f"called slower {hit / n:.1%}, faster {rate(comps, stats.FASTER):.1%}")
+          f"called slower {hit / n:.1%}, faster {rate(comps, Verdict.FASTER):.1%}")
     assert hit >= at_least(n, floor)
-    assert count(comps, stats.FASTER) == 0
+    assert count(comps, Verdict.FASTER) == 0
 
 
 def test_mde_and_runs_for_match_the_simulated_power():
@@ -178,7 +179,7 @@ def test_mde_and_runs_for_match_the_simulated_power():
     assert c.noise == pytest.approx(noise, rel=0.5)
     mde = stats.detectable(noise, c_s_eff(5, 2), SETTINGS)
     x, y = simulate(5, 1000, 5, 2, effect=mde, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
-    power = rate(decide_all(x, y), stats.SLOWER)
+    power = rate(decide_all(x, y), Verdict.SLOWER)
     print(f"\nmde at cv 5%, 10 runs in 5 rounds: {mde:.1%}; simulated power there {power:.1%}")
     assert 0.65 <= power <= 0.92
     n = stats.runs_for(0.10, 0.9, noise, SETTINGS, per_round=2)
@@ -187,8 +188,8 @@ def test_mde_and_runs_for_match_the_simulated_power():
     x, y = simulate(6, 600, r, 2, effect=0.10, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
     comps = decide_all(x, y)
     print(f"runs_for(+10%, 90%, cv 5%) = {n} runs per build; simulated power with {2 * r}: "
-          f"{rate(comps, stats.SLOWER):.1%}")
-    assert count(comps, stats.SLOWER) >= at_least(600, 0.82)
+          f"{rate(comps, Verdict.SLOWER):.1%}")
+    assert count(comps, Verdict.SLOWER) >= at_least(600, 0.82)
 
 
 def c_s_eff(rounds: int, k: int) -> float:
@@ -201,12 +202,12 @@ def test_sequential_looks_keep_false_alarms_within_alpha_and_naive_looks_do_not(
     n = 500
     x, y = simulate(7, n, 10, 2, noise=0.06)  # n_max = 20 runs per build, a look after each round
     final, stopped = sequential(x, y)
-    wrong = count(final, stats.SLOWER, stats.FASTER)
+    wrong = count(final, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, looks after each of 10 rounds (O'Brien-Fleming): {wrong / n:.2%} false slower/faster, "
-          f"{rate(final, stats.SAME):.0%} stopped as no significant change, median stop round {np.median(stopped):.0f}")
+          f"{rate(final, Verdict.SAME):.0%} stopped as no significant change, median stop round {np.median(stopped):.0f}")
     assert wrong <= at_most(n, ALPHA)
     naive, _ = sequential(x, y, naive=True)
-    naive_wrong = count(naive, stats.SLOWER, stats.FASTER)
+    naive_wrong = count(naive, Verdict.SLOWER, Verdict.FASTER)
     print(f"the same looks at the fixed-size level, stopping at the first verdict: {naive_wrong / n:.2%}")
     assert naive_wrong >= at_least(n, 0.10)  # repeated looking without spending inflates the rate
     assert naive_wrong > at_most(n, ALPHA)
@@ -216,7 +217,7 @@ def test_sequential_pocock_keeps_false_alarms_within_alpha():
     n = 400
     x, y = simulate(8, n, 6, 2, noise=0.06)
     final, _ = sequential(x, y, stats.Settings(spending="pocock"))
-    wrong = count(final, stats.SLOWER, stats.FASTER)
+    wrong = count(final, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, 6 looks, Pocock: {wrong / n:.2%} false slower/faster")
     assert wrong <= at_most(n, ALPHA)
 
@@ -226,14 +227,14 @@ def test_sequential_power_and_early_stops():
     n = 150
     x, y = simulate(9, n, 20, 2, effect=0.05, noise=0.05)
     final, stopped = sequential(x, y, family_size=1)
-    hit = count(final, stats.SLOWER)
+    hit = count(final, Verdict.SLOWER)
     print(f"\n+5% at cv 5%, up to 40 runs per build, looks every round: slower {hit / n:.1%}, "
           f"median stop after {2 * np.median(stopped):.0f} runs per build")
     assert hit >= at_least(n, 0.75)
     n = 150
     x, y = simulate(10, n, 10, 2, effect=0.10, noise=0.06)
     final, stopped = sequential(x, y, family_size=8)
-    hit = count(final, stats.SLOWER)
+    hit = count(final, Verdict.SLOWER)
     print(f"+10% at cv 6%, up to 20 runs per build, family of 8: slower {hit / n:.1%}, "
           f"median stop after {2 * np.median(stopped):.0f} runs per build")
     assert hit >= at_least(n, 0.80) and np.mean(stopped) < 10  # some steps stop before n_max
@@ -247,7 +248,7 @@ def test_blocking_by_round_beats_ignoring_rounds_under_drift():
     blocked, pooled = decide_all(x, y), decide_all(x, y, blocked=False)
     wb = np.median([c.ci_high - c.ci_low for c in blocked])
     wp = np.median([c.ci_high - c.ci_low for c in pooled])
-    pb, pp = rate(blocked, stats.SLOWER), rate(pooled, stats.SLOWER)
+    pb, pp = rate(blocked, Verdict.SLOWER), rate(pooled, Verdict.SLOWER)
     print(f"\n+10%, cv 4% within rounds, drift sd 8%: blocked power {pb:.1%} (interval {wb:.1%}), "
           f"rounds ignored {pp:.1%} (interval {wp:.1%})")
     assert wb < 0.8 * wp and pb > pp + 0.2
@@ -257,7 +258,7 @@ def test_ranks_beat_the_mean_under_outliers():
     # the mean ratio (what compare used to test): a blocked t-test on per-round mean log times
     n = 1000
     x, y = simulate(12, n, 5, 2, effect=0.10, noise=0.04, outliers=0.08)
-    ranks = rate(decide_all(x, y), stats.SLOWER)
+    ranks = rate(decide_all(x, y), Verdict.SLOWER)
     d = np.log(np.exp(y).mean(axis=2)) - np.log(np.exp(x).mean(axis=2))  # per round: log mean ratio
     t = d.mean(axis=1) / (d.std(axis=1, ddof=1) / math.sqrt(d.shape[1]))
     from scipy import stats as sps
@@ -270,10 +271,10 @@ def test_identical_builds_with_enough_runs_reach_no_significant_change():
     n = 500
     x, y = simulate(13, n, 5, 4, noise=0.02)  # 20 runs per build in 5 rounds, cv 2%
     comps = decide_all(x, y)
-    same = count(comps, stats.SAME)
+    same = count(comps, Verdict.SAME)
     print(f"\nA/A, cv 2%, 20 runs per build: no significant change {same / n:.1%}")
     assert same >= at_least(n, 0.85)
-    assert count(comps, stats.SLOWER, stats.FASTER) <= at_most(n, ALPHA)
+    assert count(comps, Verdict.SLOWER, Verdict.FASTER) <= at_most(n, ALPHA)
 
 
 # ---- sequential boundaries ---------------------------------------------------------------------
@@ -307,13 +308,13 @@ def test_sequential_bounds_are_fast():
 
 
 def test_should_stop():
-    sig = comparison(0.2, 0.1, 0.3, 0.001, stats.SLOWER, (0.2, 0.4))
+    sig = comparison(0.2, 0.1, 0.3, 0.001, Verdict.SLOWER, (0.2, 0.4))
     assert stats.should_stop(sig, SETTINGS, 1) and stats.should_stop(sig, SETTINGS, 9)
-    weak = comparison(0.2, 0.01, 0.3, 0.03, stats.SLOWER, (0.2, 0.4))
+    weak = comparison(0.2, 0.01, 0.3, 0.03, Verdict.SLOWER, (0.2, 0.4))
     assert stats.should_stop(weak, SETTINGS, 1) and not stats.should_stop(weak, SETTINGS, 9)
-    same = comparison(0.0, -0.02, 0.02, 0.9, stats.SAME, (0.5,))
+    same = comparison(0.0, -0.02, 0.02, 0.9, Verdict.SAME, (0.5,))
     assert stats.should_stop(same, SETTINGS, 9)
-    open_ = comparison(0.03, -0.05, 0.11, 0.4, stats.INCONCLUSIVE, (0.5,))
+    open_ = comparison(0.03, -0.05, 0.11, 0.4, Verdict.INCONCLUSIVE, (0.5,))
     assert not stats.should_stop(open_, SETTINGS, 1)
     assert stats.should_stop(replace(open_, fraction=1.0), SETTINGS, 1)
 
@@ -338,21 +339,21 @@ def test_edge_cases():
     r = [0, 0, 1, 1, 2, 2]
     # fewer than 2 runs: no test, but still a ratio and hyperfine's phrase
     c = stats.compare("A", [1.0], "B", [1.1, 1.2])
-    assert c.verdict == stats.INCONCLUSIVE and c.p_value is None and c.ci_low is None
+    assert c.verdict == Verdict.INCONCLUSIVE and c.p_value is None and c.ci_low is None
     # all equal: nothing changed, and the interval says so
     c = stats.compare("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
-    assert (c.verdict, c.p_value) == (stats.SAME, 1.0)
+    assert (c.verdict, c.p_value) == (Verdict.SAME, 1.0)
     assert c.rel == pytest.approx(0, abs=1e-9) and c.ci_low == pytest.approx(0, abs=1e-6)
     assert c.ci_high == pytest.approx(0, abs=1e-6)
     # no spread at all but a clear difference: significant, the interval the difference itself
     r5 = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
     c = stats.compare("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
-    assert c.verdict == stats.SLOWER and c.rel == pytest.approx(0.2, abs=1e-6) and c.p_value < 0.001
+    assert c.verdict == Verdict.SLOWER and c.rel == pytest.approx(0.2, abs=1e-6) and c.p_value < 0.001
     assert c.ci_low == pytest.approx(0.2, abs=1e-6) and c.ci_high == pytest.approx(0.2, abs=1e-6)
     # one round: the plain two-sample test
     base, cont = [1.0, 1.02, 0.98, 1.01, 0.99] * 2, [1.1, 1.12, 1.08, 1.11, 1.09] * 2
     c = stats.compare("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
-    assert c.method == "Mann-Whitney" and c.verdict == stats.SLOWER
+    assert c.method == "Mann-Whitney" and c.verdict == Verdict.SLOWER
     assert c.rel == pytest.approx(stats.compare("A", base, "B", cont).rel)
     # unequal runs per round, and a round only one build reached (it cannot be compared within)
     c = stats.compare("A", [1.0, 1.01, 0.99, 1.2, 1.21, 0.8, 0.5], "B", [1.1, 1.3, 1.31, 1.32, 0.88, 0.87, 0.86],

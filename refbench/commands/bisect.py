@@ -10,7 +10,7 @@ from .. import bisect as bs, paths
 from ..errors import EXIT_ERROR, EXIT_OK
 from ..pipeline import RunRequest
 from ._args import Parser, positive
-from .run import pass_through, request_from_args
+from ._run_options import pass_through, request_from_args
 
 # run options that would change what is compared: bisect sets them itself
 RESERVED = ("refs", "json", "output", "fail_on_regression", "fail_on", "format", "html", "csv", "dry_run", "list")

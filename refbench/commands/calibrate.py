@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from functools import partial
 from pathlib import Path
@@ -18,12 +17,11 @@ from .. import calibrate as cal, pipeline, stats
 from ..errors import EXIT_OK, RefbenchError
 from ..pipeline import RunHooks
 from ..progress import Reporter
-from ..render import markdown
-from ..render.env import render as render_template
+from ..render.calibrate import render_calibration
 from ..render.format import fmt_share
 from ..results import Results
 from ._args import bind_flag_values
-from .run import request_from_args, run_parser
+from ._run_options import request_from_args, run_parser
 
 
 def _slowdowns(text: str) -> list[int]:
@@ -78,7 +76,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.with_suffix(".json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(c, args))
+    out.write_text(render_calibration(c, alpha=args.alpha, settings_line=settings_line(args)))
     json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
     print(f"refbench: wrote {out} and {json_path}: false alarms in {c.runs_with_false_alarm}/{c.reps} runs; "
           + ", ".join(f"+{p}% called slower in {fmt_share(c.power_overall(p))}" for p in c.slowdowns),
@@ -88,7 +86,7 @@ def main(argv: list[str]) -> int:
 
 def _measured(results: Results, reporter: Reporter) -> Results:
     """A repetition's results, or its failure: a run the watchdog stopped ends calibrate too."""
-    busy = markdown.busy_warning(results.environment)
+    busy = results.environment.busy_warning()
     if busy:
         reporter.warn(busy)
     stop = pipeline.stop_error(results)
@@ -97,15 +95,8 @@ def _measured(results: Results, reporter: Reporter) -> Results:
     return results
 
 
-def render(c: cal.Calibration, args) -> str:
-    def median_seconds(p):
-        values = [s.seconds_to_verdict.get(p) for s in c.multi_run_steps]
-        values = [v for v in values if v is not None]
-        return statistics.median(values) if values else None
-
-    line = (f"-r {args.runs}, -w {args.warmup}, --rounds {args.rounds}, --interleave {args.interleave}"
+def settings_line(args: argparse.Namespace) -> str:
+    """The run options the repetitions measured with, as the note's Settings line spells them."""
+    return (f"-r {args.runs}, -w {args.warmup}, --rounds {args.rounds}, --interleave {args.interleave}"
             + (f", --budget {args.budget:.0f}s" if args.budget else "") + (", --until-decided" if args.until_decided else "")
             + (", --quick" if args.quick else "") + (f", --only {' / '.join(args.only)}" if args.only else ""))
-    return render_template(
-        "calibrate.md.j2", c=c, pct=fmt_share, secs=lambda s: "—" if s is None else f"{s:.1f} s", median_seconds=median_seconds,
-        alpha=args.alpha, settings_line=line)

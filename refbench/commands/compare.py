@@ -10,6 +10,7 @@ from .. import results as rs, stats
 from ..compare import compare_runs
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..render.markdown import render_compare_md
+from ..verdict import Verdict
 from ._args import Parser, add_stats_args
 
 
@@ -45,6 +46,6 @@ def main(argv: list[str]) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
-    if args.fail_on_regression and cmp.counts["slower"]:
+    if args.fail_on_regression and cmp.counts[Verdict.SLOWER]:
         return EXIT_REGRESSION
     return EXIT_OK

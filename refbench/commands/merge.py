@@ -6,9 +6,11 @@ from pathlib import Path
 
 from .. import results as rs
 from ._args import Parser
+from ._run_options import write_extras
 from ..errors import EXIT_OK
 from ..merge import merge_files
-from ..render import extras, markdown
+from ..render import markdown
+from ..verdict import counts_line
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +31,7 @@ def main(argv: list[str]) -> int:
     rs.write(merged, Path(args.output))
     if args.summary:
         Path(args.summary).write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
-    extras.write_extras(merged, args.html, args.csv)
-    counts = markdown.verdict_counts(merged)
-    print(f"merged {len(args.shards)} shards into {args.output}: {markdown.counts_line(counts)}", file=sys.stderr)
+    write_extras(merged, args.html, args.csv)
+    counts = merged.verdict_counts()
+    print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)
     return EXIT_OK

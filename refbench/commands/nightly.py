@@ -9,20 +9,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
-from .. import builds as bl, changepoints as cpd
-from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
-from ..history import History, is_url, local_machine, now as _now, open_history
-from ..nightly import lasting_regressions, new_changepoints, render_trend
-from ..config import load_config
+from .. import changepoints as cpd, nightly
+from ..errors import EXIT_OK
+from ..history import History, is_url, local_machine, open_history
+from ..nightly import ALARMS, NightRequest, Shift, write_trend
 from ..pipeline import RunRequest
 from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
-from ..render.markdown import counts_line, regressions, verdict_counts
+from ..verdict import counts_line
 from ._args import Parser, budget, fraction, positive
-from .run import Outputs, pass_through, request_from_args, run_and_write
+from ._run_options import Outputs, pass_through, request_from_args, run_and_write
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
@@ -58,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
-    g.add_argument("--alarm", choices=("lasting", "changepoint", "verdict", "both"), default="lasting",
+    g.add_argument("--alarm", choices=ALARMS, default="lasting",
                    help="lasting (default): a step slower on two nights running (since-last: a jump that held "
                    "the next night), or a new change point to slower; changepoint: only a new change point; "
                    "verdict: tonight's comparison calls a step slower (a one-night spike alarms); both: "
@@ -109,8 +107,8 @@ def main(argv: list[str]) -> int:
     db = open_history(where)
     try:
         if args.render_only:
-            page = render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
-                                statistic=args.cp_statistic)
+            page = write_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
+                               statistic=args.cp_statistic)
             print(f"nightly: wrote {page}", file=sys.stderr)
             return EXIT_OK
         return night(db, args, request, home, trend, params)
@@ -118,101 +116,39 @@ def main(argv: list[str]) -> int:
         db.close()
 
 
-def record_line(request: RunRequest, base: str, head: str, budget_text: str, outputs: Outputs) -> tuple[str, ...]:
-    """The command line results.json records for the night: the `bench.py` run it amounts to."""
-    return ("-s", base, head, "--target", request.target, *(("--repo", request.repo) if request.repo else ()),
-            *(("--budget", budget_text) if request.budget else ()), *request.command_line,
-            "--json", str(outputs.json), "-o", str(outputs.summary))
+def night(db: History, args: argparse.Namespace, request: RunRequest, home: Path, trend: Path,
+          params: cpd.Params) -> int:
+    """The night as nightly.night runs it, the comparison through the main command's run."""
+    def compare(tonight: RunRequest, summary: Path, json_path: Path):
+        return run_and_write(tonight, Outputs(summary=summary, json=json_path), Reporter())
+
+    req = NightRequest(run=request, machine=args.machine, home=home, trend=trend, params=params, base=args.base,
+                       head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
+                       budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
+                       show_target=args.show_target, show_machine=args.show_machine)
+    outcome = nightly.night(db, req, compare)
+    if outcome.results is None:
+        return outcome.code
+    print(f"nightly: run {outcome.run_id} recorded in {db.display} (machine {args.machine}); trend page "
+          f"{outcome.trend}", file=sys.stderr)
+    say_night(outcome.results, list(outcome.regressions), list(outcome.found), args.alarm, list(outcome.lasting))
+    return outcome.code
 
 
-def baseline(db: History, args, target: str, repo_url: str) -> tuple[str, str]:
-    """(tonight's baseline, the mode recorded): --base, or with --since-last the watched ref's
-    commit of the last recorded night (--base on the first night)."""
-    if args.since_last:
-        prev = db.last_head(target, repo_url, args.head, args.machine)
-        if prev:
-            return prev, "since-last"
-        print(f"nightly: no earlier run of {args.head} in {db.display}: comparing with {args.base} tonight",
-              file=sys.stderr)
-    return args.base, "release"
-
-
-def night(db: History, args, request: RunRequest, home: Path, trend: Path, params: cpd.Params) -> int:
-    def redraw():
-        return render_trend(db, trend, target=args.show_target, machine=args.show_machine, params=params,
-                            statistic=args.cp_statistic)
-
-    started = _now()
-    scenarios = request.scenarios_path()
-    target = load_config(scenarios).targets.get(request.target)
-    if target is None:
-        raise RefbenchError(f"unknown target {request.target!r} in {scenarios}")
-    builder = bl.Builder(target, Path(request.builds_dir), request.repo)
-    repo_url = builder.repo_url  # what results.json records as target.repo
-    base, mode = baseline(db, args, request.target, repo_url)
-    out_dir = Path(args.out_dir) if args.out_dir else \
-        home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    out_dir.mkdir(parents=True, exist_ok=True)
-    outputs = Outputs(summary=out_dir / "summary.md", json=out_dir / "results.json")
-    tonight = request.replace(refs=(base, args.head),
-                              command_line=record_line(request, base, args.head, args.budget, outputs))
-    print(f"nightly: {base} vs {args.head} ({mode}); results in {out_dir}", file=sys.stderr)
-    try:
-        if mode == "since-last":
-            if builder.resolve(args.head).sha == base:
-                print(f"nightly: {args.head} is still {base[:10]}, as last night: nothing new to compare",
-                      file=sys.stderr)
-                redraw()
-                return EXIT_OK
-        results = run_and_write(tonight, outputs, Reporter())
-    except RefbenchError as e:
-        db.record_run(started=started, mode=mode, base_ref=base, head_ref=args.head, results=None,
-                   exit_code=e.code, error=str(e), target=request.target, repo=repo_url, machine=args.machine)
-        redraw()
-        raise
-    slower = regressions(results)
-    run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=args.head, results=results,
-                        exit_code=EXIT_OK, results_path=str(outputs.json), machine=args.machine)
-    # the lasting rule first: it records what it reports, so Otava confirming the same step a
-    # night or two later is not a second alarm
-    lasting = lasting_regressions(db, target=results.target.name, machine=args.machine, head_ref=args.head,
-                                  tol=max(1, params.min_nights), run_id=run_id) if args.alarm == "lasting" else []
-    found = new_changepoints(db, target=results.target.name, machine=args.machine, head_ref=args.head,
-                             params=params, statistic=args.cp_statistic, run_id=run_id)
-    code = alarm(args.alarm, found + lasting, slower)
-    if code != EXIT_OK:
-        db.set_exit_code(run_id, code)
-    page = redraw()
-    print(f"nightly: run {run_id} recorded in {db.display} (machine {args.machine}); trend page {page}",
-          file=sys.stderr)
-    say_night(results, slower, found, args.alarm, lasting)
-    return code
-
-
-def alarm(rule: str, found: list[dict], slower: list) -> int:
-    """The exit code: 1 on a new shift to slower (lasting: a lasting verdict or a change point;
-    changepoint), on a step tonight's comparison calls slower (verdict), or on either (both)."""
-    if rule in ("lasting", "changepoint", "both") and any(c["alarm"] for c in found):
-        return EXIT_REGRESSION
-    if rule in ("verdict", "both") and slower:
-        return EXIT_REGRESSION
-    return EXIT_OK
-
-
-def say_night(results, slower: list, found: list[dict], rule: str, lasting: list[dict] = ()) -> None:
+def say_night(results, slower: list, found: list[Shift], rule: str, lasting: list[Shift] = ()) -> None:
     """Tonight's verdicts, its regressions and the change points found, on stdout."""
-    counts = verdict_counts(results)
+    counts = results.verdict_counts()
     print(f"nightly: {counts_line(counts)}")
     for sc, st, c in slower:
         print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
               + ("" if rule in ("verdict", "both") else " (tonight's verdict; the alarm needs a second night)"))
     for c in lasting:
-        print(f"LASTING REGRESSION {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])}, slower since "
-              f"{c['bad_sha'][:10]} (run {c['run_id']}; before it {c['good_sha'][:10]}, run {c['prev_run_id']}); "
-              f"bisect: {c['bisect']}")
+        print(f"LASTING REGRESSION {c.scenario} / {c.step}: {fmt_pct(c.rel)}, slower since "
+              f"{c.bad_sha[:10]} (run {c.run_id}; before it {c.good_sha[:10]}, run {c.prev_run_id}); "
+              f"bisect: {c.bisect}")
     for c in found:
-        kind = "CHANGE POINT" if c["alarm"] else "change point (faster)"
-        print(f"{kind} {c['scenario']} / {c['step']}: {fmt_pct(c['rel'])} (p {fmt_p(c['pvalue'])}) "
-              f"between {c['good_sha'][:10]} (run {c['prev_run_id']}) and {c['bad_sha'][:10]} (run {c['run_id']}); "
-              f"bisect: {c['bisect']}")
+        kind = "CHANGE POINT" if c.alarm else "change point (faster)"
+        print(f"{kind} {c.scenario} / {c.step}: {fmt_pct(c.rel)} (p {fmt_p(c.pvalue)}) "
+              f"between {c.good_sha[:10]} (run {c.prev_run_id}) and {c.bad_sha[:10]} (run {c.run_id}); "
+              f"bisect: {c.bisect}")

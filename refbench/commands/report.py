@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from .. import results as rs
+from ..analysis import analyse
 from ..errors import EXIT_OK
 from ..render.csv import write_csv
 from ..render.html import write_html
@@ -25,7 +26,7 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     results = rs.load(Path(args.results))
     if args.html:
-        write_html(results, Path(args.html))
+        write_html(results, analyse(results), Path(args.html))
         print(f"wrote {args.html}", file=sys.stderr)
     if args.csv:
         write_csv(results, Path(args.csv))

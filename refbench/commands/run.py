@@ -6,179 +6,14 @@ build/run (a run the watchdog stopped writes what finished first); 130 interrupt
 """
 from __future__ import annotations
 
-import argparse
 import shlex
-from dataclasses import dataclass
-from pathlib import Path
 
-from .. import __version__, budget as bg, builds as bl, paths, pipeline, results as rs, shard
-from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
-from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
-from ..sampling import UNTIL_DECIDED_RUNS
+from .. import pipeline
+from ..errors import EXIT_OK, EXIT_REGRESSION
 from ..progress import Reporter
-from ..render import extras, markdown
-from ..render.format import fmt_pct
 from ..units import format_size
-from . import COMMANDS
-from ._args import (Parser, add_stats_args, bind_flag_values, budget, cpu_split, duration, metric_list, nonneg, positive,
-                    reserved_option)
-
-SUBCOMMANDS = tuple(COMMANDS)
-
-
-def run_parser() -> argparse.ArgumentParser:
-    p = Parser(prog="bench.py", description="Compare builds of a Go storage tool with hyperfine and tell, "
-               "with evidence, whether it got faster or slower. Subcommands: " + ", ".join(SUBCOMMANDS),
-               formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("-s", "--s5cmd", "--refs", dest="refs", nargs="+", metavar="REF",
-                   help="refs to compare, baseline first: tag, PR number, commit, branch, latest_release, HEAD")
-    p.add_argument("-t", "--target", default=None,
-                   help="target declared in the scenarios file (default: the target whose module the go.mod of "
-                   "the git checkout around the current directory declares, else s5cmd)")
-    p.add_argument("-w", "--warmup", type=nonneg, default=2, help="warm-up runs per build and step")
-    p.add_argument("-r", "--runs", type=positive, default=None,
-                   help=f"measured runs per build and step (default {DEFAULT_RUNS}; {QUICK_RUNS} with --quick, whose "
-                        "short steps are cheap and need more runs to average out their jitter)")
-    p.add_argument("-o", "--output_file_name", "--output", dest="output", default="summary.md",
-                   help="markdown summary to write")
-    p.add_argument("-b", "--bucket", help="S3 bucket to use (default: an embedded MinIO on loopback)")
-    p.add_argument("-l", "--local-path", help="directory for this run's temporary files (default: system temp)")
-    p.add_argument("-p", "--prefix", default="refbench", help="key prefix; each run adds a unique part below it")
-    p.add_argument("-hf", "--hyperfine-extra-flags", default="", help="extra hyperfine flags, e.g. '-i'")
-    p.add_argument("-sf", "--s5cmd-extra-flags", "--extra-flags", dest="target_flags", default="",
-                   help="extra global flags for the target binary, e.g. '--numworkers 64'")
-    p.add_argument("--repo", help="origin to build from: URL or local path (default: the checkout around the "
-                   "current directory when it is the target's, else the target's repo)")
-    p.add_argument("--source", choices=bl.SOURCES, default="git",
-                   help="git: clone the repo; module: build versions from the Go module proxy (no clone)")
-    p.add_argument("--endpoint-url", help="S3 endpoint URL for -b (default: S3_ENDPOINT_URL / AWS)")
-    p.add_argument("--scenarios", default=None,
-                   help=f"scenarios file (default: ./{paths.USER_SCENARIOS} if present, else the bundled one)")
-    p.add_argument("--only", action="append", default=[], metavar="NAME",
-                   help="run only this scenario, step, or 'scenario/step' (repeatable)")
-    p.add_argument("--quick", action="store_true", help="scaled-down sizes: a whole run in minutes on 2 cores")
-    p.add_argument("--shard", type=shard.parse, metavar="I/N",
-                   help="run shard I of N: a deterministic, balanced share of the steps (all builds); see `merge`")
-    p.add_argument("--shard-times", metavar="RESULTS", help="--shard: balance by the step times in this earlier results file")
-    p.add_argument("--list", action="store_true", help="list targets, scenarios and steps, then exit")
-    p.add_argument("--dry-run", action="store_true", help="resolve refs and print what would run; build nothing")
-    p.add_argument("--json", help="results file (default: results.json beside the summary)")
-    p.add_argument("--format", choices=("md", "github"), default="md", help="summary flavour")
-    p.add_argument("--html", help="also write a self-contained HTML report here")
-    p.add_argument("--csv", help="also write one CSV row per step and build here")
-    p.add_argument("--builds-dir", default=str(paths.default_builds_dir()),
-                   help="build and fixture cache (env REFBENCH_BUILDS_DIR; default builds/ in a checkout, "
-                   "else $XDG_CACHE_HOME/refbench/builds)")
-    p.add_argument("--rounds", type=positive, default=5,
-                   help="interleaved rounds per step (1 = plain hyperfine order: all A runs, then all B)")
-    p.add_argument("--until-decided", action="store_true",
-                   help="look after every round and add rounds to undecided steps until decided, --max-runs or "
-                        "--max-time (alpha spending keeps the false-alarm rate)")
-    p.add_argument("--budget", type=budget, metavar="DURATION",
-                   help="time for the whole run's measuring, e.g. 10m, or 'none' for a fixed-size run: each step "
-                        "stops once decided or once it cannot be decided in its share of the time left (default: "
-                        f"{bg.DEFAULT_STEP_SECONDS[True]:.0f} s per step with --quick, "
-                        f"{bg.DEFAULT_STEP_SECONDS[False]:.0f} s without; none when -r is given alone)")
-    p.add_argument("--measure-identical", action="store_true",
-                   help="measure contenders whose binary is byte-identical to the baseline's (an A/A check of the "
-                        "machine); by default they are answered `identical binary` without measuring")
-    p.add_argument("--max-runs", type=positive, default=None,
-                   help="most runs per build and step when sampling sequentially (default: what the budget pays "
-                        f"for; {UNTIL_DECIDED_RUNS} with --until-decided and no budget)")
-    p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
-    p.add_argument("--interleave", choices=("runs", "rounds"), default=None,
-                   help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a "
-                        "row (default: runs; rounds with --rounds 1, which is plain hyperfine order)")
-    p.add_argument("--no-shell", choices=("auto", "on", "off"), default="auto",
-                   help="hyperfine -N (no intermediate shell): auto = where no command needs shell syntax")
-    p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
-                   help="pin hyperfine and the target to CPUs CLIENT and the embedded server to SERVER, "
-                        "e.g. 0:1 or 0-1:2-3 ('auto': the last CPU for the server, the rest for the client)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower in wall time")
-    p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
-                   help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
-                        "e.g. cpu,memory; metrics: wall, cpu, memory, instructions")
-    p.add_argument("--no-rss", dest="rss", action="store_false",
-                   help="do not measure peak RSS (it uses the first warm-up run)")
-    p.add_argument("--profile", dest="profile", action="store_const", const="on", default="auto",
-                   help="profile every step with perf (default: only steps whose wall or CPU verdict is "
-                        "slower or faster); one untimed profiled run per build, repeated for short steps")
-    p.add_argument("--no-profile", dest="profile", action="store_const", const="off",
-                   help="never run perf, even for steps that moved")
-    p.add_argument("-v", "--verbose", action="store_true", help="show the commands run and hyperfine's output")
-    p.add_argument("--version", action="version", version=f"refbench {__version__}")
-    add_stats_args(p)
-    return p
-
-
-def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> RunRequest:
-    """The run options of parsed `run_parser` arguments (also a subcommand's, built on run_parser)."""
-    return RunRequest(
-        refs=tuple(args.refs or ()), target=args.target, scenarios=args.scenarios, only=tuple(args.only),
-        quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
-        prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
-        target_flags=args.target_flags, repo=args.repo, source=args.source, endpoint_url=args.endpoint_url,
-        until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
-        interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
-        shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
-        metric_thresholds=tuple(args.metric_threshold),
-        builds_dir=args.builds_dir, rss=args.rss, profile=args.profile, verbose=args.verbose, command_line=tuple(argv),
-        hooks=hooks)
-
-
-def pass_through(extra: list[str], prog: str, reserved: tuple[str, ...], refusal: str) -> argparse.Namespace:
-    """The run options a command that runs comparisons (nightly, bisect) passes through, parsed by
-    the main command's parser; `refusal` (with {} for the option) when one of them is an option
-    in `reserved` (dests) that the command sets itself."""
-    runp = run_parser()
-    runp.prog = prog
-    taken = reserved_option(runp, extra, reserved)
-    if taken:
-        raise RefbenchError(refusal.format(taken))
-    return runp.parse_args(bind_flag_values(extra))
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """Where a run's files go."""
-    summary: Path
-    json: Path
-    format: str = "md"
-    html: str | None = None
-    csv: str | None = None
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace) -> "Outputs":
-        out = Path(args.output)
-        return cls(out, Path(args.json) if args.json else out.parent / "results.json", args.format,
-                   args.html, args.csv)
-
-
-def write_outputs(results: rs.Results, outputs: Outputs) -> None:
-    """results.json, the summary and the extras (--html, --csv)."""
-    rs.write(results, outputs.json)
-    outputs.summary.parent.mkdir(parents=True, exist_ok=True)
-    outputs.summary.write_text(markdown.render_markdown(results, outputs.format))
-    extras.write_extras(results, outputs.html, outputs.csv)
-
-
-def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> rs.Results:
-    """One comparison with its files written and its closing lines said; the results. A run the
-    watchdog stopped fails here, after what finished is written."""
-    results = pipeline.run(request, reporter)
-    write_outputs(results, outputs)
-    busy = markdown.busy_warning(results.environment)
-    if busy:
-        reporter.warn(busy)
-    counts = markdown.verdict_counts(results)
-    reporter.info(f"wrote {outputs.summary} and {outputs.json}: {markdown.counts_line(counts)} "
-                  f"(wall {results.timing.wall_seconds:.0f} s, hyperfine {results.timing.hyperfine_seconds:.0f} s)")
-    for sc, st, c in markdown.regressions(results):
-        reporter.info(f"  slower: {sc} / {st}: {c.contender} {fmt_pct(c.rel)} vs {c.baseline}")
-    stop = pipeline.stop_error(results)
-    if stop is not None:
-        raise stop
-    return results
+from ._args import bind_flag_values
+from ._run_options import Outputs, request_from_args, run_and_write, run_parser
 
 
 def main(argv: list[str]) -> int:
@@ -195,7 +30,7 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if (args.fail_on_regression or args.fail_on) and markdown.regressions(results, fail_metrics(args.fail_on)):
+    if (args.fail_on_regression or args.fail_on) and results.regressions(fail_metrics(args.fail_on)):
         return EXIT_REGRESSION
     return EXIT_OK
 

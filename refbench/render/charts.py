@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import stats
-from ..results import Samples, Step
+from ..analysis import SizeFamily
+from ..results import Comparison, Samples, Step
 from .env import VERDICT_COLOURS
-from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds, verdict_word
+from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds
 
 BUILD_COLOURS = ["#0969da", "#bc4c00", "#8250df", "#1a7f37", "#cf222e", "#57606a", "#bf3989", "#0a7ea4"]
 FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif"
@@ -28,7 +28,7 @@ class ForestRow:
     """One comparison in the forest chart, linking to its step's card."""
     scenario: str
     step: str
-    c: stats.Comparison
+    c: Comparison
     anchor: str
     multi: bool  # more than one contender: name the build
 
@@ -182,12 +182,12 @@ def forest_svg(rows: list[ForestRow], threshold: float, width: int = 900) -> str
                    f'<title>{_e(name)}: {_e(fmt_pct(c.rel))} {_e(fmt_ci(c))}, {_e(c.verdict)}'
                    f'</title></circle>')
         out.append(f'<text x="{width - right + 8}" y="{cy + 4:.1f}" fill="{col}" font-weight="600">'
-                   f'{_e(fmt_pct(c.rel))} {_e(verdict_word(c.verdict))}</text>')
+                   f'{_e(fmt_pct(c.rel))} {_e(c.verdict.word)}</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def fit_svg(family: stats.SizeFamily, labels: list[str], width: int = 900, height: int = 340) -> str:
+def fit_svg(family: SizeFamily, labels: list[str], width: int = 900, height: int = 340) -> str:
     """Latency vs bytes on log-log axes: every run as a dot, each build's fitted
     time = overhead + bytes / throughput as a line."""
     left, right, top, bottom = 70, 20, 12, 44

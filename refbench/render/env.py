@@ -7,11 +7,11 @@ from functools import lru_cache
 import jinja2
 
 from .. import paths
-from ..stats import MARKERS
+from ..verdict import Verdict
 from . import format as f
 
-VERDICT_COLOURS = {"slower": "#cf222e", "faster": "#1a7f37", "no significant change": "#6e7781",
-                   "inconclusive": "#bf8700", "identical binary": "#8c959f"}
+VERDICT_COLOURS = {Verdict.SLOWER: "#cf222e", Verdict.FASTER: "#1a7f37", Verdict.SAME: "#6e7781",
+                   Verdict.INCONCLUSIVE: "#bf8700", Verdict.IDENTICAL: "#8c959f"}
 
 
 @lru_cache(maxsize=None)
@@ -26,8 +26,9 @@ def environment(kind: str = "markdown") -> jinja2.Environment:
     env = jinja2.Environment(loader=paths.template_loader(), autoescape=html, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=not html, undefined=jinja2.StrictUndefined)
     env.filters.update(pct=f.fmt_pct, s=f.fmt_s, p=f.fmt_p, ci=f.fmt_ci, md=f.md_escape, secs=f.fmt_seconds,
-                       bytes=f.fmt_bytes, vword=f.verdict_word, unknown=f.or_unknown)
-    env.globals.update(markers=MARKERS, vcolour=VERDICT_COLOURS)
+                       bytes=f.fmt_bytes, vword=lambda v: Verdict(v).word, unknown=f.or_unknown)
+    env.globals.update(markers={v: v.marker for v in Verdict}, vcolour=VERDICT_COLOURS,
+                       verdicts=tuple(Verdict))
     return env
 
 

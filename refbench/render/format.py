@@ -37,15 +37,6 @@ def or_unknown(value):
     return "?" if value is None else value
 
 
-# the order tables list verdicts in: what needs attention first
-SEVERITY = {"slower": 0, "faster": 1, "inconclusive": 2, "no significant change": 3, "identical binary": 4}
-
-
-def verdict_word(verdict: str) -> str:
-    """The one-word verdict the charts and CSS classes use."""
-    return {"no significant change": "same", "inconclusive": "unsure", "identical binary": "identical"}.get(verdict, verdict)
-
-
 # ---- times and durations --------------------------------------------------------------------------
 def fmt_s(x: float | None) -> str:
     """Seconds in the markdown tables' fixed form: 1.23456 -> '1.235'."""

@@ -7,13 +7,12 @@ import math
 from tabulate import tabulate
 
 from ..compare import RunComparison
-from ..results import Environment, Fixture, Results, Samples, Step
-from ..stats import IDENTICAL, MARKERS, VERDICTS, Comparison
+from ..results import Comparison, Fixture, Results, Samples, Step
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import markdown_parts, repo_note, request_note
-from .format import (fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s,
-                     md_escape, SEVERITY as _SEVERITY)  # _SEVERITY: the order a cut table keeps
+from .format import fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
+from ..verdict import BY_SEVERITY, Verdict
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
@@ -21,40 +20,6 @@ GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
-def busy_warning(env: Environment) -> str | None:
-    """A warning when other work competed with the benchmark (1-minute load above the CPU count)."""
-    cpus = env.cpus or 1
-    share = env.competing_cpu_share
-    if share is not None and share > 0.25:
-        return (f"the machine was busy: other work used {share * 100:.0f}% of its {cpus} CPUs during this run, "
-                "so timings are noisier and verdicts less reliable")
-    load = env.load_before or 0
-    if share is None and load > cpus:
-        return (f"the machine was busy when this run started (load average {load:.1f} on {cpus} CPUs), "
-                "so timings may be noisier and verdicts less reliable")
-    return None
-
-
-def verdict_counts(results: Results) -> dict[str, int]:
-    counts = {v: 0 for v in VERDICTS}
-    for _, _, c in results.comparisons():
-        counts[c.verdict] += 1
-    return counts
-
-
-def counts_line(counts: dict[str, int]) -> str:
-    """The verdict counts in words, as the commands' last line says them ('identical binary' only
-    when a contender was not measured)."""
-    words = [f"{counts[v]} {v}" for v in VERDICTS if v != IDENTICAL or counts.get(v)]
-    return ", ".join(words)
-
-
-def regressions(results: Results, metrics=("wall",)) -> list[tuple[str, str, Comparison]]:
-    """(scenario, step, comparison) of every comparison of the given metrics that got slower."""
-    return [(sc.name, st.name, c) for sc, st in results.steps() for c in st.all_comparisons()
-            if c.verdict == "slower" and c.metric in metrics]
-
-
 METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
 
 
@@ -67,9 +32,9 @@ def run_metrics(results: Results) -> list[str]:
 def what_changed(results: Results) -> list[str]:
     """One phrase per significant change on any metric, slower first: what a PR comment leads with."""
     multi = len(results.builds) > 2
-    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict in ("slower", "faster")]
-    found.sort(key=lambda x: (x[2].verdict != "slower", -abs(x[2].rel)))
-    return [f"{MARKERS[c.verdict]} {md_escape(sc.name)} / {md_escape(st.name)}"
+    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict.moved]
+    found.sort(key=lambda x: (x[2].verdict != Verdict.SLOWER, -abs(x[2].rel)))
+    return [f"{c.verdict.marker} {md_escape(sc.name)} / {md_escape(st.name)}"
             + (f" ({md_escape(c.contender)})" if multi else "")
             + f": {METRIC_NAMES[c.metric]} {fmt_pct(c.rel)}" for sc, st, c in found]
 
@@ -85,7 +50,7 @@ def more_seconds(st: Step, c: Comparison) -> float | None:
     return max(0, need - done) * per_pair
 
 
-DECIDED = ("slower", "faster", "no significant change", "identical binary")
+DECIDED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.IDENTICAL)  # in the order the line names them
 
 
 def decision_line(results: Results) -> str | None:
@@ -97,7 +62,7 @@ def decision_line(results: Results) -> str | None:
         return f"{md_escape(sc.name)} / {md_escape(st.name)}" + (f" ({md_escape(c.contender)})" if multi else "")
 
     comps = list(results.comparisons())
-    judged = [x for x in comps if x[2].p_value is not None or x[2].verdict != "inconclusive"]
+    judged = [x for x in comps if x[2].p_value is not None or x[2].verdict != Verdict.INCONCLUSIVE]
     once = len(comps) - len(judged)
     if not judged:
         return None
@@ -109,7 +74,7 @@ def decision_line(results: Results) -> str | None:
         hits = [x for x in decided if x[2].verdict == v]
         if not hits:
             continue
-        moved = ", ".join(f"{name(*x)} {fmt_pct(x[2].rel)}" for x in hits[:3]) if v in ("slower", "faster") else ""
+        moved = ", ".join(f"{name(*x)} {fmt_pct(x[2].rel)}" for x in hits[:3]) if v.moved else ""
         more = f", +{len(hits) - 3} more" if moved and len(hits) > 3 else ""
         parts.append(f"{len(hits)} {v}" + (f" ({moved}{more})" if moved else ""))
     if undecided:
@@ -168,7 +133,7 @@ def _notes(st: Step, c: Comparison) -> str:
     notes = []
     if c.noisy:
         notes.append("noisy")
-    if c.verdict == "inconclusive" and c.mde is not None:
+    if c.verdict == Verdict.INCONCLUSIVE and c.mde is not None:
         more = more_seconds(st, c)
         need = (f", ~{c.runs_needed} runs/build" + (f" (≈ {fmt_duration(more)} more)" if more else "")
                 + " to decide") if c.runs_needed else ""
@@ -181,7 +146,7 @@ def _notes(st: Step, c: Comparison) -> str:
 
 def _metric_cell(c: Comparison | None) -> str:
     """A metric's verdict in one cell: marker and change, 'n/a' where the run could not measure it."""
-    return "n/a" if c is None else f"{MARKERS[c.verdict]} {fmt_pct(c.rel)}"
+    return "n/a" if c is None else f"{c.verdict.marker} {fmt_pct(c.rel)}"
 
 
 def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
@@ -195,8 +160,8 @@ def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
         base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
         new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
         others = st.by_metric(c.contender)
-        worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: _SEVERITY.get(v, 9))
-        out.append((worst, [MARKERS[c.verdict], md_escape(sc.name), md_escape(st.name)]
+        worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: v.severity)
+        out.append((worst, [c.verdict.marker, md_escape(sc.name), md_escape(st.name)]
                     + ([md_escape(c.contender)] if multi else [])
                     + [fmt_pct(c.rel), _rate_change(base_bps, new_bps, fmt_mbps),
                        _rate_change(base_ops, new_ops, fmt_rate), fmt_ci(c), fmt_p(c.p_value),
@@ -283,8 +248,8 @@ def tables(results: Results) -> dict:
 def render_markdown(results: Results, flavour: str = "md") -> str:
     if flavour == "github":
         return render_github(results)
-    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=busy_warning(results.environment),
-                           t=tables(results), counts=verdict_counts(results), detection=detection_line(results),
+    return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=results.environment.busy_warning(),
+                           t=tables(results), counts=results.verdict_counts(), detection=detection_line(results),
                            decision=decision_line(results),
                            changed=what_changed(results), metrics=run_metrics(results),
                            thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)},
@@ -316,18 +281,18 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
     sections.append(("Builds", t["builds"]))
     sections.append(("Scenarios", t["details"]))
     rows = verdict_rows(results)
-    busy, counts = busy_warning(results.environment), verdict_counts(results)
+    busy, counts = results.environment.busy_warning(), results.verdict_counts()
     changed = what_changed(results)
 
     def render(keep_sections: int, keep_rows: int | None) -> str:
         if keep_rows is None:
             shown, hidden = [r for _, r in rows], []
         else:
-            order = sorted(range(len(rows)), key=lambda i: (_SEVERITY.get(rows[i][0], 9), i))
+            order = sorted(range(len(rows)), key=lambda i: (rows[i][0].severity, i))  # slower kept longest
             keep = sorted(order[:keep_rows])
             shown = [rows[i][1] for i in keep]
             hidden = [rows[i][0] for i in order[keep_rows:]]
-        hidden_counts = {v: hidden.count(v) for v in _SEVERITY if hidden.count(v)}
+        hidden_counts = {v: hidden.count(v) for v in BY_SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
                                changed=changed, metrics=run_metrics(results), decision=decision_line(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
@@ -356,8 +321,8 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
     md = md_escape
     lines = [f"# refbench compare: {md(old_name)} ({cmp.old_created}) → {md(new_name)} ({cmp.new_created})", ""]
     c = cmp.counts
-    lines.append(f"**{c['slower']} slower · {c['faster']} faster · {c['no significant change']} no significant "
-                 f"change · {c['inconclusive']} inconclusive** (new vs old per build and step; flagged when "
+    lines.append(f"**{c[Verdict.SLOWER]} slower · {c[Verdict.FASTER]} faster · {c[Verdict.SAME]} no significant "
+                 f"change · {c[Verdict.INCONCLUSIVE]} inconclusive** (new vs old per build and step; flagged when "
                  f"significant at α = {cmp.alpha} and beyond ±{cmp.threshold * 100:.1f}%)")
     lines.append("")
     for w in cmp.warnings:
@@ -371,7 +336,7 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
             cc = r.comparison
             build = md(r.old_build) if same_label and r.old_build == r.new_build \
                 else f"{md(r.old_build)} → {md(r.new_build)}"
-            table.append([MARKERS[cc.verdict], md(r.scenario), md(r.step), build,
+            table.append([cc.verdict.marker, md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
                           fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
         lines.append(_table(table, ["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]", "Change",

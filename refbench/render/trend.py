@@ -1,0 +1,66 @@
+"""The nightly trend page: one chart per step's series of nights (the watched build's mean ± σ,
+the baseline's mean, the change points), as SVG geometry in the page's template. The series and
+their change points come from refbench.nightly; nothing here queries or detects."""
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from ..changepoints import Params
+from ..history import TrendSeries
+from ..verdict import Verdict
+from .env import render as render_template
+from .format import fmt_pct
+
+W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
+
+
+def _chart(s: TrendSeries, several: bool) -> dict:
+    pts = s.nights
+    top = max(max(p.h_mean + (p.h_sd or 0), p.b_mean) for p in pts) * 1.15 or 1.0
+    n = len(pts)
+    plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
+
+    def x(i):
+        return PAD_L + (plot_w / 2 if n == 1 else i * plot_w / (n - 1))
+
+    def y(v):
+        return PAD_T + plot_h * (1 - v / top)
+
+    points = []
+    for i, p in enumerate(pts):
+        sd = p.h_sd or 0.0
+        points.append({
+            "x": round(x(i), 1), "y": round(y(p.h_mean), 1), "by": round(y(p.b_mean), 1),
+            "y_hi": round(y(p.h_mean + sd), 1), "y_lo": round(y(max(0.0, p.h_mean - sd)), 1),
+            "slower": p.verdict == Verdict.SLOWER, "faster": p.verdict == Verdict.FASTER,
+            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {p.h_mean:.3f} s ± {sd:.3f} "
+                      f"vs {p.b_label} {p.b_sha[:10]} {p.b_mean:.3f} s: {p.verdict} "
+                      f"({fmt_pct(p.rel)})"),
+            "date": p.started[:10], "run": p.id,
+        })
+    cps = [{**asdict(c), "x": round((x(c.index - 1) + x(c.index)) / 2, 1),
+            "y_before": round(y(c.before), 1), "y_after": round(y(c.after), 1),
+            "x_start": round(x(max(0, c.index - 1)), 1), "x_end": round(x(c.index), 1)}
+           for c in s.changepoints]
+    ticks = [{"y": round(y(top * k / 4), 1), "label": f"{top * k / 4:.3g} s"} for k in range(5)]
+    return {
+        "target": s.target or "", "machine": s.machine or "", "head_ref": s.head_ref or "", "several": several,
+        "scenario": s.scenario, "step": s.step, "points": points, "ticks": ticks, "width": W, "height": H,
+        "left": PAD_L, "right": W - PAD_R, "bottom": H - PAD_B, "top": PAD_T,
+        "head_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['y']}" for i, p in enumerate(points)),
+        "base_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['by']}" for i, p in enumerate(points)),
+        "regressions": sum(p["slower"] for p in points), "last": pts[-1], "changepoints": cps,
+    }
+
+
+def render_trend(series: list[TrendSeries], *, title: str, runs: list, generated: str,
+                 machines_and_targets: tuple, shown_target: str | None, shown_machine: str | None,
+                 params: Params, statistic: str) -> str:
+    """The page: a chart per series (each says its target, ref and machine when the page shows
+    several), the recent runs, and the change-point rule it applied."""
+    several = len({(s.target, s.machine, s.head_ref) for s in series}) > 1
+    machines, targets = machines_and_targets
+    return render_template(
+        "trend.html.j2", title=title, charts=[_chart(s, several) for s in series], runs=runs, generated=generated,
+        machines=machines, targets=targets, shown_target=shown_target, shown_machine=shown_machine,
+        params=params, statistic=statistic)

@@ -1,0 +1,71 @@
+"""The five verdicts a comparison can reach, and what every view shows of each: one place, so the
+statistics, results.json, the summary, the PR comment, the HTML report and the nightly never spell
+a verdict, its marker or its rank differently.
+
+A StrEnum, so a verdict *is* its string: results.json, the history database and a comparison
+with a string read back from either stay exactly as they were before the enum existed. On the
+bottom floor (it imports nothing of refbench), so `stats` and `render` both import it and
+`render` needs no `stats` to know what a verdict looks like.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    """In the order the counts line says them (the order of the values in results.json's docs)."""
+    SLOWER = "slower"
+    FASTER = "faster"
+    SAME = "no significant change"
+    INCONCLUSIVE = "inconclusive"
+    # a contender whose binary is byte-identical to the baseline's, with the same commands: not
+    # measured, counted as no change (the same code cannot be slower; measuring would only add noise)
+    IDENTICAL = "identical binary"
+
+    @property
+    def marker(self) -> str:
+        """The emoji a table row and the counts line lead with."""
+        return _MARKERS[self]
+
+    @property
+    def severity(self) -> int:
+        """Rank in the order tables list verdicts: what needs attention first (0 = slower)."""
+        return _SEVERITY[self]
+
+    @property
+    def word(self) -> str:
+        """The one-word form the charts and CSS classes use ('same', 'unsure', 'identical')."""
+        return _WORDS.get(self, self.value)
+
+    @property
+    def moved(self) -> bool:
+        """A significant change either way: what a PR comment leads with and a profile explains."""
+        return self in (Verdict.SLOWER, Verdict.FASTER)
+
+    @property
+    def no_change(self) -> bool:
+        """Equivalent to the baseline, measured or known without measuring."""
+        return self in (Verdict.SAME, Verdict.IDENTICAL)
+
+
+_MARKERS = {Verdict.SLOWER: "🔴", Verdict.FASTER: "🟢", Verdict.SAME: "⚪", Verdict.INCONCLUSIVE: "🟡",
+            Verdict.IDENTICAL: "🟰"}
+_SEVERITY = {Verdict.SLOWER: 0, Verdict.FASTER: 1, Verdict.INCONCLUSIVE: 2, Verdict.SAME: 3, Verdict.IDENTICAL: 4}
+_WORDS = {Verdict.SAME: "same", Verdict.INCONCLUSIVE: "unsure", Verdict.IDENTICAL: "identical"}
+# most severe first: the order a cut PR comment keeps rows in and says what it left out
+BY_SEVERITY = tuple(sorted(Verdict, key=lambda v: v.severity))
+
+
+def count(verdicts: Iterable[str]) -> dict[Verdict, int]:
+    """How many of each verdict, every verdict present (0 where none), in the enum's order."""
+    counts = dict.fromkeys(Verdict, 0)
+    for v in verdicts:
+        counts[Verdict(v)] += 1
+    return counts
+
+
+def counts_line(counts: Mapping[str, int]) -> str:
+    """The verdict counts in words, as the commands' last line says them (identical binary only
+    when a contender was not measured)."""
+    return ", ".join(f"{counts[v]} {v}" for v in Verdict if v != Verdict.IDENTICAL or counts.get(v))
