@@ -6,8 +6,8 @@ The shape follows group-sequential practice: a pilot (two rounds) estimates the 
 nuisance parameter; the step's maximum runs, which the alpha-spending looks are fractions of, are
 then fixed from that noise alone (the runs that decide a change of the threshold's size with 80%
 power), never from the observed change, so the looks keep their error rates. Stopping early for
-futility, when even the step's share of the time left cannot decide the change seen so far, only
-ever drops verdicts, so it cannot raise the false-alarm rate.
+futility, when after its planned runs the step's share of the time left cannot pay for showing
+that nothing changed, only ever drops verdicts, so it cannot raise the false-alarm rate.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ PILOT_ROUNDS = 2  # rounds every step gets before it may stop: the first look ne
 SHARE_FACTOR = 2.0  # a step may take up to twice its fair share of the time left, if the others' pilots fit
 RUN_CAP = 2000  # runs per build and step, a guard against a step of microseconds; the budget binds first
 HORIZON = 2.0  # most runs = this x the runs a fixed-size test needs: room for looks and an unlucky start
-FUTILITY = 2.0  # a step stops when deciding what it saw needs more than this x the runs it can still pay for
+FUTILITY = 2.0  # a step stops when showing 'no change' needs more than this x the runs it can still pay for
 GROWTH = 0.25  # extra rounds grow with the runs so far: looks ~25% apart, a dozen on the way to 200 runs
 
 
@@ -63,8 +63,8 @@ def next_round(per_round: int, n_now: int, n_max: int) -> int:
 
 
 def futile(need: int, reachable: int) -> bool:
-    """Whether a step cannot decide in the time left: deciding the change seen so far with 80%
-    power needs more than FUTILITY times the runs its share of the time left can still pay for
-    (at those runs the chance is well under half). Stopping here only ever drops a verdict, so
+    """Whether a step cannot decide in the time left: `need`, the runs that find a change of the
+    threshold's size with the run's power (from the noise alone), is more than FUTILITY times the
+    runs its share of the time left can still pay for (at those runs the chance is well under half). Stopping here only ever drops a verdict, so
     it cannot raise the false-alarm rate; the time it leaves goes to the steps after it."""
     return need > FUTILITY * reachable
