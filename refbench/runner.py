@@ -389,7 +389,7 @@ class Runner:
             cap = n_each + bg.affordable_runs(seq.allowance - (now - seq.t_step), per_run, len(builds))
             seq.n_max = bg.planned_max(noise, plan.settings, plan.family_size, max(1, seq.per_round[-1]),
                                        min(sum(seq.per_round), cap), min(seq.n_max, cap))
-            seq.by_budget = seq.n_max == max(n_each, cap) and cap < seq.n_max_cap
+            seq.by_budget = seq.n_max == cap < seq.n_max_cap  # what its share pays for set its most runs
         # the stopping rule watches wall time, the primary metric; the others' repeated p-values and
         # intervals stay valid wherever sampling stops
         comps = [c for c in self.comparisons(builds, samples, seq.looks()) if c.metric == "wall"]
