@@ -3,6 +3,7 @@ before anything is built, the run-wide p-value adjustment (new objects, the meas
 and a whole run through a fake backend and the MockExecutor (no Go, no MinIO, no process)."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 from refbench import budget, pipeline, results as rs, stats
 from refbench.builds import Build
 from refbench.commands import nightly as nightly_cmd
-from refbench.commands._args import bind_flag_values
+from refbench.commands._args import bind_flag_values, budget as budget_arg
 from refbench.commands._run_options import request_from_args, run_parser
 from refbench.errors import RefbenchError
 from refbench.config import Step
@@ -122,6 +123,10 @@ def test_every_run_is_budgeted_unless_r_alone_or_budget_none_fixes_it():
     assert both.sampling_for(units).budget == 300.0 and both.sampling_for(units).min_rounds is None
     none = request_from_args(run_parser().parse_args(["-s", "a", "b", "--budget", "none"]), [])
     assert none.budget == NO_BUDGET and not none.sampling_for(units).sequential
+    with pytest.raises(SystemExit):  # a bad budget is a one-line usage error naming both forms
+        run_parser().parse_args(["-s", "a", "b", "--budget", "10x"])
+    with pytest.raises(argparse.ArgumentTypeError, match=r"got '10x', or none for a fixed-size run"):
+        budget_arg("10x")
     until = RunRequest(refs=("a", "b"), until_decided=True)
     assert until.budget_for(units) is None and until.sampling_for(units).sequential
     scaled = RunRequest(refs=("a", "b"), quick=True, hooks=RunHooks(budget_scale=2.0))  # calibrate's arms

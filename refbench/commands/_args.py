@@ -58,7 +58,12 @@ def duration(text: str) -> float:
 
 def budget(text: str) -> float:
     """--budget: a duration, or none/off/0 for the fixed-size run (0.0, pipeline.NO_BUDGET)."""
-    return 0.0 if text.strip().lower() in ("none", "off", "0") else duration(text)
+    if text.strip().lower() in ("none", "off", "0"):
+        return 0.0
+    try:
+        return duration(text)
+    except argparse.ArgumentTypeError as e:  # say that 'none' is an answer too
+        raise argparse.ArgumentTypeError(f"{e}, or none for a fixed-size run") from None
 
 
 def cpu_list(text: str) -> frozenset[int]:
