@@ -578,6 +578,12 @@ class Results(_Doc):
         """How many wall-time comparisons reached each verdict (every verdict present)."""
         return count(c.verdict for _, _, c in self.comparisons())
 
+    def judged_metrics(self) -> tuple[str, ...]:
+        """The metrics other than wall time that some step has a verdict on, in METRICS' order
+        (a run whose hyperfine could not count instructions has none on them)."""
+        have = {c.metric for _, st in self.steps() for c in st.metric_comparisons}
+        return tuple(m for m in METRICS if m != "wall" and m in have)
+
     def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
         """(scenario, step, comparison) of every comparison of the given metrics that got slower:
         what --fail-on-regression and the nightly act on."""

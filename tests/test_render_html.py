@@ -6,6 +6,7 @@ import copy
 import csv
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,21 @@ def test_html_is_self_contained_and_escapes_names():
     assert page.count('class="chart dist"') == 3 and page.count('class="chart forest"') == 1
     assert page.count('class="run"') == 3 * 2 * 8  # every run is a dot
     assert "30." in page and "slower" in page
+
+
+def test_a_step_card_shows_a_verdict_per_metric_and_none_without_other_metrics():
+    doc = json.loads((Path(__file__).parent / "data" / "results-s5cmd.json").read_text())
+    assert "class=\"metrics\"" not in _page(rs.Results.from_json(doc))  # wall time only: the chips say it all
+    st = doc["scenarios"][0]["steps"][0]
+    st["comparisons"].append({**st["comparisons"][0], "metric": "memory", "verdict": "slower", "rel": 0.5})
+    page = _page(rs.Results.from_json(doc))
+    steps = sum(len(sc["steps"]) for sc in doc["scenarios"])
+    assert page.count('class="metrics"') == steps  # the run judged memory: every card shows the table
+    assert page.count('<td class="muted">n/a</td>') == steps - 1  # memory unmeasured elsewhere: not guessed
+    card = page[page.index('class="metrics"'):]
+    card = card[:card.index("</table>")]
+    assert 'data-metric="wall"' in card and 'data-metric="memory" data-verdict="slower"' in card
+    assert "+50.0% slower" in card and "<th>Memory</th>" in card and "<th>Time</th>" in card
 
 
 def test_latency_vs_size_fit_recovers_overhead_and_throughput():
@@ -94,7 +110,15 @@ def test_report_subcommand_on_a_real_run(s5_run, tmp_path):
     n_steps = sum(len(sc.steps) for sc in results.scenarios)
     page = html.read_text()
     assert page.count('class="chart dist"') == n_steps
-    assert len(list(csv.DictReader(csvf.open()))) == n_steps * len(results.builds)
+    rows = list(csv.DictReader(csvf.open()))
+    assert len(rows) == n_steps * len(results.builds)
+    # hyperfine 2.0 measured CPU and memory: each step's card and CSV row carry their verdicts too
+    assert results.judged_metrics()[:2] == ("cpu", "memory")
+    for _, st, c in results.comparisons():
+        cpu = st.by_metric(c.contender)["cpu"]
+        assert f'data-metric="cpu" data-verdict="{cpu.verdict}"' in page
+        row = next(r for r in rows if r["step"] == st.name and r["build"] == c.contender)
+        assert row["cpu_verdict"] == cpu.verdict and row["memory_verdict"] == st.by_metric(c.contender)["memory"].verdict
     comment = md.read_text()
     check_comment_shape(comment)
     proc = run_bench("report", str(s5_run["results"]))

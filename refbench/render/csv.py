@@ -1,18 +1,28 @@
 """One CSV row per step and build with every statistic the run stored, for spreadsheets and
-notebooks (`--csv`)."""
+notebooks (`--csv`): wall time's comparison in the unprefixed columns (the primary metric), each
+other metric's under its own prefix, and the build's S3 requests and kubo repo counts where the
+run measured them (empty where it did not)."""
 from __future__ import annotations
 
 import csv
 from pathlib import Path
 
-from ..results import Results, Samples
+from ..results import Results, Samples, Step
+from ..stats import METRICS
 from .markdown import throughput
+
+# the metrics other than wall time, each with its own comparison columns
+OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
+METRIC_FIELDS = ("rel_change", "ci_low", "ci_high", "p_value", "verdict")
+REQUEST_FIELDS = ["requests_total", "requests_by_api", "received_bytes", "sent_bytes", "errors_4xx", "errors_5xx",
+                  "canceled", "requests_differ", "repo_objects"]
 
 CSV_FIELDS = ["scenario", "step", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s", "median_s",
               "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
               "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
               "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
-              "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s"]
+              "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s",
+              "instructions_mean", *[f"{m}_{f}" for m in OTHER_METRICS for f in METRIC_FIELDS], *REQUEST_FIELDS]
 
 
 def _of(obj, name: str):
@@ -22,6 +32,29 @@ def _of(obj, name: str):
 
 def _mean(values) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def _metric_columns(st: Step, label: str) -> dict:
+    """A contender's verdict on every other metric (empty for the baseline and unmeasured metrics)."""
+    by_metric = st.by_metric(label)
+    out = {}
+    for m in OTHER_METRICS:
+        c = by_metric.get(m)
+        out.update({f"{m}_rel_change": _of(c, "rel"), f"{m}_ci_low": _of(c, "ci_low"), f"{m}_ci_high": _of(c, "ci_high"),
+                    f"{m}_p_value": _of(c, "p_value"), f"{m}_verdict": _of(c, "verdict")})
+    return out
+
+
+def _request_columns(st: Step, label: str) -> dict:
+    """The build's requests in the step's accounting run and its kubo repo's block count."""
+    q = (st.requests or {}).get(label)
+    repo = (st.repo or {}).get(label)
+    return {"requests_total": _of(q, "total"),
+            "requests_by_api": " ".join(f"{k}={v}" for k, v in sorted(q.by_api.items())) if q else None,
+            "received_bytes": _of(q, "received_bytes"), "sent_bytes": _of(q, "sent_bytes"),
+            "errors_4xx": _of(q, "errors_4xx"), "errors_5xx": _of(q, "errors_5xx"), "canceled": _of(q, "canceled"),
+            "requests_differ": any(c.contender == label for c in st.request_changes or ()) if q else None,
+            "repo_objects": _of(repo, "num_objects")}
 
 
 def csv_rows(results: Results) -> list[dict]:
@@ -52,6 +85,8 @@ def csv_rows(results: Results) -> list[dict]:
                 "mde": _of(c, "mde"), "runs_needed": _of(c, "runs_needed"),
                 "check": b.check, "check_differs": st.check_differs, "command": b.command,
                 "times_s": " ".join(f"{t:.6f}" for t in b.times),
+                "instructions_mean": _mean([i for i in b.instructions or () if i is not None]),
+                **_metric_columns(st, lab), **_request_columns(st, lab),
             })
     return out
 

@@ -7,6 +7,10 @@ import math
 
 
 # ---- changes, intervals, p-values ---------------------------------------------------------------
+# what the views call each metric: wall time is "time" beside the others
+METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
+
+
 def fmt_pct(x: float | None, digits: int = 1) -> str:
     """A relative change with its sign: 0.3 -> '+30.0%'; None or non-finite -> 'n/a'."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):

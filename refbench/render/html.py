@@ -13,6 +13,7 @@ from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_s
 from .env import render as render_template
 from ..units import slug
 from ..verdict import Verdict
+from .format import METRIC_NAMES
 from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
 from .markdown import throughput
 
@@ -28,8 +29,21 @@ def _family_view(f: SizeFamily, labels: list[str]) -> dict:
             "anchor": slug("fit", f.step, f.kind), "svg": Markup(fit_svg(f, labels))}
 
 
-def _step_view(sc, st, labels: list[str]) -> dict:
-    """One step's card: a row per build with its summary, comparison and throughput."""
+def _metric_rows(st, labels: list[str], metrics: tuple[str, ...]) -> list[dict]:
+    """Each contender's verdict on wall time and on every other metric the run judged (None where
+    this step has none: a metric the timer could not measure here)."""
+    rows = []
+    for lab in labels[1:]:
+        by_metric = st.by_metric(lab)
+        if by_metric:
+            rows.append({"label": lab, "colour": build_colour(labels, lab),
+                         "cells": [(METRIC_NAMES[m], by_metric.get(m)) for m in ("wall", *metrics)]})
+    return rows
+
+
+def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...]) -> dict:
+    """One step's card: a row per build with its summary, comparison and throughput, and a verdict
+    per metric per contender where the run judged more than wall time."""
     comp = {c.contender: c for c in st.comparisons}
     rows = [{"label": lab, "baseline": lab == labels[0], "s": st.builds[lab].stats or {}, "b": st.builds[lab],
              "c": comp.get(lab), "colour": build_colour(labels, lab),
@@ -38,7 +52,7 @@ def _step_view(sc, st, labels: list[str]) -> dict:
     worst = max(st.comparisons, key=lambda c: (c.verdict == Verdict.SLOWER, c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
             "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels)),
-            "explain": _explain_view(st, labels)}
+            "explain": _explain_view(st, labels), "metrics": _metric_rows(st, labels, metrics) if metrics else []}
 
 
 def _explain_view(st, labels: list[str]) -> dict:
@@ -64,7 +78,7 @@ def html_context(results: Results, analysis: Analysis) -> dict:
     return {"r": results, "labels": labels, "multi": multi, "counts": results.verdict_counts(),
             "forest": Markup(forest_svg(forest_rows if len(forest_rows) <= 30 else by_severity, threshold)),
             "headline": [r for r in by_severity if r.c.verdict.moved],
-            "steps": [_step_view(sc, st, labels) for sc, st in results.steps()],
+            "steps": [_step_view(sc, st, labels, results.judged_metrics()) for sc, st in results.steps()],
             "families": [_family_view(f, labels) for f in analysis.families],
             "scoreboard": [_score_view(s, labels) for s in analysis.scores],
             "threshold": threshold, "baseline": labels[0] if labels else None,

@@ -11,7 +11,7 @@ from ..results import Comparison, Fixture, Results, Samples, Step
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import markdown_parts, repo_note, request_note
-from .format import fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
+from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
 from ..verdict import BY_SEVERITY, Verdict
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
@@ -20,15 +20,6 @@ GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
-METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
-
-
-def run_metrics(results: Results) -> list[str]:
-    """The metrics other than wall time that some step of the run has a verdict on, in order."""
-    have = {c.metric for _, st in results.steps() for c in st.metric_comparisons}
-    return [m for m in ("cpu", "memory", "instructions") if m in have]
-
-
 def what_changed(results: Results) -> list[str]:
     """One phrase per significant change on any metric, slower first: what a PR comment leads with."""
     multi = len(results.builds) > 2
@@ -154,7 +145,7 @@ def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
     figures, then a verdict per other metric the run measured. The row's verdict (what a cut
     comment keeps longest) is its most severe across metrics."""
     multi = len(results.builds) > 2
-    metrics = run_metrics(results)
+    metrics = list(results.judged_metrics())
     out = []
     for sc, st, c in results.comparisons():
         base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
@@ -174,7 +165,7 @@ def verdict_table(results: Results, rows: list[list[str]]) -> str:
     multi = len(results.builds) > 2
     return _table(rows, ["", "Scenario", "Step"] + (["Build"] if multi else [])
                   + ["Time change", "MB/s", "objects/s", "95% CI", "p", "Verdict"]
-                  + [METRIC_NAMES[m][0].upper() + METRIC_NAMES[m][1:] for m in run_metrics(results)] + ["Note"])
+                  + [METRIC_NAMES[m][0].upper() + METRIC_NAMES[m][1:] for m in results.judged_metrics()] + ["Note"])
 
 
 def _builds_table(results: Results) -> str:
@@ -251,8 +242,8 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
     return render_template("summary.md.j2", r=results, marker=COMMENT_MARKER, busy=results.environment.busy_warning(),
                            t=tables(results), counts=results.verdict_counts(), detection=detection_line(results),
                            decision=decision_line(results),
-                           changed=what_changed(results), metrics=run_metrics(results),
-                           thresholds={m: results.settings.threshold_for(m) for m in run_metrics(results)},
+                           changed=what_changed(results), metrics=list(results.judged_metrics()),
+                           thresholds={m: results.settings.threshold_for(m) for m in results.judged_metrics()},
                            x=markdown_parts(results))
 
 
@@ -294,7 +285,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
             hidden = [rows[i][0] for i in order[keep_rows:]]
         hidden_counts = {v: hidden.count(v) for v in BY_SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
-                               changed=changed, metrics=run_metrics(results), decision=decision_line(results),
+                               changed=changed, metrics=list(results.judged_metrics()), decision=decision_line(results),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
                                omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url, x=x)
