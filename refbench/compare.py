@@ -1,12 +1,15 @@
 """The same steps of two saved runs compared (`bench.py compare`): per matched build and step,
 the change of the new run's times against the old one's, with a verdict against the threshold;
-plus what exists in only one of them. Rendered by render.markdown.render_compare_md."""
+plus what exists in only one of them, and where both runs counted a build's S3 requests, every
+counter that differs (exact, like a run's own request changes). Rendered by
+render.markdown.render_compare_md."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import stats, verdict
-from .results import Fixture, Results, Scenario, Step, read_comparison
+from .accounting import changes as request_changes
+from .results import Fixture, RequestChange, Results, Scenario, Step, read_comparison
 
 
 @dataclass(frozen=True)
@@ -23,12 +26,15 @@ class StepChange:
     comparison: stats.Comparison  # as a results file would hold it (unbounded ends None)
     fixture_differs: bool  # the step ran on a different fixture: not like-for-like
     notes: tuple[str, ...]
+    # the new run's requests against the old run's for this build (empty: equal, or not counted in both)
+    request_changes: tuple[RequestChange, ...] = ()
 
     def to_json(self) -> dict:
         return {"scenario": self.scenario, "step": self.step, "old_build": self.old_build,
                 "new_build": self.new_build, "old_mean": self.old_mean, "new_mean": self.new_mean,
                 "old_n": self.old_n, "new_n": self.new_n, "c": self.comparison.to_json(),
-                "fixture_differs": self.fixture_differs, "notes": list(self.notes)}
+                "fixture_differs": self.fixture_differs, "notes": list(self.notes),
+                "request_changes": [c.to_json() for c in self.request_changes]}
 
 
 @dataclass(frozen=True)
@@ -117,9 +123,11 @@ def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Se
                 notes.append(f"commit {old_sha[ol][:10]} → {new_sha[nl][:10]}")
             if c.noisy:
                 notes.append("noisy")
+            oq, nq = (ost.requests or {}).get(ol), (nst.requests or {}).get(nl)
             rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
                                    new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
-                                   comparison=c, fixture_differs=fixture_differs, notes=tuple(notes)))
+                                   comparison=c, fixture_differs=fixture_differs, notes=tuple(notes),
+                                   request_changes=request_changes(oq, nq, nl) if oq and nq else ()))
     counts = verdict.count(r.comparison.verdict for r in rows)
     return RunComparison(
         old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,

@@ -60,6 +60,28 @@ def test_compare_builds_only_in_one_file_and_position_matching():
     assert "v2 → v3" in markdown.render_compare_md(cmp)
 
 
+def test_compare_names_the_requests_that_differ_between_the_runs():
+    """Both runs counted a build's S3 requests: compare shows what the new run asked for differently
+    (a fact beside the estimate), and nothing where a run did not count them."""
+    def doc(puts: int) -> dict:
+        d = fx.results_doc({("s", "a"): {"old": fx.times(1.0, seed=puts), "new": fx.times(1.0, seed=puts + 1)}})
+        d["scenarios"][0]["steps"][0]["requests"] = {
+            lab: {"by_api": {"PutObject": puts, "ListObjectsV2": 1}, "received_bytes": puts * 1000}
+            for lab in ("old", "new")}
+        return d
+    old, new = doc(200), doc(200)
+    new["scenarios"][0]["steps"][0]["requests"]["new"]["by_api"]["PutObject"] = 400
+    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.SETTINGS)
+    by = {r.old_build: r for r in cmp.rows}
+    assert by["old"].request_changes == ()
+    assert [(c.name, c.baseline_value, c.value) for c in by["new"].request_changes] == [("PutObject", 200, 400)]
+    assert cmp.to_json()["rows"][1]["request_changes"][0]["value"] == 400
+    assert "requests differ: PutObject 200 → 400 (×2.00)" in markdown.render_compare_md(cmp)
+    del old["scenarios"][0]["steps"][0]["requests"]  # the old run did not count: no change claimed
+    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.SETTINGS)
+    assert all(r.request_changes == () for r in cmp.rows)
+
+
 def test_compare_marks_different_fixtures():
     old = fx.results({("s", "a"): {"old": fx.times(1.0, seed=1), "new": fx.times(1.0, seed=2)}},
                      fixtures={"s": (10, 1 << 20)})

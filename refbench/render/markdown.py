@@ -10,7 +10,7 @@ from ..compare import RunComparison
 from ..results import Comparison, Fixture, Results, Samples, Step
 from .env import render as render_template
 from ..units import fmt_duration
-from .explain import markdown_parts, repo_note, request_note
+from .explain import fmt_changes, markdown_parts, repo_note, request_note
 from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
 from ..verdict import BY_SEVERITY, Verdict
 
@@ -327,9 +327,10 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
             cc = r.comparison
             build = md(r.old_build) if same_label and r.old_build == r.new_build \
                 else f"{md(r.old_build)} → {md(r.new_build)}"
+            notes = r.notes + ((f"requests differ: {fmt_changes(r.request_changes)}",) if r.request_changes else ())
             table.append([cc.verdict.marker, md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
-                          fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(r.notes))])
+                          fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(notes))])
         lines.append(_table(table, ["", "Scenario", "Step", "Build", "Old mean [s]", "New mean [s]", "Change",
                                     "95% CI", "p", "Verdict", "Note"], ["left"] * 4 + ["right"] * 5 + ["left"] * 2))
     else:
