@@ -91,6 +91,10 @@ class Scenario:
     def slug(self) -> str:
         return slug(self.name)
 
+    def selected_steps(self, step_filter=None) -> tuple[Step, ...]:
+        """The steps --only (and a shard) keep, in order: every step without a filter."""
+        return tuple(st for st in self.steps if step_filter is None or step_filter(self, st))
+
     def for_quick(self, quick: bool) -> "Scenario":
         if not quick:
             return self
@@ -144,6 +148,11 @@ class _Loader:
             except jinja2.TemplateSyntaxError as e:
                 raise self.fail(f"{where}.{key}", f"a valid template ({e.message})", text) from None
         return text
+
+
+def selected(scenarios, step_filter=None) -> list[tuple[Scenario, Step]]:
+    """(scenario, step) of every selected step of the run, in order."""
+    return [(sc, st) for sc in scenarios for st in sc.selected_steps(step_filter)]
 
 
 def _kind_name(kind) -> str:

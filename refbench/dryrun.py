@@ -96,9 +96,7 @@ def _scenario_lines(s: Scenario, step_filter, backend, builds: Sequence[PlannedB
 
     if cmd := rendered(s.setup, None):
         lines.append(f"  setup: {cmd}")
-    for st in s.steps:
-        if step_filter and not step_filter(s, st):
-            continue
+    for st in s.selected_steps(step_filter):
         lines.append(f"  step {st.name}: {rendered(st.command, st)}")
         for what in ("setup", "prepare", "check", "cleanup"):
             if cmd := rendered(getattr(st, what), st):

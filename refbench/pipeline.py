@@ -380,7 +380,7 @@ def unmeasured(checked: Checked, built: list) -> Measured:
     """What measure leaves when only the baseline is left to measure: no fixtures, no backend."""
     scenarios = [ScenarioResult(s, fx.planned(s.fixture, checked.cache_dir), [
         StepResult(s.name, st.name, 0, 0, 0, {}, [], 0.0, stopped="identical")
-        for st in s.steps if not checked.step_filter or checked.step_filter(s, st)]) for s in checked.scenarios]
+        for st in s.selected_steps(checked.step_filter)]) for s in checked.scenarios]
     return Measured(builds=built, scenarios=scenarios, stopped=None, backend={"kind": "none (nothing to measure)"},
                     resources={}, family_size=None,
                     hyperfine_seconds=0.0, untimed_seconds=0.0, untimed_by_kind={}, fixture_seconds=0.0,

@@ -24,7 +24,7 @@ from .builds import Build
 from .config import Scenario, Step, render
 from .errors import RunError
 from .executor import Call, Executor, Shell
-from .hyperfine import CommandResult, check_hyperfine_flags  # noqa: F401  (cli imports it from here)
+from .hyperfine import CommandResult
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
 from .stats import Comparison, Settings, compare_metric, should_stop
@@ -269,9 +269,7 @@ class Runner:
                     self.progress(f"{scenario.name}: setup ({b.label})")
                     self.sh(self.shell(scenario, b, scenario.setup, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: setup for {b.label}")
-            for step in scenario.steps:
-                if step_filter and not step_filter(scenario, step):
-                    continue
+            for step in scenario.selected_steps(step_filter):
                 results.append(self.run_step(scenario, fixture, step))
                 self.steps_done += 1
             if scenario.teardown:

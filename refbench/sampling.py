@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .config import Scenario, Step
+from .config import Scenario, Step, selected
 
 UNTIL_DECIDED_RUNS = 60  # --until-decided without a budget: most runs per build and step
 
@@ -76,4 +76,4 @@ class StepUnit:
 
 def step_units(scenarios, step_filter, runs: int, warmup: int) -> tuple[StepUnit, ...]:
     return tuple(StepUnit(s, st, effective_runs(s, st, runs), effective_warmup(s, st, warmup))
-                 for s in scenarios for st in s.steps if not step_filter or step_filter(s, st))
+                 for s, st in selected(scenarios, step_filter))

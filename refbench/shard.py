@@ -19,6 +19,7 @@ from pathlib import Path
 
 from . import fixtures as fx, results
 from .errors import RefbenchError
+from .config import selected
 from .sampling import effective_runs, effective_warmup
 
 # size model: seconds per run (a rough s5cmd/kubo on loopback; only the ratios between steps matter)
@@ -99,7 +100,7 @@ def select(scenarios: list, step_filter, shard: tuple[int, int], runs: int, warm
            weights: str | Path | None = None):
     """(scenarios, step filter) of shard I of N, given the run's own selection."""
     i, n = shard
-    units = [(sc, st) for sc in scenarios for st in sc.steps if not step_filter or step_filter(sc, st)]
+    units = selected(scenarios, step_filter)
     if len(units) < n:
         raise RefbenchError(f"--shard {i}/{n}: only {len(units)} step{'s' if len(units) != 1 else ''} to share "
                             f"between {n} shards; use at most {len(units)} shards")
@@ -124,7 +125,7 @@ def settings(step_filter) -> dict:
 
 def plan(scenarios: list, step_filter, n: int, runs: int, warmup: int = 2, weights=None) -> list[list[str]]:
     """Every shard's steps as 'scenario/step' (for --dry-run and the docs)."""
-    units = [(sc, st) for sc in scenarios for st in sc.steps if not step_filter or step_filter(sc, st)]
+    units = selected(scenarios, step_filter)
     where = assign(expected_times(units, runs, warmup, weights), n)
     out: list[list[str]] = [[] for _ in range(n)]
     for (sc, st), k in zip(units, where):

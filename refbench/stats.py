@@ -622,12 +622,6 @@ def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
 
 # ---- planning --------------------------------------------------------------------------------
 
-def _s_eff(n: float, per_round: int | None) -> float:
-    """S for n runs per build: rounds of k + k runs give n·k / (2k + 1); one block n² / (2n + 1)."""
-    k = n if per_round is None else min(per_round, n)
-    return n * k / (2 * k + 1)
-
-
 def detectable(noise: float, s_eff: float, settings: Settings, family_size: int = 1, crit: float | None = None,
                power: float | None = None) -> float | None:
     """Smallest |rel| found significant with the given power: (c + z_power)·se, se of the shift
