@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from .stats import Settings, runs_for
+from .stats import Criteria, runs_for
 
 # The default budget per judged step (2+ runs per build), --quick and full size. 60 s decides a
 # --quick s5cmd step of 0.02-0.75 s per run at cv up to ~12% (the demo's noisiest needs ~190 runs
@@ -46,7 +46,7 @@ def affordable_runs(seconds: float, seconds_per_run: float, n_builds: int) -> in
     return max(0, min(RUN_CAP, int(seconds / (seconds_per_run * n_builds))))
 
 
-def planned_max(noise: float | None, settings: Settings, family_size: int, per_round: int,
+def planned_max(noise: float | None, settings: Criteria, family_size: int, per_round: int,
                 n_now: int, cap: int) -> int:
     """The step's maximum runs per build, from its noise only: what decides a change of the
     threshold's size (or shows none) with the run's power, within `cap`, and at least `n_now`

@@ -29,7 +29,7 @@ from pathlib import Path
 import git
 
 from . import paths, refs, results
-from .config import Target
+from .config import TargetSpec
 from .errors import BuildError, RefError
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
 
 
 @dataclass(frozen=True)
-class Build:
+class BuiltRef:
     target: str
     ref: refs.ResolvedRef
     label: str  # unique display name among the compared builds
@@ -132,7 +132,7 @@ _locked = paths.locked  # one lock helper for builds and fixtures
 class Builder:
     """Resolves refs and builds them, for one target from one origin (git) or the module proxy."""
 
-    def __init__(self, target: Target, builds_dir: Path, repo_url: str | None = None,
+    def __init__(self, target: TargetSpec, builds_dir: Path, repo_url: str | None = None,
                  source: str = "git", offline: bool = False, pr_remote: str | None = None,
                  checkout: bool = False):
         if source not in SOURCES:
@@ -317,7 +317,7 @@ class Builder:
             self._hashes[key] = file_sha256(binary)
         return self._hashes[key]
 
-    def export(self, build: "Build", out_dir: Path) -> Path:
+    def export(self, build: "BuiltRef", out_dir: Path) -> Path:
         """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
         `--builds-dir out_dir` reuses it (verified by its hash). Returns the copied binary."""
         src = build.binary.parent
@@ -334,13 +334,13 @@ class Builder:
         tmp.rename(dest)
         return dest / self.target.binary
 
-    def build(self, resolved: refs.ResolvedRef, label: str) -> Build:
+    def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
         d = self.build_dir(resolved.sha)
         with _locked(d.with_name(d.name + ".lock")):
             binary = self.cached(resolved)
             if binary:
                 log.info("%s: cached build %s", label, binary)
-                return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(),
+                return BuiltRef(self.target.name, resolved, label, binary, self.source, self.toolchain(),
                              False, 0.0, self._hash(binary))
             t0 = time.monotonic()
             if d.exists():
@@ -363,7 +363,7 @@ class Builder:
                 "seconds": round(seconds, 2), "binary_sha256": digest,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }, indent=2))
-        return Build(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds,
+        return BuiltRef(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds,
                      digest)
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:

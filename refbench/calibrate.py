@@ -124,7 +124,7 @@ def _r(x):
     return round(x, 6) if isinstance(x, float) else x
 
 
-def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Settings, *, target: str, ref: str,
+def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Criteria, *, target: str, ref: str,
             run_settings: dict) -> Calibration:
     """Aggregate K results of calibration runs (arms as builds) into per-step figures."""
     slowdowns = tuple(a.percent for a in arm_list[2:])
@@ -161,7 +161,7 @@ def _runs(st: Step) -> int:
     return len(st.builds[BASE].times)
 
 
-def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], settings: stats.Settings,
+def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], settings: stats.Criteria,
           n_max: int | None, family: int, per_round: int) -> StepCalibration:
     def verdict(st, label):
         return next((c.verdict for c in st.comparisons if c.contender == label), None)
@@ -184,7 +184,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
-def seconds_to_verdict(st: Step, label: str, settings: stats.Settings, n_max: int | None,
+def seconds_to_verdict(st: Step, label: str, settings: stats.Criteria, n_max: int | None,
                        family: int) -> float | None:
     """Replay the step's looks for one arm against the baseline, as a two-build run would have
     made them, and return the measured time (both builds' runs) up to the first look at which the

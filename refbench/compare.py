@@ -98,7 +98,7 @@ def _warnings(old: Results, new: Results) -> list[str]:
     return warnings
 
 
-def compare_runs(old: Results, new: Results, settings: stats.Settings = stats.Settings(),
+def compare_runs(old: Results, new: Results, settings: stats.Criteria = stats.Criteria(),
                  match: str = "label") -> RunComparison:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
     (baseline with baseline, ...) with match="position"."""

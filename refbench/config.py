@@ -21,7 +21,7 @@ FIXTURE_KINDS = ("sparse", "random", "tree")
 
 
 @dataclass(frozen=True)
-class Target:
+class TargetSpec:
     name: str
     repo: str  # default origin (URL or path); --repo overrides
     binary: str  # file name of the built binary
@@ -33,7 +33,7 @@ class Target:
 
 
 @dataclass(frozen=True)
-class Fixture:
+class FixtureSpec:
     kind: str  # sparse | random | tree
     size: int = 0  # bytes per file (tree: maximum bytes per file)
     count: int = 1  # files (sparse/random); files per dir (tree)
@@ -57,7 +57,7 @@ class Fixture:
 
 
 @dataclass(frozen=True)
-class Step:
+class StepSpec:
     name: str
     command: str  # template, timed
     prepare: str | None = None  # template, before every timed run (untimed)
@@ -71,12 +71,12 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Scenario:
+class ScenarioSpec:
     name: str
     target: str
-    fixture: Fixture
-    quick_fixture: Fixture
-    steps: tuple[Step, ...]
+    fixture: FixtureSpec
+    quick_fixture: FixtureSpec
+    steps: tuple[StepSpec, ...]
     description: str = ""
     runs: int | None = None
     warmup: int | None = None
@@ -91,11 +91,11 @@ class Scenario:
     def slug(self) -> str:
         return slug(self.name)
 
-    def selected_steps(self, step_filter=None) -> tuple[Step, ...]:
+    def selected_steps(self, step_filter=None) -> tuple[StepSpec, ...]:
         """The steps --only (and a shard) keep, in order: every step without a filter."""
         return tuple(st for st in self.steps if step_filter is None or step_filter(self, st))
 
-    def for_quick(self, quick: bool) -> "Scenario":
+    def for_quick(self, quick: bool) -> "ScenarioSpec":
         if not quick:
             return self
         return replace(self, fixture=self.quick_fixture, runs=self.quick_runs or self.runs)
@@ -104,13 +104,13 @@ class Scenario:
 @dataclass(frozen=True)
 class Config:
     path: Path
-    targets: dict[str, Target]
-    scenarios: tuple[Scenario, ...]
+    targets: dict[str, TargetSpec]
+    scenarios: tuple[ScenarioSpec, ...]
 
-    def scenarios_for(self, target: str) -> list[Scenario]:
+    def scenarios_for(self, target: str) -> list[ScenarioSpec]:
         return [s for s in self.scenarios if s.target == target]
 
-    def target_for_module(self, module: str | None) -> Target | None:
+    def target_for_module(self, module: str | None) -> TargetSpec | None:
         """The target whose Go module is `module` (a checkout's go.mod), if one is declared."""
         found = [t for t in self.targets.values() if module and t.module == module]
         return found[0] if found else None
@@ -150,7 +150,7 @@ class _Loader:
         return text
 
 
-def selected(scenarios, step_filter=None) -> list[tuple[Scenario, Step]]:
+def selected(scenarios, step_filter=None) -> list[tuple[ScenarioSpec, StepSpec]]:
     """(scenario, step) of every selected step of the run, in order."""
     return [(sc, st) for sc in scenarios for st in sc.selected_steps(step_filter)]
 
@@ -172,7 +172,7 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {e}") from None
     ld = _Loader(path)
     targets_t = ld.get(data, "targets", "", dict, required=True)
-    targets: dict[str, Target] = {}
+    targets: dict[str, TargetSpec] = {}
     for name, t in targets_t.items():
         where = f"targets.{name}"
         if not isinstance(t, dict):
@@ -183,7 +183,7 @@ def load_config(path: str | Path) -> Config:
         backend = ld.get(t, "backend", where, str, required=True)
         if backend not in BACKENDS:
             raise ld.fail(f"{where}.backend", f"one of {', '.join(BACKENDS)}", backend)
-        targets[name] = Target(
+        targets[name] = TargetSpec(
             name=name,
             repo=ld.get(t, "repo", where, str, required=True),
             binary=ld.get(t, "binary", where, str, required=True),
@@ -216,7 +216,7 @@ def load_config(path: str | Path) -> Config:
             sw = f"{where}.steps[{j}]"
             if not isinstance(st, dict):
                 raise ld.fail(sw, "a table")
-            steps.append(Step(
+            steps.append(StepSpec(
                 name=ld.get(st, "name", sw, str, required=True),
                 command=ld.template(st, "command", sw, required=True),
                 prepare=ld.template(st, "prepare", sw),
@@ -237,7 +237,7 @@ def load_config(path: str | Path) -> Config:
         for k, v in vary.items():
             if not isinstance(v, list) or not v:
                 raise ld.fail(f"{where}.vary.{k}", "a non-empty list (one value per build position)", v)
-        scenarios.append(Scenario(
+        scenarios.append(ScenarioSpec(
             name=name,
             target=target,
             fixture=fixture,
@@ -256,7 +256,7 @@ def load_config(path: str | Path) -> Config:
     return Config(path=path, targets=targets, scenarios=tuple(scenarios))
 
 
-def _fixture(ld: _Loader, t: dict, where: str) -> Fixture:
+def _fixture(ld: _Loader, t: dict, where: str) -> FixtureSpec:
     kind = ld.get(t, "kind", where, str, required=True)
     if kind not in FIXTURE_KINDS:
         raise ld.fail(f"{where}.kind", f"one of {', '.join(FIXTURE_KINDS)}", kind)
@@ -265,7 +265,7 @@ def _fixture(ld: _Loader, t: dict, where: str) -> Fixture:
         size = parse_size(size_raw)
     except ValueError as e:
         raise ld.fail(f"{where}.size", "a size like 512, 64K, 1M, 10G", size_raw) from e
-    fx = Fixture(
+    fx = FixtureSpec(
         kind=kind,
         size=size,
         count=ld.count(t, "count", where, default=1, minimum=1 if kind != "tree" else 0),

@@ -16,8 +16,8 @@ from typing import Callable, Sequence
 
 from . import fixtures as fx
 from .backends import IpfsBackend, S3Backend
-from .builds import Build, Builder
-from .config import Scenario, Step, Target
+from .builds import BuiltRef, Builder
+from .config import ScenarioSpec, StepSpec, TargetSpec
 from .units import human_bytes
 from .refs import ResolvedRef
 from .runner import shell_command, template_values
@@ -28,7 +28,7 @@ WORKDIR_PLACEHOLDER = Path("<workdir>")
 @dataclass(frozen=True)
 class PlannedBuild:
     """A build as a dry run knows it: the binary is the cached one, or where it will be built."""
-    build: Build
+    build: BuiltRef
     cached: bool
 
 
@@ -38,12 +38,12 @@ def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Se
     for ref, label in zip(resolved, labels):
         cached = builder.cached(ref)
         binary = cached or builder.build_dir(ref.sha) / builder.target.binary
-        out.append(PlannedBuild(Build(builder.target.name, ref, label, binary, builder.source, "", False, 0.0),
+        out.append(PlannedBuild(BuiltRef(builder.target.name, ref, label, binary, builder.source, "", False, 0.0),
                                 cached is not None))
     return out
 
 
-def planned_backend(target: Target, bucket: str | None, prefix: str, endpoint: str | None,
+def planned_backend(target: TargetSpec, bucket: str | None, prefix: str, endpoint: str | None,
                     workdir: Path = WORKDIR_PLACEHOLDER):
     """The run's backend in its planned form: nothing started, listed or written."""
     if target.backend == "s3":
@@ -51,8 +51,8 @@ def planned_backend(target: Target, bucket: str | None, prefix: str, endpoint: s
     return IpfsBackend.planned(workdir)
 
 
-def render_plan(target: Target, source: str, scenarios: Sequence[Scenario],
-                step_filter: Callable[[Scenario, Step], bool] | None, builds: Sequence[PlannedBuild], *,
+def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpec],
+                step_filter: Callable[[ScenarioSpec, StepSpec], bool] | None, builds: Sequence[PlannedBuild], *,
                 bucket: str | None, prefix: str, endpoint: str | None, runs: int, warmup: int, rounds: int,
                 cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = ()) -> str:
     """The dry run's report: target, builds, backend and settings, then per scenario and selected
@@ -80,7 +80,7 @@ def render_plan(target: Target, source: str, scenarios: Sequence[Scenario],
     return "\n".join(lines)
 
 
-def _scenario_lines(s: Scenario, step_filter, backend, builds: Sequence[PlannedBuild], cache_dir: Path,
+def _scenario_lines(s: ScenarioSpec, step_filter, backend, builds: Sequence[PlannedBuild], cache_dir: Path,
                     target_flags: list[str]) -> list[str]:
     fixture = fx.planned(s.fixture, cache_dir)
     lines = [f"scenario {s.name}: {s.fixture.kind} fixture, {fixture.files} files, {human_bytes(fixture.bytes)}"]
@@ -88,7 +88,7 @@ def _scenario_lines(s: Scenario, step_filter, backend, builds: Sequence[PlannedB
     first = builds[0].build
     env = backend.context_env(s.slug, first.label)
 
-    def rendered(template: str | None, step: Step | None) -> str:
+    def rendered(template: str | None, step: StepSpec | None) -> str:
         if not template:
             return ""
         values = template_values(s, fixture, 0, first, step, WORKDIR_PLACEHOLDER, target_flags, backend)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import paths, results
-from .config import Fixture
+from .config import FixtureSpec
 from .units import human_bytes
 from .errors import RunError
 
@@ -30,7 +30,7 @@ _ODD = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio odd constant: k*_ODD differ
 
 @dataclass(frozen=True)
 class FixtureFiles:
-    spec: Fixture
+    spec: FixtureSpec
     root: Path  # directory holding the files
     files: int
     bytes: int  # apparent size, all files
@@ -55,7 +55,7 @@ def _file_name(i: int) -> str:
     return f"tmp{i}"  # as s5cmd's bench names them
 
 
-def planned_bytes(spec: Fixture, plan: list[tuple[str, int]] | None = None) -> tuple[int, int, int]:
+def planned_bytes(spec: FixtureSpec, plan: list[tuple[str, int]] | None = None) -> tuple[int, int, int]:
     """(files, apparent bytes, bytes that will be allocated on disk) without writing anything."""
     if spec.kind == "tree":
         files = [size for _, size in (plan if plan is not None else _tree_plan(spec))]
@@ -65,18 +65,18 @@ def planned_bytes(spec: Fixture, plan: list[tuple[str, int]] | None = None) -> t
     return spec.count, total, (0 if spec.kind == "sparse" else total)
 
 
-def fixture_dir(spec: Fixture, cache_dir: Path) -> Path:
+def fixture_dir(spec: FixtureSpec, cache_dir: Path) -> Path:
     """Where a fixture lives in the build cache: one directory per spec."""
     return Path(cache_dir) / "fixtures" / spec.key()
 
 
-def planned(spec: Fixture, cache_dir: Path) -> FixtureFiles:
+def planned(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
     """The fixture as `ensure` makes it, with nothing written (what a dry run shows)."""
     files, total, allocated = planned_bytes(spec)
     return FixtureFiles(spec, fixture_dir(spec, cache_dir), files, total, allocated)
 
 
-def ensure(spec: Fixture, cache_dir: Path) -> FixtureFiles:
+def ensure(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
     """Create the fixture if it is not cached yet; return where it is."""
     root = fixture_dir(spec, cache_dir)
     marker = marker_path(root)
@@ -161,7 +161,7 @@ def write_random(root: Path, size: int, count: int, seed: int) -> None:
             gen.write(fh, size, i)
 
 
-def _tree_plan(spec: Fixture) -> list[tuple[str, int]]:
+def _tree_plan(spec: FixtureSpec) -> list[tuple[str, int]]:
     """(relative path, size) of every file of a go-random-files style tree, deterministic for a seed."""
     rng = np.random.Generator(np.random.Philox(spec.seed))
     out: list[tuple[str, int]] = []
@@ -183,7 +183,7 @@ def _tree_plan(spec: Fixture) -> list[tuple[str, int]]:
     return out
 
 
-def write_tree(root: Path, spec: Fixture, plan: list[tuple[str, int]] | None = None) -> None:
+def write_tree(root: Path, spec: FixtureSpec, plan: list[tuple[str, int]] | None = None) -> None:
     plan = plan if plan is not None else _tree_plan(spec)
     gen = RandomWriter(spec.seed, pool_bytes=min(POOL, max(1 << 20, sum(s for _, s in plan))))
     made = set()

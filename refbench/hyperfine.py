@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import paths
 from .errors import RefbenchError, RunError
+from .verdict import METRICS
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,6 @@ PINNED_TOOLCHAIN = "1.97.0"  # hyperfine 2.0 needs rustc >= 1.97; machines here 
 FALLBACK_VERSION = "1.20.0"  # built where 2.0 cannot be: per-run wall time, CPU only in interleaved rounds
 MEMORY_VERSION = (1, 20, 0)  # first version exporting memory_usage_byte (a running maximum in 1.x)
 OWN_RUN_VERSION = (2, 0, 0)  # first version measuring each run's own CPU and memory (schema 2)
-METRICS = ("wall", "cpu", "memory", "instructions")  # what a run can be judged on, primary first
 _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 

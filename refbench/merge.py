@@ -149,7 +149,7 @@ def unadjusted(c: stats.Comparison) -> stats.Comparison:
     return stats.Comparison(**kw)
 
 
-def readjust(scenarios: list[Scenario], settings: stats.Settings) -> tuple[Scenario, ...]:
+def readjust(scenarios: list[Scenario], settings: stats.Criteria) -> tuple[Scenario, ...]:
     """The run-wide multiple-testing adjustment over all the merged comparisons, from each step's
     own p-value, by the run's own adjustment (new scenarios)."""
     raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
@@ -215,7 +215,7 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
     warnings = check(shards, allow_missing)
     first = shards[0][1]
     settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards))
-    scenarios = readjust(_ordered_scenarios(shards), stats.Settings(
+    scenarios = readjust(_ordered_scenarios(shards), stats.Criteria(
         threshold=settings.threshold, alpha=settings.alpha, noise_limit=settings.noise_limit))
     scoreboard = stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), first.labels)
     merged = first.replace(

@@ -23,12 +23,13 @@ from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
-from .config import Config, Scenario, Target, load_config
+from .config import Config, ScenarioSpec, TargetSpec, load_config
 from .explain import Explainer
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
+from .verdict import METRIC_THRESHOLDS
 from .executor import Executor, HyperfineExecutor
 from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
 from .sampling import Sampling, StepUnit, step_units
@@ -87,7 +88,7 @@ class RunRequest:
     threshold: float = 0.05
     alpha: float = 0.05
     noise_limit: float = 0.10
-    metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over stats.METRIC_THRESHOLDS
+    metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over verdict.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
     profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
@@ -136,9 +137,9 @@ class RunRequest:
                                    min_rounds=bg.PILOT_ROUNDS if budget and not self.runs_given else None)
 
     @property
-    def settings(self) -> stats.Settings:
-        return stats.Settings(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit,
-                              metric_thresholds=tuple({**dict(stats.METRIC_THRESHOLDS),
+    def settings(self) -> stats.Criteria:
+        return stats.Criteria(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit,
+                              metric_thresholds=tuple({**dict(METRIC_THRESHOLDS),
                                                        **dict(self.metric_thresholds)}.items()))
 
     def scenarios_path(self) -> str:
@@ -151,9 +152,9 @@ class Checked:
     """A request that passed every check that can be made before anything is built."""
     request: RunRequest
     cfg: Config
-    target: Target
+    target: TargetSpec
     origin: bl.Checkout | None  # the checkout around the current directory when it is the origin
-    scenarios: list[Scenario]
+    scenarios: list[ScenarioSpec]
     step_filter: Callable | None
     family: tuple  # (scenarios, step filter) whose verdicts form one family (a shard's: the whole run's)
     hf_flags: list
@@ -263,7 +264,7 @@ def choose_target(cfg, name: str | None, repo: str | None, source: str, cwd: Pat
     return target, origin
 
 
-def select_scenarios(scenarios: list[Scenario], only: list[str]):
+def select_scenarios(scenarios: list[ScenarioSpec], only: list[str]):
     """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'."""
     if not only:
         return scenarios, None
@@ -275,20 +276,20 @@ def select_scenarios(scenarios: list[Scenario], only: list[str]):
         names = ", ".join(sorted({s.name for s in scenarios} | {st.name for s in scenarios for st in s.steps}))
         raise RefbenchError(f"--only {unknown[0]!r} matches no scenario or step (known: {names})")
 
-    def keep(sc: Scenario, st) -> bool:
+    def keep(sc: ScenarioSpec, st) -> bool:
         return any(w in (sc.name.lower(), st.name.lower(), f"{sc.name}/{st.name}".lower()) for w in wanted)
 
     return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
 
 
-def family_size(scenarios: list[Scenario], step_filter, runs: int, n_builds: int, n_metrics: int = 1) -> int:
+def family_size(scenarios: list[ScenarioSpec], step_filter, runs: int, n_builds: int, n_metrics: int = 1) -> int:
     """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders x metrics):
     the family whose false alarms the run controls together."""
     steps = sum(1 for u in step_units(scenarios, step_filter, runs, 0) if u.judged)
     return max(1, steps * (n_builds - 1) * n_metrics)
 
 
-def disk_needs(scenarios: list[Scenario], cache_dir: Path, backend_kind: str, embedded: bool,
+def disk_needs(scenarios: list[ScenarioSpec], cache_dir: Path, backend_kind: str, embedded: bool,
                n_builds: int) -> tuple[int, int, str, int]:
     """(bytes new fixtures will allocate, peak bytes a scenario writes while it runs, which one,
     peak bytes stored in the backend)."""
@@ -358,7 +359,7 @@ def build_all(res: Resolved, reporter: Reporter) -> tuple[list, float]:
 
 
 # ---- identical binaries ----------------------------------------------------------------------
-def same_commands(scenarios: list[Scenario], i: int) -> bool:
+def same_commands(scenarios: list[ScenarioSpec], i: int) -> bool:
     """Whether build position i runs the same commands as the baseline in every scenario. A
     template sees per build only the build's own binary, label and paths, and the scenario's
     `vary` values: the same ref twice with `vary` (--numworkers 4 vs 64) compares configurations."""
@@ -544,7 +545,7 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
 
 
 # ---- analyse ---------------------------------------------------------------------------------
-def adjust(scenarios, n_contenders: int, settings: stats.Settings,
+def adjust(scenarios, n_contenders: int, settings: stats.Criteria,
            per_contender: bool = False) -> tuple[rs.Scenario, ...]:
     """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
     each contender's comparisons apart. Returns new scenarios; the measured ones stay as they were.
@@ -562,7 +563,7 @@ def adjust(scenarios, n_contenders: int, settings: stats.Settings,
 
 
 def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
-    """The step with its comparisons replaced, wall apart from the other metrics as Step keeps them."""
+    """The step with its comparisons replaced, wall apart from the other metrics as rs.Step keeps them."""
     return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
                                metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .stats import METRIC_THRESHOLDS, METRICS, Comparison, Summary, summarize
-from .verdict import Verdict, count
+from .stats import Comparison, Summary, summarize
+from .verdict import METRIC_THRESHOLDS, METRICS, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)

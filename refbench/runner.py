@@ -20,14 +20,14 @@ from typing import Callable
 
 from . import fixtures as fx, results as rs
 from .backends.process import child_env
-from .builds import Build
-from .config import Scenario, Step, render
+from .builds import BuiltRef
+from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
 from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import Comparison, Settings, compare_metric, should_stop
+from .stats import Comparison, Criteria, compare_metric, should_stop
 from .verdict import Verdict
 from .units import slug
 from .watchdog import WatchdogStop
@@ -36,13 +36,13 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Plan:
-    builds: list[Build]
+    builds: list[BuiltRef]
     backend: object
     executor: Executor
     workdir: Path
     cache_dir: Path
     sampling: Sampling
-    settings: Settings
+    settings: Criteria
     target_flags: list[str] = field(default_factory=list)
     hyperfine_flags: list[str] = field(default_factory=list)
     verbose: bool = False
@@ -127,7 +127,7 @@ class StepResult:
 
 @dataclass
 class ScenarioResult:
-    scenario: Scenario
+    scenario: ScenarioSpec
     fixture: fx.FixtureFiles
     steps: list[StepResult]
 
@@ -186,7 +186,7 @@ def split_runs(runs: int, rounds: int) -> list[int]:
     return [per + (1 if i < extra else 0) for i in range(rounds)]
 
 
-def template_values(scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None,
+def template_values(scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None,
                     workdir: Path, target_flags: list[str], backend) -> dict:
     """The values a command template of build `i` sees (the list is in scenarios.toml's header).
     Pure: a run creates the `work` dir itself; a dry run renders with placeholders for what only
@@ -235,13 +235,13 @@ class Runner:
         self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset())), **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
-    def values(self, scenario: Scenario, fixture: fx.FixtureFiles, i: int, build: Build, step: Step | None) -> dict:
+    def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
         v = template_values(scenario, fixture, i, build, step, self.plan.workdir, self.plan.target_flags,
                             self.plan.backend)
         Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v
 
-    def shell(self, scenario: Scenario, build: Build, template: str, values: dict) -> str:
+    def shell(self, scenario: ScenarioSpec, build: BuiltRef, template: str, values: dict) -> str:
         return shell_command(template, values, self.plan.backend.context_env(scenario.slug, build.label))
 
     @property
@@ -257,7 +257,7 @@ class Runner:
         return res
 
     # ---- scenario -------------------------------------------------------------------------
-    def run_scenario(self, scenario: Scenario, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
+    def run_scenario(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
         plan, builds = self.plan, self.plan.builds
         backend = plan.backend
         backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], plan.workdir)
@@ -286,7 +286,7 @@ class Runner:
         return ScenarioResult(scenario, fixture, results)
 
     # ---- step -----------------------------------------------------------------------------
-    def run_step(self, scenario: Scenario, fixture: fx.FixtureFiles, step: Step) -> StepResult:
+    def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
         plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
         t_step, remaining = self.clock(), self.budget_remaining()  # setup and warm-ups count against its share
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
@@ -362,7 +362,7 @@ class Runner:
         n_max = max(cap, runs) if on else runs
         return Sequence(per_round, on, n_max, min_rounds, n_max, t_step, remaining)
 
-    def stop_reason(self, seq: "Sequence", r: int, n_each: int, builds: list[Build],
+    def stop_reason(self, seq: "Sequence", r: int, n_each: int, builds: list[BuiltRef],
                     samples: dict[str, BuildSamples]) -> str | None:
         """Sequential sampling: why this step stops now, or None to run another round.
 
@@ -419,7 +419,7 @@ class Runner:
         budget = self.plan.sampling.budget
         return float("inf") if budget is None else budget - (self.clock() - self.t_begin)
 
-    def comparisons(self, builds: list[Build], samples: dict[str, BuildSamples],
+    def comparisons(self, builds: list[BuiltRef], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
         """One comparison per contender and metric with a figure for every run of both builds,
         wall first (the primary metric), each against its own threshold."""
@@ -449,7 +449,7 @@ class Runner:
         self.hyperfine_seconds += elapsed
         return results, elapsed
 
-    def hyperfine_warmup(self, where: str, builds: list[Build], cmds: list[str], preps: list[str | None],
+    def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
                          warmup: int) -> float:
         """The warm-up runs, by hyperfine (one run each is timed and thrown away with them); a build
         that fails there fails the step already."""
@@ -459,7 +459,7 @@ class Runner:
                                                for b, r, c in zip(builds, results, cmds)})
         return elapsed
 
-    def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[Build], cmds: list[str],
+    def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[BuiltRef], cmds: list[str],
                         preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
@@ -494,7 +494,7 @@ class Runner:
         if res.returncode != 0:
             raise _failed(what, cmd, res)
 
-    def untimed_build_run(self, scenario: Scenario, step: Step, build: Build, s: BuildSamples, cmd: str,
+    def untimed_build_run(self, scenario: ScenarioSpec, step: StepSpec, build: BuiltRef, s: BuildSamples, cmd: str,
                           prep: str | None, values: dict, rss: bool, around=None) -> None:
         """The untimed per-build run before hyperfine's warm-ups: prepare + command once (its own
         peak RSS under GNU time with rss, where the timer cannot give it), then the step's check,

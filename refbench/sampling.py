@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from .config import Scenario, Step, selected
+from .config import ScenarioSpec, StepSpec, selected
 
 UNTIL_DECIDED_RUNS = 60  # --until-decided without a budget: most runs per build and step
 
@@ -45,16 +45,16 @@ class Sampling:
             d.pop("min_rounds")
         return d
 
-    def unit(self, scenario: Scenario, step: Step) -> "StepUnit":
+    def unit(self, scenario: ScenarioSpec, step: StepSpec) -> "StepUnit":
         return StepUnit(scenario, step, effective_runs(scenario, step, self.runs),
                         effective_warmup(scenario, step, self.warmup))
 
 
-def effective_runs(scenario: Scenario, step: Step, runs: int) -> int:
+def effective_runs(scenario: ScenarioSpec, step: StepSpec, runs: int) -> int:
     return step.runs or scenario.runs or runs
 
 
-def effective_warmup(scenario: Scenario, step: Step, warmup: int) -> int:
+def effective_warmup(scenario: ScenarioSpec, step: StepSpec, warmup: int) -> int:
     if step.warmup is not None:
         return step.warmup
     return scenario.warmup if scenario.warmup is not None else warmup
@@ -63,8 +63,8 @@ def effective_warmup(scenario: Scenario, step: Step, warmup: int) -> int:
 @dataclass(frozen=True)
 class StepUnit:
     """One selected step with the runs and warm-up it gets in this run."""
-    scenario: Scenario
-    step: Step
+    scenario: ScenarioSpec
+    step: StepSpec
     runs: int
     warmup: int
 

@@ -47,16 +47,8 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-from .verdict import Verdict
+from .verdict import METRIC_THRESHOLDS, Verdict
 
-# What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
-# run's own peak RSS), instructions retired (where the kernel lets hyperfine count them).
-METRICS = ("wall", "cpu", "memory", "instructions")
-# Default equivalence thresholds of the metrics other than wall (wall's is --threshold). CPU time
-# varies less than wall time but carries the same scheduler noise, so the same 5%; peak memory of
-# a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
-# retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
-METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
 POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -68,7 +60,9 @@ _PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
 
 
 @dataclass(frozen=True)
-class Settings:
+class Criteria:
+    """What a comparison is judged by: the equivalence thresholds, alpha, the noise limit, alpha
+    spending and the power that planning aims for (results.Settings records a run's choice)."""
     threshold: float = 0.05
     alpha: float = 0.05
     noise_limit: float = 0.10
@@ -82,7 +76,7 @@ class Settings:
         """The equivalence threshold of a metric: --threshold for wall, its own for the others."""
         return dict(self.metric_thresholds).get(metric, self.threshold) if metric != "wall" else self.threshold
 
-    def for_metric(self, metric: str) -> "Settings":
+    def for_metric(self, metric: str) -> "Criteria":
         return self if metric == "wall" else replace(self, threshold=self.threshold_for(metric))
 
 
@@ -622,7 +616,7 @@ def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
 
 # ---- planning --------------------------------------------------------------------------------
 
-def detectable(noise: float, s_eff: float, settings: Settings, family_size: int = 1, crit: float | None = None,
+def detectable(noise: float, s_eff: float, settings: Criteria, family_size: int = 1, crit: float | None = None,
                power: float | None = None) -> float | None:
     """Smallest |rel| found significant with the given power: (c + z_power)·se, se of the shift
     from the robust noise (the same figure the interval width follows)."""
@@ -633,7 +627,7 @@ def detectable(noise: float, s_eff: float, settings: Settings, family_size: int 
     return math.expm1((c + _z(pw)) * _HL_SE * noise / math.sqrt(s_eff))
 
 
-def runs_for(effect: float, power: float, noise: float, settings: Settings, family_size: int = 1,
+def runs_for(effect: float, power: float, noise: float, settings: Criteria, family_size: int = 1,
              per_round: int | None = 2) -> int | None:
     """Runs per build for a change of `effect` (relative) to be found significant with `power`
     at α/family_size (the level that survives Benjamini–Hochberg for sure), by the within-round
@@ -654,7 +648,7 @@ def runs_for(effect: float, power: float, noise: float, settings: Settings, fami
 
 # ---- comparing two builds --------------------------------------------------------------------
 
-def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Settings = Settings(), *,
+def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Criteria = Criteria(), *,
             base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
             family_size: int = 1) -> Comparison:
     """Compare contender with baseline. base_rounds / cont_rounds: the round of every sample
@@ -707,7 +701,7 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
 
 
 def compare_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
-                   settings: Settings = Settings(), **kw) -> Comparison:
+                   settings: Criteria = Criteria(), **kw) -> Comparison:
     """compare() for one metric, against that metric's threshold. Values that are the same in every
     run of both builds (peak memory of a small program, to the byte) are no change: the rank test
     has nothing to rank there, and would call it inconclusive."""
@@ -720,7 +714,7 @@ def compare_metric(metric: str, base_label: str, base_values, cont_label: str, c
     return replace(compare(base_label, base_values, cont_label, cont_values, s, **kw), metric=metric)
 
 
-def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Settings) -> Verdict:
+def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Criteria) -> Verdict:
     """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
     shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
     than TOST's 90%, and valid at every look of a sequential run where the interval is the
@@ -737,7 +731,7 @@ def decide(rel: float, lo: float | None, hi: float | None, p: float | None, sett
     return Verdict.INCONCLUSIVE
 
 
-def should_stop(comp: Comparison, settings: Settings, family_size: int) -> bool:
+def should_stop(comp: Comparison, settings: Criteria, family_size: int) -> bool:
     """Whether the runner can stop sampling this step: the step's own p is below
     alpha/family_size (Benjamini–Hochberg will keep it, whatever the other steps do), the
     interval shows equivalence, or the information fraction reached 1 (n_max)."""
@@ -773,7 +767,7 @@ def metric_weights(comps: list[Comparison]) -> list[float]:
     return [w_wall if c.metric == "wall" else w_other for c in comps]
 
 
-def adjust_family(comps: list[Comparison], settings: Settings = Settings()) -> list[Comparison]:
+def adjust_family(comps: list[Comparison], settings: Criteria = Criteria()) -> list[Comparison]:
     """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
     the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed

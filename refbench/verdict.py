@@ -12,6 +12,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
+# What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
+# run's own peak RSS), instructions retired (where the kernel lets hyperfine count them). Here, on
+# the bottom floor, so the timer, the statistics, results.json and the views name them alike.
+METRICS = ("wall", "cpu", "memory", "instructions")
+# Default equivalence thresholds of the metrics other than wall (wall's is --threshold). CPU time
+# varies less than wall time but carries the same scheduler noise, so the same 5%; peak memory of
+# a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
+# retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
+METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
+
 
 class Verdict(StrEnum):
     """In the order the counts line says them (the order of the values in results.json's docs)."""

@@ -17,14 +17,14 @@ import pytest
 from fakes.backend import FakeBackend
 from refbench.backends import Backend, IpfsBackend, S3Backend, dirs
 from refbench.backends.process import run_group, stop_process
-from refbench.config import Fixture, Scenario, Step
+from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = Fixture(kind="sparse", size=1, count=1)
+SPEC = FixtureSpec(kind="sparse", size=1, count=1)
 
 
-def scenario(daemon: bool = False) -> Scenario:
-    return Scenario("get files", "kubo", SPEC, SPEC, (Step("get", "{{ bin }} get"),), daemon=daemon)
+def scenario(daemon: bool = False) -> ScenarioSpec:
+    return ScenarioSpec("get files", "kubo", SPEC, SPEC, (StepSpec("get", "{{ bin }} get"),), daemon=daemon)
 
 
 def alive(pid: int) -> bool:

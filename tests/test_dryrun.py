@@ -9,7 +9,7 @@ import pytest
 
 from refbench import dryrun, paths
 from refbench.backends import s3
-from refbench.builds import Build
+from refbench.builds import BuiltRef
 from refbench.config import load_config
 from refbench.refs import ResolvedRef
 
@@ -22,7 +22,7 @@ def planned(target: str, *labels: str) -> list[dryrun.PlannedBuild]:
     out = []
     for i, label in enumerate(labels):
         ref = ResolvedRef(label, "tag", f"{i + 1}" * 40, label)
-        out.append(dryrun.PlannedBuild(Build(target, ref, label, CACHE / target / ref.sha / binary, "git", "", False,
+        out.append(dryrun.PlannedBuild(BuiltRef(target, ref, label, CACHE / target / ref.sha / binary, "git", "", False,
                                              0.0), cached=i == 1))
     return out
 

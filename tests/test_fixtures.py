@@ -4,12 +4,12 @@ import os
 import pytest
 
 from refbench import fixtures as fx
-from refbench.config import Fixture
+from refbench.config import FixtureSpec
 from refbench.errors import RunError
 
 
 def test_sparse_files_have_size_but_no_blocks(tmp_path):
-    spec = Fixture(kind="sparse", size=1 << 20, count=50)
+    spec = FixtureSpec(kind="sparse", size=1 << 20, count=50)
     f = fx.ensure(spec, tmp_path)
     names = sorted(os.listdir(f.root))
     assert len(names) == 50 and "tmp0" in names and "tmp49" in names
@@ -21,7 +21,7 @@ def test_sparse_files_have_size_but_no_blocks(tmp_path):
 
 
 def test_fixture_is_cached_and_marker_sits_outside_the_directory(tmp_path):
-    spec = Fixture(kind="sparse", size=4096, count=3)
+    spec = FixtureSpec(kind="sparse", size=4096, count=3)
     f = fx.ensure(spec, tmp_path)
     assert fx.marker_path(f.root).exists()
     assert sorted(os.listdir(f.root)) == ["tmp0", "tmp1", "tmp2"]  # nothing a glob would pick up
@@ -31,7 +31,7 @@ def test_fixture_is_cached_and_marker_sits_outside_the_directory(tmp_path):
 
 
 def test_interrupted_generation_is_redone(tmp_path):
-    spec = Fixture(kind="sparse", size=10, count=4)
+    spec = FixtureSpec(kind="sparse", size=10, count=4)
     root = tmp_path / "fixtures" / spec.key()
     root.mkdir(parents=True)
     (root / "tmp0").write_text("partial")  # no marker: generation never finished
@@ -41,9 +41,9 @@ def test_interrupted_generation_is_redone(tmp_path):
 
 
 def test_random_fixture_is_seeded(tmp_path):
-    a = fx.ensure(Fixture(kind="random", size=300_000, count=2, seed=7), tmp_path / "a")
-    b = fx.ensure(Fixture(kind="random", size=300_000, count=2, seed=7), tmp_path / "b")
-    c = fx.ensure(Fixture(kind="random", size=300_000, count=2, seed=8), tmp_path / "c")
+    a = fx.ensure(FixtureSpec(kind="random", size=300_000, count=2, seed=7), tmp_path / "a")
+    b = fx.ensure(FixtureSpec(kind="random", size=300_000, count=2, seed=7), tmp_path / "b")
+    c = fx.ensure(FixtureSpec(kind="random", size=300_000, count=2, seed=8), tmp_path / "c")
     data = (a.root / "tmp0").read_bytes()
     assert len(data) == 300_000 and data == (b.root / "tmp0").read_bytes()
     assert data != (c.root / "tmp0").read_bytes() and data != (a.root / "tmp1").read_bytes()

@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 
 from refbench import fixtures as fx
-from refbench.config import Fixture
+from refbench.config import FixtureSpec
 from refbench.units import parse_size
 
 CHUNK = 256 * 1024
 
 
-def tree(seed=1, dirs=3, count=6, depth=2, size="40K", fanout=True, rsize=True) -> Fixture:
-    return Fixture("tree", parse_size(size), count, seed, dirs, depth, fanout, rsize)
+def tree(seed=1, dirs=3, count=6, depth=2, size="40K", fanout=True, rsize=True) -> FixtureSpec:
+    return FixtureSpec("tree", parse_size(size), count, seed, dirs, depth, fanout, rsize)
 
 
 def listing(root: Path) -> dict[str, str]:
@@ -35,7 +35,7 @@ def chunks(root: Path, size: int = CHUNK) -> list[bytes]:
 
 
 @pytest.mark.parametrize("spec", [
-    Fixture("random", parse_size("300K"), 5, seed=7),
+    FixtureSpec("random", parse_size("300K"), 5, seed=7),
     tree(seed=7),
 ], ids=["random", "tree"])
 def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, spec):
@@ -43,14 +43,14 @@ def test_same_seed_same_bytes_other_seed_other_bytes(tmp_path, spec):
     b = fx.ensure(spec, tmp_path / "b")
     la, lb = listing(a.root), listing(b.root)
     assert la and la == lb
-    other = fx.ensure(Fixture(**{**spec.__dict__, "seed": 8}), tmp_path / "c")
+    other = fx.ensure(FixtureSpec(**{**spec.__dict__, "seed": 8}), tmp_path / "c")
     lo = listing(other.root)
     assert set(la.values()).isdisjoint(lo.values())
 
 
 def test_random_files_have_no_repeated_chunk_and_do_not_compress(tmp_path):
     # 3 files x 1.25 MiB: 15 chunks of 256 KiB, across files and across the 4 MiB write blocks
-    f = fx.ensure(Fixture("random", parse_size("1280K"), 3, seed=3), tmp_path)
+    f = fx.ensure(FixtureSpec("random", parse_size("1280K"), 3, seed=3), tmp_path)
     cs = chunks(f.root)
     assert len(cs) == 15 and len(set(cs)) == len(cs)
     assert all(c.count(0) < len(c) // 100 for c in cs)  # nothing like a zero-filled file
@@ -64,7 +64,7 @@ def test_random_files_have_no_repeated_chunk_and_do_not_compress(tmp_path):
 
 def test_large_file_blocks_beyond_one_write_block_are_distinct(tmp_path):
     # 9 MiB: three 4 MiB write blocks, each a window of the same pool plus its own addend
-    f = fx.ensure(Fixture("random", parse_size("9M"), 1, seed=11), tmp_path)
+    f = fx.ensure(FixtureSpec("random", parse_size("9M"), 1, seed=11), tmp_path)
     cs = chunks(f.root)
     assert len(cs) == 36 and len(set(cs)) == 36
     assert f.allocated == f.bytes == 9 * 1024 * 1024

@@ -12,12 +12,12 @@ from types import MappingProxyType
 import pytest
 
 from refbench import budget, pipeline, results as rs, stats
-from refbench.builds import Build
+from refbench.builds import BuiltRef
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values, budget as budget_arg
 from refbench.commands._run_options import request_from_args, run_parser
 from refbench.errors import RefbenchError
-from refbench.config import Step
+from refbench.config import StepSpec
 from refbench.pipeline import NO_BUDGET, RunHooks, RunRequest
 from refbench.sampling import StepUnit
 from refbench.progress import Reporter
@@ -104,7 +104,7 @@ def test_request_settles_the_defaults_that_depend_on_other_options():
 
 
 def _units(*runs):
-    step = Step("s", "true")
+    step = StepSpec("s", "true")
     return tuple(StepUnit(None, step, n, 0) for n in runs)
 
 
@@ -237,22 +237,22 @@ def _scenario(*steps) -> rs.Scenario:
 def test_adjust_returns_new_results_and_keeps_the_measured_ones():
     measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
     before = [[c for c in st.comparisons] for st in measured[0].steps]
-    adjusted = pipeline.adjust(measured, 2, stats.Settings())
+    adjusted = pipeline.adjust(measured, 2, stats.Criteria())
     assert [[c for c in st.comparisons] for st in measured[0].steps] == before  # untouched
     assert adjusted[0] is not measured[0] and adjusted[0].steps[0] is not measured[0].steps[0]
     new = [c for st in adjusted[0].steps for c in st.comparisons]
     old = [c for st in measured[0].steps for c in st.comparisons]
-    assert new == stats.adjust_family(old, stats.Settings())  # one family: the whole run
+    assert new == stats.adjust_family(old, stats.Criteria())  # one family: the whole run
     assert all(n.p_value >= o.p_value for n, o in zip(new, old) if o.p_value is not None)
     assert [st.name for st in adjusted[0].steps] == ["a", "b"]
 
 
 def test_adjust_per_contender_makes_one_family_per_contender():
     measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
-    adjusted = pipeline.adjust(measured, 2, stats.Settings(), per_contender=True)
+    adjusted = pipeline.adjust(measured, 2, stats.Criteria(), per_contender=True)
     for i in range(2):
         old = [st.comparisons[i] for st in measured[0].steps]
-        assert [st.comparisons[i] for st in adjusted[0].steps] == stats.adjust_family(old, stats.Settings())
+        assert [st.comparisons[i] for st in adjusted[0].steps] == stats.adjust_family(old, stats.Criteria())
 
 
 def test_scoreboard_only_with_three_builds_or_more():
@@ -284,7 +284,7 @@ def faked(scenarios, tmp_path, monkeypatch):
         return pipeline.Resolved(Builder(), refs, [r.display for r in refs])
 
     def build_all(res, reporter):
-        return [Build("fake", r, lab, tmp_path / f"fake-{f:.2f}", "git", "go1.24", False, 0.0)
+        return [BuiltRef("fake", r, lab, tmp_path / f"fake-{f:.2f}", "git", "go1.24", False, 0.0)
                 for r, lab, f in zip(res.refs, res.labels, (1.0, 1.5))], 0.0
 
     monkeypatch.setattr(pipeline, "open_backend", open_backend)

@@ -10,8 +10,8 @@ import pytest
 from fakes.backend import FakeBackend
 from fakes.executor import INFO_1, MockExecutor
 from refbench import runner as rn, stats
-from refbench.builds import Build
-from refbench.config import Fixture, Scenario, Step
+from refbench.builds import BuiltRef
+from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
 from refbench.sampling import UNTIL_DECIDED_RUNS, Sampling
@@ -22,12 +22,12 @@ def fake_hf():
     return MockExecutor()
 
 
-def builds(tmp_path, *factors) -> list[Build]:
+def builds(tmp_path, *factors) -> list[BuiltRef]:
     out = []
     for i, f in enumerate(factors):
         ref = ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}")
         name = f"fake-{f:.2f}" if isinstance(f, float) else f"fake-{f}"
-        out.append(Build("t", ref, f"b{i}", tmp_path / name, "git", "go", False, 0.0))
+        out.append(BuiltRef("t", ref, f"b{i}", tmp_path / name, "git", "go", False, 0.0))
     return out
 
 
@@ -36,7 +36,7 @@ SAMPLING_KEYS = ("interleave", "until_decided", "max_runs", "max_time", "budget"
 
 def run(tmp_path, factors, *, command="{{ bin }} go", prepare=None, setup=None, **kw):
     """One step of `factors` (wall time of each build x 0.1 s) through the runner; its StepResult."""
-    return run_all(tmp_path, factors, [Step("step", command, prepare=prepare, setup=setup)], **kw)[0]
+    return run_all(tmp_path, factors, [StepSpec("step", command, prepare=prepare, setup=setup)], **kw)[0]
 
 
 def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=None, executor=None,
@@ -48,12 +48,12 @@ def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=No
                         **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
     p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
                 executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
-                settings=stats.Settings(), measure_rss=False, family_size=family_size,
+                settings=stats.Criteria(), measure_rss=False, family_size=family_size,
                 clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
     r = rn.Runner(p)
     r.steps_total = len(steps)
-    spec = Fixture(kind="sparse", size=1, count=1)
-    sc = Scenario("s", "t", spec, spec, tuple(steps))
+    spec = FixtureSpec(kind="sparse", size=1, count=1)
+    sc = ScenarioSpec("s", "t", spec, spec, tuple(steps))
     fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
     return r.run_scenario(sc, fixture).steps
 
@@ -233,7 +233,7 @@ def test_max_runs_does_not_bind_before_the_budget(tmp_path, fake_hf):
 
 
 def test_futility_stops_a_step_that_cannot_decide_and_gives_its_time_to_the_next(tmp_path, fake_hf):
-    steps = [Step("hopeless", "{{ bin }} go sigma=0.6"), Step("fine", "{{ bin }} go sigma=0.14")]
+    steps = [StepSpec("hopeless", "{{ bin }} go sigma=0.6"), StepSpec("fine", "{{ bin }} go sigma=0.14")]
     hopeless, fine = run_all(tmp_path, [1.0, 1.0], steps, budget=30.0, **BUDGETED)
     assert hopeless.stopped == "budget" and hopeless.comparisons[0].verdict == Verdict.INCONCLUSIVE
     assert len(hopeless.samples["b0"].times) == 20  # it stopped after its planned runs, not at its share

@@ -66,8 +66,8 @@ def test_fixture_race_two_cold_cache_runs_at_once_both_succeed(tmp_path):
     import subprocess
     import sys
     cache = tmp_path / "cache"
-    script = ("import sys; from refbench import fixtures as fx; from refbench.config import Fixture;"
-              "f = fx.ensure(Fixture(kind='random', size=24_000_000, count=4, seed=3), sys.argv[1]);"
+    script = ("import sys; from refbench import fixtures as fx; from refbench.config import FixtureSpec;"
+              "f = fx.ensure(FixtureSpec(kind='random', size=24_000_000, count=4, seed=3), sys.argv[1]);"
               "print(sorted(p.stat().st_size for p in f.root.iterdir()))")
     env = {"PYTHONPATH": str(ROOT)}
     procs = [subprocess.Popen([sys.executable, "-c", script, str(cache)], stdout=subprocess.PIPE,
@@ -363,14 +363,14 @@ def test_validators_refuse_a_trailing_newline(text):
 
 
 def test_download_dir_comes_from_the_step_slug_not_its_raw_name(tmp_path):
-    from refbench.config import Fixture, Scenario, Step
+    from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
     from refbench.fixtures import FixtureFiles
     from refbench.runner import template_values
     from test_runner import builds
     from fakes.backend import FakeBackend
-    spec = Fixture(kind="sparse", size=1, count=1)
-    step = Step("x/../../../etc", "{{ bin }}")
-    sc = Scenario("s", "t", spec, spec, (step,))
+    spec = FixtureSpec(kind="sparse", size=1, count=1)
+    step = StepSpec("x/../../../etc", "{{ bin }}")
+    sc = ScenarioSpec("s", "t", spec, spec, (step,))
     work = tmp_path / "work"
     v = template_values(sc, FixtureFiles(spec, tmp_path, 1, 1, 0), 0, builds(tmp_path, 1.0)[0], step, work, [],
                         FakeBackend(tmp_path / "remote"))

@@ -254,9 +254,9 @@ def test_shared_binary_is_verified_by_its_hash(tmp_path):
     import hashlib
 
     from refbench import builds as bl, refs
-    from refbench.config import Target
+    from refbench.config import TargetSpec
 
-    target = Target(name="tool", repo=str(tmp_path / "origin"), binary="tool", build=("go", "build", "-o", "{out}"),
+    target = TargetSpec(name="tool", repo=str(tmp_path / "origin"), binary="tool", build=("go", "build", "-o", "{out}"),
                     backend="s3")
     src = bl.Builder(target, tmp_path / "cache")
     r = refs.ResolvedRef("v1", "tag", "a" * 40, "v1")

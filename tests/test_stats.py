@@ -64,7 +64,7 @@ def test_single_run_is_inconclusive():
 def test_threshold_is_adjustable():
     base, cont = sample(1.0, 0.01, 20, 11), sample(1.03, 0.01, 20, 12)
     assert stats.compare("A", base, "B", cont).verdict == Verdict.SAME
-    assert stats.compare("A", base, "B", cont, stats.Settings(threshold=0.01)).verdict == Verdict.SLOWER
+    assert stats.compare("A", base, "B", cont, stats.Criteria(threshold=0.01)).verdict == Verdict.SLOWER
 
 
 def test_geomean_scoreboard():

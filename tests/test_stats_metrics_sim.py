@@ -69,7 +69,7 @@ def test_a_a_runs_false_alarms_within_alpha_across_steps_and_metrics():
     same_mem = np.mean([c.verdict == Verdict.SAME for c in by["memory"]])
     print(f"\nA/A runs of 4 steps x 3 metrics, weighted BH: {wrong / len(fams):.2%} with any false "
           f"slower/faster; memory no significant change on {same_mem:.0%} of steps")
-    assert wrong <= at_most(len(fams), stats.Settings().alpha)
+    assert wrong <= at_most(len(fams), stats.Criteria().alpha)
     flat = [c for i, c in enumerate(by["memory"]) if i % STEPS == 0]
     assert all(c.verdict == Verdict.SAME and c.method == "identical in every run" for c in flat)
 
@@ -91,7 +91,7 @@ def test_a_a_runs_with_sequential_looks_keep_false_alarms_within_alpha():
     wrong = any_false(fams)
     print(f"\nA/A, looks after every round, runs of 4 steps x 3 metrics: {wrong / len(fams):.2%} with any false "
           f"slower/faster (median stop round {np.median(stopped):.0f} of {rounds})")
-    assert wrong <= at_most(len(fams), stats.Settings().alpha)
+    assert wrong <= at_most(len(fams), stats.Criteria().alpha)
 
 
 def test_power_per_metric_in_a_family():
@@ -110,7 +110,7 @@ def test_power_per_metric_in_a_family():
           f"{cpu_hits / len(fams):.1%} of runs")
     assert cpu_hits >= at_least(len(fams), 0.65)
     others = sum(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for f in fams for k, c in enumerate(f) if k != 4)
-    assert others <= at_most(len(fams) * (STEPS * 3 - 1), stats.Settings().alpha)
+    assert others <= at_most(len(fams) * (STEPS * 3 - 1), stats.Criteria().alpha)
 
     data = metrics_of(24, 200, mem_bytes=64 * 2 ** 20)
     by = {m: judged(m, *xy) for m, xy in data.items()}

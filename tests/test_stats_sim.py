@@ -25,7 +25,7 @@ from refbench.runner import round_orders
 from refbench.verdict import Verdict
 
 ALPHA = 0.05
-SETTINGS = stats.Settings()
+SETTINGS = stats.Criteria()
 
 
 # ---- binomial bounds -------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def test_sequential_looks_keep_false_alarms_within_alpha_and_naive_looks_do_not(
 def test_sequential_pocock_keeps_false_alarms_within_alpha():
     n = 400
     x, y = simulate(8, n, 6, 2, noise=0.06)
-    final, _ = sequential(x, y, stats.Settings(spending="pocock"))
+    final, _ = sequential(x, y, stats.Criteria(spending="pocock"))
     wrong = count(final, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, 6 looks, Pocock: {wrong / n:.2%} false slower/faster")
     assert wrong <= at_most(n, ALPHA)

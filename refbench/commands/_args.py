@@ -7,7 +7,7 @@ import os
 import re
 
 from ..errors import EXIT_ERROR
-from ..stats import METRIC_THRESHOLDS, METRICS
+from ..verdict import METRIC_THRESHOLDS, METRICS
 
 
 class Parser(argparse.ArgumentParser):

@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
         reporter = Reporter()
         results.append(_measured(pipeline.run(request, reporter), reporter))
-    settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    settings = stats.Criteria(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     sampling = request.sampling
     run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,
                     "sequential": sampling.sequential, "cpus": args.cpus if isinstance(args.cpus, str)

@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     add_stats_args(p)
     args = p.parse_args(argv)
     old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
-    settings = stats.Settings(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    settings = stats.Criteria(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
     cmp = compare_runs(old, new, settings, args.match)
     if not cmp.pairs:
         raise RefbenchError(f"no build label is in both files ({', '.join(cmp.old_builds)} vs "

@@ -8,7 +8,7 @@ import csv
 from pathlib import Path
 
 from ..results import Results, Samples, Step
-from ..stats import METRICS
+from ..verdict import METRICS
 from .markdown import throughput
 
 # the metrics other than wall time, each with its own comparison columns
