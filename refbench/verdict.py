@@ -75,7 +75,15 @@ def count(verdicts: Iterable[str]) -> dict[Verdict, int]:
     return counts
 
 
+def counts_phrase(counts: Mapping[str, int], *, markers: bool = False, sep: str = " · ",
+                  identical_note: str = "") -> str:
+    """The verdict counts in words, '3 slower · 0 faster · …', each led by its marker if asked;
+    identical binary only when a contender was not measured (with the note that says why)."""
+    return sep.join(f"{v.marker + ' ' if markers else ''}{counts[v]} {v}"
+                    + (f" {identical_note}" if v == Verdict.IDENTICAL and identical_note else "")
+                    for v in Verdict if v != Verdict.IDENTICAL or counts.get(v))
+
+
 def counts_line(counts: Mapping[str, int]) -> str:
-    """The verdict counts in words, as the commands' last line says them (identical binary only
-    when a contender was not measured)."""
-    return ", ".join(f"{counts[v]} {v}" for v in Verdict if v != Verdict.IDENTICAL or counts.get(v))
+    """The counts as the commands' last line says them: '3 slower, 0 faster, …'."""
+    return counts_phrase(counts, sep=", ")

@@ -7,7 +7,7 @@ from functools import lru_cache
 import jinja2
 
 from .. import paths
-from ..verdict import Verdict
+from ..verdict import Verdict, counts_phrase
 from . import format as f
 
 VERDICT_COLOURS = {Verdict.SLOWER: "#cf222e", Verdict.FASTER: "#1a7f37", Verdict.SAME: "#6e7781",
@@ -26,9 +26,11 @@ def environment(kind: str = "markdown") -> jinja2.Environment:
     env = jinja2.Environment(loader=paths.template_loader(), autoescape=html, trim_blocks=True, lstrip_blocks=True,
                              keep_trailing_newline=not html, undefined=jinja2.StrictUndefined)
     env.filters.update(pct=f.fmt_pct, s=f.fmt_s, p=f.fmt_p, ci=f.fmt_ci, md=f.md_escape, secs=f.fmt_seconds,
-                       bytes=f.fmt_bytes, vword=lambda v: Verdict(v).word, unknown=f.or_unknown)
+                       bytes=f.fmt_bytes, vword=lambda v: Verdict(v).word, unknown=f.or_unknown,
+                       counts_phrase=counts_phrase)
+    # V: templates name a verdict as V.SLOWER, never by spelling it
     env.globals.update(markers={v: v.marker for v in Verdict}, vcolour=VERDICT_COLOURS,
-                       verdicts=tuple(Verdict))
+                       verdicts=tuple(Verdict), V=Verdict)
     return env
 
 
