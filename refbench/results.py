@@ -421,6 +421,14 @@ class Scenario(_Doc):
     fixture: Fixture = _f(dict, read=Fixture.read)
     steps: tuple[Step, ...] = _f(list, read=_tuple_of(Step.read))
 
+    def throughput(self, side: Samples | None) -> tuple[float | None, float | None]:
+        """(bytes/s, objects/s) of one build in one step: this fixture's bytes and objects over the
+        build's mean time. None where the time or the fixture size is unknown."""
+        mean = side.stats.mean if side and side.stats else None
+        if not mean or mean <= 0:
+            return None, None
+        return (self.bytes / mean if self.bytes else None), (self.files / mean if self.files else None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Settings(_Doc):

@@ -23,11 +23,11 @@ def test_throughput_of_a_step_and_build():
     r = results()
     sc = r.scenarios[0]
     st = sc.steps[0]
-    bps, ops = markdown.throughput(sc.fixture, st.builds["old"])
+    bps, ops = sc.fixture.throughput(st.builds["old"])
     assert (bps, ops) == (100_000_000.0, 100.0)
     assert fmt_mbps(bps) == "100" and fmt_rate(ops) == "100"
-    assert markdown.throughput(sc.fixture, rs.Samples(times=(), stats=None)) == (None, None)
-    assert markdown.throughput(rs.Fixture(), st.builds["old"]) == (None, None)
+    assert sc.fixture.throughput(rs.Samples(times=(), stats=None)) == (None, None)
+    assert rs.Fixture().throughput(st.builds["old"]) == (None, None)
     assert fmt_rate(9.876) == "9.88" and fmt_rate(12.34) == "12.3" and fmt_rate(None) == "n/a"
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..results import Results, Samples, Step
 from ..verdict import METRICS
-from .markdown import throughput
 
 # the metrics other than wall time, each with its own comparison columns
 OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
@@ -76,7 +75,7 @@ def csv_rows(results: Results) -> list[dict]:
                 "cv": _of(s, "cv"),
                 "user_mean_s": _mean(b.user), "system_mean_s": _mean(b.system),
                 "cpu_mean_s": b.cpu_mean, "cpu_wall_ratio": b.cpu_wall_ratio, "peak_rss_kib": b.rss_kb,
-                "throughput_bytes_per_s": throughput(fx, b)[0],
+                "throughput_bytes_per_s": fx.throughput(b)[0],
                 "fixture_kind": fx.kind, "fixture_files": fx.files, "fixture_bytes": fx.bytes,
                 "runs": st.runs, "warmup": st.warmup, "rounds": st.rounds,
                 "baseline": c.baseline if c else results.baseline, "ratio": _of(c, "ratio"),

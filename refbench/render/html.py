@@ -15,7 +15,6 @@ from ..units import slug
 from ..verdict import Verdict
 from .format import METRIC_NAMES
 from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
-from .markdown import throughput
 
 
 def _score_view(score: BuildScore, labels: list[str]) -> dict:
@@ -47,7 +46,7 @@ def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...]) -> dict:
     comp = {c.contender: c for c in st.comparisons}
     rows = [{"label": lab, "baseline": lab == labels[0], "s": st.builds[lab].stats or {}, "b": st.builds[lab],
              "c": comp.get(lab), "colour": build_colour(labels, lab),
-             "throughput": throughput(sc.fixture, st.builds[lab])[0]}
+             "throughput": sc.fixture.throughput(st.builds[lab])[0]}
             for lab in labels if st.builds.get(lab)]
     worst = max(st.comparisons, key=lambda c: (c.verdict == Verdict.SLOWER, c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,

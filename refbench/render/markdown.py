@@ -7,7 +7,7 @@ import math
 from tabulate import tabulate
 
 from ..compare import RunComparison
-from ..results import Comparison, Fixture, Results, Samples, Step
+from ..results import Comparison, Results, Step
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import fmt_changes, markdown_parts, repo_note, request_note
@@ -97,15 +97,6 @@ def detection_line(results: Results) -> str | None:
             f"and of ≥ {2 * t * 100:.0f}% on {n2} of {m}.")
 
 
-def throughput(fixture: Fixture, side: Samples | None) -> tuple[float | None, float | None]:
-    """(bytes/s, objects/s) of one build in one step: the scenario's fixture (bytes moved, objects)
-    over the build's mean time. None where the time or the fixture size is unknown."""
-    mean = side.stats.mean if side and side.stats else None
-    if not mean or mean <= 0:
-        return None, None
-    return (fixture.bytes / mean if fixture.bytes else None), (fixture.files / mean if fixture.files else None)
-
-
 # ---- tables ----------------------------------------------------------------------------------------
 def _table(rows, headers, align=None) -> str:
     """A GitHub pipe table; cells are preformatted text, never reparsed as numbers."""
@@ -148,8 +139,8 @@ def verdict_rows(results: Results) -> list[tuple[str, list[str]]]:
     metrics = list(results.judged_metrics())
     out = []
     for sc, st, c in results.comparisons():
-        base_bps, base_ops = throughput(sc.fixture, st.builds.get(c.baseline))
-        new_bps, new_ops = throughput(sc.fixture, st.builds.get(c.contender))
+        base_bps, base_ops = sc.fixture.throughput(st.builds.get(c.baseline))
+        new_bps, new_ops = sc.fixture.throughput(st.builds.get(c.contender))
         others = st.by_metric(c.contender)
         worst = min([c.verdict] + [o.verdict for o in others.values()], key=lambda v: v.severity)
         out.append((worst, [c.verdict.marker, md_escape(sc.name), md_escape(st.name)]
@@ -193,7 +184,7 @@ def _timing_tables(results: Results) -> tuple[str, str]:
             detail_rows.append([name, md_escape(label), f"{s.mean:.3f} ± {s.stddev:.3f}", f"{s.median:.3f}",
                                 f"{s.min:.3f}", f"{s.max:.3f}", f"{s.cv * 100:.1f}%", str(s.n),
                                 "1.00" if s is fast else f"{rel:.2f} ± {rel_err:.2f}"])
-            bps, ops = throughput(sc.fixture, b)
+            bps, ops = sc.fixture.throughput(b)
             resource_rows.append([name, md_escape(label), fmt_mbps(bps), fmt_rate(ops), fmt_s(b.cpu_mean),
                                   "n/a" if b.cpu_wall_ratio is None else f"{b.cpu_wall_ratio:.2f}", fmt_rss(b.rss_kb)])
     detailed = _table(detail_rows, ["Scenario", "Command", "Mean [s]", "Median [s]", "Min [s]", "Max [s]", "cv",
