@@ -60,6 +60,38 @@ def run_bench(*args: str, env: dict | None = None, cwd: Path | None = None, time
                           capture_output=True, text=True, timeout=timeout)
 
 
+def run_cli(*args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """./bench.py's main() in this process, with what a user would see: exit code, stdout, stderr.
+    For commands whose test is what they print and return (refusals, clean, compare); run_bench's
+    subprocess stays where the process itself is under test (signals, kills, a fresh interpreter,
+    a whole run). The environment, working directory and signal handlers are restored after."""
+    import contextlib
+    import io
+    import signal
+
+    from refbench import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        os.environ.update(env or {})
+        if cwd:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
 # The shared smoke run's sampling, in one place: tests that compare with it (the sharded run, the
 # raw-runs check) read these instead of repeating the numbers.
 S5_RUNS, S5_ROUNDS = 20, 5

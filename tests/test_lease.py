@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from conftest import ROOT, run_bench
+from conftest import ROOT, run_cli
 
 from refbench import lease
 from refbench.backends import S3Backend
@@ -100,7 +100,7 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
         client.put_object(Bucket=name, Key=sentinels[5],
                           Body=json.dumps({"schema": lease.LEASE_SCHEMA, "prefix": DEAD, "ttl_seconds": 1}).encode())
         time.sleep(3.5)  # the dead lease (ttl 1 s) has expired by the server's clock; the live one was refreshed
-        proc = run_bench("clean", "--remote", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
+        proc = run_cli("clean", "--remote", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                          env=bench_env(server))
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout
@@ -126,7 +126,7 @@ def test_dry_run_removes_nothing(bucket):
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
     write_dead_lease(server, name, DEAD, ttl=1.0)
     time.sleep(2.5)
-    proc = run_bench("clean", "--remote", "--dry-run", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
+    proc = run_cli("clean", "--remote", "--dry-run", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                      env=bench_env(server))
     assert proc.returncode == 0, proc.stderr
     assert "would be removed" in proc.stdout and "would remove 1 prefixes" in proc.stdout
@@ -195,12 +195,12 @@ def test_unsafe_prefix_refused_before_anything_runs(tmp_path, capsys, value):
 
 @pytest.mark.parametrize("value", ["../x", "", "a\nb"])
 def test_unsafe_prefix_refused_by_the_command_line(tmp_path, value):
-    proc = run_bench("-s", "v1.0.0", "v1.1.0", "--repo", str(tmp_path / "no-such-origin"), "-p", value,
-                     "--builds-dir", str(tmp_path / "builds"), cwd=tmp_path, timeout=60)
+    proc = run_cli("-s", "v1.0.0", "v1.1.0", "--repo", str(tmp_path / "no-such-origin"), "-p", value,
+                     "--builds-dir", str(tmp_path / "builds"), cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("refbench: error: -p/--prefix"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    proc = run_bench("clean", "--remote", "-b", "somebucket", "-p", value, "--endpoint-url", "http://127.0.0.1:9",
-                     cwd=tmp_path, timeout=60)
+    proc = run_cli("clean", "--remote", "-b", "somebucket", "-p", value, "--endpoint-url", "http://127.0.0.1:9",
+                     cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.startswith("refbench: error: -p/--prefix"), proc.stderr
 
 
@@ -210,7 +210,7 @@ def test_safe_prefixes_accepted(value, expected):
 
 
 def test_clean_remote_needs_a_bucket(tmp_path):
-    proc = run_bench("clean", "--remote", cwd=tmp_path, timeout=60)
+    proc = run_cli("clean", "--remote", cwd=tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip() == "refbench: error: clean --remote needs -b BUCKET"
 
 
@@ -239,7 +239,7 @@ def test_clean_stale_removes_only_dirs_whose_owner_is_gone(tmp_path):
     (foreign / "owner.json").write_text(json.dumps({"host": "another-host", "pid": dead.pid}))
     other = tmp_path / "unrelated"
     other.mkdir()
-    proc = run_bench("clean", "--stale", "-l", str(tmp_path), timeout=60)
+    proc = run_cli("clean", "--stale", "-l", str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "killed" in proc.stdout and "removed 1 directories" in proc.stdout, proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unmarked.name, foreign.name, "unrelated"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bench
+from conftest import run_bench, run_cli
 from refbench.render.markdown import COMMENT_MARKER
 from test_github import TOKEN, gh, post, results_file  # noqa: F401  (pytest fixtures)
 
@@ -39,11 +39,11 @@ def test_clean_refuses_an_unmarked_directory_and_leaves_it_intact(tmp_path):
     (home / "projects").mkdir(parents=True)
     (home / "projects" / "thesis.tex").write_text("years of work")
     for how in ((), ("--fixtures-only",)):
-        proc = run_bench("clean", *how, env={"REFBENCH_BUILDS_DIR": str(home)})
+        proc = run_cli("clean", *how, env={"REFBENCH_BUILDS_DIR": str(home)})
         assert proc.returncode == 2, proc.stdout + proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "not made by refbench" in proc.stderr
         assert (home / "projects" / "thesis.tex").read_text() == "years of work"
-    proc = run_bench("clean", "--builds-dir", str(home))
+    proc = run_cli("clean", "--builds-dir", str(home))
     assert proc.returncode == 2 and (home / "projects" / "thesis.tex").exists()
 
 
@@ -53,10 +53,10 @@ def test_clean_removes_a_cache_dir_refbench_made(tmp_path):
     target = config.load_config(paths.bundled_scenarios()).targets["s5cmd"]
     builds.Builder(target, made)  # a builder marks the directory it creates
     (made / "fixtures").mkdir()
-    proc = run_bench("clean", "--fixtures-only", "--builds-dir", str(made))
+    proc = run_cli("clean", "--fixtures-only", "--builds-dir", str(made))
     assert proc.returncode == 0, proc.stderr
     assert made.is_dir() and not (made / "fixtures").exists()
-    proc = run_bench("clean", "--builds-dir", str(made))
+    proc = run_cli("clean", "--builds-dir", str(made))
     assert proc.returncode == 0, proc.stderr
     assert not made.exists()
 
