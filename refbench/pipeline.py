@@ -165,7 +165,8 @@ class Checked:
     fixture_need: int
     run_need: int
     stored_peak: int
-    units: tuple[StepUnit, ...] = ()  # the selected steps with their effective runs and warm-up
+    units: tuple[StepUnit, ...]  # the selected steps with their effective runs and warm-up
+    sampling: Sampling  # how they are sampled: what the runner follows and results.json records
 
 
 def load_target(request: RunRequest):
@@ -208,9 +209,9 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
         if not dry_run:
             raise
         reporter.warn(f"a real run would stop here: {e}")
+    units = step_units(scenarios, step_filter, request.runs, request.warmup)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak,
-                   step_units(scenarios, step_filter, request.runs, request.warmup))
+                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units))
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
@@ -470,9 +471,8 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
-    sampling = request.sampling_for(checked.units)
     return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
-                sampling=sampling, settings=request.settings,
+                sampling=checked.sampling, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                 verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
@@ -584,7 +584,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     r = checked.request
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
-        **r.sampling_for(checked.units).record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        **checked.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
         noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
         multiple_testing=MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
