@@ -32,7 +32,7 @@ def _chart(s: TrendSeries, several: bool) -> dict:
         points.append({
             "x": round(x(i), 1), "y": round(y(p.h_mean), 1), "by": round(y(p.b_mean), 1),
             "y_hi": round(y(p.h_mean + sd), 1), "y_lo": round(y(max(0.0, p.h_mean - sd)), 1),
-            "slower": p.verdict == Verdict.SLOWER, "faster": p.verdict == Verdict.FASTER,
+            "verdict": Verdict(p.verdict),
             "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {p.h_mean:.3f} s ± {sd:.3f} "
                       f"vs {p.b_label} {p.b_sha[:10]} {p.b_mean:.3f} s: {p.verdict} "
                       f"({fmt_pct(p.rel)})"),
@@ -49,7 +49,7 @@ def _chart(s: TrendSeries, several: bool) -> dict:
         "left": PAD_L, "right": W - PAD_R, "bottom": H - PAD_B, "top": PAD_T,
         "head_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['y']}" for i, p in enumerate(points)),
         "base_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['by']}" for i, p in enumerate(points)),
-        "regressions": sum(p["slower"] for p in points), "last": pts[-1], "changepoints": cps,
+        "regressions": sum(p["verdict"] == Verdict.SLOWER for p in points), "last": pts[-1], "changepoints": cps,
     }
 
 
