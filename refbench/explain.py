@@ -12,7 +12,10 @@ what `step_done` returns in the step's record. Seconds spent here are kept by ki
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import shutil
+import subprocess
 import time
 from collections import Counter
 from pathlib import Path
@@ -110,22 +113,63 @@ class Explainer:
         return out
 
     def profiles(self, labels, binaries, cmds, preps, means, execute, where) -> dict:
+        """perf's differential profile of the step, and for kubo its own pprof view beside it (which
+        needs no perf). The step's `profile_note` says why perf's view is missing."""
+        repeats = max(profile.repeats_for(m) for m in means)
+        out: dict = {}
+        found: list[rs.Profile] = []
         if self.perf is None:
             if not self._perf_note_said:
                 self.notes.append(self.perf_why)
                 self._perf_note_said = True
-            return {"profile_note": self.perf_why}
+            out["profile_note"] = self.perf_why
+        else:
+            found += self._perf(labels, binaries, cmds, preps, repeats, execute, where)
+        if self.backend.kind == "ipfs":
+            try:
+                found += self._pprof(labels, binaries, cmds, preps, repeats, execute, where)
+            except (RunError, OSError, RuntimeError, subprocess.SubprocessError) as e:  # perf's view stays
+                log.warning("%s: no pprof view: %s", where, e)
+                out["profile_note"] = "; ".join(filter(None, (out.get("profile_note"), f"no pprof view: {e}")))
+        if found:
+            out["profiles"] = tuple(found)
+        return out
+
+    def _perf(self, labels, binaries, cmds, preps, repeats, execute, where) -> list[rs.Profile]:
         stripped = [lab for lab, b in zip(labels, binaries) if profile.has_symbols(b) is False]
-        repeats = max(profile.repeats_for(m) for m in means)
         folded: dict[str, Counter] = {}
         for k in range(repeats):  # builds alternate, as in the timed runs
             for lab, cmd, prep in zip(labels, cmds, preps):
-                if prep:
-                    execute(["sh", "-c", prep], f"{where}: profiled run of {lab} (prepare)")
+                self._prepare(prep, lab, execute, where)
                 data = self.workdir / f"perf-{lab.replace('/', '_')}-{k}.data"
                 got = profile.record(self.perf, cmd, data, execute, f"{where}: profiled run of {lab}")
                 folded[lab] = profile.add([folded.get(lab, Counter()), got])
         note = (f"no symbols in {', '.join(stripped)}'s binary (built with -s -w): its functions cannot be named"
                 if stripped else None)
-        return {"profiles": tuple(profile.compare(labels[0], lab, folded, repeats, note) for lab in labels[1:]),
-                **({"profile_note": note} if note else {})}
+        return [profile.compare(labels[0], lab, folded, repeats, note) for lab in labels[1:]]
+
+    def _pprof(self, labels, binaries, cmds, preps, repeats, execute, where) -> list[rs.Profile]:
+        """Each build's command again, every ipfs process with IPFS_PROF in a directory of its own
+        (profile.write_pprof_shim), the profiles merged and folded by `go tool pprof`."""
+        go = shutil.which("go")
+        if go is None:
+            raise RuntimeError("go not found (go tool pprof reads kubo's profiles)")
+        dirs = {lab: self.workdir / f"pprof-{lab.replace('/', '_')}" for lab in labels}
+        try:
+            for k in range(repeats):
+                for lab, binary, cmd, prep in zip(labels, binaries, cmds, preps):
+                    self._prepare(prep, lab, execute, where)
+                    shim = profile.write_pprof_shim(binary, dirs[lab])
+                    execute(["sh", "-c", cmd.replace(binary, str(shim))], f"{where}: pprof run of {lab}")
+            folded = {lab: profile.pprof_folded(go, binary, profile.pprof_files(dirs[lab]))
+                      for lab, binary in zip(labels, binaries)}
+        finally:
+            for d in dirs.values():
+                shutil.rmtree(d, ignore_errors=True)
+        return [dataclasses.replace(profile.compare(labels[0], lab, folded, repeats), source="pprof")
+                for lab in labels[1:]]
+
+    @staticmethod
+    def _prepare(prep, lab, execute, where) -> None:
+        if prep:
+            execute(["sh", "-c", prep], f"{where}: profiled run of {lab} (prepare)")

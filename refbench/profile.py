@@ -196,6 +196,70 @@ def record(perf: str, cmd: str, data: Path, execute: Callable[[list[str], str], 
     return fold(p.stdout)
 
 
+# ---- kubo's own profile (IPFS_PROF) ------------------------------------------------------------
+# kubo writes a Go pprof CPU profile, ipfs.cpuprof, into its working directory when IPFS_PROF is
+# set: the runtime's own sampler, next to perf's view. The shim stands in for the binary in the
+# profiled command and runs each ipfs process in a directory of its own, so a command that starts
+# several (pin rm, then repo gc) keeps every profile. Arguments given as relative paths would then
+# miss: refbench's kubo commands name every path absolutely ({{ work }}, {{ fixture }}).
+PPROF_FILE = "ipfs.cpuprof"
+PPROF_SHIM = """#!/bin/sh
+# refbench: one ipfs process with kubo's own CPU profile (IPFS_PROF writes {file} to the cwd)
+d=$(mktemp -d {where}/p.XXXXXX) || exit 1
+cd "$d" || exit 1
+IPFS_PROF=true exec {binary} "$@"
+"""
+
+
+def write_pprof_shim(binary: str, where: Path) -> Path:
+    import shlex
+    where.mkdir(parents=True, exist_ok=True)
+    shim = where / "ipfs-prof"
+    shim.write_text(PPROF_SHIM.format(file=PPROF_FILE, where=shlex.quote(str(where)), binary=shlex.quote(binary)))
+    shim.chmod(0o755)
+    return shim
+
+
+def pprof_files(where: Path) -> list[Path]:
+    return sorted(where.glob(f"p.*/{PPROF_FILE}"))
+
+
+def fold_pprof(traces_text: str, root: str) -> Counter:
+    """`go tool pprof -traces -sample_index=samples` output -> folded stacks (root first, `root`
+    as the process frame) with their sample counts. Each trace is a line of dashes, then the
+    count and the leaf, then its callers one a line."""
+    folded: Counter = Counter()
+    count, frames, in_trace = 0, [], False
+
+    def flush():
+        if frames and count:
+            folded[";".join([root] + [f for f in reversed(frames)])] += count
+
+    for line in traces_text.splitlines():
+        if line.startswith("-----------+"):
+            flush()
+            count, frames, in_trace = 0, [], True
+        elif in_trace and line.strip():
+            name = line.strip()
+            if not frames:
+                head, _, name = name.partition(" ")
+                count = int(head) if head.isdigit() else 0
+            frames.append(name.strip().removesuffix(" (inline)").replace(";", ":"))
+    flush()
+    return folded
+
+
+def pprof_folded(go: str, binary: str, files: list[Path]) -> Counter:
+    """Every profile of one build, merged by pprof and folded."""
+    if not files:
+        return Counter()
+    p = subprocess.run([go, "tool", "pprof", "-traces", "-sample_index=samples", binary, *map(str, files)],
+                       capture_output=True, text=True, errors="replace", timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError((p.stderr.strip().splitlines() or [f"go tool pprof exit {p.returncode}"])[-1])
+    return fold_pprof(p.stdout, Path(binary).name)
+
+
 def add(counters: Iterable[Counter]) -> Counter:
     total: Counter = Counter()
     for c in counters:

@@ -339,6 +339,12 @@ class Profile(_Doc):
     top: tuple[FunctionShift, ...] = _f(list, default=(), read=_tuple_of(FunctionShift.read))
     stacks: tuple[tuple[str, int, int], ...] = _f(list, default=(), read=_read_stacks)
     note: str | None = _f(str, default=None, omit_none=True)  # e.g. a binary without symbols
+    # who sampled: None is perf (cpu-clock); "pprof" is kubo's own Go profiler (IPFS_PROF)
+    source: str | None = _f(str, default=None, omit_none=True)
+
+    @property
+    def sampler(self) -> str:
+        return "kubo's own pprof (IPFS_PROF)" if self.source == "pprof" else "perf cpu-clock"
 
 @dataclass(frozen=True, kw_only=True)
 class Step(_Doc):
@@ -412,6 +418,14 @@ class Fixture(_Doc):
     random_fanout: bool | None = _f(bool, default=None, omit_none=True)
     random_size: bool | None = _f(bool, default=None, omit_none=True)
 
+    def throughput(self, side: Samples | None) -> tuple[float | None, float | None]:
+        """(bytes/s, objects/s) of one build in one step: this fixture's bytes and objects over the
+        build's mean time. None where the time or the fixture size is unknown."""
+        mean = side.stats.mean if side and side.stats else None
+        if not mean or mean <= 0:
+            return None, None
+        return (self.bytes / mean if self.bytes else None), (self.files / mean if self.files else None)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Scenario(_Doc):
@@ -420,14 +434,6 @@ class Scenario(_Doc):
     description: str = _f(str, default="")
     fixture: Fixture = _f(dict, read=Fixture.read)
     steps: tuple[Step, ...] = _f(list, read=_tuple_of(Step.read))
-
-    def throughput(self, side: Samples | None) -> tuple[float | None, float | None]:
-        """(bytes/s, objects/s) of one build in one step: this fixture's bytes and objects over the
-        build's mean time. None where the time or the fixture size is unknown."""
-        mean = side.stats.mean if side and side.stats else None
-        if not mean or mean <= 0:
-            return None, None
-        return (self.bytes / mean if self.bytes else None), (self.files / mean if self.files else None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -154,7 +154,9 @@ vary = { chunker = [["--chunker=size-262144"], ["--chunker=size-65536"]] }
 
 
 @pytest.mark.slow
-def test_kubo_contender_chunking_differently_stores_different_block_counts(tmp_path, kubo_origin, builds_dir):
+def test_kubo_contender_chunking_differently_stores_different_block_counts_and_profiles_both_ways(
+        tmp_path, kubo_origin, builds_dir):
+    """Block counts per build, and with --profile kubo's own pprof view (IPFS_PROF) beside perf's."""
     from test_kubo import COMMON, kubo_section
 
     scen = tmp_path / "scenarios.toml"
@@ -162,7 +164,7 @@ def test_kubo_contender_chunking_differently_stores_different_block_counts(tmp_p
     local = tmp_path / "local"
     local.mkdir()
     proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--scenarios",
-                     str(scen), "-r", "2", "-w", "1", "--rounds", "1", "-l", str(local), "--no-profile",
+                     str(scen), "-r", "2", "-w", "1", "--rounds", "1", "-l", str(local), "--profile",
                      "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     steps, r = _steps(tmp_path / "results.json")
@@ -175,4 +177,12 @@ def test_kubo_contender_chunking_differently_stores_different_block_counts(tmp_p
     summary = (tmp_path / "summary.md").read_text()
     assert f"blocks {old.num_objects} → {new.num_objects}" in summary
     assert "Blocks (NumObjects, exact)" in summary and "kubo's estimate" in summary
+    # --profile: perf's profile and kubo's own, each over both builds' profiled runs
+    by_source = {p.source: p for p in steps["add"].profiles}
+    assert set(by_source) == {None, "pprof"}, steps["add"].profile_note
+    pprof = by_source["pprof"]
+    assert all(pprof.samples[lab] > 0 for lab in r.labels[:2]), pprof
+    assert all(stack.startswith("ipfs;") for stack, _, _ in pprof.stacks)
+    assert any("github.com/ipfs/" in stack for stack, _, _ in pprof.stacks)  # Go's own symbols, kubo's frames
+    assert "(kubo pprof)" in summary
     assert list(local.iterdir()) == []

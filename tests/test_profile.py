@@ -36,6 +36,42 @@ def test_fold_puts_the_process_first_and_the_leaf_last():
                          "s5cmd;main.main;main.burnCPU": 1, "sh;__vfork": 1})
 
 
+TRACES = """File: ipfs
+Type: samples
+Duration: 177.77ms, Total samples = 10
+-----------+-------------------------------------------------------
+         3   crypto/internal/fips140/sha256.blockSHANI
+             github.com/ipfs/boxo/ipld/unixfs.Add
+             main.main
+-----------+-------------------------------------------------------
+         1   runtime.heapArenaOf (inline)
+             runtime.mallocgc
+             main.main
+-----------+-------------------------------------------------------
+"""
+
+
+def test_fold_pprof_traces_like_perfs_stacks():
+    assert profile.fold_pprof(TRACES, "ipfs") == Counter({
+        "ipfs;main.main;github.com/ipfs/boxo/ipld/unixfs.Add;crypto/internal/fips140/sha256.blockSHANI": 3,
+        "ipfs;main.main;runtime.mallocgc;runtime.heapArenaOf": 1})
+
+
+def test_the_pprof_shim_keeps_one_profile_per_ipfs_process(tmp_path):
+    """A command that starts ipfs twice (pin rm, then repo gc) keeps both processes' profiles: each
+    runs in a directory of its own, where IPFS_PROF makes kubo write ipfs.cpuprof."""
+    fake = tmp_path / "ipfs"
+    fake.write_text('#!/bin/sh\n[ -n "$IPFS_PROF" ] && echo "$@" > ipfs.cpuprof\nexit 0\n')
+    fake.chmod(0o755)
+    where = tmp_path / "pprof"
+    shim = profile.write_pprof_shim(str(fake), where)
+    cmd = f"{fake} pin rm x && {fake} repo gc"
+    subprocess.run(["sh", "-c", cmd.replace(str(fake), str(shim))], check=True, cwd=tmp_path)
+    files = profile.pprof_files(where)
+    assert sorted(f.read_text() for f in files) == ["pin rm x\n", "repo gc\n"]
+    assert not (tmp_path / "ipfs.cpuprof").exists()  # nothing written where the command ran
+
+
 def test_top_shifts_rank_self_time_changes_and_format_as_points():
     base = Counter({"s5cmd;main.main;main.work": 90, "s5cmd;main.main;runtime.gc": 10})
     cont = Counter({"s5cmd;main.main;main.work": 45, "s5cmd;main.main;runtime.gc": 10,

@@ -73,12 +73,13 @@ def markdown_parts(results: Results) -> dict:
                 facts.append(f"**{where}**: {md_escape(lab)} stores different blocks: {blocks}")
         for p in st.profiles or ():
             if p.top:
-                functions.append(f"**{where}**, {md_escape(p.contender)} vs {md_escape(p.baseline)} "
+                functions.append(f"**{where}**{' (kubo pprof)' if p.source == 'pprof' else ''}, "
+                                 f"{md_escape(p.contender)} vs {md_escape(p.baseline)} "
                                  f"({p.samples.get(p.baseline, 0)} / {p.samples.get(p.contender, 0)} samples, "
                                  f"{p.repeats} run{'s' if p.repeats != 1 else ''} each): "
                                  + ", ".join(f"`{md_escape(fmt_shift(f))}`" for f in p.top)
                                  + (f" ({md_escape(p.note)})" if p.note else ""))
-        if st.profile_note and not st.profiles:
+        if st.profile_note:  # why perf's view is missing (kubo's pprof view may still be there)
             functions.append(f"**{where}**: {md_escape(st.profile_note)}")
         for lab, r in (st.requests or {}).items():
             req_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), md_escape(fmt_apis(r)),
