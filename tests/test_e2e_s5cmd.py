@@ -145,7 +145,11 @@ def test_ctrl_c_cleans_up_prefix_and_local_files(minio, s5_origin, builds_dir, t
          "--builds-dir", str(builds_dir), "-b", "testbucket", "--endpoint-url", server.endpoint,
          "--quick", "--only", "small files", "-r", "40", "-l", str(local), "-o", str(tmp_path / "s.md")],
         env={**os.environ, **bench_env(server)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True, cwd=tmp_path)
+        start_new_session=True, cwd=tmp_path,
+        # a foreground run, as in a terminal: a suite started as a background job of a script
+        # inherits SIGINT ignored (POSIX shells do that to `cmd &`), and Python then never
+        # turns Ctrl-C into KeyboardInterrupt, so the run would go on, whatever refbench does
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(all_keys(client)) <= len(before):
         time.sleep(0.2)  # wait until the run has uploaded something under its prefix
