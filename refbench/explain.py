@@ -156,11 +156,12 @@ class Explainer:
             raise RuntimeError("go not found (go tool pprof reads kubo's profiles)")
         dirs = {lab: self.workdir / f"pprof-{lab.replace('/', '_')}" for lab in labels}
         try:
+            shimmed = [cmd.replace(binary, str(profile.write_pprof_shim(binary, dirs[lab])))
+                       for lab, binary, cmd in zip(labels, binaries, cmds)]
             for k in range(repeats):
-                for lab, binary, cmd, prep in zip(labels, binaries, cmds, preps):
+                for lab, cmd, prep in zip(labels, shimmed, preps):
                     self._prepare(prep, lab, execute, where)
-                    shim = profile.write_pprof_shim(binary, dirs[lab])
-                    execute(["sh", "-c", cmd.replace(binary, str(shim))], f"{where}: pprof run of {lab}")
+                    execute(["sh", "-c", cmd], f"{where}: pprof run of {lab}")
             folded = {lab: profile.pprof_folded(go, binary, profile.pprof_files(dirs[lab]))
                       for lab, binary in zip(labels, binaries)}
         finally:
