@@ -5,7 +5,13 @@ Layout under the builds directory (see paths.default_builds_dir()):
     builds/<target>/clones/<origin-slug>/   one bare clone per origin, fetched, never re-cloned
     builds/<target>/<sha>/<binary>          the binary built from that commit (git source)
     builds/<target>/<sha>.module/<binary>   the same commit built through the Go module proxy
+    builds/<target>/<sha>.go1.24.4/         built with a Go other than this machine's (GOTOOLCHAIN)
     .../build.log, build.json               how it was built; build.json is written last
+
+Each build uses the Go its go.mod asks for unless --go says otherwise (refbench/toolchain.py); the
+Go is settled when the ref is resolved (ResolvedRef.toolchain), is part of the cache key, and
+names the directory when it is not this machine's own, so two builds of one commit with two Gos
+are kept apart while caches made with the machine's Go keep their place.
 
 build.json records the binary's SHA-256; a cached binary is used only when it still has that hash
 (a binary shared as a CI artifact, `bench.py build --out DIR` then `--builds-dir DIR`, is verified
@@ -14,6 +20,7 @@ the same way, and gets its executable bit back: artifacts do not keep file modes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -28,9 +35,10 @@ from pathlib import Path
 
 import git
 
-from . import paths, refs, results
+from . import paths, refs, results, toolchain as tc
 from .config import TargetSpec
-from .errors import BuildError, RefError
+from .errors import BuildError, RefbenchError, RefError
+from .toolchain import go_version
 
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
@@ -63,17 +71,6 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
-
-
-def go_version(env: dict | None = None) -> str:
-    try:
-        out = subprocess.run(["go", "env", "GOVERSION"], capture_output=True, text=True, check=True,
-                             env=env, timeout=60)
-    except FileNotFoundError:
-        raise BuildError("go not found on PATH (run `make setup`, or install Go)") from None
-    except subprocess.CalledProcessError as e:
-        raise BuildError(f"`go env GOVERSION` failed: {e.stderr.strip()}") from None
-    return out.stdout.strip()
 
 
 @dataclass(frozen=True)
@@ -130,11 +127,13 @@ _locked = paths.locked  # one lock helper for builds and fixtures
 
 
 class Builder:
-    """Resolves refs and builds them, for one target from one origin (git) or the module proxy."""
+    """Resolves refs and builds them, for one target from one origin (git) or the module proxy.
+    `go`: the Go every build uses unless resolve() is told otherwise (a --go value; default
+    REFBENCH_GO, else mod: what each ref's go.mod asks for)."""
 
     def __init__(self, target: TargetSpec, builds_dir: Path, repo_url: str | None = None,
                  source: str = "git", offline: bool = False, pr_remote: str | None = None,
-                 checkout: bool = False):
+                 checkout: bool = False, go: str | None = None):
         if source not in SOURCES:
             raise BuildError(f"unknown source {source!r} (expected git or module)")
         if source == "module" and not (target.module and target.package):
@@ -155,7 +154,9 @@ class Builder:
         self.root = self.builds_dir / target.name
         self._repo: git.Repo | None = None
         self._fetched = False
-        self._toolchain: str | None = None
+        self.go = tc.parse_choice(go) if go else tc.default_choice()
+        self._local: str | None = None  # this machine's GOVERSION
+        self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
         self._hashes: dict[tuple, str] = {}
 
     # ---- git source -----------------------------------------------------------------------
@@ -222,7 +223,17 @@ class Builder:
                 self.repo().git.fetch("--quiet", "--update-shallow", remote, sha)
                 return
 
-    def resolve(self, text: str) -> refs.ResolvedRef:
+    def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
+        """The commit `text` names, with the Go that builds it (`go`: a --go value, else the
+        builder's)."""
+        return self.settle(self._resolve_commit(text), go)
+
+    def resolve_all(self, texts: tuple[str, ...] | list[str], go: tuple[str, ...] = ()) -> list[refs.ResolvedRef]:
+        """The refs of one comparison, each with its Go: `go` holds one --go value for all of
+        them or one per ref in their order (none: the builder's choice)."""
+        return [self.resolve(t, g) for t, g in zip(texts, tc.per_build(go, len(texts), self.go))]
+
+    def _resolve_commit(self, text: str) -> refs.ResolvedRef:
         ref = refs.classify(text)
         if self.source == "module":
             return self._resolve_module(ref)
@@ -238,10 +249,10 @@ class Builder:
             raise
 
     # ---- module source --------------------------------------------------------------------
-    def _scratch_module(self, where: Path) -> Path:
+    def _scratch_module(self, where: Path, toolchain: str | None = None) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         if not (where / "go.mod").exists():
-            self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log")
+            self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log", toolchain=toolchain)
         return where
 
     def _resolve_module(self, ref: refs.Ref) -> refs.ResolvedRef:
@@ -249,15 +260,9 @@ class Builder:
             raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
                            "use --source git")
         query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
-        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
-            mod = self._scratch_module(Path(tmp))
-            proc = subprocess.run(["go", "list", "-m", "-json", f"{self.target.module}@{query}"],
-                                  cwd=mod, capture_output=True, text=True, env=self._go_env())
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
-            raise RefError(f"ref not found: {ref.text!r} in module {self.target.module}: {last}")
-        info = json.loads(proc.stdout)
+        info = self._module_info(ref.text, query)
         version = info["Version"]
+        self._gomods[version] = _read_gomod_file(info.get("GoMod"))
         sha = (info.get("Origin") or {}).get("Hash")
         if not sha:
             m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
@@ -266,25 +271,106 @@ class Builder:
             ref.text if ref.text == version else f"{ref.text} ({version})")
         return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version)
 
+    def _module_info(self, text: str, query: str) -> dict:
+        """`go list -m -json MODULE@QUERY`: the version, its commit and its go.mod file (GoMod)."""
+        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
+            mod = self._scratch_module(Path(tmp))
+            proc = subprocess.run(["go", "list", "-m", "-json", f"{self.target.module}@{query}"],
+                                  cwd=mod, capture_output=True, text=True, env=self._go_env())
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
+            raise RefError(f"ref not found: {text!r} in module {self.target.module}: {last}")
+        return json.loads(proc.stdout)
+
+    # ---- which Go builds a ref ----------------------------------------------------------------
+    def local_go(self) -> str:
+        """This machine's Go (GOVERSION with GOTOOLCHAIN=local), asked once."""
+        if self._local is None:
+            self._local = go_version(self._go_env())
+        return self._local
+
+    def _listed(self) -> tuple[tc.GoVersion, ...]:
+        return tc.available(self.builds_dir, self._go_env())
+
+    def gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+        """What the ref's go.mod asks for (None without one): the top-level go.mod of the commit
+        (even when the build command runs in a sub-directory), or the module's at its version."""
+        key = resolved.version if self.source == "module" else resolved.sha
+        if key not in self._gomods:
+            if self.source == "module":
+                self._gomods[key] = _read_gomod_file(self._module_info(resolved.text, key).get("GoMod"))
+            else:
+                self._gomods[key] = self._git_gomod(resolved)
+        return self._gomods[key]
+
+    def _git_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+        try:
+            text = self.repo().git.show(f"{resolved.sha}:go.mod")
+        except git.GitCommandError as e:
+            msg = _git_msg(e)
+            if "does not exist" in msg or "exists on disk, but not in" in msg:
+                return None  # a commit from before modules: nothing asked
+            raise BuildError(f"cannot read go.mod of {resolved.display} ({resolved.short}): {msg}") from None
+        return tc.parse_gomod(text)
+
+    def settle(self, resolved: refs.ResolvedRef, go: str | None = None) -> refs.ResolvedRef:
+        """The ref with the Go that builds it: `go` (a --go value) or the builder's choice. A ref
+        already settled keeps its Go unless `go` is given."""
+        if resolved.toolchain and go is None:
+            return resolved
+        choice = tc.parse_choice(go) if go else self.go
+        picked = tc.pick(choice, self.gomod(resolved) if choice == tc.MOD else None, self.local_go(), self._listed)
+        if picked.note:
+            log.warning("%s (%s): %s", resolved.display, resolved.short, picked.note)
+        return dataclasses.replace(resolved, toolchain=picked.name)
+
+    def _hint(self, resolved: refs.ResolvedRef) -> str:
+        """What a failed build's message says about Go (toolchain.hint); never fails itself."""
+        try:
+            gomod = self.gomod(resolved)
+        except RefbenchError:
+            return "its go.mod could not be read"
+        try:
+            wanted = tc.pick(tc.MOD, gomod, self.local_go(), self._listed).name
+        except RefbenchError:
+            wanted = None
+        return tc.hint(resolved.toolchain or self.local_go(), gomod, wanted)
+
+    def _recorded_go(self, name: str) -> str:
+        """The GOVERSION that builds with `name` (`go env GOVERSION` under its GOTOOLCHAIN, which
+        fetches a toolchain that is not here yet): what build.json records and the cache compares."""
+        if name == self.local_go():
+            return name
+        got = go_version(self._go_env(name))
+        if got != name:
+            raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
+        return got
+
     # ---- building -------------------------------------------------------------------------
-    def _go_env(self) -> dict:
+    def _go_env(self, toolchain: str | None = None) -> dict:
         """Reproducible builds: no VCS stamp and no checkout paths in the binary, so two commits
         with the same Go code (a README change) give byte-identical binaries, answered without
-        measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours."""
+        measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours.
+        GOTOOLCHAIN: `toolchain` (fetched by the go command from the module proxy), or this
+        machine's Go with no switching, so the Go recorded is the Go that built."""
         env = dict(os.environ)
         env["GOFLAGS"] = " ".join(filter(None, (REPRODUCIBLE_GOFLAGS, os.environ.get("GOFLAGS", ""))))
+        env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
         return env
 
-    def toolchain(self) -> str:
-        if self._toolchain is None:
-            self._toolchain = go_version(self._go_env())
-        return self._toolchain
+    def toolchain(self, resolved: refs.ResolvedRef | None = None) -> str:
+        """The Go that builds `resolved`; without a ref, this machine's."""
+        return self.settle(resolved).toolchain if resolved else self.local_go()
 
-    def build_dir(self, sha: str) -> Path:
-        return self.root / (sha if self.source == "git" else f"{sha}.module")
+    def build_dir(self, sha: str, toolchain: str | None = None) -> Path:
+        name = sha if self.source == "git" else f"{sha}.module"
+        if toolchain and toolchain != self.local_go():
+            name += f".{toolchain}"
+        return self.root / name
 
     def cached(self, resolved: refs.ResolvedRef) -> Path | None:
-        d = self.build_dir(resolved.sha)
+        resolved = self.settle(resolved)
+        d = self.build_dir(resolved.sha, resolved.toolchain)
         meta, binary = d / "build.json", d / self.target.binary
         if not (meta.exists() and binary.exists()):
             return None
@@ -292,7 +378,7 @@ class Builder:
             info = json.loads(meta.read_text())
         except ValueError:
             return None
-        if info.get("toolchain") != self.toolchain() or info.get("build") != list(self.target.build):
+        if info.get("toolchain") != resolved.toolchain or info.get("build") != list(self.target.build):
             return None
         # other GOFLAGS: rebuild. A cache from before they were recorded is kept: at worst its binary
         # differs from a reproducible one of the same code, and the pair is measured as before
@@ -335,14 +421,16 @@ class Builder:
         return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
-        d = self.build_dir(resolved.sha)
+        resolved = self.settle(resolved)
+        d = self.build_dir(resolved.sha, resolved.toolchain)
         with _locked(d.with_name(d.name + ".lock")):
             binary = self.cached(resolved)
             if binary:
                 log.info("%s: cached build %s", label, binary)
-                return BuiltRef(self.target.name, resolved, label, binary, self.source, self.toolchain(),
-                             False, 0.0, self._hash(binary))
+                return BuiltRef(self.target.name, resolved, label, binary, self.source, resolved.toolchain,
+                                False, 0.0, self._hash(binary))
             t0 = time.monotonic()
+            go = self._recorded_go(resolved.toolchain)
             if d.exists():
                 shutil.rmtree(d)
             d.mkdir(parents=True)
@@ -358,13 +446,12 @@ class Builder:
             digest = self._hash(binary)
             (d / "build.json").write_text(json.dumps({
                 "target": self.target.name, "sha": resolved.sha, "ref": resolved.text,
-                "version": resolved.version, "source": self.source, "toolchain": self.toolchain(),
+                "version": resolved.version, "source": self.source, "toolchain": go,
                 "build": list(self.target.build), "goflags": self._go_env()["GOFLAGS"],
                 "seconds": round(seconds, 2), "binary_sha256": digest,
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             }, indent=2))
-        return BuiltRef(self.target.name, resolved, label, binary, self.source, self.toolchain(), True, seconds,
-                     digest)
+        return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
         repo = self.repo()
@@ -373,7 +460,8 @@ class Builder:
             with _locked(self.clone_dir.with_suffix(".lock")):
                 repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
             argv = [a.replace("{out}", str(out)) for a in self.target.build]
-            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha)
+            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha,
+                     ref=resolved)
         finally:
             with _locked(self.clone_dir.with_suffix(".lock")):
                 with contextlib.suppress(git.GitCommandError):
@@ -383,38 +471,57 @@ class Builder:
                     repo.git.worktree("prune")
 
     def _build_module(self, resolved: refs.ResolvedRef, out: Path, log_path: Path, d: Path) -> None:
-        mod = self._scratch_module(d / "mod")
+        # made by the Go that builds, so its go line asks for no newer one
+        mod = self._scratch_module(d / "mod", resolved.toolchain)
         what = f"module build of {self.target.package}@{resolved.version}"
         try:
             self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what,
-                     sha=resolved.sha)
-            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha)
+                     sha=resolved.sha, ref=resolved)
+            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha,
+                     ref=resolved)
         finally:
             shutil.rmtree(mod, ignore_errors=True)
 
-    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build", sha: str | None = None) -> None:
-        log.debug("$ %s  (in %s)", " ".join(argv), cwd)
+    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build", sha: str | None = None,
+            ref: refs.ResolvedRef | None = None, toolchain: str | None = None) -> None:
+        """Run a go command of a build with the ref's Go (or `toolchain`); a failure names the Go
+        it used and the one go.mod asks for."""
+        toolchain = ref.toolchain if ref else toolchain
+        log.debug("$ %s  (in %s, Go %s)", " ".join(argv), cwd, toolchain or "local")
         with open(log_path, "a") as fh:
             fh.write(f"$ {' '.join(argv)}\n")
             fh.flush()
             try:
                 rc = subprocess.run(argv, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                    env=self._go_env()).returncode
+                                    env=self._go_env(toolchain)).returncode
             except FileNotFoundError:
                 raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-            raise BuildError(f"{what} failed (exit {rc}); log: {log_path}", detail=tail, sha=sha)
+            how = f" with {ref.toolchain} (exit {rc}; {self._hint(ref)})" if ref else f" (exit {rc})"
+            raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
 
 
 def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
-    """Display names, made unique (an A/A comparison of one ref gets '#2')."""
+    """Display names, made unique: builds of one ref with different Go say which
+    ('v1.0.0 (go1.25.9)'); an A/A comparison of one ref with one Go gets '#2'."""
+    gos: dict[str, set] = {}
+    for r in resolved:
+        gos.setdefault(r.display, set()).add(r.toolchain)
     labels, seen = [], {}
     for r in resolved:
-        base = r.display
+        base = f"{r.display} ({r.toolchain})" if len(gos[r.display]) > 1 and r.toolchain else r.display
         seen[base] = seen.get(base, 0) + 1
         labels.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
     return labels
+
+
+def _read_gomod_file(path: str | None) -> tc.GoMod | None:
+    """A module's go.mod as the module proxy served it (the GoMod path `go list -m -json` gives)."""
+    try:
+        return tc.parse_gomod(Path(path).read_text(errors="replace")) if path else None
+    except OSError:
+        return None
 
 
 def _git_msg(e: git.GitCommandError) -> str:

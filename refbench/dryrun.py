@@ -37,8 +37,9 @@ def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Se
     out = []
     for ref, label in zip(resolved, labels):
         cached = builder.cached(ref)
-        binary = cached or builder.build_dir(ref.sha) / builder.target.binary
-        out.append(PlannedBuild(BuiltRef(builder.target.name, ref, label, binary, builder.source, "", False, 0.0),
+        binary = cached or builder.build_dir(ref.sha, ref.toolchain) / builder.target.binary
+        out.append(PlannedBuild(BuiltRef(builder.target.name, ref, label, binary, builder.source, ref.toolchain or "",
+                                         False, 0.0),
                                 cached is not None))
     return out
 
@@ -62,7 +63,8 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
     for p in builds:
         r = p.build.ref
         lines.append(f"  build {p.build.label}: {r.kind} {r.sha} -> "
-                     f"{'cached ' + str(p.build.binary) if p.cached else 'would build'}")
+                     f"{'cached ' + str(p.build.binary) if p.cached else 'would build'}"
+                     + (f" (Go: {p.build.toolchain})" if p.build.toolchain else ""))
     lines.append(f"backend: {desc}; runs {runs}, warm-up {warmup}, rounds {rounds}")
     backend = planned_backend(target, bucket, prefix, endpoint)
     first = builds[0].build

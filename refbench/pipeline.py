@@ -72,6 +72,7 @@ class RunRequest:
     target_flags: str = ""  # -sf
     repo: str | None = None
     source: str = "git"
+    go: tuple[str, ...] = ()  # --go: one Go for every build or one per build (toolchain.py); (): REFBENCH_GO, else mod
     endpoint_url: str | None = None
     until_decided: bool = False
     measure_identical: bool = False  # measure byte-identical binaries too (an A/A check of the machine)
@@ -339,10 +340,10 @@ def resolve(checked: Checked, reporter: Reporter) -> Resolved:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
     reporter.info(f"resolving {len(request.refs)} refs of {target.name} from "
                   f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
-    resolved = [builder.resolve(r) for r in request.refs]
+    resolved = builder.resolve_all(request.refs, request.go)
     labels = bl.unique_labels(resolved)
     for lab, r in zip(labels, resolved):
-        reporter.info(f"  {lab}: {r.sha}")
+        reporter.info(f"  {lab}: {r.sha} (Go: {r.toolchain})")
     return Resolved(builder, resolved, labels)
 
 

@@ -35,6 +35,7 @@ class ResolvedRef:
     sha: str
     display: str  # e.g. "v2.2.2", "PR #478", "master@1a2b3c4", "latest_release (v2.3.0)"
     version: str | None = None  # module version, for --source module
+    toolchain: str | None = None  # the Go that builds it (builds.Builder settles it: toolchain.pick)
 
     @property
     def short(self) -> str:

@@ -598,6 +598,12 @@ class Results(_Doc):
         have = {c.metric for _, st in self.steps() for c in st.metric_comparisons}
         return tuple(m for m in METRICS if m != "wall" and m in have)
 
+    def differing_toolchains(self) -> dict[str, str]:
+        """Each build's Go (label -> toolchain) when the builds were not all built with the same
+        one, else {}: the Go is then a cause of any difference, and the summary says so."""
+        gos = {b.label: b.toolchain for b in self.builds if b.toolchain}
+        return gos if len(set(gos.values())) > 1 else {}
+
     def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
         """(scenario, step, comparison) of every comparison of the given metrics that got slower:
         what --fail-on-regression and the nightly act on."""

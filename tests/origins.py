@@ -117,6 +117,28 @@ def go_env() -> dict:
     return env
 
 
+GO_LINE_FLOOR = "1.21"  # the wrappers' go line before `go get` raises it (module_files)
+_LOCAL_GO: list[str] = []
+
+
+def local_go() -> str:
+    """This machine's Go as `go env GOVERSION` names it (go1.26.8), asked once."""
+    if not _LOCAL_GO:
+        env = {**go_env(), "GOTOOLCHAIN": "local"}
+        _LOCAL_GO.append(subprocess.run(["go", "env", "GOVERSION"], check=True, capture_output=True, text=True,
+                                        env=env).stdout.strip())
+    return _LOCAL_GO[0]
+
+
+def toolchain_line() -> str:
+    """A go.mod `toolchain` line naming this machine's Go. refbench builds each ref with the Go its
+    go.mod asks for (refbench/toolchain.py): without this line a test origin's go line would make
+    every test build fetch that line's newest patch from the module proxy (`go mod init` writes
+    the local version, go 1.26.8: go1.26.11); with it, the tests keep building with the Go that
+    is here. It must be newer than the go line (see module_files)."""
+    return f"toolchain {local_go()}\n"
+
+
 _MODFILES: dict[tuple, tuple[str, str]] = {}
 
 
@@ -130,6 +152,10 @@ def module_files(module: str, requires: tuple[str, ...], main_go: str, scratch: 
         (d / "main.go").write_text(main_go)
         env = go_env()
         subprocess.run(["go", "mod", "init", module], cwd=d, check=True, capture_output=True, env=env)
+        # `go mod init` writes this machine's version as the go line (go 1.26.8); a floor instead,
+        # which `go get` raises to what the required modules ask, so the toolchain line below
+        # stays newer than the go line (one equal to it is invalid: `go: updates to go.mod needed`)
+        subprocess.run(["go", "mod", "edit", f"-go={GO_LINE_FLOOR}"], cwd=d, check=True, capture_output=True, env=env)
         for req in requires:
             p = subprocess.run(["go", "get", req], cwd=d, capture_output=True, text=True, env=env)
             if p.returncode != 0:
@@ -137,6 +163,9 @@ def module_files(module: str, requires: tuple[str, ...], main_go: str, scratch: 
         p = subprocess.run(["go", "mod", "tidy"], cwd=d, capture_output=True, text=True, env=env)
         if p.returncode != 0:
             raise RuntimeError(f"go mod tidy failed: {p.stderr[-2000:]}")
+        # the local Go, as go.mod asks for it: see toolchain_line()
+        subprocess.run(["go", "mod", "edit", f"-toolchain={local_go()}"], cwd=d, check=True, capture_output=True,
+                       env=env)
         _MODFILES[key] = ((d / "go.mod").read_text(), (d / "go.sum").read_text())
     return _MODFILES[key]
 

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from conftest import need
-from origins import git, new_origin
+from origins import git, local_go, new_origin, toolchain_line
 from refbench import builds as bl
 from refbench.config import TargetSpec
 from refbench.errors import BuildError, RefError
 
 MAIN = 'package main\n\nimport "fmt"\n\nfunc main() {{ fmt.Println("{word}") }}\n'
-GOMOD = "module example.com/hello\n\ngo 1.21\n"
+GOMOD = "module example.com/hello\n\ngo 1.21\n"  # + toolchain_line(): built with this machine's Go
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def origin(tmp_path_factory):
         need("go", "run `make setup`")
     root = tmp_path_factory.mktemp("hello-origin")
     o = new_origin(root)
-    o.commit("one", {"go.mod": GOMOD, "main.go": MAIN.format(word="one")}, "one", tags=["v1.0.0"])
+    o.commit("one", {"go.mod": GOMOD + toolchain_line(), "main.go": MAIN.format(word="one")}, "one", tags=["v1.0.0"])
     o.commit("docs", {"README.md": "same code\n"}, "docs only", tags=["v1.0.1"])
     o.commit("two", {"main.go": MAIN.format(word="two")}, "two", tags=["v1.1.0"])
     o.commit("broken", {"main.go": "package main\n\nfunc main() { not go }\n"}, "broken", branch="broken",
@@ -107,7 +107,8 @@ def test_a_commit_that_does_not_build_is_one_error_naming_it_and_leaves_no_binar
     with pytest.raises(BuildError) as e:
         b.build(ref, "broken")
     msg = str(e.value)
-    assert "\n" not in msg and "failed (exit 1)" in msg and ref.sha[:10] in msg and "build.log" in msg
+    assert "\n" not in msg and ref.sha[:10] in msg and "build.log" in msg
+    assert f"failed with {local_go()} (exit 1; go.mod asks for toolchain {local_go()})" in msg  # which Go, and why
     assert e.value.sha == ref.sha and "syntax error" in (e.value.detail or "")  # the compiler's words
     assert b.cached(ref) is None and not (b.build_dir(ref.sha) / "hello").exists()
     with pytest.raises(BuildError):  # tried again, not answered from a half-made cache

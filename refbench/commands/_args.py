@@ -6,7 +6,8 @@ import argparse
 import os
 import re
 
-from ..errors import EXIT_ERROR
+from .. import toolchain
+from ..errors import EXIT_ERROR, RefbenchError
 from ..verdict import METRIC_THRESHOLDS, METRICS
 
 
@@ -89,6 +90,23 @@ def cpu_split(text: str) -> tuple[frozenset[int], frozenset[int] | None] | str:
         raise argparse.ArgumentTypeError(f"CPU {bad[0]} is not available here (this process may use "
                                          f"{', '.join(map(str, sorted(have)))})")
     return pair
+
+
+def go_choices(text: str) -> tuple[str, ...]:
+    """--go: 'local', 'mod', '1.24.4', 'go1.24.4', '1.24', or one of them per build: '1.25,mod'."""
+    try:
+        return toolchain.parse_choices(text)
+    except RefbenchError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--go ")) from None
+
+
+def add_go_arg(p: argparse.ArgumentParser) -> None:
+    """--go, as every command that builds refs takes it."""
+    p.add_argument("--go", type=go_choices, default=None, metavar="GO[,GO...]",
+                   help="the Go that builds each ref: mod = what its go.mod asks for (its toolchain line, else the "
+                        "newest patch of its go line, fetched from the Go module proxy through GOTOOLCHAIN), local = "
+                        "this machine's go, or a version (1.24.4, go1.24.4; 1.24 = its newest patch); one value for "
+                        f"every build or one per build in -s order (default: env {toolchain.ENV}, else mod)")
 
 
 def add_stats_args(p: argparse.ArgumentParser) -> None:

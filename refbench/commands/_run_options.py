@@ -21,8 +21,8 @@ from ..render.format import fmt_pct
 from ..render.html import write_html
 from ..verdict import counts_line
 from . import COMMANDS
-from ._args import (Parser, add_stats_args, bind_flag_values, budget, cpu_split, duration, metric_list, nonneg, positive,
-                    reserved_option)
+from ._args import (Parser, add_go_arg, add_stats_args, bind_flag_values, budget, cpu_split, duration, metric_list,
+                    nonneg, positive, reserved_option)
 
 SUBCOMMANDS = tuple(COMMANDS)
 
@@ -52,6 +52,7 @@ def run_parser() -> argparse.ArgumentParser:
                    "current directory when it is the target's, else the target's repo)")
     p.add_argument("--source", choices=bl.SOURCES, default="git",
                    help="git: clone the repo; module: build versions from the Go module proxy (no clone)")
+    add_go_arg(p)
     p.add_argument("--endpoint-url", help="S3 endpoint URL for -b (default: S3_ENDPOINT_URL / AWS)")
     p.add_argument("--scenarios", default=None,
                    help=f"scenarios file (default: ./{paths.USER_SCENARIOS} if present, else the bundled one)")
@@ -118,7 +119,8 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         refs=tuple(args.refs or ()), target=args.target, scenarios=args.scenarios, only=tuple(args.only),
         quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
         prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
-        target_flags=args.target_flags, repo=args.repo, source=args.source, endpoint_url=args.endpoint_url,
+        target_flags=args.target_flags, repo=args.repo, source=args.source, go=args.go or (),
+        endpoint_url=args.endpoint_url,
         until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,

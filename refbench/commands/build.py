@@ -2,7 +2,8 @@
 
 For a sharded comparison on CI: one job builds every ref and uploads DIR as an artifact; each
 shard downloads it and runs with `--builds-dir DIR`, which reuses a binary only when its SHA-256
-is the one recorded when it was built (the cache key stays commit + Go toolchain + build command).
+is the one recorded when it was built (the cache key stays commit + Go toolchain + build command;
+give the shards the same --go, default: what each ref's go.mod asks for).
 DIR/refbench-builds.json lists the refs, their commits and hashes; pass the commits (not moving
 branch names) to the shards, so every shard compares the same code.
 """
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .. import builds as bl, paths
-from ._args import Parser
+from ._args import Parser, add_go_arg
 from ..config import load_config
 from ..errors import EXIT_OK, RefbenchError
 
@@ -28,6 +29,7 @@ def parser() -> Parser:
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     p.add_argument("--source", choices=bl.SOURCES, default="git")
+    add_go_arg(p)  # the same Go as the runs that reuse the binaries: the Go is part of the cache key
     p.add_argument("--scenarios", default=str(paths.bundled_scenarios()))
     # paths.default_builds_dir: installed, that is the user's cache, not a builds/ inside site-packages
     p.add_argument("--builds-dir", default=str(paths.default_builds_dir()),
@@ -42,16 +44,17 @@ def main(argv: list[str]) -> int:
     if target is None:
         raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
     builder = bl.Builder(target, Path(args.builds_dir).expanduser(), args.repo, args.source)
-    resolved = [builder.resolve(r) for r in args.refs]
+    resolved = builder.resolve_all(args.refs, args.go or ())
     out = Path(args.out).expanduser().resolve()
     entries = []
     for r, label in zip(resolved, bl.unique_labels(resolved)):
         b = builder.build(r, label)
         copied = builder.export(b, out)
         entries.append({**b.record().to_json(), "binary": str(copied.relative_to(out))})
-        print(f"{label}: {r.sha} sha256 {b.binary_sha256} -> {copied}", file=sys.stderr)
+        print(f"{label}: {r.sha} ({b.toolchain}) sha256 {b.binary_sha256} -> {copied}", file=sys.stderr)
     manifest = {"target": target.name, "repo": builder.repo_url if args.source == "git" else target.module,
-                "source": args.source, "toolchain": builder.toolchain(), "builds": entries}
+                "source": args.source, "toolchain": ", ".join(dict.fromkeys(e["toolchain"] for e in entries)),
+                "builds": entries}
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1))
     print(" ".join(e["sha"] for e in entries))  # the commits, for `-s` on the shards
     return EXIT_OK

@@ -161,10 +161,10 @@ def verdict_table(results: Results, rows: list[list[str]]) -> str:
 
 def _builds_table(results: Results) -> str:
     return _table([[("**" + md_escape(b.label) + "** (baseline)") if i == 0 else md_escape(b.label),
-                    md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source,
+                    md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source, md_escape(b.toolchain or "n/a"),
                     "cached" if b.cached else f"built in {b.build_seconds:.0f} s"]
                    for i, b in enumerate(results.builds)],
-                  ["Build", "Ref", "Commit", "Kind", "Source", "Binary"])
+                  ["Build", "Ref", "Commit", "Kind", "Source", "Go", "Binary"])
 
 
 def _timing_tables(results: Results) -> tuple[str, str]:

@@ -1,0 +1,324 @@
+"""Which Go builds each ref: by default the one its go.mod asks for, fetched through GOTOOLCHAIN.
+
+Why: a release is what its users run, and they run it built with the Go it was made for. Old
+releases do not always compile with today's Go (kubo v0.35.0's cockroachdb/swiss dependency fails
+with Go 1.26: `undefined: hashFn`; its go.mod asks for go 1.24), and two refs built with two Go
+releases differ by the compiler as well as by their code.
+
+What go.mod asks for: its `toolchain` line when there is one (at least its `go` line), else its
+`go` line's newest patch release that the Go module proxy serves (patch releases only fix bugs and
+security problems; `go 1.24` and `go 1.24.0` both give the newest go1.24.N), never an older one.
+When the proxy serves none of that minor line (a go.mod older than any toolchain it has), the
+newest patch of the oldest newer line builds it, and the run says so.
+
+refbench only chooses the name. The go command itself downloads golang.org/toolchain from the
+module proxy when GOTOOLCHAIN names a toolchain; nothing is fetched from anywhere else. The
+toolchains the proxy serves (`go list -m -versions golang.org/toolchain`) are asked once per
+process and kept for a day under the builds directory, so a run does not ask every time.
+
+The parts that decide (versions, go.mod lines, --go values, the pick) are pure functions; only
+`go_version` and `available` run the go command.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from .errors import BuildError, RefbenchError
+
+LOCAL, MOD = "local", "mod"
+ENV = "REFBENCH_GO"  # the default choice for every build, when --go does not say
+TOOLCHAIN_MODULE = "golang.org/toolchain"
+LIST_FILE = "go-toolchains.json"  # under the builds directory: what the proxy served, and when
+LIST_MAX_AGE = 24 * 3600.0  # seconds a listing is trusted without asking the proxy again
+EXPECTED = "local, mod, or a Go version such as 1.24.4, go1.24.4 or 1.24 (its newest patch)"
+
+_VERSION = re.compile(r"(?:go)?(\d+)\.(\d+)(?:\.(\d+)|(alpha|beta|rc)(\d+))?")
+_STAGES = {"alpha": 1, "beta": 2, "rc": 3}
+_RELEASE, _LANGUAGE = 4, 0
+
+
+@dataclass(frozen=True)
+class GoVersion:
+    """A Go version as GOTOOLCHAIN names it (go1.24.4, go1.25rc1, or go1.24 for a language
+    version), with the go command's order: 1.24 < 1.24rc1 < 1.24.0 < 1.24.1."""
+    name: str
+    key: tuple[int, int, int, int]  # (major, minor, stage, patch or pre-release number)
+
+    @property
+    def line(self) -> tuple[int, int]:
+        return self.key[:2]
+
+    @property
+    def released(self) -> bool:
+        return self.key[2] == _RELEASE
+
+    @property
+    def number(self) -> str:
+        """The version without its 'go': what --go and go.mod's go line take."""
+        return self.name.removeprefix("go")
+
+
+def parse_version(text: str, listed: bool = False) -> GoVersion | None:
+    """'1.24.4', 'go1.24.4', '1.24', 'go1.25rc1' -> GoVersion; None for anything else. `listed`:
+    a name from the toolchain module, where 'go1.20' is a release (Go before 1.21 named its first
+    release of a line without '.0'); in go.mod or --go, '1.20' is the language version."""
+    m = _VERSION.fullmatch(text.strip())
+    if not m:
+        return None
+    major, minor, patch, stage, pre = m.groups()
+    if patch is not None:
+        key = (int(major), int(minor), _RELEASE, int(patch))
+    elif stage:
+        key = (int(major), int(minor), _STAGES[stage], int(pre))
+    else:
+        key = (int(major), int(minor), _RELEASE if listed else _LANGUAGE, 0)
+    return GoVersion("go" + text.strip().removeprefix("go"), key)
+
+
+@dataclass(frozen=True)
+class GoMod:
+    """The Go a go.mod asks for: its `go` and `toolchain` lines."""
+    go: GoVersion | None
+    toolchain: GoVersion | None
+
+    @property
+    def asks(self) -> GoVersion | None:
+        """The oldest Go it accepts: the toolchain line when it is at least the go line (the go
+        command ignores an older one)."""
+        if self.toolchain and (self.go is None or self.toolchain.key >= self.go.key):
+            return self.toolchain
+        return self.go
+
+    def describe(self) -> str:
+        """What it asks for, in its own words: 'go 1.24' or 'toolchain go1.24.4'."""
+        want = self.asks
+        if want is None:
+            return "no Go version"
+        return f"toolchain {want.name}" if want is self.toolchain else f"go {want.number}"
+
+
+def parse_gomod(text: str) -> GoMod:
+    """The go and toolchain lines of a go.mod (comments dropped; `toolchain default` and
+    unreadable values count as absent)."""
+    found: dict[str, GoVersion | None] = {"go": None, "toolchain": None}
+    for line in text.splitlines():
+        m = re.fullmatch(r"\s*(go|toolchain)\s+(\S+)\s*", line.split("//", 1)[0])
+        if m:
+            found[m.group(1)] = parse_version(m.group(2))
+    return GoMod(**found)
+
+
+def listed_versions(output: str, platform: str) -> tuple[GoVersion, ...]:
+    """The toolchains for `platform` ('linux-amd64') in the output of `go list -m -versions
+    golang.org/toolchain` (the module path, then versions like v0.0.1-go1.24.4.linux-amd64)."""
+    out = []
+    for word in output.split()[1:]:
+        m = re.fullmatch(r"v0\.0\.1-(go[^\s]+)\." + re.escape(platform), word)
+        v = parse_version(m.group(1), listed=True) if m else None
+        if v:
+            out.append(v)
+    return tuple(out)
+
+
+def newest_patch(versions: Sequence[GoVersion], at_least: GoVersion, same_line: bool = False) -> GoVersion | None:
+    """The newest release of the oldest minor line that has releases at or above `at_least` (only
+    `at_least`'s own line with `same_line`); None when there is none."""
+    ok = [v for v in versions if v.released and v.key >= at_least.key
+          and (not same_line or v.line == at_least.line)]
+    if not ok:
+        return None
+    line = min(v.line for v in ok)
+    return max((v for v in ok if v.line == line), key=lambda v: v.key)
+
+
+# ---- what the user asks for: --go and REFBENCH_GO -----------------------------------------------
+def parse_choice(text: str, what: str = "--go") -> str:
+    """'local', 'mod', or a version as GOTOOLCHAIN names it ('1.24.4' -> 'go1.24.4'; 'go1.24' is
+    that line's newest patch)."""
+    word = text.strip().lower()
+    if word in (LOCAL, MOD):
+        return word
+    v = parse_version(word)
+    if v is None:
+        raise RefbenchError(f"{what} {text!r}: expected {EXPECTED}")
+    return v.name
+
+
+def parse_choices(text: str, what: str = "--go") -> tuple[str, ...]:
+    """One choice for every build, or a comma-separated choice per build in -s order."""
+    parts = text.split(",")
+    if any(not p.strip() for p in parts):
+        raise RefbenchError(f"{what} {text!r}: an empty value; expected {EXPECTED}, or one per build "
+                            "separated by commas")
+    return tuple(parse_choice(p, what) for p in parts)
+
+
+def default_choice(environ: Mapping[str, str] = os.environ) -> str:
+    """REFBENCH_GO (one value), else mod."""
+    text = environ.get(ENV, "").strip()
+    if not text:
+        return MOD
+    if "," in text:
+        raise RefbenchError(f"{ENV}={text!r}: one value for every build ({EXPECTED}); "
+                            "a value per build goes in --go")
+    return parse_choice(text, ENV)
+
+
+def per_build(choices: Sequence[str], n: int, default: str | None = None) -> tuple[str, ...]:
+    """The choice for each of n builds: none given -> the default for all, one -> all, else one
+    per build."""
+    if not choices:
+        return ((default or default_choice()),) * n
+    if len(choices) == 1:
+        return tuple(choices) * n
+    if len(choices) != n:
+        raise RefbenchError(f"--go gives {len(choices)} values for {n} builds: give one for every build, "
+                            "or one per build in -s order")
+    return tuple(choices)
+
+
+# ---- the pick -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Pick:
+    name: str  # what GOTOOLCHAIN names (this machine's Go: its own GOVERSION)
+    note: str | None = None  # what a user should know about it (a go.mod older than the proxy's toolchains)
+
+
+def pick(choice: str, gomod: GoMod | None, local: str, listed: Callable[[], Sequence[GoVersion]]) -> Pick:
+    """The Go a choice builds with. `local`: this machine's GOVERSION; `listed`: the toolchains the
+    proxy serves, called only when the answer depends on them."""
+    if choice == LOCAL:
+        return Pick(local)
+    if choice == MOD:
+        want = gomod.asks if gomod else None
+        if want is None:
+            return Pick(local, "its go.mod asks for no Go version: built with this machine's Go")
+        if want is gomod.toolchain:  # the exact toolchain it names
+            return Pick(want.name)
+        got = newest_patch(listed(), want)
+        if got is None:
+            raise BuildError(f"go.mod asks for {gomod.describe()}, newer than any Go toolchain the module proxy "
+                             f"serves; use --go local or --go VERSION")
+        note = None if got.line == want.line else (
+            f"go.mod asks for {gomod.describe()}; the module proxy serves no go{want.line[0]}.{want.line[1]} "
+            f"toolchain, so {got.name} builds it, the oldest newer line's newest patch (--go chooses another)")
+        return Pick(got.name, note)
+    wanted = parse_version(choice)
+    if wanted is None:
+        raise RefbenchError(f"--go {choice!r}: expected {EXPECTED}")
+    if wanted.name == local:
+        return Pick(local)
+    versions = listed()
+    if wanted.key[2] == _LANGUAGE:  # go1.24: that line's newest patch
+        got = newest_patch(versions, wanted, same_line=True)
+    else:
+        got = wanted if any(v.key == wanted.key for v in versions) else None
+    if got is None:
+        line = sorted((v for v in versions if v.line == wanted.line and v.released), key=lambda v: v.key)
+        has = f"its go{wanted.line[0]}.{wanted.line[1]} releases there: {', '.join(v.number for v in line[-5:])}" \
+            if line else f"it has no go{wanted.line[0]}.{wanted.line[1]} release"
+        raise BuildError(f"--go {wanted.number}: the Go module proxy serves no such toolchain ({has}); "
+                         "--go local builds with this machine's Go")
+    return Pick(got.name)
+
+
+def hint(used: str, gomod: GoMod | None, wanted: str | None) -> str:
+    """What a failed build's message says about Go: what go.mod asks for and, when the build used
+    another Go than that, how to build with it ('go.mod asks for go 1.24; try --go mod or --go 1.24.4')."""
+    if gomod is None or gomod.asks is None:
+        return "its go.mod asks for no Go version"
+    said = f"go.mod asks for {gomod.describe()}"
+    if not wanted or wanted == used:
+        return said
+    return f"{said}; try --go mod or --go {wanted.removeprefix('go')}"
+
+
+def gotoolchain(name: str, local: str) -> str:
+    """GOTOOLCHAIN for a build with `name`: 'local' for this machine's own Go (no switch, no
+    download), else the name, which the go command fetches from the module proxy."""
+    return LOCAL if name == local else name
+
+
+# ---- the go command -------------------------------------------------------------------------------
+def go_version(env: dict | None = None) -> str:
+    """`go env GOVERSION` under env: with GOTOOLCHAIN naming a toolchain, the version that builds
+    (fetched first when it is not here yet)."""
+    return _run_go(["env", "GOVERSION"], dict(os.environ) if env is None else env).strip()
+
+
+_LISTED: dict[str, tuple[GoVersion, ...]] = {}  # per process, by listing file
+
+
+def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MAX_AGE,
+              now: Callable[[], float] = time.time) -> tuple[GoVersion, ...]:
+    """The toolchains the Go module proxy serves for this machine: asked once per process and kept
+    for `max_age` in cache_dir/go-toolchains.json. When the proxy cannot be reached, an older
+    listing serves; without one, a one-line error that names --go local."""
+    path = Path(cache_dir) / LIST_FILE
+    if str(path) in _LISTED:
+        return _LISTED[str(path)]
+    env = {**(env or os.environ), "GOTOOLCHAIN": LOCAL}
+    kept = _read_listing(path)
+    if kept and now() - kept[0] < max_age:
+        _LISTED[str(path)] = kept[2]
+        return kept[2]
+    try:
+        platform = _run_go(["env", "GOHOSTOS", "GOHOSTARCH"], env).split()
+        output = _run_go(["list", "-m", "-versions", TOOLCHAIN_MODULE], env)
+    except BuildError as e:
+        if not kept:
+            raise BuildError(f"cannot list the Go toolchains the module proxy serves ({e}); "
+                             "build with this machine's Go instead: --go local") from None
+        versions = kept[2]  # yesterday's answer beats none
+    else:
+        versions = listed_versions(output, "-".join(platform))
+        _write_listing(path, now(), "-".join(platform), versions)
+    _LISTED[str(path)] = versions
+    return versions
+
+
+def _run_go(args: list[str], env: dict) -> str:
+    """stdout of `go ARGS` run outside any module (no go.mod of the current directory switches
+    its Go); BuildError with go's last line when it fails."""
+    switch = env.get("GOTOOLCHAIN", LOCAL)
+    said = f"`go {' '.join(args)}`" + ("" if switch == LOCAL else f" with GOTOOLCHAIN={switch}")
+    with tempfile.TemporaryDirectory(prefix="refbench-go-") as scratch:
+        try:
+            p = subprocess.run(["go", *args], capture_output=True, text=True, env=env, cwd=scratch, timeout=600)
+        except FileNotFoundError:
+            raise BuildError("go not found on PATH (run `make setup`, or install Go)") from None
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"{said} timed out") from None
+    if p.returncode != 0:
+        raise BuildError(f"{said}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+    return p.stdout
+
+
+def _read_listing(path: Path) -> tuple[float, str, tuple[GoVersion, ...]] | None:
+    """(when it was listed, platform, versions) from the listing file, or None."""
+    try:
+        doc = json.loads(path.read_text())
+        versions = tuple(v for v in (parse_version(n, listed=True) for n in doc["versions"]) if v)
+        return float(doc["listed_at"]), str(doc["platform"]), versions
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_listing(path: Path, when: float, platform: str, versions: Sequence[GoVersion]) -> None:
+    """Written whole, then renamed: a concurrent run reads the old listing or the new one."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"listed_at": when, "platform": platform, "module": TOOLCHAIN_MODULE,
+                                   "versions": [v.name for v in versions]}, indent=1))
+        tmp.rename(path)
+    except OSError:
+        pass  # a listing that cannot be kept is asked again next time
