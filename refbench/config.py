@@ -17,6 +17,8 @@ from .units import format_size, parse_size, slug
 
 BACKENDS = ("s3", "ipfs")
 FIXTURE_KINDS = ("sparse", "random", "tree")
+DAEMON_MODES = ("online", "offline", "none")  # how a kubo scenario runs (ScenarioSpec.daemon)
+DEFAULT_DAEMON = "online"  # as kubo's users run it
 
 
 
@@ -64,6 +66,7 @@ class StepSpec:
     setup: str | None = None  # template, once per build before the step (untimed)
     cleanup: str | None = None  # template, once per build after the step (untimed)
     check: str | None = None  # template, once per build after the step; its stdout is recorded
+    state: str | None = None  # template: a layer over the scenario's state, built once per build and cached
     runs: int | None = None
     warmup: int | None = None
     local_copies: int = 0  # fixture-sized copies this step writes to local disk at once
@@ -84,7 +87,13 @@ class ScenarioSpec:
     setup: str | None = None  # template, once per build before the steps (untimed)
     teardown: str | None = None  # template, once per build after the steps (untimed)
     stored_copies: int = 0  # fixture-sized copies the scenario setup stores in the backend
-    daemon: bool = False  # ipfs: run a daemon (HTTP API) for this scenario
+    # ipfs: how kubo runs (DAEMON_MODES): "online" (the daemon on a loopback-only network of the run's
+    # own, the CLI talking to it, as users run kubo), "offline" (`ipfs daemon --offline`: the HTTP
+    # API without networking), "none" (the CLI alone on the repo); None: the target's default
+    daemon: str | None = None
+    # template: the repo's state, built once per build (untimed) and cached by binary, fixture and
+    # template; `{{ restore }}` puts it back (an overlay) before every timed run
+    state: str | None = None
     vary: dict[str, Any] = field(default_factory=dict)  # per-build-position template values
 
     @property
@@ -95,10 +104,22 @@ class ScenarioSpec:
         """The steps --only (and a shard) keep, in order: every step without a filter."""
         return tuple(st for st in self.steps if step_filter is None or step_filter(self, st))
 
+    @property
+    def daemon_mode(self) -> str:
+        """How kubo runs for this scenario: its own choice, else the bundled default, online (a
+        scenario with a cached state: none, its repo is restored closed)."""
+        return self.daemon or ("none" if self.state else DEFAULT_DAEMON)
+
     def for_quick(self, quick: bool) -> "ScenarioSpec":
         if not quick:
             return self
         return replace(self, fixture=self.quick_fixture, runs=self.quick_runs or self.runs)
+
+    def for_run(self, quick: bool, daemon: str | None = None) -> "ScenarioSpec":
+        """The scenario as a run measures it: at --quick size, in the run's --daemon mode if given."""
+        sized = self.for_quick(quick)
+        # a cached state is restored before every run, with its repo closed: never a daemon
+        return replace(sized, daemon=daemon) if daemon and not self.state else sized
 
 
 @dataclass(frozen=True)
@@ -211,23 +232,8 @@ def load_config(path: str | Path) -> Config:
         quick_t = ld.get(s, "quick", where, dict, default={})
         quick_fixture = _fixture(ld, {**ld.get(s, "fixture", where, dict), **quick_t}, f"{where}.quick") \
             if quick_t else fixture
-        steps = []
-        for j, st in enumerate(ld.get(s, "steps", where, list, required=True)):
-            sw = f"{where}.steps[{j}]"
-            if not isinstance(st, dict):
-                raise ld.fail(sw, "a table")
-            steps.append(StepSpec(
-                name=ld.get(st, "name", sw, str, required=True),
-                command=ld.template(st, "command", sw, required=True),
-                prepare=ld.template(st, "prepare", sw),
-                setup=ld.template(st, "setup", sw),
-                cleanup=ld.template(st, "cleanup", sw),
-                check=ld.template(st, "check", sw),
-                runs=ld.count(st, "runs", sw, minimum=1),
-                warmup=ld.count(st, "warmup", sw),
-                local_copies=ld.count(st, "local_copies", sw, default=0),
-                stored_copies=ld.count(st, "stored_copies", sw, default=0),
-            ))
+        steps = [_step(ld, st, f"{where}.steps[{j}]")
+                 for j, st in enumerate(ld.get(s, "steps", where, list, required=True))]
         if not steps:
             raise ld.fail(f"{where}.steps", "at least one step")
         names = [st.name for st in steps]
@@ -250,10 +256,55 @@ def load_config(path: str | Path) -> Config:
             setup=ld.template(s, "setup", where),
             teardown=ld.template(s, "teardown", where),
             stored_copies=ld.count(s, "stored_copies", where, default=0),
-            daemon=ld.get(s, "daemon", where, bool, default=False),
+            daemon=_daemon(ld, s, where),
+            state=_state(ld, s, where, targets[target].backend, steps),
             vary=vary,
         ))
     return Config(path=path, targets=targets, scenarios=tuple(scenarios))
+
+
+def _step(ld: _Loader, st: Any, where: str) -> StepSpec:
+    if not isinstance(st, dict):
+        raise ld.fail(where, "a table")
+    return StepSpec(
+        name=ld.get(st, "name", where, str, required=True),
+        command=ld.template(st, "command", where, required=True),
+        prepare=ld.template(st, "prepare", where),
+        setup=ld.template(st, "setup", where),
+        cleanup=ld.template(st, "cleanup", where),
+        check=ld.template(st, "check", where),
+        state=ld.template(st, "state", where),
+        runs=ld.count(st, "runs", where, minimum=1),
+        warmup=ld.count(st, "warmup", where),
+        local_copies=ld.count(st, "local_copies", where, default=0),
+        stored_copies=ld.count(st, "stored_copies", where, default=0),
+    )
+
+
+def _state(ld: _Loader, s: dict, where: str, backend: str, steps: list[StepSpec]) -> str | None:
+    """A scenario's cached repository state: IPFS only (the state is a repo); a step's state
+    builds on the scenario's, so it needs one."""
+    state = ld.template(s, "state", where)
+    if state is not None and backend != "ipfs":
+        raise ld.fail(f"{where}.state", "no state: a cached state is an IPFS repo (target backend 'ipfs')", backend)
+    if state is not None and _daemon(ld, s, where) not in (None, "none"):
+        raise ld.fail(f"{where}.daemon", "\"none\" with a state (it is restored before every run, with the repo "
+                      "closed)", s.get("daemon"))
+    layered = [st.name for st in steps if st.state]
+    if layered and state is None:
+        raise ld.fail(f"{where}.state", f"a state template for the steps' states to build on ({', '.join(layered)})")
+    return state
+
+
+def _daemon(ld: _Loader, s: dict, where: str) -> str | None:
+    """A scenario's `daemon`: one of DAEMON_MODES; true and false, from files written before the
+    modes, keep what they meant (an offline daemon for its HTTP API, no daemon)."""
+    value = ld.get(s, "daemon", where, (str, bool), default=None)
+    if isinstance(value, bool):
+        return "offline" if value else "none"
+    if value is not None and value not in DAEMON_MODES:
+        raise ld.fail(f"{where}.daemon", f"one of {', '.join(DAEMON_MODES)}", value)
+    return value
 
 
 def _fixture(ld: _Loader, t: dict, where: str) -> FixtureSpec:
@@ -281,10 +332,17 @@ def _fixture(ld: _Loader, t: dict, where: str) -> FixtureSpec:
 
 
 # ---- command templates -------------------------------------------------------------------
+class ShellCode(str):
+    """A template value that is a command refbench itself wrote (a backend's `restore`), with
+    its own values already quoted: inserted as it is, where every other value is quoted."""
+
+
 def _quote(value: Any) -> str:
     """Every value substituted into a command is shell-quoted; lists become quoted words."""
     if value is None:
         return ""
+    if isinstance(value, ShellCode):
+        return str(value)
     if isinstance(value, (list, tuple)):
         return " ".join(shlex.quote(str(v)) for v in value)
     if isinstance(value, jinja2.runtime.Undefined):

@@ -38,9 +38,10 @@ class Call:
     no_shell: str = "auto"
     flags: tuple[str, ...] = ()
     verbose: bool = False
+    wrap: tuple[str, ...] = ()  # what hyperfine runs behind (entry into the run's network namespace)
 
     def argv(self, info: HyperfineInfo, jpath: Path) -> list[str]:
-        return hyperfine.command_line(jpath, list(self.names), list(self.commands), list(self.prepares), self.runs,
+        return [*self.wrap] + hyperfine.command_line(jpath, list(self.names), list(self.commands), list(self.prepares), self.runs,
                                       self.warmup, info=info, verbose=self.verbose, no_shell=self.no_shell,
                                       extra_flags=list(self.flags))
 
@@ -61,8 +62,9 @@ class Executor(Protocol):
     def measure(self, where: str, call: Call, env: dict) -> tuple[tuple[CommandResult, ...], float]:
         """Run one hyperfine call; its results, checked against the call's names, and seconds."""
 
-    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False) -> Shell:
-        """Run one shell command untimed; with rss, measure its own peak memory."""
+    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False,
+              wrap: tuple[str, ...] = ()) -> Shell:
+        """Run one shell command untimed (behind `wrap`); with rss, measure its own peak memory."""
 
 
 def own_results(results: tuple[CommandResult, ...], info: HyperfineInfo, interleaved: bool
@@ -137,13 +139,14 @@ class HyperfineExecutor:
                 log.warning("GNU time not found: peak RSS will not be measured (apt-get install time)")
         return self._gnu_time
 
-    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False) -> Shell:
+    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False,
+              wrap: tuple[str, ...] = ()) -> Shell:
         """GNU time forks the command from its own small process: measured from Python, a child's
         ru_maxrss would start at Python's own RSS (Linux keeps the pre-exec high-water mark)."""
         log.debug("$ %s", cmd)
         gnu_time = self.gnu_time() if rss else None
         out = self.workdir / f"rss-{os.getpid()}.txt"
-        argv = ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
+        argv = [*wrap] + ([gnu_time, "-f", "%M", "-o", str(out)] if gnu_time else []) + ["sh", "-c", cmd]
         t0 = time.monotonic()
         proc = run_group(argv, env=env, text=True, stdout=subprocess.PIPE if capture else subprocess.DEVNULL,
                          stderr=subprocess.PIPE)

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
-from .backends import IpfsBackend, S3Backend, find_tool, make_workdir
+from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox
 from .config import Config, ScenarioSpec, TargetSpec, load_config
 from .explain import Explainer
 from .errors import RefbenchError, RunError
@@ -92,6 +92,7 @@ class RunRequest:
     metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over verdict.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
+    daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
     profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
@@ -174,7 +175,9 @@ def load_target(request: RunRequest):
     """(config, target, checkout origin or None, the target's scenarios at the request's size)."""
     cfg = load_config(request.scenarios_path())
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
-    return cfg, target, origin, [s.for_quick(request.quick) for s in cfg.scenarios_for(target.name)]
+    if request.daemon and target.backend != "ipfs":
+        raise RefbenchError(f"--daemon applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
+    return cfg, target, origin, [s.for_run(request.quick, request.daemon) for s in cfg.scenarios_for(target.name)]
 
 
 def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> Checked:
@@ -198,6 +201,7 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
     if not dry_run:
         check_tools(target.backend == "s3" and not request.bucket)
+        check_online(scenarios, target)
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
@@ -238,6 +242,17 @@ def check_tools(embedded_minio: bool) -> None:
         if not find_tool(tool):
             raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH): run `refbench setup` "
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
+
+
+def check_online(scenarios: list[ScenarioSpec], target: TargetSpec) -> None:
+    """An online kubo daemon runs only in a network namespace of the run's own: where none can be
+    made, the run is refused before anything is built, never run on the real network."""
+    online = [s.name for s in scenarios if target.backend == "ipfs" and s.daemon_mode == "online"]
+    why = sandbox.unavailable() if online else None
+    if why:
+        raise RefbenchError(f"kubo's online daemon ({', '.join(online)}) runs only in a network namespace of "
+                            f"the run's own, and none can be made here ({why}); use --daemon offline "
+                            "(the daemon without networking) or --daemon none")
 
 
 def local_path(text: str | None) -> Path | None:
@@ -447,7 +462,7 @@ def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, repo
         reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                       f", objects under s3://{backend.bucket}/{backend.prefix}/")
     else:
-        backend = IpfsBackend.open(workdir)
+        backend = IpfsBackend.open(workdir, checked.cache_dir)
     try:
         yield backend
     finally:

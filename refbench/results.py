@@ -434,6 +434,7 @@ class Scenario(_Doc):
     description: str = _f(str, default="")
     fixture: Fixture = _f(dict, read=Fixture.read)
     steps: tuple[Step, ...] = _f(list, read=_tuple_of(Step.read))
+    daemon: str | None = _f(str, default=None, omit_none=True)  # kubo: how it ran (online, offline, none)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -603,6 +604,15 @@ class Results(_Doc):
         one, else {}: the Go is then a cause of any difference, and the summary says so."""
         gos = {b.label: b.toolchain for b in self.builds if b.toolchain}
         return gos if len(set(gos.values())) > 1 else {}
+
+    def daemon_modes(self) -> dict[str, tuple[str, ...]]:
+        """kubo: each daemon mode the run's scenarios ran in -> those scenarios' names ({} for a
+        target without one): how the target was run is part of what a verdict means."""
+        modes: dict[str, list[str]] = {}
+        for sc in self.scenarios:
+            if sc.daemon:
+                modes.setdefault(sc.daemon, []).append(sc.name)
+        return {mode: tuple(names) for mode, names in modes.items()}
 
     def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
         """(scenario, step, comparison) of every comparison of the given metrics that got slower:

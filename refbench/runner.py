@@ -130,10 +130,12 @@ class ScenarioResult:
     scenario: ScenarioSpec
     fixture: fx.FixtureFiles
     steps: list[StepResult]
+    daemon: str | None = None  # kubo: the daemon mode it ran in
 
     def record(self) -> rs.Scenario:
         return rs.Scenario(name=self.scenario.name, slug=self.scenario.slug, description=self.scenario.description,
-                           fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps))
+                           fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps),
+                           daemon=self.daemon)
 
 
 @dataclass
@@ -224,7 +226,7 @@ class Runner:
         self.hyperfine_seconds = 0.0
         # commands refbench runs itself, untimed, by kind: setup (scenario/step setup, teardown,
         # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
-        self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0}
+        self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0, "state": 0.0}
         # the budget's bookkeeping: steps to run and done, and the time the done ones took
         self.clock = plan.clock
         self.t_begin = self.clock()
@@ -250,7 +252,7 @@ class Runner:
 
     def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup", rss: bool = False) -> Shell:
         """An untimed command through the executor; its time counted under `kind`, a failure raised."""
-        res = self.plan.executor.shell(cmd, self.base_env, capture=capture, rss=rss)
+        res = self.plan.executor.shell(cmd, self.base_env, capture=capture, rss=rss, wrap=self.wrap())
         self.untimed[kind] += res.seconds
         if res.returncode != 0:
             raise _failed(what, cmd, res)
@@ -261,8 +263,11 @@ class Runner:
         plan, builds = self.plan, self.plan.builds
         backend = plan.backend
         backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], plan.workdir)
+        daemon = scenario.daemon_mode if backend.kind == "ipfs" else None
         results = []
         try:
+            for i, b in enumerate(builds):
+                self.build_state(scenario, fixture, i, b, None)
             setup_builds = builds[:1] if backend.shared_context else builds
             if scenario.setup:
                 for i, b in enumerate(setup_builds):
@@ -278,12 +283,31 @@ class Runner:
                             f"{scenario.name}: teardown for {b.label}")
         except WatchdogStop as stop:  # the watchdog ended the run: keep the steps that finished
             if results:
-                stop.partial.append(ScenarioResult(scenario, fixture, results))
+                stop.partial.append(ScenarioResult(scenario, fixture, results, daemon))
             raise
         finally:
             backend.close_scenario()
             shutil.rmtree(plan.workdir / scenario.slug, ignore_errors=True)
-        return ScenarioResult(scenario, fixture, results)
+        return ScenarioResult(scenario, fixture, results, daemon)
+
+    def build_state(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef,
+                    step: StepSpec | None) -> None:
+        """The scenario's cached state (step None) or the step's layer over it, for one build,
+        where the cache lacks it: its template runs once, untimed, on the repo being built."""
+        backend = self.plan.backend
+        job = backend.state_job(build.label, step) if scenario.state else None  # only IPFS keeps states
+        if job is None:
+            return
+        what = f"{scenario.name}{f' / {step.name}' if step else ''}: state for {build.label}"
+        self.progress(f"{what} (built once, then cached)")
+        values = {**self.values(scenario, fixture, i, build, step), "ipfs_path": str(job.path)}
+        env = {**backend.context_env(scenario.slug, build.label), "IPFS_PATH": str(job.path)}
+        try:
+            self.sh(shell_command(job.template, values, env), what, kind="state")
+        except BaseException:
+            backend.state_done(job, ok=False)
+            raise
+        backend.state_done(job)
 
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
@@ -291,6 +315,10 @@ class Runner:
         t_step, remaining = self.clock(), self.budget_remaining()  # setup and warm-ups count against its share
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
         runs, warmup = unit.runs, unit.warmup
+        if scenario.state:  # the state every run of this step restores: built once per build, cached
+            for i, b in enumerate(builds):
+                self.build_state(scenario, fixture, i, b, step)
+                plan.backend.use_state(b.label, step)
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
         cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
@@ -442,7 +470,12 @@ class Runner:
     def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:
         plan = self.plan
         return Call(tuple(names), tuple(cmds), tuple(preps), runs, warmup, no_shell=plan.no_shell,
-                    flags=tuple(plan.hyperfine_flags), verbose=plan.verbose)
+                    flags=tuple(plan.hyperfine_flags), verbose=plan.verbose, wrap=self.wrap())
+
+    def wrap(self) -> tuple[str, ...]:
+        """What the open scenario's commands run behind (hyperfine and untimed ones alike): entry
+        into the run's network namespace where the backend keeps one, else nothing."""
+        return self.plan.backend.command_prefix()
 
     def run_hyperfine(self, where: str, call: Call) -> tuple[tuple[CommandResult, ...], float]:
         results, elapsed = self.plan.executor.measure(where, call, self.base_env)
@@ -489,7 +522,7 @@ class Runner:
     def run_untimed(self, argv: list[str], what: str, kind: str = "profiled_runs") -> None:
         """An argv run untimed in the run's environment (the observer's profiled runs), by the executor."""
         cmd = shlex.join(argv)
-        res = self.plan.executor.shell(cmd, self.base_env)
+        res = self.plan.executor.shell(cmd, self.base_env, wrap=self.wrap())
         self.untimed[kind] = self.untimed.get(kind, 0.0) + res.seconds
         if res.returncode != 0:
             raise _failed(what, cmd, res)

@@ -44,6 +44,12 @@ apt_install() {  # apt_install WHAT PACKAGE...: install, updating the package li
   "${APT[@]}" install -y -qq --no-install-recommends "$@" >/dev/null || say "$what: $* not installed; its tests fail under CI=true"
 }
 
+# ip (iproute2), unshare and nsenter (util-linux): kubo's online daemon runs in a network namespace
+# of the run's own with only loopback up (refbench/backends/sandbox.py)
+PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_install "kubo's online daemon (a loopback-only network namespace)" iproute2
+{ command -v unshare >/dev/null 2>&1 && command -v nsenter >/dev/null 2>&1; } ||
+  apt_install "kubo's online daemon (a loopback-only network namespace)" util-linux
+
 # curl with --parallel (7.66+) drives kubo's concurrent HTTP API fetches
 command -v curl >/dev/null 2>&1 || apt_install "kubo's concurrent HTTP API scenario" curl
 

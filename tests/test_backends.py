@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SPEC = FixtureSpec(kind="sparse", size=1, count=1)
 
 
-def scenario(daemon: bool = False) -> ScenarioSpec:
+def scenario(daemon: str | None = None) -> ScenarioSpec:
     return ScenarioSpec("get files", "kubo", SPEC, SPEC, (StepSpec("get", "{{ bin }} get"),), daemon=daemon)
 
 
@@ -117,7 +117,7 @@ def test_planned_user_bucket_keeps_the_endpoint_and_checks_the_prefix(monkeypatc
 
 def test_planned_ipfs_creates_nothing(tmp_path):
     b = IpfsBackend.planned(tmp_path)
-    b.plan_scenario(scenario(daemon=True), ["v1", "v2"], ["/b/ipfs1", "/b/ipfs2"])
+    b.plan_scenario(scenario(daemon="offline"), ["v1", "v2"], ["/b/ipfs1", "/b/ipfs2"])
     assert b.context_values("get-files", "v2") == {"ipfs_path": str(tmp_path / "ipfs" / "get-files-b1"),
                                                    "api": "http://127.0.0.1:<port>", "remote": ""}
     assert b.context_env("get-files", "v1")["IPFS_PATH"] == str(tmp_path / "ipfs" / "get-files-b0")

@@ -114,3 +114,47 @@ def test_extra_flags_may_start_with_a_dash():
     assert args.runs == 3 and args.refs == ["a", "b"]
     args = run_parser().parse_args(bind_flag_values(["-s", "a", "b", "-sf", " --legacy-leading-space"]))
     assert args.target_flags.split() == ["--legacy-leading-space"]
+
+
+IPFS = BASE.replace('"s3"', '"ipfs"')
+ONE = 'fixture={kind="random",size="1M"}\nsteps=[{name="x",command="true"}]'
+
+
+def test_shipped_kubo_scenarios_run_online_but_gc_which_restores_a_cached_state():
+    cfg = load_config(ROOT / "refbench" / "scenarios.toml")
+    kubo = {s.name: s for s in cfg.scenarios_for("kubo")}
+    gc = kubo.pop("garbage collection")
+    assert {s.daemon_mode for s in kubo.values()} == {"online"}
+    assert gc.daemon_mode == "none" and gc.state and all(st.prepare == "{{ restore }}" for st in gc.steps)
+    # the seed's scale: 4 files of 256 MiB in 1 KiB blocks, ~1 M blocks; --quick keeps ~4,000
+    assert (gc.fixture.count, gc.fixture.size) == (4, 256 << 20) and "--chunker=size-1024" in gc.state
+    assert gc.fixture.count * gc.fixture.size // 1024 >= 1_000_000
+    assert gc.for_quick(True).fixture.size == 1 << 20
+    # --daemon changes every scenario but the one whose state is restored closed
+    assert {s.for_run(False, "offline").daemon_mode for s in kubo.values()} == {"offline"}
+    assert gc.for_run(False, "online").daemon_mode == "none"
+
+
+@pytest.mark.parametrize("daemon,mode", [("", "online"), ('daemon="offline"', "offline"), ('daemon="none"', "none"),
+                                         ("daemon=true", "offline"), ("daemon=false", "none")])
+def test_daemon_modes_and_the_old_booleans(tmp_path, daemon, mode):
+    cfg = load_config(write(tmp_path, IPFS + f'[[scenarios]]\nname="a"\ntarget="t"\n{daemon}\n{ONE}'))
+    assert cfg.scenarios[0].daemon_mode == mode
+
+
+@pytest.mark.parametrize("body,needle", [
+    ('daemon="sometimes"\n' + ONE, "scenarios[0] ('a').daemon: expected one of online, offline, none, got 'sometimes'"),
+    ('state="true"\ndaemon="online"\n' + ONE, "scenarios[0] ('a').daemon: expected \"none\" with a state"),
+    ('fixture={kind="random",size="1M"}\nsteps=[{name="x",command="true",state="true"}]',
+     "scenarios[0] ('a').state: expected a state template for the steps' states to build on (x)"),
+])
+def test_daemon_and_state_errors_name_the_key(tmp_path, body, needle):
+    p = write(tmp_path, IPFS + f'[[scenarios]]\nname="a"\ntarget="t"\n{body}')
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(p) in str(e.value) and needle in str(e.value)
+
+
+def test_a_state_is_for_ipfs_targets_only(tmp_path):
+    with pytest.raises(ConfigError, match=r"state: expected no state: a cached state is an IPFS repo"):
+        load_config(write(tmp_path, BASE + f'[[scenarios]]\nname="a"\ntarget="t"\nstate="true"\n{ONE}'))

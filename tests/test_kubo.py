@@ -1,5 +1,6 @@
 """The kubo target end to end: two real kubo builds (v0.40.1 and v0.41.0, wrapped in a local
-origin) compared on the --quick kubo scenarios through real hyperfine, on throw-away offline repos.
+origin) compared on the --quick kubo scenarios through real hyperfine, on throw-away repos run as
+the bundled scenarios say (an online daemon in the run's own network namespace; GC without one).
 
 Asserts behaviour only: root CIDs recorded and equal for equal settings, a reported difference when
 a scenario varies a CID-changing flag between builds, byte-for-byte download checks, both builds'
@@ -122,15 +123,28 @@ def test_downloads_match_the_fixture_byte_for_byte(kubo_run):
         assert {b["check"] for b in got[key]["builds"].values()} == {"64 objects identical to the fixture"}, key
 
 
-def test_remove_step_collects_the_unpinned_three_quarters(kubo_run):
-    st = steps(kubo_run["results"])[("remove", "pin rm + repo gc")]
-    for lab, b in st["builds"].items():
-        m = re.match(r"^(\d+) blocks before, (\d+) after \((\d+) recursive pins\)$", b["check"] or "")
-        assert m, (lab, b["check"])
-        before, after, pins = map(int, m.groups())
-        # 400 one-block files: 100 stay pinned, 300 go; the empty MFS root stays and is pinned
-        assert after == 101 and pins == 101, (lab, b["check"])
-        assert before >= 400, (lab, b["check"])
+def test_garbage_collection_steps_collect_what_each_state_left_unpinned(kubo_run):
+    """The cached state: 4 files of 1 MiB in 1 KiB blocks (1024 leaves and their dag-pb parents
+    each), two pinned (and the empty MFS root), two not; a layer per step over it."""
+    got = steps(kubo_run["results"])
+    counts = {}
+    for step in ("repo gc", "repo gc, already collected", "repo gc, raw-leaf garbage", "repo gc, dag-pb-leaf garbage"):
+        st = got[("garbage collection", step)]
+        for lab, b in st["builds"].items():
+            m = re.match(r"^(\d+) blocks before, (\d+) after \((\d+) recursive pins\)$", b["check"] or "")
+            assert m, (step, lab, b["check"])
+            counts[step] = tuple(map(int, m.groups()))
+        assert st["check_differs"] is False, step
+    full, half, pins = counts["repo gc"]
+    assert full > 4 * 1024 and abs(half - full / 2) <= 0.01 * full and pins == 3, counts  # the unpinned half goes
+    assert counts["repo gc, already collected"] == (half, half, pins)  # nothing more to collect
+    # one unpinned file pinned in its layer: the other file (raw or dag-pb leaves) alone goes
+    for step in ("repo gc, raw-leaf garbage", "repo gc, dag-pb-leaf garbage"):
+        before, after, layer_pins = counts[step]
+        assert before == full and abs((before - after) - (full - half) / 2) <= 8 and layer_pins == pins + 1, counts
+    scenario = next(sc for sc in kubo_run["results"]["scenarios"] if sc["name"] == "garbage collection")
+    assert scenario["daemon"] == "none"
+    assert {sc["daemon"] for sc in kubo_run["results"]["scenarios"] if sc["name"] != "garbage collection"} == {"online"}
 
 
 def test_nothing_is_left_behind(kubo_run, builds_dir):
@@ -246,8 +260,9 @@ fixture = { kind = "random", size = "300K", count = 3, seed = 9 }
 
 
 def test_ipfs_backend_repos_are_offline_loopback_only_and_removed(tmp_path, kubo_run):
-    """The backend on its own: a fresh repo per build (test profile: no bootstrap peers, loopback
-    addresses only), a daemon whose API answers on 127.0.0.1, and nothing left after close."""
+    """The backend on its own, `daemon = "offline"`: a fresh repo per build (test profile: no
+    bootstrap peers, loopback addresses only), a daemon whose API answers on 127.0.0.1 from this
+    network namespace, and nothing left after close."""
     import subprocess
     import urllib.request
     from types import SimpleNamespace
@@ -256,7 +271,7 @@ def test_ipfs_backend_repos_are_offline_loopback_only_and_removed(tmp_path, kubo
 
     binaries = [b["binary"] for b in kubo_run["results"]["builds"]]
     backend = IpfsBackend.open(tmp_path / "work")
-    scenario = SimpleNamespace(slug="probe", daemon=True)
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="offline", state=None)
     try:
         backend.open_scenario(scenario, ["old", "new"], binaries, tmp_path / "work")
         paths = [backend.repos[lab].path for lab in ("old", "new")]

@@ -21,13 +21,14 @@ from .dirs import WORKDIR_PATTERN, make_workdir, owner_dead, sweep_stale, tree_b
 from .ipfs import IpfsBackend, IpfsRepo
 from .minio import (MINIO_META_BYTES, MINIO_RSS_BYTES, MinioServer, free_port,
                     minio_data_parent, minio_footprint)
+from . import sandbox
 from .process import die_with_parent, run_group, stop_process
 from .s3 import S3Backend, s3_client
 
 __all__ = ["Backend", "S3Backend", "IpfsBackend", "IpfsRepo", "MinioServer", "s3_client", "find_tool",
            "PROJECT_ROOT", "WORKDIR_PATTERN", "make_workdir", "owner_dead", "sweep_stale", "tree_bytes",
            "write_owner", "MINIO_META_BYTES", "MINIO_RSS_BYTES", "free_port", "minio_data_parent",
-           "minio_footprint", "die_with_parent", "run_group", "stop_process"]
+           "minio_footprint", "die_with_parent", "run_group", "stop_process", "sandbox"]
 
 
 @runtime_checkable
@@ -40,7 +41,8 @@ class Backend(Protocol):
     renders over the form `planned()` returns, after `plan_scenario`, which creates nothing); with
     `shared_context` the builds share one area, so a scenario's setup and a step's setup and
     cleanup run once, not once per build. The watchdog samples `watch_dir`, `server_pids` and
-    `watch_extra`. The run reports `swept` (dead runs' leftovers removed at start), records
+    `watch_extra`. Every command of an open scenario runs behind `command_prefix()` (entry into
+    the run's network namespace for an online kubo daemon). The run reports `swept` (dead runs' leftovers removed at start), records
     `describe()`, and ends with `close()` (or the `with` block), which removes what it stored.
     """
 
@@ -54,6 +56,8 @@ class Backend(Protocol):
     def context_values(self, scenario_slug: str, build_label: str) -> dict: ...
 
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]: ...
+
+    def command_prefix(self) -> tuple[str, ...]: ...
 
     def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None: ...
 

@@ -1,9 +1,20 @@
-"""IPFS: a fresh, offline IPFS_PATH per build and per scenario (kubo's test profile: loopback only,
-no bootstrap), with an HTTP API daemon where a scenario asks for one; removed when the scenario ends."""
+"""IPFS: a fresh repo per build and per scenario, run the way the scenario says kubo runs.
+
+- online (the bundled default): the version's own `ipfs init` defaults (datastore, sync), on disk
+  under the run's work dir; `ipfs daemon` online (a DHT with no bootstrap peers, swarm, API and
+  gateway on loopback, no MDNS, no HTTP routers, no telemetry), inside a network namespace of the
+  run's own where only loopback is up (sandbox.py), and every command of the scenario runs in
+  there too, so the CLI talks to the daemon as `ipfs add` does when a daemon runs;
+- offline: the test profile and `ipfs daemon --offline`, for its HTTP API;
+- none: the test profile and no daemon, the CLI alone on the repo.
+Repos, daemons and the namespace are removed when the scenario (the run) ends.
+"""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
+import shlex
 import logging
 import shutil
 import subprocess
@@ -11,29 +22,68 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..config import ShellCode
 from ..errors import RunError
-from .process import child_env, die_with_parent, stop_process
+from .process import child_env, die_with_parent, group_guard, release_guard, stop_process
+from .sandbox import Sandbox
+from .snapshot import StateCache, key, layer_mount_command, restore_command, unmount_command
 
 log = logging.getLogger(__name__)
 
 API_PLACEHOLDER = "http://127.0.0.1:<port>"  # a daemon's API before it starts
 
 
+# An online repo's settings over the version's own `ipfs init` defaults: every address on
+# loopback, no bootstrap peers, no MDNS, the DHT as the only router (no HTTP routers, no
+# auto-configuration fetched from anywhere). Keys a version does not have are left out.
+ONLINE_CONFIG = (
+    (("Addresses", "API"), "/ip4/127.0.0.1/tcp/0"),
+    (("Addresses", "Gateway"), "/ip4/127.0.0.1/tcp/0"),
+    (("Addresses", "Swarm"), ["/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"]),
+    (("Bootstrap",), []),
+    (("Discovery", "MDNS", "Enabled"), False),
+    (("Routing", "Type"), "dht"),
+    (("Swarm", "DisableNatPortMap"), True),
+    (("AutoConf", "Enabled"), False),
+)
+
+
+def online_config(cfg: dict) -> dict:
+    """`cfg` (a repo's config file) with ONLINE_CONFIG applied: a key is set only where its parent
+    table exists, so an older kubo never reads a key it does not know."""
+    out = json.loads(json.dumps(cfg))
+    for keys, value in ONLINE_CONFIG:
+        table = out
+        for k in keys[:-1]:
+            table = table.get(k) if isinstance(table, dict) else None
+            if table is None:
+                break
+        if isinstance(table, dict):
+            table[keys[-1]] = value
+    return out
+
+
 @dataclass
 class IpfsRepo:
     path: Path
     binary: str
+    mode: str = "none"  # config.DAEMON_MODES
+    prefix: tuple[str, ...] = ()  # what runs a command inside the run's namespace (online)
     daemon: subprocess.Popen | None = None
+    guard: subprocess.Popen | None = None
     api: str = ""
+    state: StateCache | None = None  # the scenario's cached state: `path` is then an overlay over it
+    lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
 
     @property
     def env(self) -> dict[str, str]:
-        # telemetry is skipped offline anyway; say so explicitly, nothing may leave the loopback
+        # telemetry: off in every mode; an online daemon could not send it anyway
         return {"IPFS_PATH": str(self.path), "IPFS_TELEMETRY": "off"}
 
     def run(self, *args: str, timeout: float = 120) -> str:
-        proc = subprocess.run([self.binary, *args], capture_output=True, text=True, timeout=timeout,
-                              env={**child_env(), **self.env})
+        """An ipfs command on this repo (through the daemon's API when one runs, in its namespace)."""
+        proc = subprocess.run([*self.prefix, self.binary, *args], capture_output=True, text=True,
+                              timeout=timeout, env={**child_env(), **self.env})
         if proc.returncode != 0:
             raise RunError(f"ipfs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:] or ''}")
         return proc.stdout
@@ -50,6 +100,11 @@ class IpfsRepo:
 
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.mode == "online":  # the version's own defaults (datastore, sync), then loopback only
+            self.run("init", "--empty-repo")
+            cfg_path = self.path / "config"
+            cfg_path.write_text(json.dumps(online_config(json.loads(cfg_path.read_text())), indent=2))
+            return
         # the test profile: loopback addresses on random ports, no bootstrap, no MDNS
         self.run("init", "--profile=test", "--empty-repo")
         for args in (("config", "--json", "Swarm.DisableNatPortMap", "true"),
@@ -61,10 +116,14 @@ class IpfsRepo:
                 self.run(*args)
 
     def start_daemon(self, log_path: Path, timeout: float = 60) -> None:
+        """`ipfs daemon` (`--offline` unless online), in its own process group under a guard that
+        kills it if refbench dies, however (a parent-death signal does not survive the entry into
+        a user namespace)."""
+        argv = [*self.prefix, self.binary, "daemon", *(() if self.mode == "online" else ("--offline",))]
         with open(log_path, "w") as fh:
-            self.daemon = subprocess.Popen([self.binary, "daemon", "--offline"], stdout=fh,
-                                           stderr=subprocess.STDOUT, env={**child_env(), **self.env},
+            self.daemon = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env={**child_env(), **self.env},
                                            start_new_session=True, preexec_fn=die_with_parent)
+        self.guard = group_guard(self.daemon.pid)
         deadline = time.monotonic() + timeout
         api_file = self.path / "api"
         while time.monotonic() < deadline:
@@ -83,56 +142,170 @@ class IpfsRepo:
         if self.daemon is not None:
             stop_process(self.daemon, timeout=20)
             self.daemon = None
+        release_guard(self.guard)
+        self.guard = None
+
+
+@dataclass(frozen=True)
+class StateJob:
+    """A state to build for one build: run `template` with IPFS_PATH = path, then state_done."""
+    label: str
+    path: Path
+    template: str
+    layer: Path | None  # a step's layer (path is then the overlay it is built through)
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a binary: a cached state belongs to the exact binary that built it."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 @dataclass
 class IpfsBackend:
-    """A fresh IPFS_PATH per build and per scenario, offline, removed at the end."""
+    """A fresh IPFS_PATH per build and per scenario, run in the scenario's daemon mode, removed at
+    the end; one network namespace for the run's online scenarios, made when the first needs it."""
 
     workdir: Path
     kind: str = "ipfs"
     shared_context: bool = False
     repos: dict[str, IpfsRepo] = field(default_factory=dict)
     swept: list = field(default_factory=list)  # nothing is shared between runs: nothing to sweep
+    sandbox: Sandbox | None = None
+    mode: str = "none"  # the open scenario's daemon mode
+    modes: dict[str, str] = field(default_factory=dict)  # scenario name -> the mode it ran in
+    states_dir: Path | None = None  # where cached repo states live (in the build cache)
+    scenario: object = None  # the open scenario (config.ScenarioSpec)
 
     @classmethod
-    def open(cls, workdir: Path) -> "IpfsBackend":
-        """The run's IPFS area under its workdir. Close it (or use it as a context manager) to
-        stop the daemons and remove the repos."""
-        backend = cls.planned(workdir)
+    def open(cls, workdir: Path, cache_dir: Path | None = None) -> "IpfsBackend":
+        """The run's IPFS area under its workdir, cached states under cache_dir. Close it (or use
+        it as a context manager) to stop the daemons, unmount and remove the repos."""
+        backend = cls.planned(workdir, cache_dir)
         backend.workdir.mkdir(parents=True, exist_ok=True)
         return backend
 
     @classmethod
-    def planned(cls, workdir: Path) -> "IpfsBackend":
+    def planned(cls, workdir: Path, cache_dir: Path | None = None) -> "IpfsBackend":
         """What open() would give, for a dry run: nothing is created (see plan_scenario)."""
-        return cls(Path(workdir) / "ipfs")
+        return cls(Path(workdir) / "ipfs", states_dir=Path(cache_dir) / "ipfs-states" if cache_dir else None)
 
     @property
     def env(self) -> dict[str, str]:
         return {}
 
+    @staticmethod
+    def needs_sandbox(scenario) -> bool:
+        """An online daemon needs the run's network namespace, a cached state its mount namespace."""
+        return scenario.daemon_mode == "online" or bool(getattr(scenario, "state", None))
+
+    def command_prefix(self) -> tuple[str, ...]:
+        """What every command of the open scenario runs behind: entry into the run's namespaces
+        for an online scenario (the CLI must reach the daemon's loopback) or one with a cached
+        state (its overlay is mounted there), nothing otherwise."""
+        inside = self.scenario is not None and self.needs_sandbox(self.scenario)
+        return self.sandbox.prefix() if inside and self.sandbox else ()
+
     def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None:
         self.close_scenario()
+        self.scenario = scenario
+        self.mode = self.modes[scenario.name] = scenario.daemon_mode
+        if self.needs_sandbox(scenario) and self.sandbox is None:
+            self.sandbox = Sandbox.open()
         for i, (label, binary) in enumerate(zip(labels, binaries)):
-            repo = self.repos[label] = IpfsRepo(self._repo_path(scenario, i), binary)
+            repo = self.repos[label] = IpfsRepo(self._repo_path(scenario, i), binary, self.mode,
+                                                self.command_prefix())
+            if getattr(scenario, "state", None):  # the repo is the cached state, mounted by {{ restore }}
+                repo.state = StateCache(self._states_root() / key(file_digest(binary)) /
+                                        key(scenario.state, repr(scenario.fixture)))
+                repo.lowers = (repo.state.repo,)
+                continue
             repo.init()
-            if scenario.daemon:
+            if self.mode != "none":
                 repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
+
+    # ---- cached states ----------------------------------------------------------------------
+    def _states_root(self) -> Path:
+        if self.states_dir is None:
+            raise RunError("a scenario with a cached state needs the build cache (IpfsBackend.open(cache_dir=...))")
+        return self.states_dir
+
+    def state_job(self, label: str, step=None) -> "StateJob | None":
+        """What must be built before `step` (None: the scenario) can run for this build: the
+        scenario's state or the step's layer over it; None when cached (or there is none)."""
+        repo = self.repos[label]
+        if repo.state is None or (step is not None and not step.state):
+            return None
+        if step is None:
+            where = repo.state.repo
+            if StateCache.ready(where):
+                return None
+            StateCache.clear(repo.state.root)  # an incomplete state, and the layers built on it
+            builder = IpfsRepo(where, repo.binary, "none", repo.prefix)
+            builder.init()
+            return StateJob(label, where, self.scenario.state, None)
+        layer = repo.state.layer(key(step.state))
+        if StateCache.ready(layer):
+            return None
+        StateCache.clear(layer)
+        self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
+                     + layer_mount_command(repo.path, repo.state.repo, layer, self.sandbox.user))
+        return StateJob(label, repo.path, step.state, layer)
+
+    def state_done(self, job: "StateJob", ok: bool = True) -> None:
+        """After the job's template ran: unmount a layer's overlay, then mark it (or the state)
+        complete; a failed one is removed, so the next run rebuilds it."""
+        repo = self.repos[job.label]
+        if job.layer is not None:
+            self._inside(f"umount {shlex.quote(str(repo.path))}")
+        where = job.layer if job.layer is not None else job.path
+        if not ok:
+            StateCache.clear(where)
+            return
+        if job.layer is not None:
+            shutil.rmtree(job.layer / "work", ignore_errors=True)
+        StateCache.mark(where, template=job.template)
+
+    def use_state(self, label: str, step) -> None:
+        """The state the step's runs restore: its own layer over the scenario's, or the scenario's."""
+        repo = self.repos[label]
+        if repo.state is not None:
+            top = (repo.state.layer(key(step.state)) / "upper",) if step is not None and step.state else ()
+            repo.lowers = (*top, repo.state.repo)
+
+    def _scratch(self, label: str) -> Path:
+        return self.repos[label].path.with_name(self.repos[label].path.name + ".upper")
+
+    def _inside(self, cmd: str) -> None:
+        """A mount command in the run's mount namespace; a failure names it."""
+        proc = subprocess.run([*self.sandbox.prefix(), "sh", "-c", cmd], capture_output=True, text=True,
+                              timeout=120, env=child_env())
+        if proc.returncode != 0:
+            raise RunError(f"mounting a cached IPFS state failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
+                           detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
 
     def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None:
         """For a dry run: the repos open_scenario would make, neither created nor started; a
-        daemon's API address is a placeholder."""
-        self.repos = {label: IpfsRepo(self._repo_path(scenario, i), binary,
-                                      api=API_PLACEHOLDER if scenario.daemon else "")
+        daemon's API address is a placeholder, a cached state's place too (binaries are not built)."""
+        self.mode = scenario.daemon_mode
+        self.repos = {label: IpfsRepo(self._repo_path(scenario, i), binary, self.mode,
+                                      api=API_PLACEHOLDER if self.mode != "none" else "")
                       for i, (label, binary) in enumerate(zip(labels, binaries))}
+        if getattr(scenario, "state", None):
+            for repo in self.repos.values():
+                repo.state = StateCache(Path("<build cache>") / "ipfs-states" / "<binary>")
+                repo.lowers = (repo.state.repo,)
 
     def _repo_path(self, scenario, i: int) -> Path:
         return self.workdir / f"{scenario.slug}-b{i}"
 
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
         repo = self.repos[build_label]
-        return {"ipfs_path": str(repo.path), "api": repo.api, "remote": ""}
+        values = {"ipfs_path": str(repo.path), "api": repo.api, "remote": ""}
+        if repo.state is not None:  # a scenario with a cached state: the command that puts it back
+            values["restore"] = ShellCode(restore_command(repo.path, list(repo.lowers), self._scratch(build_label),
+                                                          bool(self.sandbox and self.sandbox.user)))
+        return values
 
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
         return self.repos[build_label].env
@@ -143,12 +316,17 @@ class IpfsBackend:
         return repo.repo_stat() if repo else None
 
     def close_scenario(self) -> None:
-        for repo in self.repos.values():
+        for label, repo in self.repos.items():
             repo.stop_daemon()
+            if repo.state is not None and self.sandbox is not None:  # never rmtree through a mount
+                self._inside(unmount_command(repo.path, self._scratch(label)))
+                shutil.rmtree(self._scratch(label), ignore_errors=True)
             shutil.rmtree(repo.path, ignore_errors=True)
         for p in self.workdir.glob("*.daemon.log"):
             p.unlink()
         self.repos.clear()
+        self.mode = "none"
+        self.scenario = None
 
     def watch_dir(self) -> tuple[Path | None, str]:
         return self.workdir, "IPFS repos"
@@ -160,10 +338,17 @@ class IpfsBackend:
         return {}
 
     def describe(self) -> dict:
-        return {"kind": "ipfs", "repos": "fresh IPFS_PATH per build and scenario (test profile, offline)"}
+        modes = ", ".join(f"{name}: {mode}" for name, mode in self.modes.items())
+        return {"kind": "ipfs", "repos": "fresh IPFS_PATH per build and scenario",
+                "daemon": modes or "none",
+                **({"network": "a network namespace of the run's own, loopback only"
+                               + (" (through a user namespace)" if self.sandbox.user else "")}
+                   if self.sandbox else {})}
 
     def close(self) -> None:
         self.close_scenario()
+        if self.sandbox is not None:
+            self.sandbox.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def __enter__(self) -> "IpfsBackend":

@@ -81,7 +81,7 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
     if cpus:
         kwargs["preexec_fn"] = lambda: os.sched_setaffinity(0, cpus)
     proc = subprocess.Popen(argv, start_new_session=True, **kwargs)
-    guard = _group_guard(proc.pid)
+    guard = group_guard(proc.pid)
     try:
         out, err = proc.communicate()
     except BaseException:
@@ -97,7 +97,7 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
             os.killpg(proc.pid, signal.SIGKILL)
         raise
     finally:
-        _release(guard)
+        release_guard(guard)
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
@@ -109,7 +109,7 @@ def run_group(argv: list[str], **kwargs) -> subprocess.CompletedProcess:
 _GUARD = 'read -r _ || kill -s KILL -- "-$1" 2>/dev/null'
 
 
-def _group_guard(pgid: int) -> subprocess.Popen | None:
+def group_guard(pgid: int) -> subprocess.Popen | None:
     try:
         return subprocess.Popen(["sh", "-c", _GUARD, "refbench-guard", str(pgid)], stdin=subprocess.PIPE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -117,7 +117,7 @@ def _group_guard(pgid: int) -> subprocess.Popen | None:
         return None
 
 
-def _release(guard: subprocess.Popen | None) -> None:
+def release_guard(guard: subprocess.Popen | None) -> None:
     if guard is None:
         return
     with contextlib.suppress(OSError, ValueError):

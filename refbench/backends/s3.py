@@ -197,6 +197,10 @@ class S3Backend:
                 "remote_versioned": (f"s3://{self.versioned_bucket}/{self.prefix}/{scenario_slug}" if versioned
                                      else self.remote(scenario_slug))}
 
+    def command_prefix(self) -> tuple[str, ...]:
+        """Commands run as they are: no namespace to enter."""
+        return ()
+
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
         return {}
 

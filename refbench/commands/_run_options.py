@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import __version__, budget as bg, builds as bl, paths, pipeline, results as rs, shard
 from ..analysis import analyse
+from ..config import DAEMON_MODES
 from ..errors import RefbenchError
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
 from ..sampling import UNTIL_DECIDED_RUNS
@@ -107,6 +108,9 @@ def run_parser() -> argparse.ArgumentParser:
                         "slower or faster); one untimed profiled run per build, repeated for short steps")
     p.add_argument("--no-profile", dest="profile", action="store_const", const="off",
                    help="never run perf, even for steps that moved")
+    p.add_argument("--daemon", choices=DAEMON_MODES, default=None,
+                   help="how every kubo scenario runs (default: each scenario's own; the bundled ones: online, "
+                        "the daemon on a loopback-only network of the run's own, as users run kubo)")
     p.add_argument("-v", "--verbose", action="store_true", help="show the commands run and hyperfine's output")
     p.add_argument("--version", action="version", version=f"refbench {__version__}")
     add_stats_args(p)
@@ -125,7 +129,8 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         metric_thresholds=tuple(args.metric_threshold),
-        builds_dir=args.builds_dir, rss=args.rss, profile=args.profile, verbose=args.verbose, command_line=tuple(argv),
+        builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, profile=args.profile, verbose=args.verbose,
+        command_line=tuple(argv),
         hooks=hooks)
 
 

@@ -30,7 +30,7 @@ def environment(kind: str = "markdown") -> jinja2.Environment:
                        counts_phrase=counts_phrase)
     # V: templates name a verdict as V.SLOWER, never by spelling it
     env.globals.update(markers={v: v.marker for v in Verdict}, vcolour=VERDICT_COLOURS,
-                       verdicts=tuple(Verdict), V=Verdict)
+                       verdicts=tuple(Verdict), V=Verdict, DAEMON_WORDS=f.DAEMON_WORDS)
     return env
 
 

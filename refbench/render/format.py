@@ -99,3 +99,11 @@ def md_escape(text: str) -> str:
 def fmt_ci(c) -> str:
     """A comparison's 95% interval (see fmt_interval)."""
     return fmt_interval(c.ci_low, c.ci_high)
+
+
+# how a kubo scenario ran (results.Scenario.daemon), in words a reader of the summary needs
+DAEMON_WORDS = {
+    "online": "online daemon on a loopback-only network of the run's own, the CLI talking to it",
+    "offline": "offline daemon (`ipfs daemon --offline`, test profile)",
+    "none": "no daemon, the CLI alone on the repo",
+}

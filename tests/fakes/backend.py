@@ -29,6 +29,10 @@ class FakeBackend:
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
         return {"remote": self.remote(scenario_slug)}
 
+    def command_prefix(self) -> tuple[str, ...]:
+        """Commands run as they are: no namespace to enter."""
+        return ()
+
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
         return {}
 

@@ -59,7 +59,8 @@ class MockExecutor:
         """The simulated time, for Plan(clock=...): a budget test runs in milliseconds."""
         return self.now
 
-    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False) -> Shell:
+    def shell(self, cmd: str, env: dict, capture: bool = False, rss: bool = False,
+              wrap: tuple[str, ...] = ()) -> Shell:
         self.shells.append(cmd)
         m = re.fullmatch(r"\s*exit (\d+)\s*", cmd)
         code = int(m.group(1)) if m else 0

@@ -1,0 +1,56 @@
+"""Pure parts of how kubo is run: an online repo's settings and the restore command of a cached
+state (what the real-process tests in test_kubo_online.py exercise end to end)."""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from refbench.backends.ipfs import online_config
+from refbench.backends.snapshot import StateCache, key, restore_command
+from refbench.config import ShellCode, render
+
+
+def test_online_config_sets_loopback_only_and_never_a_key_the_version_lacks():
+    old = {"Addresses": {"API": "/ip4/0.0.0.0/tcp/5001", "Swarm": ["/ip4/0.0.0.0/tcp/4001"], "Gateway": "x"},
+           "Bootstrap": ["/dnsaddr/bootstrap.libp2p.io/p2p/Qm"], "Discovery": {"MDNS": {"Enabled": True}},
+           "Routing": {"Type": None}, "Swarm": {"DisableNatPortMap": False}, "Datastore": {"Spec": {"sync": True}}}
+    got = online_config(old)
+    assert got["Addresses"]["API"] == got["Addresses"]["Gateway"] == "/ip4/127.0.0.1/tcp/0"
+    assert all(a.startswith("/ip4/127.0.0.1/") for a in got["Addresses"]["Swarm"])
+    assert got["Bootstrap"] == [] and got["Discovery"]["MDNS"]["Enabled"] is False
+    assert got["Routing"]["Type"] == "dht" and got["Swarm"]["DisableNatPortMap"] is True
+    assert "AutoConf" not in got  # this version has no AutoConf table: nothing it does not know
+    assert got["Datastore"] == old["Datastore"]  # the version's own datastore and sync settings
+    assert old["Bootstrap"] != []  # the input is not changed
+    assert online_config({**old, "AutoConf": {}})["AutoConf"] == {"Enabled": False}
+
+
+def test_restore_command_is_one_quoted_line_that_remounts_fresh_layers(tmp_path):
+    mount, scratch = tmp_path / "repo b0", tmp_path / "repo b0.upper"
+    lowers = [tmp_path / "layer" / "upper", tmp_path / "state" / "repo"]
+    cmd = restore_command(mount, lowers, scratch, user=False)
+    words = shlex.split(cmd)
+    assert words.count("umount") == 2 and words.count("mount") == 2
+    opts = words[words.index("overlay") + 2]
+    assert opts.startswith(f"lowerdir={lowers[0]}:{lowers[1]},upperdir={scratch}/upper,")
+    assert "userxattr" not in opts and "userxattr" in restore_command(mount, lowers, scratch, user=True)
+    assert words[-1] == str(mount)  # the spaces in the paths survive as one word
+
+
+def test_a_backend_command_is_inserted_as_it_is_and_every_other_value_quoted():
+    out = render("{{ restore }} && {{ bin }} repo gc", {"restore": ShellCode("umount /x && mount /y"),
+                                                        "bin": "/a b/ipfs"})
+    assert out == "umount /x && mount /y && '/a b/ipfs' repo gc"
+
+
+def test_state_cache_keys_and_completeness(tmp_path):
+    cache = StateCache(tmp_path / key("binary-sha") / key("recipe", "fixture"))
+    assert key("a", "b") != key("ab") and len(key("x")) == 16
+    cache.repo.mkdir(parents=True)
+    assert not StateCache.ready(cache.repo)
+    StateCache.mark(cache.repo, template="t")
+    assert StateCache.ready(cache.repo)
+    StateCache.clear(cache.root)
+    assert not cache.root.exists()
+    assert cache.layer("k") == cache.root / "layers" / "k"
+    assert isinstance(cache.repo, Path)
