@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
-from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox
+from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox, snapshot
 from .config import Config, ScenarioSpec, TargetSpec, load_config
 from .explain import Explainer
 from .errors import RefbenchError, RunError
@@ -245,14 +245,22 @@ def check_tools(embedded_minio: bool) -> None:
 
 
 def check_online(scenarios: list[ScenarioSpec], target: TargetSpec) -> None:
-    """An online kubo daemon runs only in a network namespace of the run's own: where none can be
-    made, the run is refused before anything is built, never run on the real network."""
-    online = [s.name for s in scenarios if target.backend == "ipfs" and s.daemon_mode == "online"]
+    """An online kubo daemon runs only in a network namespace of the run's own, and a cached state
+    is restored only through an overlay mounted in one: where this machine cannot, the run is
+    refused before anything is built (never run on the real network, never with a stale repo)."""
+    if target.backend != "ipfs":
+        return
+    online = [s.name for s in scenarios if s.daemon_mode == "online"]
     why = sandbox.unavailable() if online else None
     if why:
         raise RefbenchError(f"kubo's online daemon ({', '.join(online)}) runs only in a network namespace of "
                             f"the run's own, and none can be made here ({why}); use --daemon offline "
                             "(the daemon without networking) or --daemon none")
+    stateful = [s.name for s in scenarios if s.state]
+    why = snapshot.overlay_unavailable() if stateful else None
+    if why:
+        raise RefbenchError(f"{', '.join(stateful)} restores a cached repo before every run through an overlay "
+                            f"mount, which this machine cannot make ({why}); leave it out with --only")
 
 
 def local_path(text: str | None) -> Path | None:

@@ -142,13 +142,23 @@ state = """mkdir -p {{ ipfs_path ~ '/refbench' }} && cd {{ fixture }} \\
 '''
 
 
+@pytest.fixture(scope="module")
+def overlays(namespaces):
+    """An overlay can be mounted in the run's own mount namespace (what restores a cached state)."""
+    from refbench.backends.snapshot import overlay_unavailable
+
+    why = overlay_unavailable()
+    if why:
+        need("overlay mounts in a mount namespace", why)
+
+
 def mounts_under(path: Path) -> list[str]:
     return [ln for ln in Path("/proc/mounts").read_text().splitlines() if str(path) in ln]
 
 
 @pytest.mark.slow
 def test_gc_restores_the_cached_state_exactly_before_every_run_and_builds_it_once(
-        tmp_path, namespaces, kubo_origin, builds_dir, kubo_binaries):
+        tmp_path, overlays, kubo_origin, builds_dir, kubo_binaries):
     scen = tmp_path / "scenarios.toml"
     log = tmp_path / "counts"
     log.mkdir()

@@ -21,14 +21,14 @@ from .dirs import WORKDIR_PATTERN, make_workdir, owner_dead, sweep_stale, tree_b
 from .ipfs import IpfsBackend, IpfsRepo
 from .minio import (MINIO_META_BYTES, MINIO_RSS_BYTES, MinioServer, free_port,
                     minio_data_parent, minio_footprint)
-from . import sandbox
+from . import sandbox, snapshot
 from .process import die_with_parent, run_group, stop_process
 from .s3 import S3Backend, s3_client
 
 __all__ = ["Backend", "S3Backend", "IpfsBackend", "IpfsRepo", "MinioServer", "s3_client", "find_tool",
            "PROJECT_ROOT", "WORKDIR_PATTERN", "make_workdir", "owner_dead", "sweep_stale", "tree_bytes",
            "write_owner", "MINIO_META_BYTES", "MINIO_RSS_BYTES", "free_port", "minio_data_parent",
-           "minio_footprint", "die_with_parent", "run_group", "stop_process", "sandbox"]
+           "minio_footprint", "die_with_parent", "run_group", "stop_process", "sandbox", "snapshot"]
 
 
 @runtime_checkable

@@ -17,13 +17,18 @@ Every mount is made inside the run's mount namespace (sandbox.py), so none outli
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
 import shutil
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..errors import RunError
 
 STATE_FILE = "state.json"  # written last: a state or layer without it is incomplete, rebuilt
 
@@ -91,3 +96,27 @@ def layer_mount_command(mountpoint: Path, lower: Path, layer: Path, user: bool) 
     opts = shlex.quote(overlay_options([lower], up, work, user))
     return (f"mkdir -p {m} {shlex.quote(str(up))} {shlex.quote(str(work))} && "
             f"mount -t overlay -o {opts} refbench-layer {m}")
+
+
+@functools.lru_cache(maxsize=1)
+def overlay_unavailable() -> str | None:
+    """Why no state can be restored here (no namespace, or no overlay mount inside one), or None
+    when restore_command works: probed once, on a throw-away lower directory."""
+    from .sandbox import Sandbox
+
+    try:
+        box = Sandbox.open()
+    except (RunError, OSError) as e:
+        return str(e)
+    try:
+        with tempfile.TemporaryDirectory(prefix="refbench-overlay-probe-") as tmp:
+            root = Path(tmp)
+            (root / "lower").mkdir()
+            (root / "lower" / "f").write_text("x")
+            cmd = restore_command(root / "m", [root / "lower"], root / "s", box.user) + f" && cat {root}/m/f"
+            proc = subprocess.run([*box.prefix(), "sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+            if proc.returncode != 0 or proc.stdout.strip() != "x":
+                return f"overlay mount failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
+    finally:
+        box.close()
+    return None

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from .. import __version__, hyperfine, paths, profile
-from ..backends import sandbox
+from ..backends import sandbox, snapshot
 from ..errors import EXIT_ERROR, EXIT_OK
 
 OK, WARN, MISSING = "ok", "warn", "MISSING"
@@ -69,12 +69,16 @@ def checks() -> list[tuple[str, str, str, bool]]:
         out.append((WARN, "GNU time", "peak RSS is n/a: apt-get install time (or get hyperfine 1.20+)", False))
 
     why = sandbox.unavailable()
-    out.append((OK, "network namespace", "kubo's online daemon runs in one of the run's own, loopback only; "
-                "cached repo states are mounted there", False) if why is None else
+    out.append((OK, "network namespace", "kubo's online daemon runs in one of the run's own, loopback only",
+                False) if why is None else
                (WARN, "network namespace", f"none can be made here ({why}): kubo's online scenarios are refused "
-                "(--daemon offline runs them without networking) and the GC scenario cannot restore its state. "
-                "Run as root, or allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1)",
-                False))
+                "(--daemon offline runs them without networking). Run as root, or allow unprivileged user "
+                "namespaces (sysctl kernel.unprivileged_userns_clone=1)", False))
+    why = snapshot.overlay_unavailable()
+    out.append((OK, "overlay", "cached IPFS repo states are restored before every run (kubo's GC scenario)", False)
+               if why is None else
+               (WARN, "overlay", f"cannot restore a cached IPFS state here ({why}): kubo's garbage collection "
+                "scenario fails; needs overlayfs in a mount namespace (Linux 5.11+ without root)", False))
     perf_ok, perf_text = profile.perf_status()
     out.append((OK, "perf", f"{perf_text}: CPU profiles of the steps that move", False) if perf_ok else
                (WARN, "perf", f"{perf_text}: no CPU profiles (--profile, and of steps that move); the comparison "

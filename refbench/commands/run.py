@@ -48,7 +48,8 @@ def print_list(cfg, quick: bool) -> None:
             f = s.fixture
             shape = (f"tree dirs={f.dirs} files={f.count} depth={f.depth} max {format_size(f.size)}"
                      if f.kind == "tree" else f"{f.kind} {format_size(f.size)} x {f.count}")
-            print(f"  {s.name}: {shape}; steps: {', '.join(st.name for st in s.steps)}")
+            how = f"; daemon {s.daemon_mode}" + (", cached state" if s.state else "") if t.backend == "ipfs" else ""
+            print(f"  {s.name}: {shape}{how}; steps: {', '.join(st.name for st in s.steps)}")
 
 
 def print_plan(args, target, scenarios, step_filter, builder, resolved, labels) -> None:
