@@ -28,7 +28,6 @@ from .verdict import Verdict
 
 log = logging.getLogger(__name__)
 
-PROFILE_MODES = ("auto", "on", "off")  # auto: steps that moved; on: --profile; off: --no-profile
 PROFILED_METRICS = ("wall", "cpu")
 
 

@@ -15,8 +15,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from origins import go_env, make_s5cmd_origin  # noqa: E402
 
 os.environ["PATH"] = go_env()["PATH"]
-# the fake hyperfine's settings reach it through refbench's allow-listed command environment
-os.environ["REFBENCH_PASS_ENV"] = "FAKE_HF_LOG FAKE_HF_STATE FAKE_HF_SEED FAKE_HF_SIGMA"
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
 
 import pytest
@@ -25,23 +24,6 @@ def _find_browser() -> tuple[str | None, str | None]:
     return browser, shutil.which("chromedriver")
 
 
-def _install_chromium() -> str:
-    """Install chromium + chromedriver the way scripts/setup.sh does; return why not, if not."""
-    if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return "chromium/chromedriver not installed and cannot be (needs root and apt-get): run scripts/setup.sh"
-    cmd = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium", "chromium-driver"]
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    try:
-        if subprocess.run(cmd, env=env, capture_output=True, timeout=900).returncode != 0:
-            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=600)
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-            if p.returncode != 0:
-                return f"apt-get could not install chromium: {(p.stderr.strip().splitlines() or ['?'])[-1]}"
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"apt-get could not install chromium: {e}"
-    return ""
-
-
 @pytest.fixture(scope="session")
 def chrome():
     try:
@@ -51,11 +33,8 @@ def chrome():
     from selenium.webdriver.chrome.service import Service
 
     browser, driver = _find_browser()
-    if not (browser and driver):
-        why = _install_chromium()
-        browser, driver = _find_browser()
-        if not (browser and driver):
-            need("chromium/chromedriver", why or "not found after installing")
+    if not (browser and driver):  # installed by the set-up step (scripts/setup.sh), never by a test
+        need("chromium/chromedriver", "run `make setup` (Debian packages chromium, chromium-driver)")
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser
     profile = tempfile.mkdtemp(prefix="refbench-chrome-")
