@@ -11,6 +11,13 @@
   interval and the p-value a repeated p-value, valid whenever sampling stops, so that
   Benjamini–Hochberg can still run across the run's steps at the end. One look at 1.0 is the
   fixed-size test exactly.
+- no floor: a permutation test within rounds cannot give p below 2 / Π C(n + m, m) (3 rounds of
+  2 + 2 runs: 0.0093), and the run's family may ask less of a member (memory beside wall and CPU:
+  0.0044). Where the exact test cannot reach that level at this look, the blocked t-test on log
+  values decides instead, with its own estimate and interval (shift_fit): the choice depends on
+  the design, never on the data, so the false-alarm rate is each test's own
+  (tests/test_stats_floor_sim.py: 1.6% of A/A comparisons at α 5% with drift, trend and outliers,
+  4.9% without; +247% memory at 3 rounds of 2 + 2 decided in every simulated run).
 - verdict: no significant change when the interval lies inside ±threshold (equivalence, checked
   first); slower / faster when significant and the interval excludes 0; else inconclusive; with
   the minimum detectable effect and the runs needed, from the robust noise the test sees.
@@ -47,7 +54,7 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-from .verdict import METRIC_THRESHOLDS, Verdict
+from .verdict import METRIC_THRESHOLDS, METRICS, Verdict
 
 POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
@@ -415,6 +422,125 @@ def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps:
     return RankFit(shift, lo_ci, hi_ci, z0, float(s_eff), len(strata))
 
 
+# ---- no floor under a clear change: the blocked t-test where the exact test cannot reach ------
+
+def exact_floor(sizes) -> float:
+    """The smallest two-sided p that any test permuting runs within rounds can give, for rounds of
+    these (baseline runs, contender runs): its two most extreme of the Π C(n + m, m) equally likely
+    arrangements. 3 rounds of 2 + 2 runs: 2/216 = 0.0093, whatever the data; 1 round of 1 + 1: 1.
+    A permutation test's p never goes below it, however clear the change."""
+    arrangements = math.prod(math.comb(n + m, m) for n, m in sizes)
+    return min(1.0, 2.0 / arrangements)
+
+
+def member_level(settings: Criteria, metric: str, family_size: int) -> float:
+    """The smallest level the run's weighted Benjamini–Hochberg can ask of one member: alpha · w / N
+    (the first of its steps), w the least weight the member's metric gets in any family
+    (metric_weights: wall 1 when it is alone, more beside other metrics; another metric at least
+    (1 − WALL_SHARE) · M / (M − 1) with all M = len(METRICS) metrics). A p below it survives the
+    adjustment whatever the other members' p-values are."""
+    m = len(METRICS)
+    weight = 1.0 if metric == "wall" else (1 - WALL_SHARE) * m / (m - 1)
+    return settings.alpha * weight / max(1, family_size)
+
+
+def exact_reaches(sizes, looks: tuple[float, ...], spending: str, level: float) -> bool:
+    """Whether the exact test can reach `level` at this design and look: its floor, read as the
+    repeated p of the look (alpha spending asks more of early looks). Beyond _EXACT_RUNS the test
+    is the normal approximation, whose p has no floor."""
+    if sum(n + m for n, m in sizes) > _EXACT_RUNS:
+        return True
+    top = -ndtri(exact_floor(sizes) / 2)
+    return repeated_p(top, looks, spending) <= level
+
+
+@dataclass(frozen=True)
+class TFit:
+    """The blocked t-test of B data sets (arrays of shape (B,)), log scale."""
+    shift: np.ndarray  # the least-squares shift: per-round mean differences, weighted n m / (n + m)
+    se: np.ndarray  # its standard error
+    df: int  # residual degrees of freedom: runs − rounds − 1
+
+
+def blocked_t(strata: list[tuple[np.ndarray, np.ndarray]]) -> TFit:
+    """The t-test of the additive model log value = round level + build shift + noise (two-way
+    ANOVA without interaction): each round's level cancels, as it does for the rank test, so drift
+    between rounds does not count. With one round it is the pooled two-sample t-test, with one
+    run per build per round the paired t-test. Its p has no floor: a change many times the noise
+    gives a p as small as that says. It assumes normal noise on the log scale with one variance;
+    a slow outlier inflates that variance, which costs power, not false alarms (simulated in
+    tests/test_stats_floor_sim.py)."""
+    w = np.array([x.shape[1] * y.shape[1] / (x.shape[1] + y.shape[1]) for x, y in strata])
+    d = np.stack([y.mean(axis=1) - x.mean(axis=1) for x, y in strata], axis=1)  # (B, R)
+    shift = (d * w).sum(axis=1) / w.sum()
+    within = sum(((v - v.mean(axis=1, keepdims=True)) ** 2).sum(axis=1) for x, y in strata for v in (x, y))
+    between = (w * (d - shift[:, None]) ** 2).sum(axis=1)  # the rounds' differences around the shift
+    df = sum(x.shape[1] + y.shape[1] for x, y in strata) - len(strata) - 1
+    var = (within + between) / df if df >= 1 else np.full(shift.shape, np.nan)
+    return TFit(shift, np.sqrt(np.maximum(var, 0.0) / w.sum()), df)
+
+
+@dataclass(frozen=True)
+class ShiftFit:
+    """The test, estimate and interval of one design for B data sets (log scale): the exact rank
+    test's (aligned_fit) where it can reach the level the run asks, else the blocked t-test's."""
+    shift: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    z: np.ndarray
+    s_eff: float
+    method: str
+
+
+def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, ...], settings: Criteria,
+              level: float) -> ShiftFit:
+    """The shift's test and interval for B data sets of one design (strata as aligned_fit takes
+    them). The aligned-rank test by its exact distribution where that can reach `level`
+    (member_level: what the run's family asks of this member) at this look; where it cannot (its
+    floor: 3 rounds of 2 + 2 runs never give p below 0.0093, and Benjamini–Hochberg over three
+    metrics asks 0.0044 of memory), the blocked t-test on log values, with its own estimate and
+    interval. The choice depends on the design, the look and the family alone, never on the data,
+    so each design's false-alarm rate is its test's. With no residual degrees of freedom (1 + 1
+    runs in one round) the rank test stays: nothing can be decided there (see reachable)."""
+    crit = _crit(looks, 1 - settings.confidence, settings.spending)
+    sizes = [(x.shape[1], y.shape[1]) for x, y in strata]
+    s_eff = sum(n * m / (n + m + 1) for n, m in sizes)
+    t = None if exact_reaches(sizes, looks, settings.spending, level) else blocked_t(strata)
+    if t is None or t.df < 1:
+        fit = aligned_fit(strata, crit)
+        return ShiftFit(fit.shift, fit.low, fit.high, fit.z, fit.s_eff,
+                        _method(sizes, ("Mann-Whitney", "signed-rank", "aligned ranks")))
+    with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: the shift is exact
+        tstat = np.where(t.se > 0, t.shift / t.se, np.where(t.shift == 0, 0.0, np.sign(t.shift) * np.inf))
+    # the t's tail as a normal z, so looks, repeated p-values and the family read it as the rank test's
+    z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, sps.t.sf(np.abs(tstat), t.df))), _Z_CAP)
+    half = float(sps.t.isf(ndtr(-crit), t.df)) * t.se  # the interval at the rank interval's level
+    low, high = t.shift - half, t.shift + half
+    # an end beyond e^±_LOG_END (an early look's boundary asks for a t of thousands) is no bound
+    return ShiftFit(t.shift, np.where(low < -_LOG_END, -np.inf, low), np.where(high > _LOG_END, np.inf, high), z,
+                    s_eff, _method(sizes, ("t on log values", "paired t on log values", "blocked t on log values")))
+
+
+def _method(sizes, names: tuple[str, str, str]) -> str:
+    """The test's name for this design: (one round, one run per build per round, otherwise)."""
+    if len(sizes) == 1:
+        return names[0]
+    return f"{names[1] if all(n == 1 and m == 1 for n, m in sizes) else names[2]}, {len(sizes)} rounds"
+
+
+_Z_CAP = 38.0  # |z| beyond which Φ(−z) underflows: a zero-noise change is this far from nothing
+_LOG_END = 50.0
+
+
+def reachable(sizes, settings: Criteria, level: float | None = None) -> bool:
+    """Whether a design (rounds of (baseline runs, contender runs)) can reach a verdict at all:
+    the exact test reaches the level, or the blocked t-test has a residual degree of freedom.
+    1 round of 1 + 1 runs cannot: two arrangements, and nothing left to estimate the noise from."""
+    level = settings.alpha if level is None else level
+    df = sum(n + m for n, m in sizes) - len(sizes) - 1
+    return bool(sizes) and (df >= 1 or exact_floor(sizes) <= level)
+
+
 def _shamos(cells: list[np.ndarray]) -> float | None:
     """σ from the median |difference| of all pairs within a cell, pooled over cells: robust
     (an outlier spoils only its own pairs) and blind to level shifts between cells."""
@@ -650,11 +776,13 @@ def runs_for(effect: float, power: float, noise: float, settings: Criteria, fami
 
 def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Criteria = Criteria(), *,
             base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
-            family_size: int = 1) -> Comparison:
+            family_size: int = 1, metric: str = "wall") -> Comparison:
     """Compare contender with baseline. base_rounds / cont_rounds: the round of every sample
     (runs are compared within rounds only); looks: information fractions (runs per build so far
     / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
-    run; family_size: comparisons in the run (steps × contenders), for mde / runs_needed."""
+    run; family_size: comparisons in the run (steps × contenders × metrics), for mde /
+    runs_needed and the level its test must be able to reach (shift_fit); metric: what the values
+    are (its weight in the family)."""
     b, c = summarize(base_times), summarize(cont_times)
     if c.mean <= b.mean:
         factor, err = hyperfine_ratio(c, b)
@@ -675,13 +803,13 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
     needed = runs_for(settings.threshold, settings.power, noise, settings, family_size, per_round) \
         if noise and settings.threshold > 0 else None
     common = dict(factor=factor, factor_err=err, faster=faster, slower_label=slower_label,
-                  noise=noise, look=len(looks), fraction=looks[-1])
+                  noise=noise, look=len(looks), fraction=looks[-1], metric=metric)
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
         return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
                           needed, method="too few runs", **common)
-    crit = _crit(looks, 1 - settings.confidence, settings.spending)
-    fit = aligned_fit([(a[None, :], b_[None, :]) for a, b_ in strata], crit)
+    level = member_level(settings, metric, family_size)
+    fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, settings, level)
     shift, lo, hi, z = float(fit.shift[0]), float(fit.low[0]), float(fit.high[0]), float(fit.z[0])
     p = repeated_p(z, looks, settings.spending)
     rel = math.expm1(shift)
@@ -690,14 +818,9 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
     verdict = decide(rel, rlo, rhi, p, settings)
     mcrit = _crit(looks, settings.alpha / max(1, family_size), settings.spending)
     mde = detectable(noise, fit.s_eff, settings, family_size, crit=mcrit) if noise is not None else None
-    if len(strata) == 1:
-        method = "Mann-Whitney"
-    elif all(len(a) == 1 and len(b_) == 1 for a, b_ in strata):
-        method = f"signed-rank, {len(strata)} rounds"
-    else:
-        method = f"aligned ranks, {len(strata)} rounds"
     return Comparison(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
-                      method=method, z=z, crit=crit, **common)
+                      method=fit.method, z=z, crit=_crit(looks, 1 - settings.confidence, settings.spending),
+                      **common)
 
 
 def compare_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
@@ -711,7 +834,7 @@ def compare_metric(metric: str, base_label: str, base_values, cont_label: str, c
         c = compare(base_label, base_values, cont_label, cont_values, s, **kw)
         return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=Verdict.SAME, noise=0.0,
                        method="identical in every run", metric=metric)
-    return replace(compare(base_label, base_values, cont_label, cont_values, s, **kw), metric=metric)
+    return compare(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 
 def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Criteria) -> Verdict:

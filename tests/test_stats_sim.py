@@ -65,27 +65,27 @@ def simulate(seed: int, seqs: int, rounds: int, k: int, effect: float = 0.0, noi
     return logs[:, :, 0, :], logs[:, :, 1, :]
 
 
-def decide_all(x, y, looks=(1.0,), settings=SETTINGS, blocked=True, family_size=1):
-    """stats.compare's decision for every sequence at once: the same aligned_fit, repeated_p and
+def decide_all(x, y, looks=(1.0,), settings=SETTINGS, blocked=True, family_size=1, metric="wall"):
+    """stats.compare's decision for every sequence at once: the same shift_fit (the exact rank
+    test, or the blocked t-test where that cannot reach the family's level), repeated_p and
     decide (test_batch_matches_compare checks that it is the same)."""
     seqs, rounds, _ = x.shape
     strata = [(x[:, r, :], y[:, r, :]) for r in range(rounds)] if blocked else \
         [(x.reshape(seqs, -1), y.reshape(seqs, -1))]
-    crit = stats._crit(tuple(looks), 1 - settings.confidence, settings.spending)
-    fit = stats.aligned_fit(strata, crit)
+    fit = stats.shift_fit(strata, tuple(looks), settings, stats.member_level(settings, metric, family_size))
     out = []
     for shift, lo, hi, z in zip(fit.shift, fit.low, fit.high, fit.z):
         p = stats.repeated_p(z, looks, settings.spending)
         rel = math.expm1(shift)
         rlo = math.expm1(lo) if math.isfinite(lo) else None
         rhi = math.expm1(hi) if math.isfinite(hi) else None
-        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, settings), looks))
+        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, settings), looks, fit.method))
     return out
 
 
-def comparison(rel, lo, hi, p, verdict, looks=(1.0,)):
+def comparison(rel, lo, hi, p, verdict, looks=(1.0,), method=""):
     return stats.Comparison("A", "B", 1 + rel, rel, lo, hi, p, verdict, False, None, None, 1.0, 0.0, "A", "B",
-                            look=len(looks), fraction=looks[-1])
+                            look=len(looks), fraction=looks[-1], method=method)
 
 
 def rate(comps, *verdicts) -> float:
@@ -105,7 +105,7 @@ def sequential(x, y, settings=SETTINGS, family_size=1, naive=False):
     live = np.arange(seqs)
     for r in range(1, rounds + 1):
         looks = (1.0,) if naive else tuple((i + 1) / rounds for i in range(r))
-        comps = decide_all(x[live, :r], y[live, :r], looks, settings)
+        comps = decide_all(x[live, :r], y[live, :r], looks, settings, family_size=family_size)
         keep = []
         for i, c in zip(live, comps):
             if naive:
