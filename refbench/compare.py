@@ -1,15 +1,18 @@
 """The same steps of two saved runs compared (`bench.py compare`): per matched build and step,
-the change of the new run's times against the old one's, with a verdict against the threshold;
-plus what exists in only one of them, and where both runs counted a build's S3 requests, every
-counter that differs (exact, like a run's own request changes). Rendered by
-render.markdown.render_compare_md."""
+the change of the new run's times against the old one's, and of every other metric both runs
+measured in every run (CPU, memory, instructions), each with a verdict against its threshold,
+judged as one family by the verdict engine (refbench.judge), as a run judges its own; plus what
+exists in only one of them, and where both runs counted a build's S3 requests, every counter that
+differs (exact, like a run's own request changes). Two runs' rounds are not blocks of one another,
+so the runs are compared unblocked. Rendered by render.markdown.render_compare_md."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import stats, verdict
+from . import judge, stats, verdict
 from .accounting import changes as request_changes
-from .results import Fixture, RequestChange, Results, Scenario, Step, read_comparison
+from .results import Fixture, RequestChange, Results, Samples, Scenario, Step, read_comparison
+from .verdict import METRICS
 
 
 @dataclass(frozen=True)
@@ -28,11 +31,18 @@ class StepChange:
     notes: tuple[str, ...]
     # the new run's requests against the old run's for this build (empty: equal, or not counted in both)
     request_changes: tuple[RequestChange, ...] = ()
+    # the other metrics both runs measured in every run (cpu, memory, instructions), judged alike
+    metric_comparisons: tuple[stats.Comparison, ...] = ()
+
+    def all_comparisons(self) -> tuple[stats.Comparison, ...]:
+        """Every metric's comparison, wall first: the family members this row adds."""
+        return (self.comparison, *self.metric_comparisons)
 
     def to_json(self) -> dict:
         return {"scenario": self.scenario, "step": self.step, "old_build": self.old_build,
                 "new_build": self.new_build, "old_mean": self.old_mean, "new_mean": self.new_mean,
                 "old_n": self.old_n, "new_n": self.new_n, "c": self.comparison.to_json(),
+                "metrics": [c.to_json() for c in self.metric_comparisons],
                 "fixture_differs": self.fixture_differs, "notes": list(self.notes),
                 "request_changes": [c.to_json() for c in self.request_changes]}
 
@@ -98,36 +108,65 @@ def _warnings(old: Results, new: Results) -> list[str]:
     return warnings
 
 
+def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, settings: stats.Criteria,
+             family_size: int) -> list[stats.Comparison]:
+    """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
+    out = []
+    for metric in METRICS:
+        x, y = ob.values(metric), nb.values(metric)
+        if x is not None and y is not None:
+            out.append(stats.compare_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, settings,
+                                            family_size=family_size))
+    return out
+
+
+def _matched(old: Results, new: Results, pairs) -> list[tuple[tuple[str, str], str, str, Step, Step, bool]]:
+    """(step key, old label, new label, old step, new step, fixture differs) of every step and pair
+    of builds both runs measured."""
+    os_, ns_ = _steps(old), _steps(new)
+    out = []
+    for key in [k for k in os_ if k in ns_]:
+        (osc, ost), (nsc, nst) = os_[key], ns_[key]
+        for ol, nl in pairs:
+            ob, nb = ost.builds.get(ol), nst.builds.get(nl)
+            if ob and nb and ob.times and nb.times:
+                out.append((key, ol, nl, ost, nst, _fixture_differs(osc.fixture, nsc.fixture)))
+    return out
+
+
 def compare_runs(old: Results, new: Results, settings: stats.Criteria = stats.Criteria(),
                  match: str = "label") -> RunComparison:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
-    (baseline with baseline, ...) with match="position"."""
+    (baseline with baseline, ...) with match="position". Every matched step's metrics are one
+    family, adjusted together (judge.adjust_groups) as a run's steps × metrics are."""
     pairs = _pairs(old.labels, new.labels, match)
     old_sha = {b.label: b.sha or "" for b in old.builds}
     new_sha = {b.label: b.sha or "" for b in new.builds}
-    os_, ns_ = _steps(old), _steps(new)
+    matched = _matched(old, new, pairs)
+    n_metrics = [sum(1 for m in METRICS if ost.builds[ol].values(m) is not None and nst.builds[nl].values(m)
+                     is not None) for _, ol, nl, ost, nst, _ in matched]
+    family_size = max(1, sum(n_metrics))
+    groups = judge.adjust_groups([_metrics(ol, ost.builds[ol], nl, nst.builds[nl], settings, family_size)
+                                  for _, ol, nl, ost, nst, _ in matched], settings)
     rows = []
-    for key in [k for k in os_ if k in ns_]:
-        (osc, ost), (nsc, nst) = os_[key], ns_[key]
-        fixture_differs = _fixture_differs(osc.fixture, nsc.fixture)
-        for ol, nl in pairs:
-            ob, nb = ost.builds.get(ol), nst.builds.get(nl)
-            if not ob or not nb or not ob.times or not nb.times:
-                continue
-            # as a results file would hold it, so compare prints what `report` would for the same numbers
-            c = read_comparison(stats.compare(f"{ol} (old)", ob.times, f"{nl} (new)", nb.times, settings).to_json())
-            notes = []
-            if fixture_differs:
-                notes.append("fixture differs: not like-for-like")
-            if old_sha[ol] != new_sha[nl]:
-                notes.append(f"commit {old_sha[ol][:10]} → {new_sha[nl][:10]}")
-            if c.noisy:
-                notes.append("noisy")
-            oq, nq = (ost.requests or {}).get(ol), (nst.requests or {}).get(nl)
-            rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
-                                   new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
-                                   comparison=c, fixture_differs=fixture_differs, notes=tuple(notes),
-                                   request_changes=request_changes(oq, nq, nl) if oq and nq else ()))
+    for (key, ol, nl, ost, nst, fixture_differs), comps in zip(matched, groups):
+        ob, nb = ost.builds[ol], nst.builds[nl]
+        # as a results file would hold it, so compare prints what `report` would for the same numbers
+        c, *others = [read_comparison(x.to_json()) for x in comps]
+        notes = []
+        if fixture_differs:
+            notes.append("fixture differs: not like-for-like")
+        if old_sha[ol] != new_sha[nl]:
+            notes.append(f"commit {old_sha[ol][:10]} → {new_sha[nl][:10]}")
+        if c.noisy:
+            notes.append("noisy")
+        oq, nq = (ost.requests or {}).get(ol), (nst.requests or {}).get(nl)
+        rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
+                               new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
+                               comparison=c, fixture_differs=fixture_differs, notes=tuple(notes),
+                               request_changes=request_changes(oq, nq, nl) if oq and nq else (),
+                               metric_comparisons=tuple(others)))
+    os_, ns_ = _steps(old), _steps(new)
     counts = verdict.count(r.comparison.verdict for r in rows)
     return RunComparison(
         old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,

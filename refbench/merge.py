@@ -3,15 +3,16 @@
 The shards must have compared the same builds (labels, refs, commits, binary hashes, toolchain)
 of the same target with the same settings; the first difference is refused in one line naming it.
 Different machine types are allowed (each step's comparison ran on one machine) but warned about.
-The run-wide multiple-testing adjustment is recomputed over every shard's comparisons, from each
-step's own p-value, exactly as one unsharded run would have done it.
+The run's verdicts are judged again by the verdict engine (refbench.judge) over every shard's
+comparisons, from each step's own p-value, with the criteria the shards recorded (metric
+thresholds included), exactly as one unsharded run would have judged them.
 """
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from . import __version__, pipeline, results as rs, stats
+from . import __version__, judge, results as rs
 from .errors import RefbenchError
 from .results import Results, Scenario, Step, load
 
@@ -139,26 +140,6 @@ def _ordered_union(lists: list[list[str]]) -> list[str]:
     return out
 
 
-def unadjusted(c: stats.Comparison) -> stats.Comparison:
-    """A comparison with the step's own p-value (a shard adjusted it within the shard only); its
-    phrase is said again from the stored factor, as for any comparison the merge adjusts."""
-    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(stats.Comparison)}
-    if c.p_raw is not None:
-        kw["p_value"] = c.p_raw
-    kw["p_raw"] = None
-    return stats.Comparison(**kw)
-
-
-def readjust(scenarios: list[Scenario], settings: stats.Criteria) -> tuple[Scenario, ...]:
-    """The run-wide multiple-testing adjustment over all the merged comparisons, from each step's
-    own p-value, by the run's own adjustment (new scenarios)."""
-    raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
-        st, comparisons=tuple(unadjusted(c) for c in st.comparisons),
-        metric_comparisons=tuple(unadjusted(c) for c in st.metric_comparisons)) for st in sc.steps))
-        for sc in scenarios]
-    return pipeline.adjust(raw, 0, settings)
-
-
 def _ordered_scenarios(shards: list[tuple[str, Results]]) -> list[Scenario]:
     """Every shard's scenarios and steps, in the whole comparison's order (recorded by every
     shard), else in one consistent with each shard's."""
@@ -215,13 +196,11 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
     warnings = check(shards, allow_missing)
     first = shards[0][1]
     settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards))
-    scenarios = readjust(_ordered_scenarios(shards), stats.Criteria(
-        threshold=settings.threshold, alpha=settings.alpha, noise_limit=settings.noise_limit))
-    scoreboard = stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), first.labels)
+    judged = judge.rejudge(_ordered_scenarios(shards), first.labels, judge.recorded(settings))
     merged = first.replace(
         refbench=__version__, created=rs.created_now(), command_line=("merge", *[name for name, _ in shards]),
-        environment=_environment(shards), settings=settings, scenarios=scenarios,
-        scoreboard=rs.frozen(scoreboard), timing=_timing(shards), resources=None, stopped=None,
+        environment=_environment(shards), settings=settings, scenarios=judged.scenarios,
+        scoreboard=rs.frozen(judged.scoreboard), timing=_timing(shards), resources=None, stopped=None,
         shards=tuple(rs.frozen({"file": name, "shard": r.settings.shard, "host": r.environment.host,
                                 "created": r.created, "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]})
                      for name, r in shards))

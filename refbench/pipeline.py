@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterator
 
-from . import __version__, budget as bg, builds as bl, fixtures as fx, paths, refs, results as rs, shard, stats
+from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox, snapshot
 from .config import Config, ScenarioSpec, TargetSpec, load_config
 from .explain import Explainer
@@ -29,7 +29,7 @@ from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
-from .verdict import METRIC_THRESHOLDS
+from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD
 from .executor import Executor, HyperfineExecutor
 from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
 from .sampling import Sampling, StepUnit, step_units
@@ -38,7 +38,6 @@ from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
 NO_BUDGET = 0.0  # --budget none: the fixed-size run, even without -r
-MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
 @dataclass(frozen=True)
@@ -86,9 +85,9 @@ class RunRequest:
     cpus: tuple[frozenset[int], frozenset[int] | None] | str | None = None  # --cpus: sets, 'auto', 'off'
     shard: tuple[int, int] | None = None  # --shard I/N as (I, N)
     shard_times: str | None = None
-    threshold: float = 0.05
-    alpha: float = 0.05
-    noise_limit: float = 0.10
+    threshold: float = THRESHOLD
+    alpha: float = ALPHA
+    noise_limit: float = NOISE_LIMIT
     metric_thresholds: tuple[tuple[str, float], ...] = ()  # --metric-threshold, over verdict.METRIC_THRESHOLDS
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
@@ -140,9 +139,7 @@ class RunRequest:
 
     @property
     def settings(self) -> stats.Criteria:
-        return stats.Criteria(threshold=self.threshold, alpha=self.alpha, noise_limit=self.noise_limit,
-                              metric_thresholds=tuple({**dict(METRIC_THRESHOLDS),
-                                                       **dict(self.metric_thresholds)}.items()))
+        return judge.criteria(self.threshold, self.alpha, self.noise_limit, self.metric_thresholds)
 
     def scenarios_path(self) -> str:
         return str(self.scenarios or paths.default_scenarios())
@@ -569,29 +566,6 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
 
 
 # ---- analyse ---------------------------------------------------------------------------------
-def adjust(scenarios, n_contenders: int, settings: stats.Criteria,
-           per_contender: bool = False) -> tuple[rs.Scenario, ...]:
-    """The run's p-value adjustment over its family: every comparison of the run, or (calibrate)
-    each contender's comparisons apart. Returns new scenarios; the measured ones stay as they were.
-    `merge` re-adjusts shards' results with this too, so a sharded run is judged as one run."""
-    comps = [list(st.all_comparisons()) for sc in scenarios for st in sc.steps]
-    contenders = list(dict.fromkeys(c.contender for cs in comps for c in cs))
-    for family in (contenders if per_contender else [None]):
-        members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs))
-                   if family is None or cs[i].contender == family]
-        for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
-            comps[k][i] = c
-    adjusted = iter(comps)
-    return tuple(dataclasses.replace(sc, steps=tuple(_with_comparisons(st, next(adjusted)) for st in sc.steps))
-                 for sc in scenarios)
-
-
-def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
-    """The step with its comparisons replaced, wall apart from the other metrics as rs.Step keeps them."""
-    return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
-                               metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
-
-
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
     measured_wall = wall - build_seconds - m.fixture_seconds
     hf = m.hyperfine_seconds
@@ -610,7 +584,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     return rs.Settings(
         **checked.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
         noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
-        multiple_testing=MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
+        multiple_testing=judge.MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
                                "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
         family_size=m.family_size, hyperfine_flags=tuple(checked.hf_flags),
@@ -652,10 +626,9 @@ def run(request: RunRequest, reporter: Reporter) -> rs.Results:
     res = resolve(checked, reporter)
     built, build_seconds = build_all(res, reporter)
     m = measure_distinct(checked, built, reporter)
-    scenarios = adjust([sr.record() for sr in m.scenarios], len(m.builds) - 1, request.settings,
-                       request.hooks.family_per_contender)
-    board = stats.scoreboard((st.comparisons for sr in scenarios for st in sr.steps), [b.label for b in m.builds])
-    return assemble(checked, res.builder, m, scenarios, board,
+    judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.settings,
+                            request.hooks.family_per_contender)
+    return assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
                     timing(time.monotonic() - t_wall, build_seconds, m))
 
 

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from . import __version__
 from .errors import RefbenchError
 from .stats import Comparison, Summary, summarize
-from .verdict import METRIC_THRESHOLDS, METRICS, Verdict, count
+from .verdict import ALPHA, METRICS, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -190,6 +190,16 @@ class Samples(_Doc):
         if kw.get("stats") is None and kw.get("times"):  # files from before stats were stored
             kw["stats"] = _read_summary(summarize(kw["times"]).to_json(), where)  # rounded as stored
         return cls(**kw)
+
+    def values(self, metric: str) -> tuple[float, ...] | None:
+        """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
+        instructions), or None unless every run has one: what a saved run's comparison of that
+        metric reads (`compare`), as the runner reads its own samples."""
+        v = {"wall": self.times, "cpu": tuple(u + k for u, k in zip(self.user, self.system)),
+             "memory": self.memory_bytes or (), "instructions": self.instructions or ()}[metric]
+        if not v or len(v) != len(self.times) or any(x is None for x in v):
+            return None
+        return tuple(float(x) for x in v)
 
     @classmethod
     def measured(cls, times, user, system, exit_codes, rounds, memory, rss_kb=None, check=None,
@@ -443,9 +453,9 @@ class Settings(_Doc):
     warmup: int | str | None = _f((int, str), default=None)
     rounds: int | str | None = _f((int, str), default=None)
     quick: bool = _f(bool, default=False)
-    threshold: float = _f((int, float), default=0.05)
-    alpha: float = _f((int, float), default=0.05)
-    noise_limit: float = _f((int, float), default=0.10)
+    threshold: float = _f((int, float), default=THRESHOLD)
+    alpha: float = _f((int, float), default=ALPHA)
+    noise_limit: float = _f((int, float), default=NOISE_LIMIT)
     metric_thresholds: Mapping[str, float] | None = _f(dict, default=None, omit_none=True)  # the other metrics' (v2)
     multiple_testing: str | None = _f(str, default=None)
     until_decided: bool = _f(bool, default=False)

@@ -54,7 +54,7 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-from .verdict import METRIC_THRESHOLDS, METRICS, Verdict
+from .verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD, Verdict
 
 POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
@@ -70,9 +70,9 @@ _PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
 class Criteria:
     """What a comparison is judged by: the equivalence thresholds, alpha, the noise limit, alpha
     spending and the power that planning aims for (results.Settings records a run's choice)."""
-    threshold: float = 0.05
-    alpha: float = 0.05
-    noise_limit: float = 0.10
+    threshold: float = THRESHOLD
+    alpha: float = ALPHA
+    noise_limit: float = NOISE_LIMIT
     confidence: float = 0.95
     resamples: int = 4000  # only for rel_interval (the bootstrap of the mean ratio, kept for callers)
     spending: str = "obrien-fleming"  # alpha spending across looks: "obrien-fleming" or "pocock"

@@ -16,6 +16,13 @@ from enum import StrEnum
 # run's own peak RSS), instructions retired (where the kernel lets hyperfine count them). Here, on
 # the bottom floor, so the timer, the statistics, results.json and the views name them alike.
 METRICS = ("wall", "cpu", "memory", "instructions")
+# The verdicts' defaults, written once: the command line, a run's request, the statistics' criteria
+# and a results file read without them all take them from here. --threshold: wall time's
+# equivalence margin (a change inside ±5% is no change worth a verdict); --alpha: the run's
+# false-alarm rate; --noise-limit: the cv above which a step is flagged noisy.
+THRESHOLD = 0.05
+ALPHA = 0.05
+NOISE_LIMIT = 0.10
 # Default equivalence thresholds of the metrics other than wall (wall's is --threshold). CPU time
 # varies less than wall time but carries the same scheduler noise, so the same 5%; peak memory of
 # a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions

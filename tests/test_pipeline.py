@@ -4,15 +4,13 @@ and a whole run through a fake backend and the MockExecutor (no Go, no MinIO, no
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 from pathlib import Path
 from types import MappingProxyType
 
 import pytest
 
-from refbench import budget, pipeline, results as rs, stats
-from refbench.builds import BuiltRef
+from refbench import budget, judge, pipeline, results as rs, stats
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values, budget as budget_arg
 from refbench.commands._run_options import request_from_args, run_parser
@@ -21,10 +19,8 @@ from refbench.config import StepSpec
 from refbench.pipeline import NO_BUDGET, RunHooks, RunRequest
 from refbench.sampling import StepUnit
 from refbench.progress import Reporter
-from refbench.refs import ResolvedRef
 from refbench.verdict import Verdict
-from fakes.backend import FakeBackend
-from fakes.executor import MockExecutor
+from fakes.pipeline import fake_pipeline, scenarios_file
 
 
 SCENARIOS = """
@@ -66,11 +62,7 @@ fixture = { kind = "sparse", size = "1K", count = 1 }
 
 @pytest.fixture
 def scenarios(tmp_path, monkeypatch) -> Path:
-    path = tmp_path / "s.toml"
-    path.write_text(SCENARIOS)
-    monkeypatch.chdir(tmp_path)  # no checkout around: the target is the one named
-    monkeypatch.setattr(pipeline, "find_tool", lambda tool: f"/usr/bin/{tool}")
-    return path
+    return scenarios_file(monkeypatch, tmp_path, SCENARIOS)
 
 
 def request(scenarios: Path, tmp_path: Path, *argv: str) -> RunRequest:
@@ -237,7 +229,7 @@ def _scenario(*steps) -> rs.Scenario:
 def test_adjust_returns_new_results_and_keeps_the_measured_ones():
     measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
     before = [[c for c in st.comparisons] for st in measured[0].steps]
-    adjusted = pipeline.adjust(measured, 2, stats.Criteria())
+    adjusted = judge.adjust(measured, stats.Criteria())
     assert [[c for c in st.comparisons] for st in measured[0].steps] == before  # untouched
     assert adjusted[0] is not measured[0] and adjusted[0].steps[0] is not measured[0].steps[0]
     new = [c for st in adjusted[0].steps for c in st.comparisons]
@@ -249,7 +241,7 @@ def test_adjust_returns_new_results_and_keeps_the_measured_ones():
 
 def test_adjust_per_contender_makes_one_family_per_contender():
     measured = [_scenario(_step("a", {"B": 1.03, "C": 1.0}, 1), _step("b", {"B": 1.01, "C": 0.99}, 2))]
-    adjusted = pipeline.adjust(measured, 2, stats.Criteria(), per_contender=True)
+    adjusted = judge.adjust(measured, stats.Criteria(), per_contender=True)
     for i in range(2):
         old = [st.comparisons[i] for st in measured[0].steps]
         assert [st.comparisons[i] for st in adjusted[0].steps] == stats.adjust_family(old, stats.Criteria())
@@ -269,27 +261,7 @@ def test_scoreboard_only_with_three_builds_or_more():
 @pytest.fixture
 def faked(scenarios, tmp_path, monkeypatch):
     """pipeline.run with the MockExecutor, a fake backend and two made-up builds (1.0x and 1.5x)."""
-    monkeypatch.setenv("REFBENCH_WATCHDOG", "off")
-    monkeypatch.setattr(pipeline, "make_executor", lambda workdir, **kw: MockExecutor())
-
-    @contextlib.contextmanager
-    def open_backend(checked, workdir, run_id, server_cpus, reporter):
-        yield FakeBackend(tmp_path / "remote")
-
-    class Builder:
-        repo_url = "https://example.invalid/fake"
-
-    def resolve(checked, reporter):
-        refs = [ResolvedRef(r, "tag", f"{i:040d}", r) for i, r in enumerate(checked.request.refs)]
-        return pipeline.Resolved(Builder(), refs, [r.display for r in refs])
-
-    def build_all(res, reporter):
-        return [BuiltRef("fake", r, lab, tmp_path / f"fake-{f:.2f}", "git", "go1.24", False, 0.0)
-                for r, lab, f in zip(res.refs, res.labels, (1.0, 1.5))], 0.0
-
-    monkeypatch.setattr(pipeline, "open_backend", open_backend)
-    monkeypatch.setattr(pipeline, "resolve", resolve)
-    monkeypatch.setattr(pipeline, "build_all", build_all)
+    fake_pipeline(monkeypatch, tmp_path, {"v1.0.0": "fake-1.00", "v1.1.0": "fake-1.50"})
     return scenarios
 
 
@@ -322,9 +294,9 @@ def test_fail_on_widens_the_metrics_whose_slower_verdicts_fail_a_run(capsys):
     res = rs.Results.from_json(doc)
     wall = res.regressions()
     assert all(c.metric == "wall" for _, _, c in wall)
-    wider = res.regressions(run_cmd.fail_metrics(("memory",)))
+    wider = res.regressions(judge.fail_metrics(("memory",)))
     assert len(wider) == len(wall) + 1 and wider[-1][2].metric == "memory"
-    assert run_cmd.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
+    assert judge.fail_metrics(("cpu", "wall")) == ("wall", "cpu")
     assert "memory +50.0%" in " ".join(markdown.what_changed(res))
     with pytest.raises(SystemExit):
         run_cmd.run_parser().parse_args(["-s", "a", "b", "--fail-on", "cpu,joules"])

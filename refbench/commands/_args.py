@@ -6,9 +6,9 @@ import argparse
 import os
 import re
 
-from .. import toolchain
+from .. import judge, stats, toolchain
 from ..errors import EXIT_ERROR, RefbenchError
-from ..verdict import METRIC_THRESHOLDS, METRICS
+from ..verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD
 
 
 class Parser(argparse.ArgumentParser):
@@ -111,14 +111,32 @@ def add_go_arg(p: argparse.ArgumentParser) -> None:
 
 def add_stats_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("verdicts")
-    g.add_argument("--threshold", type=fraction, default=0.05,
-                   help="smallest change that counts as slower/faster (default 0.05 = 5%%)")
-    g.add_argument("--alpha", type=fraction, default=0.05, help="significance level (default 0.05)")
-    g.add_argument("--noise-limit", type=fraction, default=0.10,
-                   help="flag a step as noisy above this coefficient of variation (default 0.10)")
+    g.add_argument("--threshold", type=fraction, default=THRESHOLD,
+                   help=f"smallest change that counts as slower/faster (default {THRESHOLD:g} = {THRESHOLD * 100:g}%%)")
+    g.add_argument("--alpha", type=fraction, default=ALPHA, help=f"significance level (default {ALPHA:g})")
+    g.add_argument("--noise-limit", type=fraction, default=NOISE_LIMIT,
+                   help=f"flag a step as noisy above this coefficient of variation (default {NOISE_LIMIT:g})")
     g.add_argument("--metric-threshold", type=metric_threshold, action="append", default=[], metavar="METRIC=X",
                    help="the threshold of another metric than wall time (--threshold), e.g. memory=0.1; defaults: "
                         + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS))
+
+
+def criteria_of(args: argparse.Namespace) -> stats.Criteria:
+    """The criteria add_stats_args' options ask for (judge.criteria: the one way they are built)."""
+    return judge.criteria(args.threshold, args.alpha, args.noise_limit, args.metric_threshold)
+
+
+def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
+    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (judge.failing)."""
+    p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
+    p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
+                   help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
+                        f"e.g. cpu,memory; metrics: {', '.join(METRICS)}")
+
+
+def fails(args: argparse.Namespace, comparisons) -> bool:
+    """Whether these verdicts fail the command under its --fail-on-regression / --fail-on."""
+    return bool((args.fail_on_regression or args.fail_on) and judge.failing(comparisons, args.fail_on))
 
 
 def metric_threshold(text: str) -> tuple[str, float]:

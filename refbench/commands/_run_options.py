@@ -22,7 +22,7 @@ from ..render.format import fmt_pct
 from ..render.html import write_html
 from ..verdict import counts_line
 from . import COMMANDS
-from ._args import (Parser, add_go_arg, add_stats_args, bind_flag_values, budget, cpu_split, duration, metric_list,
+from ._args import (Parser, add_fail_args, add_go_arg, add_stats_args, bind_flag_values, budget, cpu_split, duration,
                     nonneg, positive, reserved_option)
 
 SUBCOMMANDS = tuple(COMMANDS)
@@ -97,10 +97,7 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
                    help="pin hyperfine and the target to CPUs CLIENT and the embedded server to SERVER, "
                         "e.g. 0:1 or 0-1:2-3 ('auto': the last CPU for the server, the rest for the client)")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step is slower in wall time")
-    p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
-                   help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
-                        "e.g. cpu,memory; metrics: wall, cpu, memory, instructions")
+    add_fail_args(p)
     p.add_argument("--no-rss", dest="rss", action="store_false",
                    help="do not measure peak RSS (it uses the first warm-up run)")
     p.add_argument("--profile", dest="profile", action="store_const", const="on", default="auto",

@@ -13,7 +13,7 @@ import sys
 from functools import partial
 from pathlib import Path
 
-from .. import calibrate as cal, pipeline, stats
+from .. import calibrate as cal, pipeline
 from ..errors import EXIT_OK, RefbenchError
 from ..pipeline import RunHooks
 from ..progress import Reporter
@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
         reporter = Reporter()
         results.append(_measured(pipeline.run(request, reporter), reporter))
-    settings = stats.Criteria(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
+    settings = request.settings  # the criteria the repetitions were judged by (judge.criteria)
     sampling = request.sampling
     run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,
                     "sequential": sampling.sequential, "cpus": args.cpus if isinstance(args.cpus, str)

@@ -1,17 +1,18 @@
 """`bench.py compare OLD NEW`: the same steps of two saved runs (e.g. last night's and tonight's),
-as markdown on stdout, optionally as JSON; exit 1 on a regression with --fail-on-regression."""
+as markdown on stdout, optionally as JSON; exit 1 on a regression with --fail-on-regression (or
+--fail-on METRICS). The verdict options (--threshold, --metric-threshold, --alpha) judge it as
+they judge a run (refbench.judge)."""
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
 
-from .. import results as rs, stats
+from .. import results as rs
 from ..compare import compare_runs
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
 from ..render.markdown import render_compare_md
-from ..verdict import Verdict
-from ._args import Parser, add_stats_args
+from ._args import Parser, add_fail_args, add_stats_args, criteria_of, fails
 
 
 def _names(old: str, new: str) -> tuple[str, str]:
@@ -31,12 +32,11 @@ def main(argv: list[str]) -> int:
                    help="pair builds by label (default) or by position (baseline with baseline, ...)")
     p.add_argument("-o", "--output", help="also write the markdown comparison here")
     p.add_argument("--json", help="also write the comparison as JSON here")
-    p.add_argument("--fail-on-regression", action="store_true", help="exit 1 when any step got slower")
+    add_fail_args(p, "step and build")
     add_stats_args(p)
     args = p.parse_args(argv)
     old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
-    settings = stats.Criteria(threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit)
-    cmp = compare_runs(old, new, settings, args.match)
+    cmp = compare_runs(old, new, criteria_of(args), args.match)
     if not cmp.pairs:
         raise RefbenchError(f"no build label is in both files ({', '.join(cmp.old_builds)} vs "
                             f"{', '.join(cmp.new_builds)}): use --match position")
@@ -46,6 +46,6 @@ def main(argv: list[str]) -> int:
         Path(args.output).write_text(text, encoding="utf-8")
     if args.json:
         Path(args.json).write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
-    if args.fail_on_regression and cmp.counts[Verdict.SLOWER]:
+    if fails(args, (c for r in cmp.rows for c in r.all_comparisons())):
         return EXIT_REGRESSION
     return EXIT_OK

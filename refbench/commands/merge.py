@@ -1,13 +1,15 @@
-"""`bench.py merge shard*.json -o results.json`: one results file from the shards of a comparison."""
+"""`bench.py merge shard*.json -o results.json`: one results file from the shards of a comparison,
+judged as the unsharded run (refbench.judge); exit 1 on a regression with --fail-on-regression or
+--fail-on, as the run itself would."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
 from .. import results as rs
-from ._args import Parser
+from ._args import Parser, add_fail_args, fails
 from ._run_options import write_extras
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, EXIT_REGRESSION
 from ..merge import merge_files
 from ..render import markdown
 from ..verdict import counts_line
@@ -24,6 +26,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--html", help="also write the HTML report")
     p.add_argument("--csv", help="also write the CSV")
     p.add_argument("--allow-missing", action="store_true", help="merge even when some shard's results are missing")
+    add_fail_args(p)
     args = p.parse_args(argv)
     merged, warnings = merge_files([Path(s) for s in args.shards], args.allow_missing)
     for w in warnings:
@@ -34,4 +37,6 @@ def main(argv: list[str]) -> int:
     write_extras(merged, args.html, args.csv)
     counts = merged.verdict_counts()
     print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)
+    if fails(args, (c for _, st in merged.steps() for c in st.all_comparisons())):
+        return EXIT_REGRESSION
     return EXIT_OK

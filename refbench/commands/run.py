@@ -12,7 +12,7 @@ from .. import pipeline
 from ..errors import EXIT_OK, EXIT_REGRESSION
 from ..progress import Reporter
 from ..units import format_size
-from ._args import bind_flag_values
+from ._args import bind_flag_values, fails
 from ._run_options import Outputs, request_from_args, run_and_write, run_parser
 
 
@@ -30,14 +30,9 @@ def main(argv: list[str]) -> int:
                    res.labels)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
-    if (args.fail_on_regression or args.fail_on) and results.regressions(fail_metrics(args.fail_on)):
+    if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
         return EXIT_REGRESSION
     return EXIT_OK
-
-
-def fail_metrics(extra: tuple[str, ...]) -> tuple[str, ...]:
-    """The metrics whose slower verdicts fail the run: wall time, widened by --fail-on."""
-    return tuple(dict.fromkeys(("wall", *extra)))
 
 
 def print_list(cfg, quick: bool) -> None:

@@ -318,7 +318,9 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
             cc = r.comparison
             build = md(r.old_build) if same_label and r.old_build == r.new_build \
                 else f"{md(r.old_build)} → {md(r.new_build)}"
-            notes = r.notes + ((f"requests differ: {fmt_changes(r.request_changes)}",) if r.request_changes else ())
+            notes = r.notes + tuple(f"{METRIC_NAMES[m.metric]} {fmt_pct(m.rel)} {m.verdict}"
+                                    for m in r.metric_comparisons if m.verdict.moved) \
+                + ((f"requests differ: {fmt_changes(r.request_changes)}",) if r.request_changes else ())
             table.append([cc.verdict.marker, md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),
                           fmt_ci(cc), fmt_p(cc.p_value), cc.verdict, md("; ".join(notes))])

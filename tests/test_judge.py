@@ -1,0 +1,149 @@
+"""One verdict engine (issue 27, part 2): every option that changes a verdict (--threshold,
+--metric-threshold, --alpha, --fail-on) gives the same verdicts, and the same exit code, through a
+run, a sharded run merged, and `compare` of two saved runs — each through cli.main, in-process,
+on the MockExecutor (tests/fakes/pipeline.py): no process, no Go, no MinIO.
+
+The contender is 8% slower in wall (and CPU) time at cv 2%, and holds 3 MiB more memory (+10%,
+a few KiB of jitter); 6 runs per build in 3 rounds (the issue's design), two steps, so a run's
+family is 2 steps × 3 metrics. The options are chosen so each flips a verdict with room to spare:
+--threshold 0.2 makes wall time `no significant change`, --metric-threshold memory=0.2 memory,
+--alpha 1e-9 leaves wall and CPU `inconclusive` (their p-values lie between 1e-7 and 1e-2 in every
+route; memory's underflow to 0), and --fail-on memory fails a run whose wall time is judged
+unchanged.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from refbench import judge, pipeline, results as rs, stats
+from refbench.verdict import Verdict
+from fakes.pipeline import StepSeeded, fake_pipeline, scenarios_file
+from test_pipeline import SCENARIOS as PIPELINE_SCENARIOS
+
+# test_pipeline's scenarios, each step with cv 2% (the MockExecutor reads `sigma=` in a command)
+SCENARIOS = PIPELINE_SCENARIOS.replace('{{ fixture }}"', '{{ fixture }} sigma=0.02"').replace(
+    '{{ work }}"', '{{ work }} sigma=0.02"')
+BINARIES = {"v1.0.0": "fake-1.00", "old": "fake-1.00", "new": "fake-1.08-mem3"}
+RUN = ("-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--budget", "none", "--no-profile")
+
+
+@pytest.fixture
+def fakes(tmp_path, monkeypatch):
+    f = fake_pipeline(monkeypatch, tmp_path, BINARIES)
+    f.scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    return f
+
+
+def bench(fakes, seed: str, out: Path, *argv: str, contender: str = "new"):
+    """One run through cli.main, its figures seeded by `seed`; (exit code, stderr)."""
+    fakes.executor = lambda: StepSeeded(seed=seed, sigma=0.005)
+    proc = run_cli("-s", "v1.0.0", contender, "-t", "fake", "--scenarios", fakes.scenarios, "--builds-dir",
+                   fakes.root / "builds", *RUN, "-o", out / "summary.md", "--json", out / "results.json", *argv)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode
+
+
+def run_verdicts(path: Path) -> dict:
+    res = rs.load(path)
+    return {(sc.name, st.name, c.metric): c.verdict for sc, st in res.steps() for c in st.all_comparisons()
+            if c.contender == "new"}
+
+
+def compare_verdicts(path: Path) -> dict:
+    doc = json.loads(path.read_text())
+    return {(r["scenario"], r["step"], c["metric"]): Verdict(c["verdict"]) for r in doc["rows"]
+            if r["new_build"] == "new" for c in [r["c"], *r["metrics"]]}
+
+
+def routes(fakes, tmp: Path, *options: str) -> dict[str, tuple[dict, int]]:
+    """{route: (verdicts by (scenario, step, metric), exit code)} of the three routes."""
+    out = {}
+    code = bench(fakes, "B", tmp / "run", *options)
+    out["run"] = (run_verdicts(tmp / "run" / "results.json"), code)
+    for i in (1, 2):
+        bench(fakes, "B", tmp / f"shard{i}", "--shard", f"{i}/2", *options)
+    merged = run_cli("merge", tmp / "shard1" / "results.json", tmp / "shard2" / "results.json", "-o",
+                     tmp / "merged.json", *options_for("merge", options))
+    assert merged.returncode in (0, 1), merged.stderr
+    out["shard + merge"] = (run_verdicts(tmp / "merged.json"), merged.returncode)
+    bench(fakes, "A", tmp / "last", *options, contender="old")  # last night's run: no change yet
+    cmp = run_cli("compare", tmp / "last" / "results.json", tmp / "run" / "results.json", "--match", "position",
+                  "--json", tmp / "cmp.json", *options_for("compare", options))
+    assert cmp.returncode in (0, 1), cmp.stderr
+    out["compare"] = (compare_verdicts(tmp / "cmp.json"), cmp.returncode)
+    return out
+
+
+def options_for(command: str, options: tuple[str, ...]) -> tuple[str, ...]:
+    """The verdict options as merge takes them: the recorded settings judge the shards, so only
+    --fail-on-regression / --fail-on; compare takes them all."""
+    if command == "compare":
+        return options
+    keep, out = False, []
+    for o in options:
+        if o.startswith("--fail-on"):
+            out.append(o)
+            keep = o == "--fail-on"
+        elif keep:
+            out.append(o)
+            keep = False
+    return tuple(out)
+
+
+CASES = {
+    "defaults": ((), {"wall": Verdict.SLOWER, "cpu": Verdict.SLOWER, "memory": Verdict.SLOWER}, 0),
+    "--threshold": (("--threshold", "0.2"), {"wall": Verdict.SAME, "cpu": Verdict.SLOWER,
+                                            "memory": Verdict.SLOWER}, 0),
+    "--metric-threshold": (("--metric-threshold", "memory=0.2"), {"wall": Verdict.SLOWER, "cpu": Verdict.SLOWER,
+                                                                  "memory": Verdict.SAME}, 0),
+    "--alpha": (("--alpha", "1e-9"), {"wall": Verdict.INCONCLUSIVE, "cpu": Verdict.INCONCLUSIVE,
+                                      "memory": Verdict.SLOWER}, 0),
+    "--fail-on-regression": (("--threshold", "0.2", "--fail-on-regression"),
+                             {"wall": Verdict.SAME, "cpu": Verdict.SLOWER, "memory": Verdict.SLOWER}, 0),
+    "--fail-on": (("--threshold", "0.2", "--fail-on", "memory"),
+                  {"wall": Verdict.SAME, "cpu": Verdict.SLOWER, "memory": Verdict.SLOWER}, 1),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_every_verdict_option_judges_alike_through_run_merge_and_compare(fakes, tmp_path, case):
+    options, want, code = CASES[case]
+    got = routes(fakes, tmp_path, *options)
+    expected = {(sc, st, m): v for sc, st in (("tiny", "list"), ("tiny", "copy")) for m, v in want.items()}
+    for route, (verdicts, exit_code) in got.items():
+        assert verdicts == expected, f"{case}: {route}"
+        assert exit_code == code, f"{case}: {route} exit {exit_code}"
+
+
+def test_merge_judges_with_the_recorded_metric_thresholds(fakes, tmp_path):
+    """The issue's merge: the shards recorded --metric-threshold memory=0.2 and said `no significant
+    change`; merging them must not rebuild the criteria without it (and so say `slower`)."""
+    for i in (1, 2):
+        bench(fakes, "B", tmp_path / f"shard{i}", "--shard", f"{i}/2", "--metric-threshold", "memory=0.2")
+    shards = [rs.load(tmp_path / f"shard{i}" / "results.json") for i in (1, 2)]
+    assert judge.recorded(shards[0].settings).threshold_for("memory") == 0.2
+    proc = run_cli("merge", *(tmp_path / f"shard{i}" / "results.json" for i in (1, 2)), "-o", tmp_path / "m.json")
+    assert proc.returncode == 0, proc.stderr
+    merged = rs.load(tmp_path / "m.json")
+    memory = [c for _, st in merged.steps() for c in st.metric_comparisons if c.metric == "memory"]
+    assert memory and all(c.verdict == Verdict.SAME for c in memory)
+
+
+def test_the_defaults_are_written_once():
+    """The command line, a request, the criteria and a results file read without settings agree."""
+    from refbench.commands._run_options import run_parser
+    from refbench.verdict import ALPHA, NOISE_LIMIT, THRESHOLD
+
+    args = run_parser().parse_args(["-s", "a", "b"])
+    want = (THRESHOLD, ALPHA, NOISE_LIMIT)
+    assert (args.threshold, args.alpha, args.noise_limit) == want
+    req = pipeline.RunRequest(refs=("a", "b"))
+    assert (req.threshold, req.alpha, req.noise_limit) == want
+    c = stats.Criteria()
+    assert (c.threshold, c.alpha, c.noise_limit) == want and judge.criteria() == c == req.settings
+    s = rs.Settings.read({}, "")
+    assert (s.threshold, s.alpha, s.noise_limit) == want and judge.recorded(s) == c
