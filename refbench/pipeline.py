@@ -212,6 +212,8 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
             raise
         reporter.warn(f"a real run would stop here: {e}")
     units = step_units(scenarios, step_filter, request.runs, request.warmup)
+    for line in judge.design_warnings(units, request.rounds, request.settings):  # before anything is measured
+        reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
                    local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units))
 

@@ -147,3 +147,17 @@ def test_the_defaults_are_written_once():
     assert (c.threshold, c.alpha, c.noise_limit) == want and judge.criteria() == c == req.settings
     s = rs.Settings.read({}, "")
     assert (s.threshold, s.alpha, s.noise_limit) == want and judge.recorded(s) == c
+
+
+def test_a_design_that_cannot_reach_alpha_is_said_before_measuring(fakes, tmp_path):
+    """-r 1: one round of 1 + 1 runs, two arrangements and no noise to estimate: no test can reach
+    alpha, and the run says so in one line before it measures (the steps are timed, not judged)."""
+    fakes.executor = lambda: StepSeeded(seed="B", sigma=0.005)
+    argv = ("-s", "v1.0.0", "new", "-t", "fake", "--scenarios", fakes.scenarios, "--builds-dir", tmp_path / "b",
+            "-w", "0", "--no-rss", "--no-profile", "--budget", "none", "-o", tmp_path / "s.md")
+    proc = run_cli(*argv, "-r", "1")
+    warning = [line for line in proc.stderr.splitlines() if "cannot reach a verdict" in line]
+    assert proc.returncode == 0 and len(warning) == 1, proc.stderr
+    assert "2 step(s)" in warning[0] and "tiny / list" in warning[0] and "-r 2" in warning[0]
+    assert proc.stderr.index(warning[0]) < proc.stderr.index("wrote")  # said before the run's results
+    assert "cannot reach" not in run_cli(*argv, "-r", "2", "--rounds", "2").stderr  # 2 rounds of 1 + 1: the paired t
