@@ -155,7 +155,10 @@ def mask_url(url: str) -> str:
 @dataclass(frozen=True)
 class NightPoint:
     """One completed night of one step, as the history holds it (History.nights): the watched
-    build (h_) and the baseline (b_) with tonight's verdict on the step."""
+    build (h_) and the baseline (b_) with tonight's verdict on the step. A night whose watched
+    binary was identical to its baseline's (Verdict.IDENTICAL, rel 0) measured neither: its
+    statistics are None here, and refbench.nightly gives it the values that binary was measured
+    with on another night."""
     id: int  # the night's run id
     started: str
     mode: str  # "release" (a fixed baseline) or "since-last" (last night's head)
@@ -168,19 +171,19 @@ class NightPoint:
     step: str
     verdict: Verdict
     rel: float | None
-    h_mean: float
+    h_mean: float | None
     h_sd: float | None
     h_median: float | None
     h_sha: str
     h_label: str
-    b_mean: float
+    b_mean: float | None
     b_median: float | None
     b_sha: str
     b_label: str
 
-    def value(self, statistic: str) -> float:
+    def value(self, statistic: str) -> float | None:
         """The watched build's night value the change points are found in (its mean where the
-        statistic was not recorded)."""
+        statistic was not recorded; None where nothing was measured)."""
         v = getattr(self, f"h_{statistic}")
         return v if v is not None else self.h_mean
 
@@ -191,7 +194,7 @@ class NightlyChangePoint:
     history: between the last good night and the first bad one, with their commits."""
     index: int  # position of the first bad night in the series
     run_id: int  # the first bad night's run
-    prev_run_id: int  # the last good night's run
+    prev_run_id: int | None  # the last good night's run (None: the first bad night's own baseline)
     good_sha: str
     bad_sha: str
     rel: float  # after / before - 1 (> 0: slower)
@@ -375,19 +378,22 @@ class History:
             return conn.execute(q).scalar()
 
     def nights(self, target: str | None = None, machine: str | None = None) -> list[NightPoint]:
-        """Per completed night and step: head and baseline statistics with the verdict, oldest first."""
+        """Per completed night and step: head and baseline statistics with the verdict, oldest first.
+        A step whose watched binary was identical to the baseline's has a verdict and no statistics
+        (nothing was measured): it is a night all the same, with None statistics."""
         h, b = steps.alias("h"), steps.alias("b")
         q = (sa.select(runs.c.id, runs.c.started, runs.c.mode, runs.c.target, runs.c.repo, runs.c.machine,
                        runs.c.base_ref, runs.c.head_ref, verdicts.c.scenario, verdicts.c.step, verdicts.c.verdict,
                        verdicts.c.rel, h.c.mean.label("h_mean"), h.c.stddev.label("h_sd"),
-                       h.c.median.label("h_median"), h.c.sha.label("h_sha"), h.c.label.label("h_label"),
-                       b.c.mean.label("b_mean"), b.c.median.label("b_median"), b.c.sha.label("b_sha"),
-                       b.c.label.label("b_label"))
+                       h.c.median.label("h_median"), runs.c.head_sha.label("h_sha"),
+                       verdicts.c.contender.label("h_label"), b.c.mean.label("b_mean"),
+                       b.c.median.label("b_median"), runs.c.base_sha.label("b_sha"),
+                       verdicts.c.baseline.label("b_label"))
              .select_from(runs.join(verdicts, verdicts.c.run_id == runs.c.id)
-                          .join(h, sa.and_(h.c.run_id == runs.c.id, h.c.scenario == verdicts.c.scenario,
-                                           h.c.step == verdicts.c.step, h.c.role == "head"))
-                          .join(b, sa.and_(b.c.run_id == runs.c.id, b.c.scenario == verdicts.c.scenario,
-                                           b.c.step == verdicts.c.step, b.c.role == "base")))
+                          .outerjoin(h, sa.and_(h.c.run_id == runs.c.id, h.c.scenario == verdicts.c.scenario,
+                                                h.c.step == verdicts.c.step, h.c.role == "head"))
+                          .outerjoin(b, sa.and_(b.c.run_id == runs.c.id, b.c.scenario == verdicts.c.scenario,
+                                                b.c.step == verdicts.c.step, b.c.role == "base")))
              .where(runs.c.exit_code.in_((0, 1)))
              .order_by(runs.c.target, runs.c.machine, verdicts.c.scenario, verdicts.c.step, runs.c.started,
                        runs.c.id))

@@ -41,16 +41,59 @@ from .verdict import Verdict
 # ---- a step's series of nights ---------------------------------------------------------------
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
            ) -> dict[tuple, list[NightPoint]]:
-    """{(target, machine, head_ref, scenario, step): nights oldest first}."""
+    """{(target, machine, head_ref, scenario, step): nights oldest first}, the identical-binary
+    nights among them with their binary's values (with_identical_values)."""
     out: dict[tuple, list[NightPoint]] = {}
     for r in db.nights(target, machine):
         if head_ref and r.head_ref != head_ref:
             continue
         out.setdefault((r.target, r.machine, r.head_ref, r.scenario, r.step), []).append(r)
+    return {k: with_identical_values(v) for k, v in out.items()}
+
+
+_H = ("h_mean", "h_sd", "h_median")
+
+
+def with_identical_values(nights: list[NightPoint]) -> list[NightPoint]:
+    """The nights, each identical-binary night (its watched binary the same bytes as its baseline's,
+    so nothing was measured) given the values of that binary as measured on the nearest other night
+    (an earlier one first): as the watched build (its commit on the watched side) or as the baseline
+    (its commit on the baseline side). Its verdict stays `identical binary` and its change 0: the
+    same binary is unchanged, exactly, and the series keeps a point for the night, so a streak of
+    slow nights cannot run through it. A night whose binary was never measured keeps None."""
+    out = list(nights)
+    for i, n in enumerate(nights):
+        if n.verdict != Verdict.IDENTICAL or n.h_mean is not None:
+            continue
+        shas = {n.h_sha, n.b_sha}
+        for m in sorted((m for j, m in enumerate(nights) if j != i), key=lambda m: (m.id > n.id, abs(m.id - n.id))):
+            if m.h_mean is not None and m.h_sha in shas:
+                values = {k: getattr(m, k) for k in _H}
+            elif m.b_mean is not None and m.b_sha in shas:
+                values = {"h_mean": m.b_mean, "h_sd": None, "h_median": m.b_median}
+            else:
+                continue
+            out[i] = replace(n, **values, b_mean=values["h_mean"], b_median=values["h_median"], rel=0.0)
+            break
     return out
 
 
-def bisect_line(good: str, bad: str, scenario: str, step: str, target: str | None, repo: str | None) -> str:
+def last_good(nights: list[NightPoint], index: int) -> tuple[str | None, int | None]:
+    """Where a bisect of the shift whose first bad night is nights[index] starts: the commit of the
+    latest night before it on another commit than the first bad one, and that night's run; with no
+    such night, the first bad night's own baseline (a fixed baseline, or last night's head), which
+    its comparison found faster, and no run. Never the bad commit itself: (None, None) when there
+    is no other."""
+    bad = nights[index]
+    for n in reversed(nights[:index]):
+        if n.h_sha and n.h_sha != bad.h_sha:
+            return n.h_sha, n.id
+    return (bad.b_sha, None) if bad.b_sha and bad.b_sha != bad.h_sha else (None, None)
+
+
+def bisect_line(good: str | None, bad: str, scenario: str, step: str, target: str | None, repo: str | None) -> str:
+    if not good:
+        return "(no earlier commit to bisect from)"
     parts = ["./bench.py", "bisect", good[:12], bad[:12], "--only", f"{scenario}/{step}"]
     if target and target != "s5cmd":
         parts += ["-t", target]
@@ -61,15 +104,19 @@ def bisect_line(good: str, bad: str, scenario: str, step: str, target: str | Non
 
 def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median"
                       ) -> list[NightlyChangePoint]:
-    """The change points of one series, for the trend page and the history."""
+    """The change points of one series, for the trend page and the history (nights with no value,
+    an identical binary never measured, are left out of the analysis)."""
+    valued = [n for n in nights if n.value(statistic) is not None]
     out = []
-    for c in cpd.detect([n.value(statistic) for n in nights], params):
-        good, bad = nights[c.index - 1], nights[c.index]
+    for c in cpd.detect([n.value(statistic) for n in valued], params):
+        bad = valued[c.index]
+        good_sha, good_id = last_good(valued, c.index)
+        good = next((n for n in valued if n.id == good_id), valued[c.index - 1])
         out.append(NightlyChangePoint(
-            index=c.index, run_id=bad.id, prev_run_id=good.id, good_sha=good.h_sha, bad_sha=bad.h_sha,
-            rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
+            index=nights.index(bad), run_id=bad.id, prev_run_id=good_id, good_sha=good_sha or "",
+            bad_sha=bad.h_sha, rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
             good_started=good.started, bad_started=bad.started,
-            bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo)))
+            bisect=bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo)))
     return out
 
 
@@ -92,9 +139,12 @@ def lasting_start(nights: list[NightPoint]) -> int | None:
     """The first slow night of a regression that tonight (the last night) shows has lasted, or None.
 
     Against a fixed baseline (release mode), a lasting regression is `slower` tonight and the night
-    before, and not the night before that (a streak alarms once). Against last night (since-last),
-    the night before jumped to `slower` and tonight did not come back (`faster`): the new level
-    held. Either way a one-night spike (slower, then back) never counts."""
+    before, and not the night before that (a streak alarms once), so the night named is the first
+    of the current streak. Against last night (since-last), the night before jumped to `slower`
+    and tonight did not come back (`faster`): the new level held. Either way a one-night spike
+    (slower, then back) never counts, and neither does a spike and a slow night with a night
+    between them: an identical-binary night is a night of the series (unchanged, exactly), so a
+    streak cannot run through it."""
     if len(nights) < 2 or nights[-2].verdict != Verdict.SLOWER:
         return None
     last = nights[-1]
@@ -118,7 +168,7 @@ class Shift:
     step: str
     statistic: str  # "median", "mean", or "verdict" for a lasting regression
     run_id: int  # the first bad night's run
-    prev_run_id: int  # the last good night's run
+    prev_run_id: int | None  # the last good night's run (None: the first bad night's own baseline)
     good_sha: str
     bad_sha: str
     rel: float | None
@@ -139,13 +189,15 @@ class Shift:
 
 def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float | None, pvalue: float | None,
            before: float | None, after: float | None, alarm: bool, run_id: int | None) -> Shift:
-    """The shift whose first bad night is nights[index]."""
-    good, bad = nights[index - 1] if index else nights[index], nights[index]
+    """The shift whose first bad night is nights[index], bisected from the last good commit
+    (last_good)."""
+    bad = nights[index]
+    good_sha, good_id = last_good(nights, index)
     return Shift(target=bad.target, repo=nights[0].repo, machine=bad.machine, head_ref=bad.head_ref,
-                 scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good.id,
-                 good_sha=good.h_sha, bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
+                 scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good_id,
+                 good_sha=good_sha or "", bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
                  detected_run_id=run_id, detected_at=_now(), alarm=alarm,
-                 bisect=bisect_line(good.h_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo))
+                 bisect=bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo))
 
 
 def _record(db: History, shifts: list[Shift]) -> list[Shift]:
@@ -198,10 +250,12 @@ def trend_series(db: History, target: str | None = None, machine: str | None = N
     change point reported before with an alarm is marked alarmed."""
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
              for k in db.known_changepoints(target, machine)}
+    charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point
+              for key, nights in series(db, target, machine).items()}
     return [TrendSeries(*key, nights=tuple(nights),
                         changepoints=tuple(replace(c, alarmed=(*key, c.run_id) in known and c.slower)
                                            for c in find_changepoints(nights, params, statistic)))
-            for key, nights in series(db, target, machine).items()]
+            for key, nights in charts.items() if nights]
 
 
 def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,

@@ -227,15 +227,34 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
     assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step
 
 
-def _nightly_over(levels: list[float], tmp_path, monkeypatch, capsys, *extra: str) -> tuple[list[int], list[str]]:
+IDENTICAL = None  # a night whose binary is the baseline's: nothing measured (pipeline.identical_contenders)
+
+
+def identical_results(night: int) -> Results:
+    """A night whose watched binary is byte-identical to the baseline's, as the comparison returns
+    it: the step's verdict `identical binary`, nothing measured."""
+    doc = fake_results_doc(night, 1.0, np.random.default_rng(0))
+    step = doc["scenarios"][0]["steps"][0]
+    step["builds"] = {}
+    step["comparisons"] = [{"baseline": "v1.0.0", "contender": "master", "verdict": "identical binary", "rel": 0.0,
+                            "ratio": 1.0, "p_value": None, "ci_low": None, "ci_high": None}]
+    return Results.from_json(doc, f"night {night}")
+
+
+def _nightly_over(levels: list[float | None], tmp_path, monkeypatch, capsys, *extra: str,
+                  base_level: float | None = None) -> tuple[list[int], list[str]]:
     """The nightly command night after night over `levels` (the comparison replaced by synthetic
-    results against a fixed baseline): the exit codes and the alarm lines printed."""
+    results against a fixed baseline; IDENTICAL: the night's binary is the baseline's): the exit
+    codes and the alarm lines printed."""
     rng = np.random.default_rng(2026)
     night = {"n": 0}
+    base_level = levels[0] if base_level is None else base_level
 
     def fake_run(request, outputs, reporter):
         night["n"] += 1
-        return fake_results(night["n"], levels[night["n"] - 1], rng, base_level=levels[0])
+        level = levels[night["n"] - 1]
+        return identical_results(night["n"]) if level is IDENTICAL else fake_results(night["n"], level, rng,
+                                                                                      base_level=base_level)
 
     monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
@@ -258,6 +277,45 @@ def test_lasting_regression_alarms_by_its_second_night_and_never_on_a_spike(tmp_
     assert len(lines) == 1 and lines[0].startswith("LASTING REGRESSION small files / upload"), lines
     assert f"slower since {sha_of(6)[:10]}" in lines[0] and f"bisect: ./bench.py bisect {sha_of(5)[:12]} " \
         f"{sha_of(6)[:12]}" in lines[0]
+
+
+def test_a_spike_an_identical_night_and_a_step_blame_the_step(tmp_path, monkeypatch, capsys):
+    """Issue 27's nights, as a cron sees a branch moved each night, against the release (line-1):
+    line-1 itself (identical binary), a one-night +150 ms spike, a commit whose binary is
+    identical to the release, then the real +150 ms step for two nights. The identical nights are
+    points of the series (unchanged, exactly), so the spike and the step are no streak: the alarm
+    comes on the step's second night, names the step's commit, and bisects from the identical
+    night's commit (never one commit on both ends)."""
+    base, slow = 0.3, 0.45
+    levels = [IDENTICAL, slow, IDENTICAL, slow, slow]
+    codes, lines = _nightly_over(levels, tmp_path, monkeypatch, capsys, base_level=base)
+    assert codes == [0, 0, 0, 0, 1], (codes, lines)
+    (line,) = lines
+    assert line.startswith("LASTING REGRESSION small files / upload"), line
+    assert f"slower since {sha_of(4)[:10]} (run 4; before it {sha_of(3)[:10]}, run 3)" in line, line
+    assert line.endswith(f"bisect: ./bench.py bisect {sha_of(3)[:12]} {sha_of(4)[:12]} --only 'small files/upload' "
+                         "--repo /srv/origin.git"), line
+    db = open_history(tmp_path / "h.db")
+    nights = nightly.series(db)[("s5cmd", "ci", "master", "small files", "upload")]
+    assert [str(n.verdict) for n in nights] == ["identical binary", "slower", "identical binary", "slower", "slower"]
+    assert [n.rel for n in nights][::2] == [0.0, 0.0, nights[4].rel]
+    # an identical night's value is its binary's (the release's, measured as the baseline nearby)
+    assert nights[0].h_mean == nights[1].b_mean and nights[2].h_mean == nights[1].b_mean
+    db.close()
+
+
+def test_the_bisect_never_has_one_commit_on_both_ends():
+    """The last good commit is the latest night before the first bad one on another commit; with
+    none, the first bad night's own baseline."""
+    def night(i, sha, base="b" * 40, verdict="slower"):
+        return SimpleNamespace(id=i, h_sha=sha, b_sha=base, verdict=verdict)
+    a, b = "a" * 40, "c" * 40
+    assert nightly.last_good([night(1, a, verdict="no significant change"), night(2, b)], 1) == (a, 1)
+    # the same commit measured twice (fine, then slow): bisect from the commit before it
+    assert nightly.last_good([night(1, a, verdict="same"), night(2, b, verdict="same"), night(3, b)], 2) == (a, 1)
+    assert nightly.last_good([night(1, b)], 0) == ("b" * 40, None)  # the first night: its baseline
+    assert nightly.last_good([night(1, b, base=b)], 0) == (None, None)
+    assert nightly.bisect_line(None, b, "s", "t", None, None) == "(no earlier commit to bisect from)"
 
 
 def test_backtest_default_rule_alarms_on_the_second_slow_night_once(tmp_path, monkeypatch, capsys):

@@ -144,8 +144,9 @@ def say_night(results, slower: list, found: list[Shift], rule: str, lasting: lis
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
               + ("" if rule in ("verdict", "both") else " (tonight's verdict; the alarm needs a second night)"))
     for c in lasting:
+        before = f"run {c.prev_run_id}" if c.prev_run_id is not None else "its baseline"
         print(f"LASTING REGRESSION {c.scenario} / {c.step}: {fmt_pct(c.rel)}, slower since "
-              f"{c.bad_sha[:10]} (run {c.run_id}; before it {c.good_sha[:10]}, run {c.prev_run_id}); "
+              f"{c.bad_sha[:10]} (run {c.run_id}; before it {c.good_sha[:10] or 'nothing'}, {before}); "
               f"bisect: {c.bisect}")
     for c in found:
         kind = "CHANGE POINT" if c.alarm else "change point (faster)"
