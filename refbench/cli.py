@@ -1,33 +1,44 @@
 """Command line: `main()` dispatches to a command (refbench/commands/), installs the signal
 handlers, and turns errors into one line and an exit code.
 
-Exit codes: 0 success; 1 a `slower` verdict with --fail-on-regression; 2 bad input or a failed
-build/run; 130 interrupted (after cleaning up).
+Exit codes (README's table says the same): 0 success; 1 a judged regression with
+--fail-on-regression / --fail-on, or a nightly alarm, and nothing else; 2 bad input, a failed
+build or run, or no space left for the outputs; 3 refbench itself failed (any other exception:
+one line and the path of the saved traceback); 130 interrupted. Whatever the code, the run's
+own cleanup (its `finally` blocks: backend, workdir, leases) has run by the time main returns.
 """
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import signal
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 from . import commands, paths
-from .errors import EXIT_INTERRUPTED, RefbenchError
+from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 
 SUBCOMMANDS = tuple(commands.COMMANDS)
+# a disk that cannot take the outputs is the machine's failure, not refbench's
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
-    # -v raises refbench's own logger only: botocore's DEBUG log holds signed request headers
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if verbose:
-        logging.getLogger("refbench").setLevel(logging.DEBUG)
-    _install_signal_handlers()
-    from . import hyperfine
-    # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH
-    paths.extend_path(first=(hyperfine.pinned_path().parent,))
     try:
+        # -v raises refbench's own logger only: botocore's DEBUG log holds signed request headers
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+        if verbose:
+            logging.getLogger("refbench").setLevel(logging.DEBUG)
+        _install_signal_handlers()
+        from . import hyperfine
+        # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH
+        paths.extend_path(first=(hyperfine.pinned_path().parent,))
         if argv and argv[0] in SUBCOMMANDS:
             return commands.dispatch(argv[0], argv[1:])
         from .commands import run
@@ -40,6 +51,45 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("refbench: interrupted; cleaned up what this run created", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except OSError as e:
+        if e.errno not in NO_SPACE:
+            return crashed(e, verbose)
+        print(f"refbench: error: no space left on device{f' writing {e.filename}' if e.filename else ''}: "
+              "free some space and run again", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 — anything else is refbench's own failure: exit 3, never 1
+        return crashed(e, verbose)
+
+
+def crashed(e: BaseException, verbose: bool = False) -> int:
+    """Refbench itself failed: one line naming the error and where its traceback was saved (with
+    -v the traceback too); exit 3, so no bot reads a crash as a regression."""
+    text = "".join(traceback.format_exception(e))
+    saved = save_traceback(text)
+    first = (str(e).strip().splitlines() or [""])[0]
+    where = f"traceback saved to {saved}" if saved else "the traceback follows (it could not be saved)"
+    print(f"refbench: internal error (refbench failed, not the code under test): {type(e).__name__}"
+          f"{': ' + first if first else ''}; {where}; please report it", file=sys.stderr)
+    if verbose or not saved:
+        sys.stderr.write(text)
+    return EXIT_CRASH
+
+
+def save_traceback(text: str) -> Path | None:
+    """The traceback in a file of its own: under the cache root's crashes/ (REFBENCH_CRASH_DIR
+    overrides), else the system temp directory; None when neither can take it (a full disk)."""
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    for where in (os.environ.get("REFBENCH_CRASH_DIR"), paths.cache_root() / "crashes", tempfile.gettempdir()):
+        if not where:
+            continue
+        try:
+            path = Path(where) / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return None
 
 
 def _install_signal_handlers() -> None:

@@ -1,8 +1,20 @@
-"""Errors and the exit codes they map to."""
+"""Errors and the exit codes they map to.
+
+A bot and a cron act on the code without a person reading the output, so each code means one
+thing: 0 success; 1 a judged regression (--fail-on-regression, --fail-on) or a nightly alarm,
+nothing else; 2 bad input, a failed build or run, or a machine that cannot take the outputs (a
+full disk); 3 refbench itself failed (any other exception: a bug, not the code under test); 130
+interrupted. cli.main turns errors into these codes.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_ERROR = 2
+EXIT_CRASH = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -36,3 +48,13 @@ class BuildError(RefbenchError):
 
 class RunError(RefbenchError):
     pass
+
+
+@contextlib.contextmanager
+def writing(path, what: str):
+    """Write an output inside this block: a failure (a full disk, a read-only directory) is one
+    RefbenchError naming the output and its file (exit 2: the machine's, not a bug of refbench's)."""
+    try:
+        yield Path(path)
+    except OSError as e:
+        raise RefbenchError(f"cannot write {what} to {path}: {e.strerror or e}") from None

@@ -15,6 +15,7 @@ transactions start with BEGIN IMMEDIATE and wait (busy timeout) for each other.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -221,6 +222,19 @@ class TrendSeries:
     changepoints: tuple[NightlyChangePoint, ...]
 
 
+class HistoryError(RefbenchError):
+    """The history store failed (locked past its timeout, a connection dropped, a damaged or
+    foreign file): one line naming the store, exit 2."""
+
+    def __init__(self, display: str, e: Exception):
+        said = (str(getattr(e, "orig", None) or e).strip().splitlines() or ["?"])[0]
+        hint = ""
+        if type(e) is sa.exc.DatabaseError:  # the file is not a database (or a damaged one)
+            hint = ("; it is not a refbench history, or a damaged one: restore it from a backup, or move it "
+                    "aside and a new history starts empty")
+        super().__init__(f"history {display}: {said}{hint}")
+
+
 class History:
     """A history store; `with History(...) as h:` or h.close()."""
 
@@ -251,10 +265,20 @@ class History:
             @sa.event.listens_for(self.engine, "begin")
             def _begin(conn):
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # a writer waits here, never mid-transaction
+        self.migrate()
+
+    # ---- the store's connections: its failures are one HistoryError --------------------------
+    @contextlib.contextmanager
+    def _store(self, write: bool):
+        """A transaction (write) or a connection; what the database answers with — locked, gone,
+        a damaged or foreign file — is one HistoryError naming the store (exit 2), never a traceback."""
         try:
-            self.migrate()
-        except sa.exc.OperationalError as e:
-            raise RefbenchError(f"history {self.display}: {str(e.orig).strip().splitlines()[0]}") from None
+            with (self.engine.begin() if write else self.engine.connect()) as conn:
+                yield conn
+        except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
+            raise  # refbench's own mistake: a traceback (exit 3)
+        except sa.exc.DBAPIError as e:
+            raise HistoryError(self.display, e) from None
 
     # ---- schema -----------------------------------------------------------------------------
     def version(self, conn: sa.Connection) -> int:
@@ -267,7 +291,7 @@ class History:
         return 0
 
     def migrate(self) -> None:
-        with self.engine.begin() as conn:
+        with self._store(write=True) as conn:
             if self.kind == "postgresql":
                 conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK})
             v = self.version(conn)
@@ -304,7 +328,7 @@ class History:
         env = results.environment if results else None
         machine = machine or (machine_name(env.cpu_model, env.cpus) if results else local_machine())
         counts = count(c.verdict for _, _, c in results.comparisons()) if results else {}
-        with self.engine.begin() as conn:
+        with self._store(write=True) as conn:
             run_id = conn.execute(runs.insert().values(
                 started=started, finished=now(), mode=mode,
                 target=results.target.name if results else target,
@@ -358,12 +382,12 @@ class History:
         return run_id
 
     def set_exit_code(self, run_id: int, code: int) -> None:
-        with self.engine.begin() as conn:
+        with self._store(write=True) as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(exit_code=code))
 
     def add_changepoints(self, rows: list[dict]) -> None:
         if rows:
-            with self.engine.begin() as conn:
+            with self._store(write=True) as conn:
                 conn.execute(changepoints.insert(), rows)
 
     # ---- reads ------------------------------------------------------------------------------
@@ -374,7 +398,7 @@ class History:
              .order_by(runs.c.id.desc()).limit(1))
         if machine:
             q = q.where(runs.c.machine == machine)
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             return conn.execute(q).scalar()
 
     def nights(self, target: str | None = None, machine: str | None = None) -> list[NightPoint]:
@@ -398,13 +422,13 @@ class History:
              .order_by(runs.c.target, runs.c.machine, verdicts.c.scenario, verdicts.c.step, runs.c.started,
                        runs.c.id))
         q = _only(q, runs, target, machine)
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}) for r in conn.execute(q)]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)
         q = _only(q, changepoints, target, machine)
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def recent_runs(self, limit: int = 60, target: str | None = None, machine: str | None = None) -> list[dict]:
@@ -415,15 +439,15 @@ class History:
              .select_from(runs.outerjoin(environment, environment.c.run_id == runs.c.id))
              .order_by(runs.c.id.desc()).limit(limit))
         q = _only(q, runs, target, machine)
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             return [dict(r._mapping) for r in conn.execute(q)]
 
     def count(self, table: str) -> int:
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(md.tables[table])).scalar()
 
     def machines_and_targets(self) -> tuple[list[str], list[str]]:
-        with self.engine.connect() as conn:
+        with self._store(write=False) as conn:
             m = [r[0] for r in conn.execute(sa.select(runs.c.machine).distinct()) if r[0]]
             t = [r[0] for r in conn.execute(sa.select(runs.c.target).distinct()) if r[0]]
         return sorted(m), sorted(t)

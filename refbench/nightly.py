@@ -13,28 +13,32 @@ slower that has held --cp-min-nights nights, beyond --cp-magnitude and below --c
 not reported before, exits 1 with the commit range and the ready bisect command. A single slow
 night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
 verdict tonight, `--alarm both` either.
-Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too). This module holds the steps'
-series of nights and their change points (read as history.NightPoint, history.NightlyChangePoint),
-the shifts a night reports (Shift) and the night itself, `night(db, NightRequest, compare) ->
-NightOutcome`; the trend page draws in refbench/render/trend.py, the command is
+Exit codes: 0 no alarm; 1 alarm; 2 an error (recorded too); 3 refbench failed (recorded too). A
+night whose record the history cannot take (locked, dropped, damaged) keeps it in
+night-record.json beside its results and exits 2; `nightly --replay FILE` records it later and
+judges the alarm then: nothing measured is lost. This module holds the steps' series of nights
+and their change points (read as history.NightPoint, history.NightlyChangePoint), the shifts a
+night reports (Shift) and the night itself, `night(db, NightRequest, compare) -> NightOutcome`
+(and `replay`); the trend page draws in refbench/render/trend.py, the command is
 refbench/commands/nightly.py.
 """
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Callable
 
 from . import builds as bl, changepoints as cpd
 from .config import load_config
-from .errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
+from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
 from .pipeline import RunRequest
 from .render.trend import render_trend
-from .results import Comparison, Results
+from .results import Comparison, Results, load as load_results
 from .verdict import Verdict
 
 
@@ -308,6 +312,7 @@ class NightOutcome:
     regressions: tuple[tuple[str, str, Comparison], ...] = ()  # tonight's slower verdicts (wall time)
     lasting: tuple[Shift, ...] = ()
     found: tuple[Shift, ...] = ()  # new change points
+    machine: str | None = None  # the machine type the night is recorded under
 
 
 # runs tonight's comparison and writes its summary and results.json at these paths
@@ -348,13 +353,76 @@ def alarm(rule: str, found: list[Shift], slower: list) -> int:
     return EXIT_OK
 
 
+# ---- the night's record: written to the history, or kept beside the results ---------------------
+RECORD_FILE = "night-record.json"
+RECORD_SCHEMA = "refbench/night-record"
+
+
+@dataclass(frozen=True)
+class NightRecord:
+    """What History.record_run writes for a night, less the results (its results.json, named by
+    results_path): kept in RECORD_FILE beside the results when the history cannot take it, and
+    recorded from there later (`nightly --replay FILE`)."""
+    started: str
+    mode: str
+    base_ref: str
+    head_ref: str
+    exit_code: int
+    machine: str
+    target: str | None = None
+    repo: str | None = None
+    error: str | None = None
+    results_path: str | None = None  # the night's results.json; None when the comparison failed
+
+    def to_json(self) -> dict:
+        return {"schema": RECORD_SCHEMA, "version": 1, **asdict(self)}
+
+    @classmethod
+    def load(cls, path: Path) -> "NightRecord":
+        """A kept record; a file that is not one is one RefbenchError naming the file and key."""
+        try:
+            doc = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as e:
+            raise RefbenchError(f"{path}: cannot read a night's record: {getattr(e, 'strerror', None) or e}") from None
+        if not isinstance(doc, dict) or doc.get("schema") != RECORD_SCHEMA:
+            raise RefbenchError(f"{path}: not a night's record (schema {RECORD_SCHEMA!r} expected)")
+        kw = {}
+        for f in fields(cls):
+            if f.name not in doc and f.default is MISSING:
+                raise RefbenchError(f"{path}: a night's record needs {f.name!r}")
+            kw[f.name] = doc.get(f.name)
+        if not isinstance(kw["exit_code"], int):
+            raise RefbenchError(f"{path}: exit_code should be a whole number, got {kw['exit_code']!r}")
+        return cls(**kw)
+
+
+class Unrecorded(RefbenchError):
+    """The history could not take a night's record; it is kept in `kept` instead."""
+
+    def __init__(self, why: RefbenchError, kept: Path):
+        super().__init__(f"{why}; the night's record is kept in {kept}: record it with "
+                         f"`bench.py nightly --history DB --replay {kept}` (the alarm is decided then)")
+        self.kept = kept
+
+
+def keep(db: History, record: NightRecord, results: Results | None, where: Path) -> int:
+    """Record the night in the history and return its run id; when the history cannot take it,
+    write the record to `where`/RECORD_FILE (the results are already beside it) and raise
+    Unrecorded, which says how to replay it."""
+    try:
+        return db.record_run(**asdict(record), results=results)
+    except RefbenchError as e:
+        kept = Path(where) / RECORD_FILE
+        with writing(kept, "the night's record"):
+            kept.write_text(json.dumps(record.to_json(), indent=1) + "\n")
+        raise Unrecorded(e, kept) from None
+
+
+# ---- the night ------------------------------------------------------------------------------
 def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str], None] = _stderr) -> NightOutcome:
     """Tonight's comparison, recorded in the history (a failed one too, with its error, before it
-    raises), the lasting regressions and new change points it completes, the trend page redrawn."""
-    def redraw() -> Path:
-        return write_trend(db, req.trend, target=req.show_target, machine=req.show_machine, params=req.params,
-                           statistic=req.statistic)
-
+    raises), the lasting regressions and new change points it completes, the trend page redrawn.
+    A record the history cannot take is kept beside the results (keep) and the night exits 2."""
     started = _now()
     scenarios = req.run.scenarios_path()
     target = load_config(scenarios).targets.get(req.run.target)
@@ -368,20 +436,41 @@ def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str],
     summary, json_path = out_dir / "summary.md", out_dir / "results.json"
     tonight = req.run.replace(refs=(base, req.head),
                               command_line=record_line(req.run, base, req.head, req.budget_text, summary, json_path))
+    record = NightRecord(started=started, mode=mode, base_ref=base, head_ref=req.head, exit_code=EXIT_OK,
+                         machine=req.machine, target=req.run.target, repo=repo_url)
     say(f"nightly: {base} vs {req.head} ({mode}); results in {out_dir}")
     try:
         if mode == "since-last" and builder.resolve(req.head).sha == base:
             say(f"nightly: {req.head} is still {base[:10]}, as last night: nothing new to compare")
-            return NightOutcome(EXIT_OK, redraw(), out_dir=out_dir)
+            return NightOutcome(EXIT_OK, redraw(db, req), out_dir=out_dir)
         results = compare(tonight, summary, json_path)
-    except RefbenchError as e:
-        db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=None,
-                      exit_code=e.code, error=str(e), target=req.run.target, repo=repo_url, machine=req.machine)
-        redraw()
+    except Exception as e:  # a failed night (2) or refbench's own failure (3): recorded too
+        code = e.code if isinstance(e, RefbenchError) else EXIT_CRASH
+        failed(db, replace(record, exit_code=code, error=str(e) or type(e).__name__), out_dir, req, say)
         raise
+    run_id = keep(db, replace(record, results_path=str(json_path)), results, out_dir)
+    return judged(db, req, results, run_id, out_dir)
+
+
+def redraw(db: History, req: NightRequest) -> Path:
+    return write_trend(db, req.trend, target=req.show_target, machine=req.show_machine, params=req.params,
+                       statistic=req.statistic)
+
+
+def failed(db: History, record: NightRecord, out_dir: Path, req: NightRequest, say: Callable[[str], None]) -> None:
+    """A failed night's record and trend page, neither of which may hide why the night failed:
+    what goes wrong here is said, and the night's own error is what it ends with."""
+    try:
+        keep(db, record, None, out_dir)
+        redraw(db, req)
+    except RefbenchError as e:
+        say(f"nightly: warning: {e}")
+
+
+def judged(db: History, req: NightRequest, results: Results, run_id: int, out_dir: Path | None) -> NightOutcome:
+    """A recorded night's alarm: the lasting regressions and new change points it completes (they
+    are recorded), its exit code, the trend page redrawn."""
     slower = results.regressions()
-    run_id = db.record_run(started=started, mode=mode, base_ref=base, head_ref=req.head, results=results,
-                           exit_code=EXIT_OK, results_path=str(json_path), machine=req.machine)
     # the lasting rule first: it records what it reports, so Otava confirming the same step a
     # night or two later is not a second alarm
     lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
@@ -391,4 +480,29 @@ def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str],
     code = alarm(req.alarm, found + lasting, slower)
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
-    return NightOutcome(code, redraw(), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found))
+    return NightOutcome(code, redraw(db, req), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found),
+                        req.machine)
+
+
+def replay(db: History, req: NightRequest, path: Path) -> NightOutcome:
+    """A kept night's record (RECORD_FILE) recorded in the history at last, with its results, and
+    judged as the night would have been (the alarm is the exit code); a failed night's record is
+    recorded with its error and exits 0 (the failure was reported that night). The file is removed
+    once recorded, so a second replay cannot record the night twice."""
+    record = NightRecord.load(path)
+    where = Path(path).parent
+    results = _results_of(record, where)
+    req = replace(req, machine=record.machine, head=record.head_ref)
+    run_id = db.record_run(**asdict(record), results=results)
+    Path(path).unlink()
+    if results is None:
+        return NightOutcome(EXIT_OK, redraw(db, req), run_id=run_id, out_dir=where)
+    return judged(db, req, results, run_id, where)
+
+
+def _results_of(record: NightRecord, where: Path) -> Results | None:
+    """The kept night's results: at the path it names, else beside the record (a copied directory)."""
+    if not record.results_path:
+        return None
+    named = Path(record.results_path)
+    return load_results(named if named.exists() else where / named.name)

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 
 from .. import calibrate as cal, pipeline
-from ..errors import EXIT_OK, RefbenchError
+from ..errors import EXIT_OK, RefbenchError, writing
 from ..pipeline import RunHooks
 from ..progress import Reporter
 from ..render.calibrate import render_calibration
@@ -75,9 +75,11 @@ def main(argv: list[str]) -> int:
                     run_settings=run_settings)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.with_suffix(".json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_calibration(c, alpha=args.alpha, settings_line=settings_line(args)))
-    json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
+    with writing(out, "the calibration note"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(render_calibration(c, alpha=args.alpha, settings_line=settings_line(args)))
+    with writing(json_path, "the calibration's JSON"):
+        json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
     print(f"refbench: wrote {out} and {json_path}: false alarms in {c.runs_with_false_alarm}/{c.reps} runs; "
           + ", ".join(f"+{p}% called slower in {fmt_share(c.power_overall(p))}" for p in c.slowdowns),
           file=sys.stderr)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .. import results as rs
-from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
+from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError, writing
 from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
                       parse_bench_command, post_or_update, pull_request_of)
 from ._args import Parser
@@ -53,8 +53,9 @@ def main(argv: list[str]) -> int:
     results = rs.load(args.results)
     body = comment_body(results, args.link)
     out = Path(args.body_out) if args.body_out else Path(args.results).resolve().parent / "pr-comment.md"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(body)
+    with writing(out, "the comment body"):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(body)
     if args.dry_run:
         sys.stdout.write(body)
         print(f"refbench: wrote the comment body to {out} (dry run: nothing posted)", file=sys.stderr)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import results as rs
 from ..compare import compare_runs
-from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError
+from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from ..render.markdown import render_compare_md
 from ._args import Parser, add_fail_args, add_stats_args, criteria_of, fails
 
@@ -43,9 +43,11 @@ def main(argv: list[str]) -> int:
     text = render_compare_md(cmp, *_names(args.old, args.new))
     sys.stdout.write(text)
     if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
+        with writing(args.output, "the comparison") as out:
+            out.write_text(text, encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
+        with writing(args.json, "the comparison's JSON") as out:
+            out.write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
     if fails(args, (c for r in cmp.rows for c in r.all_comparisons())):
         return EXIT_REGRESSION
     return EXIT_OK

@@ -9,7 +9,7 @@ from pathlib import Path
 from .. import results as rs
 from ._args import Parser, add_fail_args, fails
 from ._run_options import write_extras
-from ..errors import EXIT_OK, EXIT_REGRESSION
+from ..errors import EXIT_OK, EXIT_REGRESSION, writing
 from ..merge import merge_files
 from ..render import markdown
 from ..verdict import counts_line
@@ -33,7 +33,8 @@ def main(argv: list[str]) -> int:
         print(f"refbench: warning: {w}", file=sys.stderr)
     rs.write(merged, Path(args.output))
     if args.summary:
-        Path(args.summary).write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
+        with writing(args.summary, "the summary") as out:
+            out.write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
     write_extras(merged, args.html, args.csv)
     counts = merged.verdict_counts()
     print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)

@@ -48,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", help="where each run's results.json and summary.md go "
                    "(default: nightly/<date> beside the history)")
     p.add_argument("--render-only", action="store_true", help="only re-render the trend page from the history")
+    p.add_argument("--replay", metavar="FILE", help="record a night whose record the history could not take "
+                   f"(the {nightly.RECORD_FILE} it left beside its results) and judge its alarm now; nothing is "
+                   "measured")
     p.add_argument("--show-target", help="trend page: only this target")
     p.add_argument("--show-machine", help="trend page: only this machine type")
     p.add_argument("--budget", default=DEFAULT_BUDGET, metavar="DURATION",
@@ -111,25 +114,35 @@ def main(argv: list[str]) -> int:
                                statistic=args.cp_statistic)
             print(f"nightly: wrote {page}", file=sys.stderr)
             return EXIT_OK
-        return night(db, args, request, home, trend, params)
+        req = night_request(args, request, home, trend, params)
+        if args.replay:
+            return said(db, nightly.replay(db, req, Path(args.replay)), args)
+        return night(db, args, req)
     finally:
         db.close()
 
 
-def night(db: History, args: argparse.Namespace, request: RunRequest, home: Path, trend: Path,
-          params: cpd.Params) -> int:
+def night_request(args: argparse.Namespace, request: RunRequest, home: Path, trend: Path,
+                  params: cpd.Params) -> NightRequest:
+    return NightRequest(run=request, machine=args.machine, home=home, trend=trend, params=params, base=args.base,
+                        head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
+                        budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
+                        show_target=args.show_target, show_machine=args.show_machine)
+
+
+def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
     """The night as nightly.night runs it, the comparison through the main command's run."""
     def compare(tonight: RunRequest, summary: Path, json_path: Path):
         return run_and_write(tonight, Outputs(summary=summary, json=json_path), Reporter())
 
-    req = NightRequest(run=request, machine=args.machine, home=home, trend=trend, params=params, base=args.base,
-                       head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
-                       budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
-                       show_target=args.show_target, show_machine=args.show_machine)
-    outcome = nightly.night(db, req, compare)
+    return said(db, nightly.night(db, req, compare), args)
+
+
+def said(db: History, outcome, args: argparse.Namespace) -> int:
+    """A night's (or a replayed night's) outcome on stderr and stdout; its exit code."""
     if outcome.results is None:
         return outcome.code
-    print(f"nightly: run {outcome.run_id} recorded in {db.display} (machine {args.machine}); trend page "
+    print(f"nightly: run {outcome.run_id} recorded in {db.display} (machine {outcome.machine}); trend page "
           f"{outcome.trend}", file=sys.stderr)
     say_night(outcome.results, list(outcome.regressions), list(outcome.found), args.alarm, list(outcome.lasting))
     return outcome.code

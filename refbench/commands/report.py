@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .. import results as rs
 from ..analysis import analyse
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, writing
 from ..render.csv import write_csv
 from ..render.html import write_html
 from ..render.markdown import render_markdown
@@ -26,14 +26,17 @@ def main(argv: list[str]) -> int:
     args = p.parse_args(argv)
     results = rs.load(Path(args.results))
     if args.html:
-        write_html(results, analyse(results), Path(args.html))
+        with writing(args.html, "the HTML report") as out:
+            write_html(results, analyse(results), out)
         print(f"wrote {args.html}", file=sys.stderr)
     if args.csv:
-        write_csv(results, Path(args.csv))
+        with writing(args.csv, "the CSV") as out:
+            write_csv(results, out)
         print(f"wrote {args.csv}", file=sys.stderr)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(render_markdown(results, args.format), encoding="utf-8")
+        with writing(args.output, "the summary") as out:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(render_markdown(results, args.format), encoding="utf-8")
         print(f"wrote {args.output}", file=sys.stderr)
     if not (args.html or args.csv or args.output):
         sys.stdout.write(render_markdown(results, args.format))

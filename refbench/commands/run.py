@@ -1,8 +1,9 @@
 """`bench.py -s OLD NEW [...]`: the main comparison. Parses the options into a RunRequest, runs the
 pipeline, writes the summary, results.json and the extras, and turns the verdicts into an exit code.
 
-Exit codes: 0 success; 1 a `slower` verdict with --fail-on-regression; 2 bad input or a failed
-build/run (a run the watchdog stopped writes what finished first); 130 interrupted.
+Exit codes: 0 success; 1 a `slower` verdict with --fail-on-regression (wall) or --fail-on METRICS;
+2 bad input or a failed build/run (a run the watchdog stopped writes what finished first); 3
+refbench itself failed; 130 interrupted (cli.main maps them).
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ class FakeRuns:
     binaries: dict[str, str]  # ref -> the binary's name
     executor: Callable[[], MockExecutor] = MockExecutor
     executors: list[MockExecutor] = field(default_factory=list)  # every run's, in order
+    backends: list[FakeBackend] = field(default_factory=list)  # every run's, closed as the real one is
 
 
 class StepSeeded(MockExecutor):
@@ -61,7 +62,9 @@ def fake_pipeline(monkeypatch, root: Path, binaries: dict[str, str],
 
     @contextlib.contextmanager
     def open_backend(checked, workdir, run_id, server_cpus, reporter):
-        yield FakeBackend(fakes.root / "remote")
+        with FakeBackend(fakes.root / "remote") as backend:  # closed on the way out, whatever ends the run
+            fakes.backends.append(backend)
+            yield backend
 
     class Builder:
         repo_url = "https://example.invalid/fake"
