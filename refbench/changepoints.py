@@ -21,12 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from .verdict import THRESHOLD
+
 
 @dataclass(frozen=True)
 class Params:
     window: int = 30  # Otava's window_len: nights per sliding window of the split step
     max_pvalue: float = 0.001  # a change point's t-test p-value must be below this
-    min_magnitude: float = 0.05  # ... and its relative change beyond this
+    min_magnitude: float = THRESHOLD  # ... and its relative change beyond this (nightly: the run's --threshold)
     min_nights: int = 2  # a new level must last this many nights (1 = alarm on a single slow night)
     despike: bool = True  # running median of 3 before the analysis
 

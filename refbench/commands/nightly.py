@@ -70,7 +70,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--cp-pvalue", type=fraction, default=cpd.Params.max_pvalue,
                    help="a change point's p-value must be below this (Otava max_pvalue)")
     g.add_argument("--cp-magnitude", type=fraction, default=None,
-                   help="... and its relative change beyond this (Otava min_magnitude; default: --threshold, 5%%)")
+                   help="... and its relative change beyond this (Otava min_magnitude; default: the run's --threshold)")
     g.add_argument("--cp-min-nights", type=positive, default=cpd.Params.min_nights,
                    help="nights a new level must hold before it alarms (1: a single slow night can)")
     return p
