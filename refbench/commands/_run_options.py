@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import __version__, budget as bg, builds as bl, paths, pipeline, results as rs, shard
 from ..analysis import analyse
 from ..config import DAEMON_MODES
-from ..errors import RefbenchError
+from ..errors import RefbenchError, writing
 from ..pipeline import DEFAULT_RUNS, QUICK_RUNS, RunHooks, RunRequest
 from ..sampling import UNTIL_DECIDED_RUNS
 from ..progress import Reporter
@@ -160,10 +160,13 @@ class Outputs:
 
 
 def write_outputs(results: rs.Results, outputs: Outputs) -> None:
-    """results.json, the summary and the extras (--html, --csv)."""
-    rs.write(results, outputs.json)
-    outputs.summary.parent.mkdir(parents=True, exist_ok=True)
-    outputs.summary.write_text(markdown.render_markdown(results, outputs.format))
+    """results.json, the summary and the extras (--html, --csv); a write that fails (a full disk)
+    is one line naming its file (errors.writing)."""
+    with writing(outputs.json, "the results"):
+        rs.write(results, outputs.json)
+    with writing(outputs.summary, "the summary"):
+        outputs.summary.parent.mkdir(parents=True, exist_ok=True)
+        outputs.summary.write_text(markdown.render_markdown(results, outputs.format))
     write_extras(results, outputs.html, outputs.csv)
 
 
@@ -171,9 +174,11 @@ def write_extras(results: rs.Results, html_path: str | None, csv_path: str | Non
     """--html and --csv: each written when its path is given (the HTML report from the results'
     analysis, computed here, before it renders)."""
     if html_path:
-        write_html(results, analyse(results), Path(html_path))
+        with writing(html_path, "the HTML report") as out:
+            write_html(results, analyse(results), out)
     if csv_path:
-        write_csv(results, Path(csv_path))
+        with writing(csv_path, "the CSV") as out:
+            write_csv(results, out)
 
 
 def run_and_write(request: RunRequest, outputs: Outputs, reporter: Reporter) -> rs.Results:

@@ -31,7 +31,8 @@ def main(argv: list[str]) -> int:
     merged, warnings = merge_files([Path(s) for s in args.shards], args.allow_missing)
     for w in warnings:
         print(f"refbench: warning: {w}", file=sys.stderr)
-    rs.write(merged, Path(args.output))
+    with writing(args.output, "the merged results"):
+        rs.write(merged, Path(args.output))
     if args.summary:
         with writing(args.summary, "the summary") as out:
             out.write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")

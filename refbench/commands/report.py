@@ -6,12 +6,10 @@ import sys
 from pathlib import Path
 
 from .. import results as rs
-from ..analysis import analyse
 from ..errors import EXIT_OK, writing
-from ..render.csv import write_csv
-from ..render.html import write_html
 from ..render.markdown import render_markdown
 from ._args import Parser
+from ._run_options import write_extras
 
 
 def main(argv: list[str]) -> int:
@@ -25,14 +23,10 @@ def main(argv: list[str]) -> int:
                    help="markdown flavour: md (summary.md) or github (PR comment, within GitHub's size limit)")
     args = p.parse_args(argv)
     results = rs.load(Path(args.results))
-    if args.html:
-        with writing(args.html, "the HTML report") as out:
-            write_html(results, analyse(results), out)
-        print(f"wrote {args.html}", file=sys.stderr)
-    if args.csv:
-        with writing(args.csv, "the CSV") as out:
-            write_csv(results, out)
-        print(f"wrote {args.csv}", file=sys.stderr)
+    write_extras(results, args.html, args.csv)
+    for written in (args.html, args.csv):
+        if written:
+            print(f"wrote {written}", file=sys.stderr)
     if args.output:
         with writing(args.output, "the summary") as out:
             out.parent.mkdir(parents=True, exist_ok=True)
