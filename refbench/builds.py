@@ -13,9 +13,20 @@ Go is settled when the ref is resolved (ResolvedRef.toolchain), is part of the c
 names the directory when it is not this machine's own, so two builds of one commit with two Gos
 are kept apart while caches made with the machine's Go keep their place.
 
-build.json records the binary's SHA-256; a cached binary is used only when it still has that hash
-(a binary shared as a CI artifact, `bench.py build --out DIR` then `--builds-dir DIR`, is verified
-the same way, and gets its executable bit back: artifacts do not keep file modes).
+A cache vouches for nothing by itself (the threat model is refbench.trust's: on some CI set-ups a
+pull request's code can write a cache that a trusted run restores). So:
+
+- build.json records the binary's SHA-256 and a seal, an HMAC of the record under a key that is in
+  no cache (trust.seal); a cached binary is used only when its record's seal holds under this
+  machine's (or job's) key and the binary still has the sealed hash. A record without a seal, with
+  a seal of another key, or a binary of another hash is rebuilt. A binary shared as a CI artifact
+  (`bench.py build --out DIR` then `--builds-dir DIR`) is verified the same way, under the key the
+  jobs share, and gets its executable bit back: artifacts do not keep file modes;
+- git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, and the bare clone's
+  config is written anew by refbench every time it opens the clone, its hooks, alternates and
+  attributes removed: nothing a cache brought into the clone is run or read;
+- `go mod verify` runs before every build, so a module cache restored with a changed module fails
+  the build, naming it, instead of building it in.
 """
 from __future__ import annotations
 
@@ -35,7 +46,7 @@ from pathlib import Path
 
 import git
 
-from . import paths, refs, results, toolchain as tc
+from . import paths, refs, results, toolchain as tc, trust
 from .config import TargetSpec
 from .errors import BuildError, RefbenchError, RefError
 from .toolchain import go_version
@@ -43,6 +54,11 @@ from .toolchain import go_version
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
 REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
+#: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
+SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+SEAL_PURPOSE = "refbench build record v1"
+#: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
+SEALED_FIELDS = ("target", "sha", "source", "toolchain", "build", "goflags", "binary_sha256")
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,8 @@ def go_checkout(start: Path | None = None) -> Checkout | None:
     go.mod, with the module it declares; None outside a checkout or without go.mod."""
     def git_out(*args: str) -> str | None:
         try:
-            p = subprocess.run(["git", *args], cwd=start or os.getcwd(), capture_output=True, text=True, timeout=30)
+            p = subprocess.run(["git", *safe_git_args(), *args], cwd=start or os.getcwd(), capture_output=True,
+                               text=True, timeout=30)
         except (OSError, subprocess.SubprocessError):
             return None
         return p.stdout.strip() if p.returncode == 0 else None
@@ -112,6 +129,32 @@ def go_checkout(start: Path | None = None) -> Checkout | None:
     if remote and "://" not in remote and not re.match(r"^[\w.-]+@[\w.-]+:", remote) and not os.path.isabs(remote):
         remote = os.path.normpath(os.path.join(top, remote))  # a relative path remote
     return Checkout(Path(top), m.group(1), remote or None)
+
+
+def safe_git_args() -> list[str]:
+    """`-c core.hooksPath=/dev/null -c core.fsmonitor=false` for a git command line."""
+    return [a for opt in SAFE_GIT for a in ("-c", opt)]
+
+
+def clone_config(url: str) -> str:
+    """The whole config of a bare clone, as refbench writes it: the origin and nothing else."""
+    if any(c in url for c in "\n\r\0"):
+        raise RefError(f"an origin URL with a line break or NUL cannot be written to a git config: {url!r}")
+    quoted = '"' + url.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+            f'[remote "origin"]\n\turl = {quoted}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n')
+
+
+def own_clone(d: Path, url: str) -> None:
+    """Make the bare clone at `d` refbench's own again: its config written anew, its hooks,
+    alternates and attributes removed. A restored cache may hold any of them (a core.fsmonitor or
+    filter command, hooks, objects borrowed from elsewhere, attributes that rewrite the sources),
+    and none of them is anything refbench made."""
+    (d / "config").write_text(clone_config(url))
+    shutil.rmtree(d / "hooks", ignore_errors=True)
+    for rel in ("info/attributes", "objects/info/alternates", "objects/info/http-alternates", "config.worktree"):
+        with contextlib.suppress(FileNotFoundError):
+            (d / rel).unlink()
 
 
 def origin_slug(url: str) -> str:
@@ -158,6 +201,7 @@ class Builder:
         self._local: str | None = None  # this machine's GOVERSION
         self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
         self._hashes: dict[tuple, str] = {}
+        trust.cache_key()  # now: REFBENCH_CACHE_KEY leaves the environment before any git or go runs
 
     # ---- git source -----------------------------------------------------------------------
     @property
@@ -171,9 +215,13 @@ class Builder:
                 if not (d / "HEAD").exists():
                     log.info("initialising clone of %s in %s", self.repo_url, d)
                     d.mkdir(parents=True, exist_ok=True)
-                    r = git.Repo.init(d, bare=True)
-                    r.create_remote("origin", self.repo_url)
-                self._repo = git.Repo(d)
+                    init = git.Git(str(d))
+                    init.set_persistent_git_options(c=list(SAFE_GIT))
+                    init.init("--quiet", "--bare")
+                own_clone(d, self.repo_url)
+                repo = git.Repo(d)
+                repo.git.set_persistent_git_options(c=list(SAFE_GIT))
+                self._repo = repo
         return self._repo
 
     def fetch(self) -> None:
@@ -378,22 +426,28 @@ class Builder:
             info = json.loads(meta.read_text())
         except ValueError:
             return None
-        if info.get("toolchain") != resolved.toolchain or info.get("build") != list(self.target.build):
+        fields = {k: info.get(k) for k in SEALED_FIELDS} if isinstance(info, dict) else {}
+        if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"]) != fields:
+            return None  # no hash, or another commit, Go, command or GOFLAGS (or an older refbench): rebuild
+        if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
+            log.warning("%s: not sealed under this machine's cache key (%s; see refbench/trust.py): rebuilding",
+                        meta, "no seal" if "seal" not in info else f"sealed by key {info.get('key_id', '?')}")
             return None
-        # other GOFLAGS: rebuild. A cache from before they were recorded is kept: at worst its binary
-        # differs from a reproducible one of the same code, and the pair is measured as before
-        if info.get("goflags", self._go_env()["GOFLAGS"]) != self._go_env()["GOFLAGS"]:
+        got = self._hash(binary)
+        if got != fields["binary_sha256"]:
+            log.warning("%s: binary hash %s is not the %s sealed in %s: rebuilding", binary, got[:12],
+                        fields["binary_sha256"][:12], meta)
             return None
-        want = info.get("binary_sha256")
-        if want is not None:  # caches from before hashes were recorded are trusted as they were
-            got = self._hash(binary)
-            if got != want:
-                log.warning("%s: binary hash %s is not the %s recorded in %s: rebuilding", binary, got[:12],
-                            want[:12], meta)
-                return None
         if not os.access(binary, os.X_OK):
             binary.chmod(binary.stat().st_mode | 0o111)
         return binary
+
+    def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None) -> dict:
+        """What a build record must say for `resolved` as this builder builds it: the fields the seal
+        covers (SEALED_FIELDS)."""
+        return {"target": self.target.name, "sha": resolved.sha, "source": self.source,
+                "toolchain": resolved.toolchain, "build": list(self.target.build),
+                "goflags": self._go_env()["GOFLAGS"], "binary_sha256": digest}
 
     def _hash(self, binary: Path) -> str:
         """SHA-256 of a binary, computed once per process (keyed by path, size and mtime)."""
@@ -444,12 +498,11 @@ class Builder:
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
             digest = self._hash(binary)
+            sealed = {**self._sealed_fields(resolved, digest), "toolchain": go}
             (d / "build.json").write_text(json.dumps({
-                "target": self.target.name, "sha": resolved.sha, "ref": resolved.text,
-                "version": resolved.version, "source": self.source, "toolchain": go,
-                "build": list(self.target.build), "goflags": self._go_env()["GOFLAGS"],
-                "seconds": round(seconds, 2), "binary_sha256": digest,
+                **sealed, "ref": resolved.text, "version": resolved.version, "seconds": round(seconds, 2),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "seal": trust.seal(SEAL_PURPOSE, sealed), "key_id": trust.key_id(),
             }, indent=2))
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
 
@@ -459,6 +512,7 @@ class Builder:
         try:
             with _locked(self.clone_dir.with_suffix(".lock")):
                 repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
+            self._verify_modules(wt, log_path, resolved)
             argv = [a.replace("{out}", str(out)) for a in self.target.build]
             self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha,
                      ref=resolved)
@@ -477,10 +531,30 @@ class Builder:
         try:
             self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what,
                      sha=resolved.sha, ref=resolved)
+            self._verify_modules(mod, log_path, resolved)
             self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha,
                      ref=resolved)
         finally:
             shutil.rmtree(mod, ignore_errors=True)
+
+    def _verify_modules(self, root: Path, log_path: Path, resolved: refs.ResolvedRef) -> None:
+        """`go mod verify` in the module at `root`: every module its go.sum lists that the module
+        cache holds must still be what was downloaded. The module cache may come from a cache
+        restore (refbench.trust), and a changed module would be built into the binary. A module
+        without go.sum has nothing downloaded to check. A changed module fails the build as no
+        commit's fault (BuildError.sha None); any other failure is the commit's."""
+        if not (root / "go.sum").is_file():
+            return
+        try:
+            self._go(["go", "mod", "verify"], root, log_path, what=f"go mod verify of {resolved.display} "
+                     f"({resolved.short})", sha=resolved.sha, ref=resolved)
+        except BuildError as e:
+            if "modified" in (e.detail or ""):
+                raise BuildError(f"the Go module cache holds a module that is not what its checksum says (go mod "
+                                 f"verify, building {resolved.display} ({resolved.short})): tampered with or "
+                                 f"corrupt; `go clean -modcache` empties it; log: {log_path}", detail=e.detail,
+                                 sha=None) from None
+            raise
 
     def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build", sha: str | None = None,
             ref: refs.ResolvedRef | None = None, toolchain: str | None = None) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import need
 from origins import git, local_go, new_origin, toolchain_line
-from refbench import builds as bl
+from refbench import builds as bl, trust
 from refbench.config import TargetSpec
 from refbench.errors import BuildError, RefError
 
@@ -81,6 +81,64 @@ def test_a_cached_binary_that_no_longer_matches_its_hash_is_rebuilt(origin, tmp_
     assert again.built_now and again.binary_sha256 == first.binary_sha256 and run(again.binary) == "one"
 
 
+def test_a_tampered_binary_with_a_matching_tampered_record_is_rebuilt(origin, tmp_path):
+    """Whoever swaps a cached binary can rewrite its build.json too: the hash beside the binary
+    proves nothing. The record's seal (an HMAC under a key that is in no cache) does."""
+    b = builder(origin, tmp_path)
+    first = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    meta_path = first.binary.parent / "build.json"
+    os.chmod(first.binary, 0o755)
+    first.binary.write_bytes(first.binary.read_bytes() + b"planted")
+    meta = json.loads(meta_path.read_text())
+    meta["binary_sha256"] = bl.file_sha256(first.binary)  # the record agrees with the planted binary
+    meta_path.write_text(json.dumps(meta))
+    again = builder(origin, tmp_path).build(b.resolve("v1.0.0"), "v1.0.0")
+    assert again.built_now and again.binary_sha256 == first.binary_sha256 and run(again.binary) == "one"
+
+
+@pytest.mark.parametrize("forgery", ["no seal", "no hash", "another key"])
+def test_a_record_that_is_not_sealed_under_this_key_is_rebuilt(origin, tmp_path, monkeypatch, forgery):
+    b = builder(origin, tmp_path)
+    first = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    meta_path = first.binary.parent / "build.json"
+    meta = json.loads(meta_path.read_text())
+    if forgery == "no seal":
+        del meta["seal"]
+    elif forgery == "no hash":  # an entry from before hashes were recorded is no longer trusted
+        del meta["binary_sha256"], meta["seal"]
+    meta_path.write_text(json.dumps(meta))
+    if forgery == "another key":  # a job with its own key (a pull request's) made the entry
+        monkeypatch.setattr(trust, "_key", b"another-key-" + b"x" * 40)
+    again = builder(origin, tmp_path).build(b.resolve("v1.0.0"), "v1.0.0")
+    assert again.built_now and run(again.binary) == "one"
+    assert builder(origin, tmp_path).cached(again.ref) == again.binary  # sealed under this key now
+
+
+def test_a_planted_hook_or_config_in_a_cached_clone_does_not_run(origin, tmp_path):
+    """A restored cache may carry the bare clone's hooks/ and config: `git worktree add` would run
+    post-checkout, and a config can name a hooks directory or an fsmonitor command."""
+    b = builder(origin, tmp_path)
+    b.build(b.resolve("v1.0.0"), "v1.0.0")
+    clone = b.clone_dir
+    ran = tmp_path / "hook-ran"
+    script = f"#!/bin/sh\necho \"$0\" >> {ran}\n"
+    for where in (clone / "hooks", tmp_path / "planted-hooks"):
+        where.mkdir(exist_ok=True)
+        for hook in ("post-checkout", "reference-transaction", "post-index-change"):
+            (where / hook).write_text(script)
+            (where / hook).chmod(0o755)
+    with open(clone / "config", "a") as fh:
+        fh.write(f"[core]\n\thooksPath = {tmp_path / 'planted-hooks'}\n\tfsmonitor = {tmp_path / 'planted-hooks' / 'post-checkout'}\n")
+    (clone / "info").mkdir(exist_ok=True)
+    (clone / "info" / "attributes").write_text("*.go filter=planted\n")
+    again = builder(origin, tmp_path)  # a new run opens the cached clone
+    built = again.build(again.resolve("v1.1.0"), "v1.1.0")
+    assert built.built_now and run(built.binary) == "two"
+    assert not ran.exists(), ran.read_text()
+    assert "hooksPath" not in (clone / "config").read_text() and not (clone / "hooks").exists()
+    assert not (clone / "info" / "attributes").exists()
+
+
 def test_another_build_command_or_goflags_rebuilds(origin, tmp_path, monkeypatch):
     b = builder(origin, tmp_path)
     b.build(b.resolve("v1.0.0"), "v1.0.0")
@@ -143,3 +201,51 @@ def test_labels_are_unique_among_the_compared_builds(origin, tmp_path):
     b = builder(origin, tmp_path)
     one = b.resolve("v1.0.0")
     assert bl.unique_labels([one, one, b.resolve("v1.1.0"), one]) == ["v1.0.0", "v1.0.0 #2", "v1.1.0", "v1.0.0 #3"]
+
+
+def _module_proxy(root: Path) -> Path:
+    """A Go module proxy in a directory (GOPROXY=file://...) serving example.com/dep v1.0.0."""
+    import zipfile
+    at = root / "proxy" / "example.com" / "dep" / "@v"
+    at.mkdir(parents=True)
+    mod = "module example.com/dep\n\ngo 1.21\n"
+    (at / "list").write_text("v1.0.0\n")
+    (at / "v1.0.0.info").write_text('{"Version": "v1.0.0", "Time": "2026-01-01T00:00:00Z"}')
+    (at / "v1.0.0.mod").write_text(mod)
+    with zipfile.ZipFile(at / "v1.0.0.zip", "w") as z:
+        z.writestr("example.com/dep@v1.0.0/go.mod", mod)
+        z.writestr("example.com/dep@v1.0.0/dep.go", 'package dep\n\nfunc Word() string { return "dep" }\n')
+    return root / "proxy"
+
+
+def test_a_changed_module_in_the_module_cache_fails_the_build_naming_it(tmp_path, monkeypatch):
+    """A restored module cache (GOMODCACHE) with a module changed after download: `go mod verify`
+    stops the build instead of building the change in; the failure is no commit's."""
+    if not shutil.which("go"):
+        need("go", "run `make setup`")
+    env = {"GOPROXY": f"file://{_module_proxy(tmp_path)}", "GONOSUMDB": "example.com", "GONOSUMCHECK": "1",
+           "GOMODCACHE": str(tmp_path / "modcache"), "GOFLAGS": "-mod=mod"}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    o = new_origin(tmp_path)
+    main = 'package main\n\nimport (\n\t"fmt"\n\t"example.com/dep"\n)\n\nfunc main() {{ fmt.Println(dep.Word(), "{n}") }}\n'
+    o.commit("one", {"go.mod": GOMOD + toolchain_line() + "\nrequire example.com/dep v1.0.0\n",
+                     "main.go": main.format(n=1)}, "one", tags=["v1.0.0"])
+    subprocess.run(["go", "mod", "tidy"], cwd=o.work, check=True, capture_output=True,
+                   env={**os.environ, "GOTOOLCHAIN": "local"})
+    git(o.work, "add", "go.sum")
+    git(o.work, "commit", "-q", "-m", "go.sum")
+    git(o.work, "tag", "v1.0.1")
+    git(o.work, "push", "-q", "origin", "HEAD:master", "v1.0.1")
+    o.commit("two", {"main.go": main.format(n=2)}, "two", tags=["v1.1.0"])
+    monkeypatch.setenv("GOFLAGS", "")
+    b = builder(o, tmp_path / "builds")
+    assert run(b.build(b.resolve("v1.0.1"), "v1.0.1").binary) == "dep 1"
+    planted = tmp_path / "modcache" / "example.com" / "dep@v1.0.0" / "dep.go"
+    planted.chmod(0o644)
+    planted.write_text('package dep\n\nfunc Word() string { return "planted" }\n')
+    ref = b.resolve("v1.1.0")
+    with pytest.raises(BuildError, match="Go module cache holds a module that is not what its checksum says") as e:
+        b.build(ref, "v1.1.0")
+    assert e.value.sha is None and "example.com/dep" in (e.value.detail or "")
+    assert b.cached(ref) is None

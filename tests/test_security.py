@@ -433,6 +433,54 @@ def test_build_defaults_to_the_usual_builds_dir_not_one_inside_the_package(monke
     assert not default.startswith(str(paths.PACKAGE_DIR))
 
 
+# ---- issue 27: a cache that cannot vouch for itself ------------------------------------------------
+def _planted_tool(monkeypatch, tmp_path, name: str) -> Path:
+    """A cache restored with `name` swapped: refbench's tools directory holds a file of someone else's."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "xdg" / "refbench" / "bin"))
+    monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
+    planted = tmp_path / "xdg" / "refbench" / "bin" / name
+    planted.parent.mkdir(parents=True)
+    planted.write_text("#!/bin/sh\necho planted > /dev/stderr\n")
+    planted.chmod(0o755)
+    return planted
+
+
+def test_cache_poisoning_a_swapped_minio_binary_is_refused(monkeypatch, tmp_path):
+    from refbench import paths, pins
+    from refbench.backends import MinioServer
+    from refbench.errors import RefbenchError
+    planted = _planted_tool(monkeypatch, tmp_path, "minio")
+    with pytest.raises(RefbenchError, match=r"refusing .*/bin/minio: its SHA-256 is .*pins.py.*tampered.*refbench setup"):
+        paths.find_tool("minio")
+    with pytest.raises(RefbenchError, match="refusing"):  # the embedded server never starts it
+        MinioServer(tmp_path / "data")
+    # the pinned bytes pass: the same file, were its hash the pinned one
+    pin = pins.pin_for("minio")
+    monkeypatch.setattr(pins, "PINS", (pins.Pin("minio", pin.version, pin.go, pin.platform,
+                                                 pins.sha256_of(planted)),))
+    assert paths.find_tool("minio") == str(planted)
+
+
+def test_cache_poisoning_a_tool_with_no_pin_here_is_refused_unless_allowed(monkeypatch, tmp_path):
+    from refbench import paths, pins
+    from refbench.errors import RefbenchError
+    planted = _planted_tool(monkeypatch, tmp_path, "refbench-s3restore")
+    monkeypatch.setattr(pins, "current_platform", lambda: "plan9/mips")
+    with pytest.raises(RefbenchError, match="no hash is pinned for refbench-s3restore .* on plan9/mips"):
+        paths.find_tool("refbench-s3restore")
+    monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
+    assert paths.find_tool("refbench-s3restore") == str(planted)
+
+
+def test_every_tool_refbench_builds_is_pinned_for_the_platforms_ci_runs_on():
+    """A version bump (or a change to the shipped s3restore source) without its pins would make
+    every run refuse the tool: caught here, naming what to pin."""
+    from refbench import pins
+    missing = [(t, p) for t in pins.PINNED_TOOLS for p in ("linux/amd64", "linux/arm64") if not pins.pin_for(t, p)]
+    assert not missing, f"pin these in refbench/pins.py: {missing}"
+
+
 @pytest.mark.slow
 def test_s3restore_honours_session_tokens_and_profiles(minio, tmp_path):
     import os

@@ -6,8 +6,10 @@ What a pip-installed user lacks, from the package registries only (never GitHub)
 - hyperfine 2.0 (each run's own CPU time and peak memory): the pinned version built from crates.io
   with `cargo +1.97.0 install --locked` (after `rustup toolchain install 1.97.0 --profile minimal`),
   once per machine; 1.20 where that fails (saying what is lost); without cargo, the Debian package;
-- MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine;
-- refbench-s3restore: built from the Go source shipped in the package, cached by its hash;
+- MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine, built
+  reproducibly and refused unless it has the SHA-256 pinned in refbench/pins.py;
+- refbench-s3restore: built from the Go source shipped in the package, cached by its hash, pinned
+  the same way;
 - GNU time, only while the hyperfine found cannot report peak memory itself.
 
 Everything built is kept in $XDG_CACHE_HOME/refbench and linked into the tools directory
@@ -28,11 +30,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .. import hyperfine, paths
+from .. import hyperfine, paths, pins
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
-MINIO_MODULE = "github.com/minio/minio"
-MINIO_VERSION = os.environ.get("MINIO_VERSION", "v0.0.0-20260212201848-7aac2a2c5b7c")
 GO_TOOLCHAIN = os.environ.get("GO_TOOLCHAIN", "go1.24.6")  # fetched only when no Go is installed
 
 
@@ -74,12 +74,6 @@ def apt_install(*packages: str) -> bool:
         return True
     subprocess.run([*apt, "update", "-qq"], capture_output=True, env=env)
     return subprocess.run(cmd, capture_output=True, env=env).returncode == 0
-
-
-def _go_env() -> dict:
-    env = dict(os.environ)
-    env.setdefault("GOFLAGS", "-buildvcs=false")
-    return env
 
 
 # ---- the pieces ---------------------------------------------------------------------------
@@ -168,32 +162,13 @@ def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
 
 
 def ensure_minio(bin_dir: Path, go: str) -> str:
-    cached = paths.cache_root() / f"minio-{MINIO_VERSION}"
-    if not cached.is_file():
-        say(f"building MinIO {MINIO_VERSION} from the Go module proxy (a few minutes, once per machine)")
-        with tempfile.TemporaryDirectory(prefix="minio-", dir=paths.cache_root()) as tmp:
-            p = subprocess.run([go, "install", f"{MINIO_MODULE}@{MINIO_VERSION}"], env={**_go_env(), "GOBIN": tmp},
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                raise RefbenchError(f"go install {MINIO_MODULE}@{MINIO_VERSION} failed", detail=p.stderr[-3000:])
-            shutil.move(os.path.join(tmp, "minio"), str(cached) + ".tmp")
-            os.replace(str(cached) + ".tmp", cached)
+    cached = pins.install("minio", go, say)
     _link(cached, "minio", bin_dir)
     return str(cached)
 
 
 def ensure_s3restore(bin_dir: Path, go: str) -> str:
-    cached = paths.cache_root() / f"s3restore-{paths.tool_source_hash('s3restore')}"
-    if not cached.is_file():
-        say("building refbench-s3restore")
-        with paths.tool_source("s3restore") as src:
-            tmp = Path(str(cached) + f".tmp-{os.getpid()}")
-            p = subprocess.run([go, "build", "-o", str(tmp), "."], cwd=src, env=_go_env(),
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise RefbenchError("building refbench-s3restore failed", detail=p.stderr[-3000:])
-            os.replace(tmp, cached)
+    cached = pins.install("refbench-s3restore", go, say)
     _link(cached, "refbench-s3restore", bin_dir)
     return str(cached)
 

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""kubo's own documented performance changes, reproduced with refbench at its defaults (not a
+test: prints figures for the closing note of issue 25).
+
+Each case is an ordinary run of real kubo releases from the Go module proxy, each built with the
+Go its go.mod asks for, in refbench's default setup (an online daemon in the run's own network
+namespace, the version's own repo defaults, the default budget); only --only picks the steps the
+changelog speaks of, and --quick their size where the changelog measured small inputs. Cases run
+one after another, never two at once on 2 cores.
+
+  v035-online-add  v0.34.1 -> v0.35.0  "Fast `ipfs add` in online mode" (boxo#888, the persisted
+                   provider queue written in batches): 100 MiB of 1 MiB files 6.46 s -> 0.33 s
+  v033-flatfs-sync v0.32.1 -> v0.33.2  "New repositories initialized with flatfs ... will have
+                   sync set to false" (#10632) and Datastore.WriteThrough (#10614): no figures
+                   (v0.33.0 itself is not served by the module proxy here; v0.33.2 is its patch)
+  v040-go126       v0.40.1 built with Go 1.25 (its go.mod) and with Go 1.26: v0.40.0 was this code
+                   with Go 1.26 ("10-40% less GC overhead", io.ReadAll "~2x faster"), v0.40.1 went
+                   back to 1.25 (#11215); v0.40.0 is not served here, so the variant is the same ref
+  gc-scale         v0.41.0 A/A          garbage collection at the seed's scale (~1 M blocks):
+                   the state's build time, the restore's share of a GC, whether it decides
+
+Usage: .venv/bin/python benchmarks/kubo_history.py [--cases v035-online-add,...] [--out DIR]
+       [--builds-dir DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+os.environ["PATH"] = f"{ROOT / 'tools' / 'bin'}:{os.environ['PATH']}"
+
+ADDS = ("--only", "large file/add", "--only", "small files/add", "--only", "tree/add")
+CASES = {
+    "v035-online-add": (("v0.34.1", "v0.35.0"), ("--quick", *ADDS)),
+    "v033-flatfs-sync": (("v0.32.1", "v0.33.2"), ("--quick", *ADDS)),
+    "v040-go126": (("v0.40.1", "v0.40.1"), ("--quick", "--only", "large file", "--go", "mod,1.26")),
+    "gc-scale": (("v0.41.0", "v0.41.0"), ("--only", "garbage collection", "--measure-identical")),
+}
+
+
+def run_case(name: str, out: Path, builds: Path) -> dict:
+    refs, options = CASES[name]
+    res = out / f"{name}.json"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "-t", "kubo", "--source", "module", "-s", *refs,
+                           *options, "--builds-dir", str(builds), "-o", str(out / f"{name}.md"), "--json", str(res)],
+                          cwd=out, capture_output=True, text=True)
+    (out / f"{name}.log").write_text(proc.stderr)
+    if proc.returncode not in (0, 1):
+        return {"case": name, "error": (proc.stderr.strip().splitlines() or ["?"])[-1], "seconds": time.monotonic() - t0}
+    doc = json.loads(res.read_text())
+    return {"case": name, "seconds": round(time.monotonic() - t0), "doc": doc}
+
+
+def report(r: dict) -> None:
+    print(f"\n## {r['case']} ({r['seconds']} s)")
+    if "error" in r:
+        print(f"  failed: {r['error']}")
+        return
+    doc = r["doc"]
+    for b in doc["builds"]:
+        how = "cached" if b.get("cached") else f"built in {b.get('build_seconds')} s"
+        print(f"  build {b['label']}: {b.get('toolchain')} ({how})")
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            means = {lab: (sum(b["times"]) / len(b["times"]) if b["times"] else None) for lab, b in st["builds"].items()}
+            runs = {lab: len(b["times"]) for lab, b in st["builds"].items()}
+            for c in st["comparisons"]:
+                lo, hi = c.get("ci_low"), c.get("ci_high")
+                ci = f"[{lo:+.1%}, {hi:+.1%}]" if lo is not None and hi is not None else "n/a"
+                print(f"  {sc['name']} / {st['name']} ({sc.get('daemon')}) {c['metric']}: {c['verdict']} "
+                      f"{c['rel']:+.1%} {ci}" + (f"  means {', '.join(f'{k} {v:.3f} s' for k, v in means.items())}"
+                                                        f" runs {runs}" if c["metric"] == "wall" else ""))
+            checks = {lab: b.get("check") for lab, b in st["builds"].items()}
+            if any(checks.values()):
+                print(f"    checks: {checks}")
+    untimed = (doc.get("timing") or {}).get("untimed_by_kind") or {}
+    if untimed:
+        print(f"  untimed seconds by kind: {json.dumps(untimed)}")
+
+
+def restore_share(doc: dict, builds: Path, repeats: int = 3) -> None:
+    """The restore's cost next to the GC it restores for: the first build's cached state (the
+    largest, before any GC), collected and put back `repeats` times, each timed on its own."""
+    sys.path.insert(0, str(ROOT))
+    from refbench.backends.sandbox import Sandbox
+    from refbench.backends.snapshot import restore_command
+
+    binary = doc["builds"][0]["binary"]
+    repos = sorted((builds / "ipfs-states").glob("*/*/repo"), key=lambda p: p.stat().st_mtime)
+    if not repos:
+        print("  no cached state found")
+        return
+    state = repos[-1]
+    box = Sandbox.open()
+    mount, scratch = Path("/tmp/refbench-restore-probe/repo"), Path("/tmp/refbench-restore-probe/upper")
+    env = {**os.environ, "IPFS_PATH": str(mount), "IPFS_TELEMETRY": "off"}
+    try:
+        for i in range(repeats):
+            t0 = time.monotonic()
+            subprocess.run([*box.prefix(), "sh", "-c", restore_command(mount, [state], scratch, box.user)], check=True)
+            t_restore = time.monotonic() - t0
+            t0 = time.monotonic()
+            subprocess.run([*box.prefix(), binary, "repo", "gc", "-q"], env=env, check=True, stdout=subprocess.DEVNULL)
+            t_gc = time.monotonic() - t0
+            print(f"  restore {t_restore:.3f} s (after run {i}), repo gc {t_gc:.2f} s")
+        t0 = time.monotonic()  # the restore that follows a GC: it frees what the GC wrote
+        subprocess.run([*box.prefix(), "sh", "-c", restore_command(mount, [state], scratch, box.user)], check=True)
+        t_restore = time.monotonic() - t0
+        print(f"  restore after a GC: {t_restore:.3f} s = {t_restore / t_gc:.1%} of that GC")
+    finally:
+        box.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--out", default="/tmp/kubo-history")
+    ap.add_argument("--builds-dir", default=str(Path.home() / ".cache" / "refbench" / "builds"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in args.cases.split(","):
+        r = run_case(name, out, Path(args.builds_dir))
+        report(r)
+        if name == "gc-scale" and "doc" in r:
+            restore_share(r["doc"], Path(args.builds_dir))
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

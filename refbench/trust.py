@@ -1,0 +1,98 @@
+"""What vouches for a cached build: a record sealed under a key that no cache holds.
+
+Threat model. refbench's caches are files a later run trusts: builds/ (the bare clones and the
+binaries with their build.json), the Go module cache, and the tools in $XDG_CACHE_HOME/refbench.
+On CI they are restored from a cache store. On github.com a pull request's cache entries are
+scoped to its own ref, but on GitHub Enterprise Server and on self-hosted runners a job that ran
+a pull request's code can leave an entry that a later trusted job (a push, the nightly, a
+/bench on another PR) restores. Everything in such an entry was chosen by the PR's code, so
+nothing in a cache may vouch for itself; a hash stored beside a binary in the same cache proves
+nothing, since whoever swapped the binary rewrote the hash too. So:
+
+- a built binary is used only when its build.json carries a seal: HMAC-SHA256 over the record's
+  fields (target, commit, source, Go, build command, GOFLAGS, the binary's SHA-256) under a key
+  that lives outside every cache: REFBENCH_CACHE_KEY (a CI secret, given only to jobs that run
+  no pull request's code; refbench removes it from its environment when it reads it, so no
+  build or benchmarked command inherits it), else a key file made on first use in
+  $XDG_CONFIG_HOME/refbench/cache-key (mode 0600). A record without a seal, or sealed under
+  another key, is rebuilt. A job without the secret (a pull request's) makes a key of its own:
+  it reuses what it built itself and rebuilds what it restored, and it can seal nothing a
+  trusted job accepts;
+- the tools refbench builds (MinIO, toxiproxy, refbench-s3restore) are checked against hashes
+  pinned in code (refbench.pins): their builds are reproducible;
+- git never runs a hook or reads a config from a cached clone (builds.Builder.repo), and
+  `go mod verify` checks the Go module cache before every build (builds.Builder).
+
+Not defended: a pull request's code running as the same user on a persistent machine (a
+self-hosted runner without isolation) can read the key file and change anything the user can;
+there no cache check helps, and such runners must not run untrusted code. Go toolchains that
+GOTOOLCHAIN fetched into the module cache are not re-verified once unpacked.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+
+from .errors import RefbenchError
+
+KEY_ENV = "REFBENCH_CACHE_KEY"
+_key: bytes | None = None  # from KEY_ENV, read once (and removed from the environment)
+
+
+def key_file() -> Path:
+    """$XDG_CONFIG_HOME/refbench/cache-key (default ~/.config/refbench/cache-key): config, not
+    cache, so no cache restore brings it along."""
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return Path(base) / "refbench" / "cache-key"
+
+
+def _load_file(path: Path) -> bytes:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        return _load_file(path)
+    except OSError as e:
+        raise RefbenchError(f"cannot read the cache key {path}: {e.strerror} (set {KEY_ENV} instead)") from None
+    if len(text) < 32:
+        raise RefbenchError(f"the cache key {path} holds {len(text)} characters, expected at least 32 "
+                            f"(delete it and refbench makes a new one)")
+    return text.encode()
+
+
+def cache_key() -> bytes:
+    """The sealing key: REFBENCH_CACHE_KEY (read once, then dropped from os.environ so no child
+    process sees it), else the key file, made on first use."""
+    global _key
+    if KEY_ENV in os.environ:
+        value = os.environ.pop(KEY_ENV)
+        if value:
+            if len(value) < 16:
+                raise RefbenchError(f"{KEY_ENV} holds {len(value)} characters, expected at least 16 "
+                                    "(a random secret, e.g. `openssl rand -hex 32`)")
+            _key = value.encode()
+    return _key if _key is not None else _load_file(key_file())
+
+
+def key_id() -> str:
+    """A short name of the key, safe to print and record: which key sealed a record."""
+    return hashlib.sha256(b"refbench key id\0" + cache_key()).hexdigest()[:12]
+
+
+def seal(purpose: str, fields: dict) -> str:
+    """HMAC-SHA256 of `fields` (canonical JSON) for `purpose` (a build record, a tool), so a seal
+    made for one purpose never passes for another."""
+    data = json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()
+    return hmac.new(cache_key(), purpose.encode() + b"\0" + data, hashlib.sha256).hexdigest()
+
+
+def sealed(purpose: str, fields: dict, mac: object) -> bool:
+    """Whether `mac` is the seal of `fields` under this machine's (or job's) key."""
+    return isinstance(mac, str) and hmac.compare_digest(mac, seal(purpose, fields))
