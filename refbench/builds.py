@@ -81,12 +81,7 @@ class BuiltRef:
             cached=not self.built_now, build_seconds=round(self.build_seconds, 3), binary_sha256=self.binary_sha256)
 
 
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+file_sha256 = paths.file_sha256
 
 
 @dataclass(frozen=True)
@@ -200,7 +195,6 @@ class Builder:
         self.go = tc.parse_choice(go) if go else tc.default_choice()
         self._local: str | None = None  # this machine's GOVERSION
         self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
-        self._hashes: dict[tuple, str] = {}
         trust.cache_key()  # now: REFBENCH_CACHE_KEY leaves the environment before any git or go runs
 
     # ---- git source -----------------------------------------------------------------------
@@ -433,7 +427,7 @@ class Builder:
             log.warning("%s: not sealed under this machine's cache key (%s; see refbench/trust.py): rebuilding",
                         meta, "no seal" if "seal" not in info else f"sealed by key {info.get('key_id', '?')}")
             return None
-        got = self._hash(binary)
+        got = file_sha256(binary)
         if got != fields["binary_sha256"]:
             log.warning("%s: binary hash %s is not the %s sealed in %s: rebuilding", binary, got[:12],
                         fields["binary_sha256"][:12], meta)
@@ -442,20 +436,18 @@ class Builder:
             binary.chmod(binary.stat().st_mode | 0o111)
         return binary
 
+    def build_record(self, resolved: refs.ResolvedRef, digest: str, **extra) -> dict:
+        """build.json of `resolved` built into a binary of SHA-256 `digest`: the fields the cache is
+        keyed by and the hash, sealed under this machine's (or job's) key, and `extra`."""
+        sealed = self._sealed_fields(resolved, digest)
+        return {**sealed, **extra, "seal": trust.seal(SEAL_PURPOSE, sealed), "key_id": trust.key_id()}
+
     def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None) -> dict:
         """What a build record must say for `resolved` as this builder builds it: the fields the seal
         covers (SEALED_FIELDS)."""
         return {"target": self.target.name, "sha": resolved.sha, "source": self.source,
                 "toolchain": resolved.toolchain, "build": list(self.target.build),
                 "goflags": self._go_env()["GOFLAGS"], "binary_sha256": digest}
-
-    def _hash(self, binary: Path) -> str:
-        """SHA-256 of a binary, computed once per process (keyed by path, size and mtime)."""
-        st = binary.stat()
-        key = (str(binary), st.st_size, st.st_mtime_ns)
-        if key not in self._hashes:
-            self._hashes[key] = file_sha256(binary)
-        return self._hashes[key]
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
         """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
@@ -482,7 +474,7 @@ class Builder:
             if binary:
                 log.info("%s: cached build %s", label, binary)
                 return BuiltRef(self.target.name, resolved, label, binary, self.source, resolved.toolchain,
-                                False, 0.0, self._hash(binary))
+                                False, 0.0, file_sha256(binary))
             t0 = time.monotonic()
             go = self._recorded_go(resolved.toolchain)
             if d.exists():
@@ -497,13 +489,10 @@ class Builder:
             binary = d / self.target.binary
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
-            digest = self._hash(binary)
-            sealed = {**self._sealed_fields(resolved, digest), "toolchain": go}
-            (d / "build.json").write_text(json.dumps({
-                **sealed, "ref": resolved.text, "version": resolved.version, "seconds": round(seconds, 2),
-                "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "seal": trust.seal(SEAL_PURPOSE, sealed), "key_id": trust.key_id(),
-            }, indent=2))
+            digest = file_sha256(binary)
+            (d / "build.json").write_text(json.dumps(self.build_record(
+                resolved, digest, ref=resolved.text, version=resolved.version, seconds=round(seconds, 2),
+                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:

@@ -86,6 +86,23 @@ def tool_source_hash(name: str) -> str:
     return h.hexdigest()[:16]
 
 
+_hashes: dict[tuple, str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file (a binary, a tool), computed once per process: keyed by path, size and
+    mtime, so a file replaced since is hashed again."""
+    st = Path(path).stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _hashes:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        _hashes[key] = h.hexdigest()
+    return _hashes[key]
+
+
 def _as_path(res) -> Path:
     # regular installs (wheel, sdist, editable, checkout) are plain directories
     return Path(str(res))

@@ -26,7 +26,6 @@ cached build with a record sealed under the cache key (refbench.trust) instead.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import platform as _platform
@@ -123,20 +122,7 @@ def build_env(base: dict | None = None) -> dict:
     return env
 
 
-_hashes: dict[tuple, str] = {}
-
-
-def sha256_of(path: Path) -> str:
-    """SHA-256 of a file, once per process (keyed by path, size and mtime)."""
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns)
-    if key not in _hashes:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        _hashes[key] = h.hexdigest()
-    return _hashes[key]
+sha256_of = paths.file_sha256
 
 
 def unpinned_allowed() -> bool:

@@ -263,8 +263,7 @@ def test_shared_binary_is_verified_by_its_hash(tmp_path):
     d = src.build_dir(r.sha)
     d.mkdir(parents=True)
     (d / "tool").write_bytes(b"#!/bin/sh\necho tool\n")
-    (d / "build.json").write_text(json.dumps({"toolchain": src.toolchain(), "build": list(target.build),
-                                              "binary_sha256": hashlib.sha256(b"#!/bin/sh\necho tool\n").hexdigest()}))
+    (d / "build.json").write_text(json.dumps(src.build_record(r, hashlib.sha256(b"#!/bin/sh\necho tool\n").hexdigest())))
     build = src.build(r, "v1")
     assert not build.built_now and build.binary_sha256 == hashlib.sha256(b"#!/bin/sh\necho tool\n").hexdigest()
     copied = src.export(build, tmp_path / "artifact")
