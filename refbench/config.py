@@ -13,6 +13,7 @@ from typing import Any
 import jinja2
 
 from .errors import ConfigError
+from .network import BUNDLED as BUNDLED_NETWORKS, LOOPBACK, NetworkProfile, effective, from_table
 from .units import format_size, parse_size, slug
 
 BACKENDS = ("s3", "ipfs")
@@ -71,6 +72,7 @@ class StepSpec:
     warmup: int | None = None
     local_copies: int = 0  # fixture-sized copies this step writes to local disk at once
     stored_copies: int = 0  # fixture-sized copies this step keeps in the backend at once
+    network: str | None = None  # S3: the network profile it runs under (network.py); None: its scenario's
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ class ScenarioSpec:
     # template; `{{ restore }}` puts it back (an overlay) before every timed run
     state: str | None = None
     vary: dict[str, Any] = field(default_factory=dict)  # per-build-position template values
+    network: str | None = None  # S3: the network profile of its steps that name none (network.py)
+    opt_in: bool = False  # run only when --only names it (too long or too large for every run)
 
     @property
     def slug(self) -> str:
@@ -121,12 +125,19 @@ class ScenarioSpec:
         # a cached state is restored before every run, with its repo closed: never a daemon
         return replace(sized, daemon=daemon) if daemon and not self.state else sized
 
+    def with_network(self, run_network: str | None = None) -> "ScenarioSpec":
+        """S3: every step with the profile it runs under settled (network.effective)."""
+        return replace(self, steps=tuple(replace(st, network=effective(st.network, self.network, run_network))
+                                         for st in self.steps))
+
 
 @dataclass(frozen=True)
 class Config:
     path: Path
     targets: dict[str, TargetSpec]
     scenarios: tuple[ScenarioSpec, ...]
+    # every network profile a step may name: the bundled ones and the file's [networks.NAME]
+    networks: dict[str, NetworkProfile] = field(default_factory=lambda: dict(BUNDLED_NETWORKS))
 
     def scenarios_for(self, target: str) -> list[ScenarioSpec]:
         return [s for s in self.scenarios if s.target == target]
@@ -214,6 +225,8 @@ def load_config(path: str | Path) -> Config:
             package=ld.get(t, "package", where, str),
             description=ld.get(t, "description", where, str, default=""),
         )
+    networks = {**BUNDLED_NETWORKS, **{name: from_table(name, t, ld.fail)
+                                       for name, t in ld.get(data, "networks", "", dict, default={}).items()}}
     scenarios = []
     seen = set()
     for i, s in enumerate(ld.get(data, "scenarios", "", list, required=True)):
@@ -259,8 +272,12 @@ def load_config(path: str | Path) -> Config:
             daemon=_daemon(ld, s, where),
             state=_state(ld, s, where, targets[target].backend, steps),
             vary=vary,
+            network=_network(ld, s, where, targets[target].backend, networks),
+            opt_in=ld.get(s, "opt_in", where, bool, default=False),
         ))
-    return Config(path=path, targets=targets, scenarios=tuple(scenarios))
+        for j, st in enumerate(s["steps"]):
+            _network(ld, st, f"{where}.steps[{j}]", targets[target].backend, networks)
+    return Config(path=path, targets=targets, scenarios=tuple(scenarios), networks=networks)
 
 
 def _step(ld: _Loader, st: Any, where: str) -> StepSpec:
@@ -278,7 +295,19 @@ def _step(ld: _Loader, st: Any, where: str) -> StepSpec:
         warmup=ld.count(st, "warmup", where),
         local_copies=ld.count(st, "local_copies", where, default=0),
         stored_copies=ld.count(st, "stored_copies", where, default=0),
+        network=ld.get(st, "network", where, str),
     )
+
+
+def _network(ld: _Loader, table: dict, where: str, backend: str, networks: dict) -> str | None:
+    """A scenario's or step's `network`: a profile declared or bundled, for an S3 target (the
+    shaper stands between s5cmd-like clients and an S3 server; kubo's daemon has its own network)."""
+    name = ld.get(table, "network", where, str)
+    if name is not None and backend != "s3":
+        raise ld.fail(f"{where}.network", "no network: profiles shape S3 traffic (target backend 's3')", name)
+    if name is not None and name not in networks:
+        raise ld.fail(f"{where}.network", f"one of the network profiles ({', '.join(networks)})", name)
+    return name
 
 
 def _state(ld: _Loader, s: dict, where: str, backend: str, steps: list[StepSpec]) -> str | None:

@@ -5,14 +5,15 @@ way the runner renders it (runner.template_values and runner.shell_command, over
 its planned form), for the first build: its binary (cached, or where it will be once built),
 the remote, bucket and prefix, the flags. What only a started run knows is a placeholder:
 `<workdir>` (the run's temp dir), `<run-id>` (its part of the prefix), `<port>` (the embedded
-MinIO's or a daemon's port).
+MinIO's or a daemon's port), `<region-port>` (the proxy of a step's network profile).
 """
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
 
 from . import fixtures as fx
 from .backends import IpfsBackend, S3Backend
@@ -45,19 +46,21 @@ def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Se
 
 
 def planned_backend(target: TargetSpec, bucket: str | None, prefix: str, endpoint: str | None,
-                    workdir: Path = WORKDIR_PLACEHOLDER):
+                    workdir: Path = WORKDIR_PLACEHOLDER, networks: Mapping = MappingProxyType({})):
     """The run's backend in its planned form: nothing started, listed or written."""
     if target.backend == "s3":
-        return S3Backend.planned(bucket, prefix, endpoint)
+        return S3Backend.planned(bucket, prefix, endpoint, networks)
     return IpfsBackend.planned(workdir)
 
 
 def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpec],
                 step_filter: Callable[[ScenarioSpec, StepSpec], bool] | None, builds: Sequence[PlannedBuild], *,
                 bucket: str | None, prefix: str, endpoint: str | None, runs: int, warmup: int, rounds: int,
-                cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = ()) -> str:
+                cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = (),
+                networks: Mapping = MappingProxyType({})) -> str:
     """The dry run's report: target, builds, backend and settings, then per scenario and selected
-    step the commands that would run for the first build, in the order they run."""
+    step the commands that would run for the first build, in the order they run; an S3 step with
+    its network profile (`networks`: the run's, by name), its commands with that profile's proxy."""
     desc = f"s3://{bucket}" if bucket else "embedded MinIO on loopback" if target.backend == "s3" else "ipfs"
     lines = [f"target {target.name} from {source}"]
     for p in builds:
@@ -66,7 +69,7 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
                      f"{'cached ' + str(p.build.binary) if p.cached else 'would build'}"
                      + (f" (Go: {p.build.toolchain})" if p.build.toolchain else ""))
     lines.append(f"backend: {desc}; runs {runs}, warm-up {warmup}, rounds {rounds}")
-    backend = planned_backend(target, bucket, prefix, endpoint)
+    backend = planned_backend(target, bucket, prefix, endpoint, networks=networks)
     first = builds[0].build
     lines.append(f"commands as they would run for {first.label}, the first build "
                  "(<workdir>, <run-id>, <port>: known once the run starts)")
@@ -88,18 +91,19 @@ def _scenario_lines(s: ScenarioSpec, step_filter, backend, builds: Sequence[Plan
     lines = [f"scenario {s.name}: {s.fixture.kind} fixture, {fixture.files} files, {human_bytes(fixture.bytes)}"]
     backend.plan_scenario(s, [p.build.label for p in builds], [str(p.build.binary) for p in builds])
     first = builds[0].build
-    env = backend.context_env(s.slug, first.label)
+    use_network = getattr(backend, "use_network", lambda name: None)
 
     def rendered(template: str | None, step: StepSpec | None) -> str:
         if not template:
             return ""
+        use_network(step.network if step else None)  # as the runner does, step by step
         values = template_values(s, fixture, 0, first, step, WORKDIR_PLACEHOLDER, target_flags, backend)
-        return shell_command(template, values, env)
+        return shell_command(template, values, backend.context_env(s.slug, first.label))
 
     if cmd := rendered(s.setup, None):
         lines.append(f"  setup: {cmd}")
     for st in s.selected_steps(step_filter):
-        lines.append(f"  step {st.name}: {rendered(st.command, st)}")
+        lines.append(f"  step {st.name}{f' [network {st.network}]' if st.network else ''}: {rendered(st.command, st)}")
         for what in ("setup", "prepare", "check", "cleanup"):
             if cmd := rendered(getattr(st, what), st):
                 lines.append(f"    {what}: {cmd}")

@@ -22,8 +22,11 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
+from . import network as nw
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox, snapshot
-from .config import Config, ScenarioSpec, TargetSpec, load_config
+from .backends.s3 import user_endpoint
+from .backends.toxiproxy import TOXIPROXY, loopback_host
+from .config import Config, ScenarioSpec, TargetSpec, load_config, selected
 from .explain import Explainer
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
@@ -92,6 +95,7 @@ class RunRequest:
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
     daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
+    network: str | None = None  # --network: the profile of every S3 step that names none (network.py); None: loopback
     profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
@@ -166,15 +170,55 @@ class Checked:
     stored_peak: int
     units: tuple[StepUnit, ...]  # the selected steps with their effective runs and warm-up
     sampling: Sampling  # how they are sampled: what the runner follows and results.json records
+    # S3: the network profiles the selected steps run under, by name (loopback among them: no shaper)
+    networks: dict = field(default_factory=dict)
 
 
 def load_target(request: RunRequest):
-    """(config, target, checkout origin or None, the target's scenarios at the request's size)."""
+    """(config, target, checkout origin or None, the target's scenarios at the request's size, S3
+    steps with the network profile each runs under settled)."""
     cfg = load_config(request.scenarios_path())
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
     if request.daemon and target.backend != "ipfs":
         raise RefbenchError(f"--daemon applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
-    return cfg, target, origin, [s.for_run(request.quick, request.daemon) for s in cfg.scenarios_for(target.name)]
+    if request.network is not None:
+        if target.backend != "s3":
+            raise RefbenchError(f"--network applies to S3 targets; {target.name!r} uses the {target.backend} backend")
+        nw.resolve(request.network, cfg.networks)
+    scenarios = [s.for_run(request.quick, request.daemon) for s in cfg.scenarios_for(target.name)]
+    return cfg, target, origin, [s.with_network(request.network) for s in scenarios] if target.backend == "s3" \
+        else scenarios
+
+
+def shaping_reaches(request: RunRequest) -> bool:
+    """Whether a shaper can stand between the commands and the server: the embedded MinIO, or a
+    -b bucket whose endpoint is on loopback (the shaper forwards to loopback addresses only)."""
+    return request.bucket is None or loopback_host(user_endpoint(request.endpoint_url) or "")
+
+
+def unshaped_where_unreachable(scenarios: list[ScenarioSpec], request: RunRequest, reporter: Reporter
+                               ) -> list[ScenarioSpec]:
+    """A bucket reached over a real network (AWS, a remote server) has the network it has: a
+    profile asked for on the command line is refused, and steps that name one run over the real
+    network, recorded without a profile, with a warning."""
+    if shaping_reaches(request):
+        return scenarios
+    if request.network not in (None, nw.LOOPBACK):
+        raise RefbenchError(f"--network {request.network}: a profile shapes the traffic to a server on loopback "
+                            f"(the embedded MinIO, or -b with an --endpoint-url on 127.0.0.1); s3://{request.bucket} "
+                            "is reached over its own network")
+    named = [f"{s.name} / {st.name}" for s in scenarios for st in s.steps if st.network != nw.LOOPBACK]
+    if named:
+        reporter.warn(f"s3://{request.bucket} is reached over its own network: {', '.join(named)} run there, "
+                      "without their network profile")
+    return [dataclasses.replace(s, steps=tuple(dataclasses.replace(st, network=None) for st in s.steps))
+            for s in scenarios]
+
+
+def run_networks(cfg: Config, scenarios: list[ScenarioSpec], step_filter) -> dict[str, nw.NetworkProfile]:
+    """The profiles the selected steps run under, by name, in the order they first come."""
+    names = dict.fromkeys(st.network for _, st in selected(scenarios, step_filter) if st.network)
+    return {name: nw.resolve(name, cfg.networks, "a step's network") for name in names}
 
 
 def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> Checked:
@@ -195,9 +239,12 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     hf_flags, target_flags = split_flags(request)
     check_hyperfine_flags(hf_flags)
     check_bucket(request.bucket, target)
+    scenarios = unshaped_where_unreachable(scenarios, request, reporter) if target.backend == "s3" else scenarios
+    networks = run_networks(cfg, scenarios, step_filter)
     prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
     if not dry_run:
-        check_tools(target.backend == "s3" and not request.bucket)
+        check_tools(target.backend == "s3" and not request.bucket,
+                    shaped=[n for n, p in networks.items() if not p.direct])
         check_online(scenarios, target)
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
@@ -215,7 +262,8 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     for line in judge.design_warnings(units, request.rounds, request.settings):  # before anything is measured
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units))
+                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units),
+                   networks)
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
@@ -236,10 +284,13 @@ def valid_bucket(name: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
-def check_tools(embedded_minio: bool) -> None:
-    for tool in ("hyperfine", "go") + (("minio",) if embedded_minio else ()):
+def check_tools(embedded_minio: bool, shaped: list[str] = ()) -> None:
+    """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
+    a network profile other than loopback (`shaped`, named in the refusal)."""
+    for tool in ("hyperfine", "go") + (("minio",) if embedded_minio else ()) + ((TOXIPROXY,) if shaped else ()):
         if not find_tool(tool):
-            raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH): run `refbench setup` "
+            why = f" (network profile {', '.join(shaped)}; or --only the loopback steps)" if tool == TOXIPROXY else ""
+            raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH){why}: run `refbench setup` "
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
 
 
@@ -289,9 +340,11 @@ def choose_target(cfg, name: str | None, repo: str | None, source: str, cwd: Pat
 
 
 def select_scenarios(scenarios: list[ScenarioSpec], only: list[str]):
-    """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'."""
+    """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'. An
+    opt-in scenario (sync over 1 M objects) runs only when --only names it or one of its steps as
+    'scenario/step': a step name alone, shared with everyday scenarios, does not bring it in."""
     if not only:
-        return scenarios, None
+        return [s for s in scenarios if not s.opt_in], None
     wanted = [o.strip().lower() for o in only]
     known = {s.name.lower() for s in scenarios} | {st.name.lower() for s in scenarios for st in s.steps} | \
         {f"{s.name}/{st.name}".lower() for s in scenarios for st in s.steps}
@@ -301,7 +354,8 @@ def select_scenarios(scenarios: list[ScenarioSpec], only: list[str]):
         raise RefbenchError(f"--only {unknown[0]!r} matches no scenario or step (known: {names})")
 
     def keep(sc: ScenarioSpec, st) -> bool:
-        return any(w in (sc.name.lower(), st.name.lower(), f"{sc.name}/{st.name}".lower()) for w in wanted)
+        names = (sc.name.lower(), f"{sc.name}/{st.name}".lower()) + (() if sc.opt_in else (st.name.lower(),))
+        return any(w in names for w in wanted)
 
     return [s for s in scenarios if any(keep(s, st) for st in s.steps)], keep
 
@@ -465,7 +519,7 @@ def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, repo
     request, target = checked.request, checked.target
     if target.backend == "s3":
         backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
-                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus)
+                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks)
         reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                       f", objects under s3://{backend.bucket}/{backend.prefix}/")
     else:

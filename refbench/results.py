@@ -406,6 +406,9 @@ class Step(_Doc):
     repo: Mapping[str, RepoStat] | None = _f(dict, default=None, read=_by_label(RepoStat.read), omit_none=True)
     profiles: tuple[Profile, ...] | None = _f(list, default=None, read=_tuple_of(Profile.read), omit_none=True)
     profile_note: str | None = _f(str, default=None, omit_none=True)  # why this step has no profile
+    # S3: the network profile it ran under (refbench/network.py; its figures in the run's
+    # backend.networks); absent where nothing was shaped or recorded (IPFS, older files)
+    network: str | None = _f(str, default=None, omit_none=True)
 
     @property
     def requests_differ(self) -> bool:
@@ -623,6 +626,28 @@ class Results(_Doc):
             if sc.daemon:
                 modes.setdefault(sc.daemon, []).append(sc.name)
         return {mode: tuple(names) for mode, names in modes.items()}
+
+    def networks(self) -> dict[str, tuple[str, ...]]:
+        """S3: each network profile the run's steps ran under -> where: a scenario's name when all
+        its steps ran under it, else 'scenario / step' ({} where no step recorded one). Like the
+        daemon mode, the network is part of what a verdict means: the sign of a concurrency change
+        can differ between loopback and a round trip of 10 ms."""
+        where: dict[str, list[str]] = {}
+        for sc in self.scenarios:
+            nets = {st.network for st in sc.steps}
+            if len(nets) == 1 and None not in nets:
+                where.setdefault(nets.pop(), []).append(sc.name)
+                continue
+            for st in sc.steps:
+                if st.network:
+                    where.setdefault(st.network, []).append(f"{sc.name} / {st.name}")
+        return {name: tuple(places) for name, places in where.items()}
+
+    def network_words(self, name: str) -> str:
+        """A profile's figures as the run recorded them ('10 ms round trip, ...'), else ''."""
+        nets = self.backend.get("networks") if isinstance(self.backend, Mapping) else None
+        rec = nets.get(name) if isinstance(nets, Mapping) else None
+        return str(rec.get("words", "")) if isinstance(rec, Mapping) else ""
 
     def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
         """(scenario, step, comparison) of every comparison of the given metrics that got slower:

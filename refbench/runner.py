@@ -113,6 +113,7 @@ class StepResult:
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
     explain: dict = field(default_factory=dict)  # the observer's fields of rs.Step (requests, profiles, ...)
+    network: str | None = None  # S3: the network profile its commands ran under
 
     def record(self) -> rs.Step:
         """The step as the results file holds it."""
@@ -122,7 +123,7 @@ class StepResult:
                        comparisons=tuple(c for c in self.comparisons if c.metric == "wall"),
                        metric_comparisons=tuple(c for c in self.comparisons if c.metric != "wall"),
                        check_differs=self.check_differs,
-                       hyperfine_seconds=round(self.hyperfine_seconds, 3), **self.explain)
+                       hyperfine_seconds=round(self.hyperfine_seconds, 3), network=self.network, **self.explain)
 
 
 @dataclass
@@ -277,6 +278,7 @@ class Runner:
             for step in scenario.selected_steps(step_filter):
                 results.append(self.run_step(scenario, fixture, step))
                 self.steps_done += 1
+            self.use_network(None)
             if scenario.teardown:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
@@ -309,9 +311,17 @@ class Runner:
             raise
         backend.state_done(job)
 
+    def use_network(self, step: StepSpec | None) -> None:
+        """S3: every command of `step` reaches the server through the network profile it names
+        (a shaped proxy, backends/s3.py); None: the scenario's own commands, directly."""
+        use = getattr(self.plan.backend, "use_network", None)
+        if use is not None:
+            use(step.network if step else None)
+
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
         plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
+        self.use_network(step)
         t_step, remaining = self.clock(), self.budget_remaining()  # setup and warm-ups count against its share
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
         runs, warmup = unit.runs, unit.warmup
@@ -378,7 +388,7 @@ class Runner:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
-                          explain=explain)
+                          explain=explain, network=step.network)
 
     def sequence(self, runs: int, t_step: float, remaining: float) -> "Sequence":
         """A step's sampling state: its planned rounds, whether it looks after each, its most runs."""

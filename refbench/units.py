@@ -56,3 +56,35 @@ def fmt_duration(seconds: float) -> str:
 def slug(*parts: str) -> str:
     """A name for paths and HTML anchors: 'Small files', 'upload' -> 'small-files-upload'."""
     return re.sub(r"[^a-z0-9]+", "-", "-".join(parts).lower()).strip("-") or "x"
+
+
+# rates, as networks are sold and S3's guidelines state them: decimal multiples of bytes or bits
+# per second ("40MB/s" = 40,000,000 bytes/s, "1Gbit/s" = 125,000,000 bytes/s)
+DECIMAL_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(B|bit)/s\s*$", re.IGNORECASE)
+
+
+def parse_rate(text: str | int) -> int:
+    """'40MB/s' -> 40000000 bytes per second; '1Gbit/s' -> 125000000. Decimal multiples, as a
+    network's speed is written (an integer is bytes per second)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text <= 0:
+            raise ValueError(f"a rate must be positive: {text}")
+        return text
+    m = _RATE_RE.fullmatch(str(text))
+    if not m:
+        raise ValueError(f"not a rate: {text!r} (expected e.g. 40MB/s, 1Gbit/s, 500KB/s)")
+    number, unit, per = m.groups()
+    value = float(number) * DECIMAL_UNITS[unit.upper()] / (8 if per.lower() == "bit" else 1)
+    if value < 1:
+        raise ValueError(f"a rate must be at least 1 byte per second: {text!r}")
+    return int(value)
+
+
+def format_rate(bytes_per_s: int) -> str:
+    """125000000 -> '125 MB/s': the largest decimal unit, three significant digits at most."""
+    for unit in ("T", "G", "M", "K"):
+        mult = DECIMAL_UNITS[unit]
+        if bytes_per_s >= mult:
+            return f"{bytes_per_s / mult:.3g} {unit}B/s"
+    return f"{bytes_per_s} B/s"

@@ -3,6 +3,12 @@
 Every run works under its own prefix (-p/<run id>) and teardown removes exactly that: every object,
 every version in a versioned bucket, the lease last. On a user's bucket the run holds a lease on its
 prefix, and removes what runs that died left below -p (expired leases only) before it starts.
+
+A step under a network profile other than loopback (refbench/network.py) reaches the server through
+that profile's proxy (backends/toxiproxy.py): the runner names the step's profile (`use_network`),
+and its commands get the proxy's endpoint as S3_ENDPOINT_URL and `endpoint`. Everything refbench
+itself asks the server (setup of the bucket, cleanup, request accounting from MinIO's metrics)
+goes to the server directly, so the server still counts every request the commands make.
 """
 from __future__ import annotations
 
@@ -11,12 +17,17 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+from urllib.parse import urlsplit
 
 from ..lease import Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..paths import find_tool
+from ..network import NetworkProfile
 from .minio import MinioServer, client_env, minio_data_parent
 from .process import USER_BUCKET_ENV
+from .toxiproxy import Toxiproxy
 
 log = logging.getLogger(__name__)
 
@@ -65,32 +76,76 @@ class S3Backend:
     base_prefix: str = ""  # -p: the run's prefix is base_prefix/<run id>
     lease: object | None = None  # lease.Lease on a user's bucket
     swept: list = field(default_factory=list)  # lease.Found: dead runs' prefixes found at start
+    # the network profiles the run's steps use (name -> profile) and the proxy of each shaped one
+    networks: Mapping[str, NetworkProfile] = field(default_factory=dict)
+    network_endpoints: dict[str, str] = field(default_factory=dict)
+    shaper: Toxiproxy | None = None
+    network: str | None = None  # the profile of the step whose commands run now (use_network)
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
-             run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None) -> "S3Backend":
-        """The run's S3 area: the embedded MinIO (bucket None), started here, or the user's bucket.
+             run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None,
+             networks: Mapping[str, NetworkProfile] = MappingProxyType({})) -> "S3Backend":
+        """The run's S3 area: the embedded MinIO (bucket None), started here, or the user's bucket,
+        behind a shaper with a proxy per network profile in `networks` other than loopback.
         Close it (or use it as a context manager) to remove what the run stored."""
         base = check_prefix(prefix_base)
         prefix = f"{base}/{run_id}"
         if bucket is None:
-            return cls._open_embedded(prefix, workdir, stored_bytes, server_cpus)
-        return cls._open_user(bucket, base, prefix, endpoint)
+            backend = cls._open_embedded(prefix, workdir, stored_bytes, server_cpus)
+        else:
+            backend = cls._open_user(bucket, base, prefix, endpoint)
+        try:
+            backend.shape(networks, workdir, server_cpus)
+        except BaseException:
+            backend.close()
+            raise
+        return backend
 
     @classmethod
-    def planned(cls, bucket: str | None, prefix_base: str, endpoint: str | None) -> "S3Backend":
+    def planned(cls, bucket: str | None, prefix_base: str, endpoint: str | None,
+                networks: Mapping[str, NetworkProfile] = MappingProxyType({})) -> "S3Backend":
         """What open() would give, for a dry run: nothing is started, listed or written. What only
         a started run knows shows as a placeholder: the run id in the prefix, the embedded server's
-        port. A user's bucket shows as unversioned (open() looks that up)."""
+        port, each network proxy's port. A user's bucket shows as unversioned (open() looks that up)."""
         base = check_prefix(prefix_base)
         prefix = f"{base}/{RUN_ID_PLACEHOLDER}"
         if bucket is None:
-            return cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
-                       client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
-                       versioned_bucket=VERSIONED_BUCKET)
-        endpoint = user_endpoint(endpoint)
-        return cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
-                   base_prefix=base)
+            backend = cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
+                          client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
+                          versioned_bucket=VERSIONED_BUCKET)
+        else:
+            endpoint = user_endpoint(endpoint)
+            backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
+                          base_prefix=base)
+        backend.networks = dict(networks)
+        backend.network_endpoints = {name: f"http://127.0.0.1:<{name}-port>" for name, p in networks.items()
+                                     if not p.direct}
+        return backend
+
+    def shape(self, networks: Mapping[str, NetworkProfile], workdir: Path,
+              cpus: frozenset[int] | None = None) -> None:
+        """Start the shaper with a proxy to the server per profile other than loopback (on the
+        server's CPUs where the run separates them: the shaper stands for the network)."""
+        self.networks = dict(networks)
+        shaped = [p for p in networks.values() if not p.direct]
+        if not shaped:
+            return
+        self.shaper = Toxiproxy(workdir, cpus=cpus).start()
+        scheme = urlsplit(self.endpoint or "").scheme or "http"
+        for profile in shaped:
+            self.network_endpoints[profile.name] = f"{scheme}://{self.shaper.add(profile, self.endpoint or '')}"
+
+    def use_network(self, name: str | None) -> None:
+        """The profile the commands rendered from now on run under (the runner's step); None or
+        loopback: directly to the server."""
+        self.network = name
+
+    @property
+    def command_endpoint(self) -> str | None:
+        """Where the commands of the current step send their requests: its profile's proxy, else
+        the server itself."""
+        return self.network_endpoints.get(self.network or "") or self.endpoint
 
     @classmethod
     def _open_embedded(cls, prefix: str, workdir: Path, stored_bytes: int,
@@ -190,7 +245,7 @@ class S3Backend:
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
         restore = self.restore_tool
         versioned = bool(self.versioned_bucket and restore)
-        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.endpoint or "",
+        return {"remote": self.remote(scenario_slug), "bucket": self.bucket, "endpoint": self.command_endpoint or "",
                 # where an area of objects can be deleted and brought back in batches:
                 # `{{ s3restore }} {{ remote_versioned ~ '/area/' }}` undoes the deletions
                 "versioned": versioned, "s3restore": restore or "",
@@ -202,7 +257,11 @@ class S3Backend:
         return ()
 
     def context_env(self, scenario_slug: str, build_label: str) -> dict[str, str]:
-        return {}
+        """A step under a shaped profile: its proxy as the commands' endpoint (exported in front
+        of each command, over the server's own in `env`); nothing otherwise, so a loopback step's
+        commands are exactly what they always were."""
+        endpoint = self.command_endpoint
+        return {"S3_ENDPOINT_URL": endpoint} if endpoint and endpoint != self.endpoint else {}
 
     def open_scenario(self, scenario, labels: list[str], binaries: list[str], workdir: Path) -> None:
         self._scenario = scenario.slug
@@ -214,6 +273,7 @@ class S3Backend:
         """Free what a finished scenario stored in the versioned area: every version of it (a
         delete there only adds a marker), so stored data does not pile up across scenarios."""
         slug, self._scenario = getattr(self, "_scenario", None), None
+        self.network = None
         if slug and self.versioned_bucket:
             self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
 
@@ -284,7 +344,8 @@ class S3Backend:
 
     def server_pids(self) -> list[int]:
         proc = self.server.proc if self.server is not None else None
-        return [proc.pid] if proc is not None and proc.poll() is None else []
+        shaper = [self.shaper.pid] if self.shaper is not None and self.shaper.pid else []
+        return ([proc.pid] if proc is not None and proc.poll() is None else []) + shaper
 
     def watch_extra(self) -> dict:
         return {"trash_purged": self.server.trash_purged} if self.server is not None else {}
@@ -293,12 +354,18 @@ class S3Backend:
         where = ""
         if self.server is not None:
             where = " in RAM" if self.server.in_ram else " on disk"
-        return {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
-                "prefix": self.prefix, "data_dir": str(self.server.data_dir) if self.server else None,
-                "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})"}
+        out = {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
+               "prefix": self.prefix, "data_dir": str(self.server.data_dir) if self.server else None,
+               "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})"}
+        if self.networks:  # the profiles the steps ran under, with their figures (results: Step.network)
+            out["networks"] = {name: {**p.record(), "shaper": "toxiproxy" if not p.direct else None}
+                               for name, p in self.networks.items()}
+        return out
 
     def close(self) -> None:
         try:
+            if self.shaper is not None:
+                self.shaper.stop()
             if self.lease is not None:
                 self.lease.stop()
             if self.server is None:

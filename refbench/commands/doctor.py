@@ -60,6 +60,11 @@ def checks() -> list[tuple[str, str, str, bool]]:
                (WARN, "refbench-s3restore", "remove steps restore their objects by one server-side copy per "
                 f"object (7-25x the cost of the remove): {setup}", False))
 
+    shaper = paths.find_tool("toxiproxy-server")
+    out.append((OK, "toxiproxy-server", f"at {shaper} (network profiles: lan, region, ...)", False) if shaper else
+               (WARN, "toxiproxy-server", "S3 steps under a network profile other than loopback (the bundled "
+                f"region steps, --network lan|region) are refused: {setup}", False))
+
     gtime = next((p for p in ("/usr/bin/time", shutil.which("gtime")) if p and os.access(p, os.X_OK)), None)
     if gtime:
         out.append((OK, "GNU time", f"at {gtime}", False))

@@ -23,12 +23,12 @@ def main(argv: list[str]) -> int:
     reporter = Reporter()
     if args.list:
         cfg, _, _, _ = pipeline.load_target(request)
-        print_list(cfg, request.quick)
+        print_list(cfg, request.quick, request.network)
         return EXIT_OK
     if args.dry_run:
         checked, res = pipeline.plan(request, reporter)
         print_plan(request, checked.target, checked.scenarios, checked.step_filter, res.builder, res.refs,
-                   res.labels)
+                   res.labels, checked.networks)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), reporter)
     if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
@@ -36,7 +36,9 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def print_list(cfg, quick: bool) -> None:
+def print_list(cfg, quick: bool, network: str | None = None) -> None:
+    """Every target, scenario and step; an S3 step with the network profile it runs under (with
+    --network, where the step names none), an opt-in scenario with how to run it."""
     for t in cfg.targets.values():
         print(f"target {t.name}: {t.repo} (backend {t.backend}, binary {t.binary})")
         for s in cfg.scenarios_for(t.name):
@@ -45,14 +47,17 @@ def print_list(cfg, quick: bool) -> None:
             shape = (f"tree dirs={f.dirs} files={f.count} depth={f.depth} max {format_size(f.size)}"
                      if f.kind == "tree" else f"{f.kind} {format_size(f.size)} x {f.count}")
             how = f"; daemon {s.daemon_mode}" + (", cached state" if s.state else "") if t.backend == "ipfs" else ""
-            print(f"  {s.name}: {shape}{how}; steps: {', '.join(st.name for st in s.steps)}")
+            how += f"; opt-in: runs with --only {s.name!r}" if s.opt_in else ""
+            steps = s.with_network(network).steps if t.backend == "s3" else s.steps
+            print(f"  {s.name}: {shape}{how}; steps: "
+                  + ", ".join(st.name + (f" [{st.network}]" if st.network else "") for st in steps))
 
 
-def print_plan(args, target, scenarios, step_filter, builder, resolved, labels) -> None:
+def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, networks=None) -> None:
     from .. import dryrun  # the plan, with every command rendered as it would run
     print(dryrun.render_plan(
         target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
         dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,
         endpoint=args.endpoint_url, runs=args.runs, warmup=args.warmup, rounds=args.rounds,
         cache_dir=builder.builds_dir, target_flags=shlex.split(args.target_flags or ""),
-        hyperfine_flags=shlex.split(args.hyperfine_flags or "")))
+        hyperfine_flags=shlex.split(args.hyperfine_flags or ""), networks=networks or {}))

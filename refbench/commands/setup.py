@@ -8,6 +8,8 @@ What a pip-installed user lacks, from the package registries only (never GitHub)
   once per machine; 1.20 where that fails (saying what is lost); without cargo, the Debian package;
 - MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine, built
   reproducibly and refused unless it has the SHA-256 pinned in refbench/pins.py;
+- toxiproxy (the network profiles' shaper, refbench/network.py): `go install` of a pinned release's
+  server from the Go module proxy, once per machine, pinned the same way;
 - refbench-s3restore: built from the Go source shipped in the package, cached by its hash, pinned
   the same way;
 - GNU time, only while the hyperfine found cannot report peak memory itself.
@@ -167,6 +169,13 @@ def ensure_minio(bin_dir: Path, go: str) -> str:
     return str(cached)
 
 
+def ensure_toxiproxy(bin_dir: Path, go: str) -> str:
+    """The network profiles' shaper (backends/toxiproxy.py), linked as toxiproxy-server."""
+    cached = pins.install("toxiproxy-server", go, say)
+    _link(cached, "toxiproxy-server", bin_dir)
+    return str(cached)
+
+
 def ensure_s3restore(bin_dir: Path, go: str) -> str:
     cached = pins.install("refbench-s3restore", go, say)
     _link(cached, "refbench-s3restore", bin_dir)
@@ -206,6 +215,7 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
     out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
     out["minio"] = ensure_minio(bin_dir, go) if minio else paths.find_tool("minio")
+    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go) if minio else paths.find_tool("toxiproxy-server")
     out["refbench-s3restore"] = ensure_s3restore(bin_dir, go)
     say(f"tools linked in {bin_dir}")
     return out
@@ -218,7 +228,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--no-build-hyperfine", dest="build_hyperfine", action="store_false",
                    help="do not build hyperfine with cargo; use whatever hyperfine is installed")
     p.add_argument("--no-minio", dest="minio", action="store_false",
-                   help="skip MinIO (you will always pass -b BUCKET)")
+                   help="skip MinIO and toxiproxy (you will always pass -b BUCKET, reached over its own network)")
     args = p.parse_args(argv)
     found = run_setup(args.bin_dir, args.build_hyperfine, args.minio)
     missing = [k for k in ("go", "hyperfine") if not found.get(k)]
