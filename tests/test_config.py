@@ -37,13 +37,38 @@ def test_shipped_scenarios_load_with_seed_defaults():
     vl = s5["very large file"]
     assert (vl.fixture.size, vl.runs, vl.warmup) == (300 << 30, 1, 0)
     for s in s5.values():
-        assert [st.name for st in s.steps] == ["upload", "download", "remove"]
         quick = s.for_quick(True).fixture
         assert quick.size * quick.count < s.fixture.size * s.fixture.count
-        remove = s.steps[2]
+    for name in ("small files", "large file", "very large file", "small files, region"):
+        steps = [st.name for st in s5[name].steps]
+        assert steps[:2] == ["upload", "download"] and steps[-1] == "remove", name
+        remove = s5[name].steps[-1]  # last: src is restored only before each of its runs
         # restored before every run without sleep: batched delete-marker removal, else server-side copy
         assert remove.prepare and "sleep" not in remove.prepare
         assert "s3restore" in remove.prepare and " cp " in remove.prepare
+    assert [st.name for st in s5["large file"].steps] == ["upload", "download", "cat", "remove"]
+
+
+def test_shipped_s5cmd_commands_each_step_under_its_profile():
+    """Issue 26: the commands users run besides cp and rm, on loopback and under region where
+    latency governs them, each with a result check; the sync over 1 M objects only on request."""
+    cfg = load_config(ROOT / "refbench" / "scenarios.toml")
+    s5 = {s.name: s.with_network() for s in cfg.scenarios_for("s5cmd")}
+    nets = {(s.name, st.name): st.network for s in s5.values() for st in s.steps}
+    many = s5["many objects"]
+    assert {"ls", "du", "run", "sync up", "sync down", "cp", "mv"} <= {st.name for st in many.steps}
+    assert (many.fixture.size, many.fixture.count) == (1 << 20, 10000)  # the seed's size
+    assert many.for_quick(True).fixture.count == 2000  # two pages of a listing
+    for name in ("ls, region", "sync up, region", "sync down, region", "cp, region"):
+        assert nets[("many objects", name)] == "region"
+    assert nets[("many objects", "ls")] == nets[("large file", "cat")] == "loopback"
+    assert all(st.network == "region" for name in ("small files, region", "large object, region")
+               for st in s5[name].steps)
+    for name in ("large object, region", "many objects", "sync, 1M objects"):
+        assert all(st.check for st in s5[name].steps), name  # bytes, object counts, or the files themselves
+    assert s5["large file"].steps[2].check
+    big = s5["sync, 1M objects"]
+    assert big.opt_in and big.fixture.count == 1_000_000 and not any(s.opt_in for s in s5.values() if s is not big)
 
 
 def write(tmp_path, text):

@@ -86,6 +86,74 @@ def test_a_round_trip_of_20_ms_delays_every_sequential_request_and_minio_still_c
 
 
 # ---- the bundled steps for s5cmd's other commands, on a versioned bucket of the test MinIO -------
+def all_versions(client, bucket: str) -> list[tuple[str, str]]:
+    out = []
+    for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket):
+        out += [(v["Key"], v["VersionId"]) for v in page.get("Versions", []) + page.get("DeleteMarkers", [])]
+    return sorted(out)
+
+
 N_OBJECTS, OBJECT_K, LARGE_M = 300, 4, 32
 
 
+def smaller_bundled(tmp_path) -> Path:
+    """The bundled scenarios file as shipped, with smaller --quick objects: every step's templates
+    run as they are, at a smoke test's size (a few minutes on 2 busy cores, not ten)."""
+    text = (ROOT / "refbench" / "scenarios.toml").read_text()
+    for old, new, times in (('quick = { count = 2000, size = "16K" }',
+                             f'quick = {{ count = {N_OBJECTS}, size = "{OBJECT_K}K" }}', 1),
+                            ('quick = { size = "256M" }', f'quick = {{ size = "{LARGE_M}M" }}', 2)):
+        assert text.count(old) == times, old  # the bundled sizes this test shrinks
+        text = text.replace(old, new)
+    path = tmp_path / "scenarios.toml"
+    path.write_text(text)
+    return path
+
+
+def test_the_new_s5cmd_steps_check_their_results_and_leave_nothing_outside_the_prefix(
+        minio, s5_origin, builds_dir, tmp_path):
+    need_shaper()
+    server, client = minio
+    bucket = "e2e-network"
+    client.create_bucket(Bucket=bucket)
+    client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    for key in ("keep/me.txt", "refbench/other-run/x", "refbenchx"):
+        client.put_object(Bucket=bucket, Key=key, Body=b"mine")
+    before = all_versions(client, bucket)
+    env = {k: v for k, v in server.env.items() if k != "S3_ENDPOINT_URL"}
+    proc = run_bench("-s", "v1.0.0", "v1.1.0", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "-b", bucket, "--endpoint-url", server.endpoint, "--quick", *CHEAP,
+                     "--scenarios", str(smaller_bundled(tmp_path)),
+                     "--only", "many objects", "--only", "large object, region", "--only", "large file/cat",
+                     "--only", "small files, region", "-o", str(tmp_path / "s.md"), env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    r = rs.load(tmp_path / "results.json")
+    checks = {(sc.name, st.name): {b.check for b in st.builds.values()} for sc, st in r.steps()}
+    nets = {(sc.name, st.name): st.network for sc, st in r.steps()}
+    n, size = N_OBJECTS, N_OBJECTS * OBJECT_K * 1024
+    listed, counted = {f"{n} objects listed"}, {f"{size} bytes in {n} objects"}
+    assert checks == {
+        ("large file", "cat"): {"identical"},
+        ("small files, region", "upload"): {None},
+        ("small files, region", "download"): {"identical"},
+        ("small files, region", "remove"): {None},
+        ("large object, region", "cat"): {"identical"},
+        ("large object, region", "download"): {"identical"},
+        ("large object, region", "upload"): {f"{LARGE_M << 20} bytes in 1 objects"},
+        ("many objects", "ls"): listed, ("many objects", "ls, region"): listed,
+        ("many objects", "du"): counted,
+        ("many objects", "run"): {"identical"},
+        ("many objects", "sync up"): counted, ("many objects", "sync up, region"): counted,
+        ("many objects", "sync down"): {"identical"}, ("many objects", "sync down, region"): {"identical"},
+        ("many objects", "cp"): counted, ("many objects", "cp, region"): counted,
+        ("many objects", "mv"): {f"{n} objects moved, 0 left"},
+    }, checks
+    assert not any(st.check_differs for _, st in r.steps())
+    assert nets[("many objects", "ls")] == nets[("large file", "cat")] == "loopback"
+    assert {nets[k] for k in nets if k[0].endswith(", region") or k[1].endswith(", region")} == {"region"}
+    # the versioned branches ran: s3restore brought mv's source back before every run
+    mv = next(st for sc, st in r.steps() if st.name == "mv")
+    assert all("refbench-s3restore" in b.prepare for b in mv.builds.values())
+    assert "**Network to the S3 server:**" in (tmp_path / "s.md").read_text()
+    # every object and version the run made was under its own prefix, and is gone
+    assert all_versions(client, bucket) == before

@@ -116,7 +116,56 @@ def test_a_network_is_for_s3_targets_only(tmp_path):
 
 
 # ---- which steps run, and under what ----------------------------------------------------------------
+def test_an_opt_in_scenario_runs_only_when_named():
+    s5 = [s.with_network() for s in BUNDLED.scenarios_for("s5cmd")]
+    everyday, _ = pipeline.select_scenarios(s5, [])
+    assert "sync, 1M objects" not in {s.name for s in everyday} and "many objects" in {s.name for s in everyday}
+    chosen, keep = pipeline.select_scenarios(s5, ["sync up"])  # a step name alone: the everyday ones
+    assert {s.name for s in chosen} == {"many objects"}
+    for only in (["sync, 1M objects"], ["sync, 1M objects/sync down"]):
+        chosen, keep = pipeline.select_scenarios(s5, only)
+        assert [s.name for s in chosen] == ["sync, 1M objects"]
+    assert [st.name for st in chosen[0].steps if keep(chosen[0], st)] == ["sync down"]
+
+
+def test_the_run_asks_for_the_shaper_only_for_the_profiles_its_steps_use():
+    s5 = [s.with_network() for s in BUNDLED.scenarios_for("s5cmd")]
+    chosen, keep = pipeline.select_scenarios(s5, ["small files"])
+    assert list(pipeline.run_networks(BUNDLED, chosen, keep)) == ["loopback"]
+    chosen, keep = pipeline.select_scenarios(s5, ["many objects"])
+    assert list(pipeline.run_networks(BUNDLED, chosen, keep)) == ["loopback", "region"]
+
+
+def test_a_bucket_over_a_real_network_is_not_shaped():
+    req = pipeline.RunRequest(refs=("a", "b"), bucket="mine", endpoint_url="https://s3.example.com")
+    assert not pipeline.shaping_reaches(req)
+    assert pipeline.shaping_reaches(req.replace(endpoint_url="http://127.0.0.1:9000"))
+    assert pipeline.shaping_reaches(req.replace(bucket=None))
+    s5 = [s.with_network() for s in BUNDLED.scenarios_for("s5cmd")]
+    warned = []
+    reporter = type("R", (), {"warn": lambda self, m: warned.append(m)})()
+    plain = pipeline.unshaped_where_unreachable(s5, req, reporter)
+    assert {st.network for s in plain for st in s.steps} == {None}
+    assert "s3://mine is reached over its own network" in warned[0] and "large object, region / cat" in warned[0]
+    with pytest.raises(RefbenchError, match="--network region: a profile shapes the traffic to a server on loopback"):
+        pipeline.unshaped_where_unreachable(s5, req.replace(network="region"), reporter)
+
+
 # ---- the command line --------------------------------------------------------------------------------
+def test_list_shows_every_bundled_step_with_its_profile():
+    proc = run_cli("--list")
+    assert proc.returncode == 0, proc.stderr
+    s5 = proc.stdout.split("target s5cmd:", 1)[1].split("\ntarget ", 1)[0]
+    lines = {ln.split(":")[0].strip(): ln for ln in s5.splitlines() if ln.startswith("  ")}
+    for s in BUNDLED.scenarios_for("s5cmd"):
+        for st in s.with_network().steps:
+            assert f"{st.name} [{st.network}]" in lines[s.name], (s.name, st.name)
+    assert "ls, region [region]" in lines["many objects"] and "cat [loopback]" in lines["large file"]
+    assert "opt-in: runs with --only 'sync, 1M objects'" in lines["sync, 1M objects"]
+    # --network fills in where a step names none
+    assert "upload [lan]" in run_cli("--list", "--network", "lan").stdout
+
+
 def test_an_unknown_network_is_one_line_naming_the_known_profiles(tmp_path):
     proc = run_cli("-s", "v1.0.0", "v1.1.0", "-t", "s5cmd", "--repo", str(tmp_path), "--network", "nosuch",
                    cwd=tmp_path)
@@ -125,6 +174,21 @@ def test_an_unknown_network_is_one_line_naming_the_known_profiles(tmp_path):
     assert "unknown network profile 'nosuch' (known: loopback, lan, region)" in errors[0]
     proc = run_cli("-s", "a", "b", "-t", "kubo", "--repo", str(tmp_path), "--network", "lan", cwd=tmp_path)
     assert "--network applies to S3 targets; 'kubo' uses the ipfs backend" in proc.stderr
+
+
+def test_a_dry_run_shows_each_step_under_its_profile_with_its_proxy():
+    from refbench import dryrun
+    from test_dryrun import CACHE, planned
+
+    t = BUNDLED.targets["s5cmd"]
+    out = dryrun.render_plan(t, t.repo, [s.for_quick(True).with_network() for s in BUNDLED.scenarios_for("s5cmd")],
+                             None, planned("s5cmd", "v1.0.0", "v1.1.0"), bucket=None, prefix="refbench",
+                             endpoint=None, runs=10, warmup=2, rounds=5, cache_dir=CACHE,
+                             networks={name: BUNDLED.networks[name] for name in ("loopback", "region")})
+    region = out.split("scenario large object, region:", 1)[1].split("\nscenario ", 1)[0]
+    assert "  step cat [network region]: export S3_ENDPOINT_URL='http://127.0.0.1:<region-port>'; " in region
+    assert "  setup: " in region and "export" not in region.split("  setup: ", 1)[1].splitlines()[0]  # direct
+    assert "  step ls [network loopback]: /cache/builds/s5cmd/" in out  # loopback: the command as it always was
 
 
 # ---- the record and the summary ------------------------------------------------------------------
