@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 
 from . import __version__
 from .render.markdown import COMMENT_MARKER, render_markdown
@@ -26,7 +27,12 @@ from .errors import RefbenchError
 
 DEFAULT_API = "https://api.github.com"
 MAX_BODY = 65536  # GitHub rejects longer comment bodies with 422
+# a cheap first filter for the workflow's `if:` only: MEMBER and COLLABORATOR include people with
+# read access (an outside collaborator, a member of another team); /bench needs WRITE_PERMISSIONS,
+# read through the API (commenter_permission)
 TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
+#: a repository role that may run /bench: it runs the PR's code on the project's runners
+WRITE_PERMISSIONS = ("admin", "maintain", "write")
 #: who posts with a workflow's GITHUB_TOKEN; a personal token posts as its user (--bot-login)
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -87,6 +93,12 @@ class GitHub:
 
     def pull(self, repo: str, number: int) -> dict:
         return self._request("GET", f"/repos/{repo}/pulls/{number}")[0] or {}
+
+    def permission(self, repo: str, login: str) -> dict:
+        """The user's role on the repository: {"permission": "admin"|"write"|"read"|"none",
+        "role_name": "admin"|"maintain"|"write"|"triage"|"read"|...}."""
+        return self._request("GET", f"/repos/{repo}/collaborators/{urllib.parse.quote(login, safe='')}"
+                                    "/permission")[0] or {}
 
     def pulls_with_head(self, repo: str, head_repo: str, branch: str) -> list[dict]:
         """Open and closed pull requests of `repo` whose head is `branch` of `head_repo`."""
@@ -166,6 +178,8 @@ _NEUTRALISE = (
     (re.compile(r"@(?=[A-Za-z0-9])"), "@" + _ZW),             # @user, @org/team: no notification
     (re.compile(r"\]\s*\("), "]" + _ZW + "("),                 # [text](url), ![img](url)
     (re.compile(r"\]\s*\["), "]" + _ZW + "["),                 # [text][ref]
+    (re.compile(r"\]:"), "]" + _ZW + ":"),                     # [ref]: //host/path, a link definition
+    (re.compile(r"(?i)\bGH-(?=\d)"), "GH-" + _ZW),              # GH-123 cross-references
     (re.compile(r"(?i)(?<=[a-z])://"), ":" + _ZW + "//"),     # bare URLs GitHub autolinks
     (re.compile(r"(?i)\bwww\."), "www" + _ZW + "."),
     (re.compile(r"#(?=\d)"), "#" + _ZW),                      # #123 and owner/repo#123 cross-references
@@ -175,8 +189,10 @@ _NEUTRALISE = (
 
 def neutralise(text: str) -> str:
     """Text from a results file, made inert for a comment: results come from a run of the PR's own
-    code, so they can hold anything; here no @-mention pings anyone, no issue is cross-referenced,
-    and no link, image or HTML anchor is clickable. What a reader sees stays the same."""
+    code, so they can hold anything; here no @-mention pings anyone, no issue is cross-referenced
+    (#123, owner/repo#123, GH-123), no link definition defines a link, and no link, image or HTML
+    anchor is clickable. What a reader sees stays the same. The renderers escape each field for
+    markdown too (render.format.md_escape); this is the net over the whole comment."""
     for pattern, repl in _NEUTRALISE:
         text = pattern.sub(repl, text)
     return text
@@ -242,18 +258,33 @@ _ALLOWED: dict[str, tuple[str, str | None]] = {
     "--quick": ("--quick", None),
     "--until-decided": ("--until-decided", None),
     "--budget": ("--budget", "duration"),
+    "--head": ("--head", "sha"),  # the PR head the maintainer reviewed: not an option of the run (BenchCommand.head)
 }
 _DURATION = re.compile(r"^(?=\d)(\d{1,2}h)?(\d{1,3}m)?(\d{1,5}s?)?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _./-]{0,99}$")
 _FRAC = re.compile(r"^(0?\.\d{1,4}|\d{1,2}(\.\d{1,2})?%)$")
+_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+
+
+@dataclass(frozen=True)
+class BenchCommand:
+    """A /bench comment, checked: the refbench options it passes, and the head it names."""
+    argv: tuple[str, ...]
+    head: str | None  # `--head SHA`: the PR's head commit (7 to 40 hex digits) the maintainer reviewed
 
 
 def parse_bench_command(body: str) -> list[str]:
-    """The arguments of a `/bench ...` PR comment, checked against an allow-list.
+    """The refbench options of a `/bench ...` PR comment (parse_bench): a normalised argv."""
+    return list(parse_bench(body).argv)
+
+
+def parse_bench(body: str) -> BenchCommand:
+    """A `/bench ...` PR comment, checked against an allow-list.
 
     Only the first line starting with /bench counts; it is split like a shell would (shlex, no
     expansion of anything) and every option must be one that may pass, with a value of the
-    expected shape. Returns a normalised argv; raises RefbenchError naming what was refused."""
+    expected shape. `--head SHA` names the commit the maintainer reviewed (check_bench builds
+    that one or nothing); the rest is refbench's argv. Raises RefbenchError naming what was refused."""
     line = next((ln.strip() for ln in str(body).splitlines() if ln.strip().startswith("/bench")), None)
     if line is None:
         raise RefbenchError("no /bench command in the comment")
@@ -265,6 +296,7 @@ def parse_bench_command(body: str) -> list[str]:
     except ValueError as e:
         raise RefbenchError(f"cannot parse the /bench arguments: {e}") from None
     argv: list[str] = []
+    head = None
     i = 0
     while i < len(words):
         word = words[i]
@@ -287,8 +319,11 @@ def parse_bench_command(body: str) -> list[str]:
                 raise RefbenchError(f"/bench: {opt} needs a value")
             value = words[i + 1]
             i += 2
-        argv += [canon, _check_value(opt, kind, value)]
-    return argv
+        if canon == "--head":
+            head = _check_value(opt, kind, value)
+        else:
+            argv += [canon, _check_value(opt, kind, value)]
+    return BenchCommand(tuple(argv), head)
 
 
 def _check_value(opt: str, kind: str, value: str) -> str:
@@ -301,6 +336,10 @@ def _check_value(opt: str, kind: str, value: str) -> str:
         if not _DURATION.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a duration like 600, 90s, 10m or 1h30m, got {value!r}")
         return value
+    if kind == "sha":
+        if not _SHA.fullmatch(value.lower()):
+            raise RefbenchError(f"/bench: {opt} expects the commit you reviewed, 7 to 40 hex digits, got {value!r}")
+        return value.lower()
     if kind == "frac":
         if not _FRAC.fullmatch(value):
             raise RefbenchError(f"/bench: {opt} expects a fraction like 0.05 or 5%, got {value!r}")
@@ -309,3 +348,64 @@ def _check_value(opt: str, kind: str, value: str) -> str:
         raise RefbenchError(f"/bench: {opt} expects a scenario or step name (letters, digits, space, "
                             f"_ . / -), got {value!r}")
     return value
+
+
+# ---- who may run /bench, and on which commit ------------------------------------------------------
+class Refused(RefbenchError):
+    """/bench is not run; the message is the reply's reason."""
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A /bench that may run: the PR's base and head commits (the head is the one the comment
+    names) and the refbench options it passes."""
+    base: str
+    head: str
+    argv: tuple[str, ...]
+
+
+def commenter_permission(gh: GitHub, repo: str, login: str) -> str:
+    """The commenter's role on the repository as the API says it: the role name (maintain,
+    triage, a custom role) where it is one of WRITE_PERMISSIONS, else the base permission (admin,
+    write, read, none). A user the API does not know has none."""
+    try:
+        answer = gh.permission(repo, login)
+    except GitHubError as e:
+        if " 404 " in str(e):
+            return "none"
+        raise
+    role, base = str(answer.get("role_name") or ""), str(answer.get("permission") or "none")
+    return role if role in WRITE_PERMISSIONS else base
+
+
+def check_bench(gh: GitHub, repo: str, pr: int, login: str, body: str) -> Accepted:
+    """A /bench comment judged before anything of the pull request runs: its options pass the
+    allow-list, the commenter has write access or more (asked of the API: an author association
+    of MEMBER or COLLABORATOR includes people with read access), and the comment names the PR's
+    head as it is now (`--head SHA`): what the maintainer reviewed is what is built, and a push
+    after the comment is refused. Raises Refused with the reason to reply."""
+    try:
+        cmd = parse_bench(body)
+    except RefbenchError as e:
+        raise Refused(str(e)) from None
+    role = commenter_permission(gh, repo, login)
+    if role not in WRITE_PERMISSIONS:
+        raise Refused(f"/bench builds and runs the pull request's code on this project's runners, so it needs write "
+                      f"access to {repo}; {login} has {role!r}")
+    pull = gh.pull(repo, pr)
+    head, base = ((pull.get(k) or {}).get("sha") or "" for k in ("head", "base"))
+    if not (re.fullmatch(r"[0-9a-f]{40}", head) and re.fullmatch(r"[0-9a-f]{40}", base)):
+        raise GitHubError(f"the API gave PR #{pr} no head and base commits (head {head!r}, base {base!r})")
+    if cmd.head is None:
+        raise Refused(f"/bench names no commit, so nothing was built: name the head you reviewed, e.g. "
+                      f"`/bench --head {head[:12]}` (PR #{pr}'s head now), and a push after your comment is "
+                      f"never built in its place")
+    if not head.startswith(cmd.head):
+        raise Refused(f"PR #{pr} moved since the comment: it names {cmd.head[:12]}, the head is now {head[:12]}; "
+                      f"nothing was built. Review {head[:12]}, then comment `/bench --head {head[:12]}`")
+    return Accepted(base, head, cmd.argv)
+
+
+def refusal_body(reason: str) -> str:
+    """The reply to a /bench that is not run."""
+    return neutralise(f"refbench: /bench was not run. {reason}\n")

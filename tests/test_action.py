@@ -14,6 +14,7 @@ the worktree's tools/bin is on PATH instead). Everything else runs for real.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -186,3 +187,81 @@ def test_run_mode_on_a_pull_request_benchmarks_base_and_head_and_fills_the_env_f
     summary = r.summary.read_text()
     assert "small files" in summary and "remove" in summary
     assert done["Exit with refbench's exit code"] == "success"
+
+
+# ---- /bench: judged before anything of the pull request runs ------------------------------------
+BASE, REVIEWED, PUSHED = "b" * 40, "c" * 40, "d" * 40
+
+
+def _bench_event(body: str) -> dict:
+    return event("issue_comment", **{"/bench --only 'small files' -r 20": body})
+
+
+def _pr(head: str) -> dict:
+    return {**_the_pr(7, sha=head), "base": {"sha": BASE}}
+
+
+def test_bench_on_a_head_that_moved_after_the_comment_builds_nothing(gh, tmp_path):
+    """The maintainer reviewed cccc… and commented `/bench --head cccc…`; the PR was pushed to
+    (dddd…) before the job started. Nothing is built or run: the check fails before the caches,
+    the set-up and the benchmark, and the run job (read-only) posts nothing."""
+    body = f"/bench --head {REVIEWED[:12]} -r 2"
+    gh.pulls = [_pr(PUSHED)]
+    r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
+    steps = r.run({"bench-command": body, "author-association": "MEMBER", "quick": "true"})
+    done = outcomes(steps)
+    check = next(s for s in steps if s.name == "Check the /bench command")
+    assert check.outcome == "failure" and "moved since the comment" in check.stderr, check.stderr
+    assert f"/bench --head {PUSHED[:12]}" in check.stderr
+    for name in ("Set up hyperfine, MinIO, refbench-s3restore", "Benchmark", "Exit with refbench's exit code"):
+        assert done[name].startswith("skipped (if:"), (name, done[name])
+    assert not (tmp_path / "home" / ".cache" / "refbench" / "builds").exists()  # nothing was built
+    assert not (r.temp / "refbench" / "results.json").exists()
+    assert posted(gh) == []
+
+
+def test_check_mode_replies_why_and_outputs_the_commits_it_accepts(gh, tmp_path):
+    body = f"/bench --head {REVIEWED[:12]} -r 2"
+    gh.pulls = [_pr(PUSHED)]
+    r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
+    done = outcomes(r.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
+    assert done["Check the /bench command"] == "failure"
+    (reply,) = posted(gh)
+    assert reply["path"] == "/api/v3/repos/acme/tool/issues/7/comments"
+    assert "was not run" in reply["body"]["body"] and "nothing was built" in reply["body"]["body"]
+
+    gh.requests.clear()
+    gh.pulls = [_pr(REVIEWED)]
+    r = runner(tmp_path / "again", "issue_comment", _bench_event(body), gh.url)
+    done = outcomes(r.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
+    assert done["Check the /bench command"] == "success" and done["Benchmark"].startswith("skipped")
+    assert r.steps["check"]["outputs"] == {"base": BASE, "head": REVIEWED} and posted(gh) == []
+
+    gh.permissions["maintainer"] = ("read", "triage")  # a MEMBER without write access
+    r = runner(tmp_path / "reader", "issue_comment", _bench_event(body), gh.url)
+    done = outcomes(r.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
+    assert done["Check the /bench command"] == "failure"
+    assert "needs write access" in posted(gh)[-1]["body"]["body"]
+
+
+def test_a_planted_link_definition_in_the_results_renders_as_text(gh, tmp_path):
+    """Every field of results.json is the PR's code talking: a link definition planted in one
+    field and its reference in another must reach the PR comment as text, not as a link."""
+    from markdown_it import MarkdownIt
+    gh.pulls = [_the_pr(7)]
+    r = runner(tmp_path, "workflow_run", event("workflow_run"), gh.url)
+    put_artifact(r, "7")
+    doc = json.loads(RESULTS.read_text())
+    doc["target"]["name"] = "s5cmd [read the fix][x] GH-123 @mallory"
+    doc["created"] = "2026-11-22\n[x]: //evil.invalid/steal\n"
+    doc["environment"]["go"] = "go1.26.8\n\n[y]: https://evil.invalid/2 \"title\"\n[again][y]"
+    (r.temp / "refbench-results" / "results.json").write_text(json.dumps(doc))
+    post = next(s for s in r.run({"mode": "comment"}) if s.name == "Post or update the PR comment")
+    assert post.outcome == "success", post.stderr
+    (create,) = posted(gh)
+    body = create["body"]["body"]
+    html = MarkdownIt("commonmark").render(body)
+    assert "evil.invalid/steal" in html  # shown, as text
+    assert re.findall(r"<a |<img ", html) == ["<a "] and re.findall(r'href="([^"]*)"', html) == [WR["html_url"]]
+    assert "\n[x]" not in body and "[y]:" not in body  # each field stays on its line, escaped
+    assert "GH-\u200b123" in body and "@\u200bmallory" in body

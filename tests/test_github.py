@@ -39,7 +39,9 @@ class FakeGitHub:
         self.next_id = 100
         self.page_size = 1  # tiny pages, so pagination (the Link header) is exercised
         self.login = "github-actions[bot]"  # who the token posts as
-        self.pulls: list[dict] = []  # {"number", "head": {"sha", "ref", "repo": {"full_name"}}}
+        self.pulls: list[dict] = []  # {"number", "head": {"sha", "ref", "repo": {"full_name"}}, "base": {"sha"}}
+        # login -> (base permission, role name), as GET .../collaborators/LOGIN/permission answers
+        self.permissions: dict[str, tuple[str, str]] = {"maintainer": ("write", "maintain")}
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -83,6 +85,12 @@ class FakeGitHub:
                         if p["number"] == int(rest[1]):
                             return self._send(200, p)
                     return self._send(404, {"message": "Not Found"})
+                if method == "GET" and len(rest) == 3 and rest[0] == "collaborators" and rest[2] == "permission":
+                    login = urllib.parse.unquote(rest[1])
+                    if login not in fake.permissions:
+                        return self._send(404, {"message": "Not Found"})
+                    perm, role = fake.permissions[login]
+                    return self._send(200, {"permission": perm, "role_name": role, "user": {"login": login}})
                 if method == "GET" and rest == ["pulls"]:
                     q = urllib.parse.parse_qs(query)
                     owner, _, ref = q.get("head", [":"])[0].partition(":")
@@ -292,6 +300,60 @@ def test_parse_command_subcommand_checks_the_author():
     assert bad.returncode == 2 and "not allowed" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
 
 
+def test_parse_bench_command_takes_the_head_it_names_apart():
+    from refbench.github import parse_bench
+    cmd = parse_bench("/bench --head 1A2B3C4D5E -r 20 --quick")
+    assert (cmd.argv, cmd.head) == (("-r", "20", "--quick"), "1a2b3c4d5e")
+    assert parse_bench("/bench -r 3").head is None
+    for bad in ("/bench --head 123", "/bench --head zzzzzzz", "/bench --head 'abc1234; id'", "/bench --head " + "a" * 41):
+        with pytest.raises(RefbenchError, match="--head expects the commit you reviewed"):
+            parse_bench(bad)
+
+
+HEAD_SHA, BASE_SHA = "c" * 40, "b" * 40
+
+
+def the_pr(sha=HEAD_SHA) -> dict:
+    return {"number": 7, "head": {"sha": sha, "ref": "faster", "repo": {"full_name": "contributor/tool"}},
+            "base": {"sha": BASE_SHA}}
+
+
+def check(gh, body, commenter="maintainer", *extra):
+    return bench("comment", "--check-command", "--repo", "acme/tool", "--pr", "7", "--commenter", commenter, *extra,
+                 env={"GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN}, stdin=body)
+
+
+def test_check_command_accepts_write_access_and_the_head_as_it_is(gh, tmp_path):
+    gh.pulls = [the_pr()]
+    refs = tmp_path / "refs"
+    ok = check(gh, f"/bench --head {HEAD_SHA[:10]} -r 20", "maintainer", "--refs-out", str(refs))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.splitlines() == ["-r", "20"] and refs.read_text() == f"{BASE_SHA} {HEAD_SHA}\n"
+    assert any(q["path"] == "/api/v3/repos/acme/tool/collaborators/maintainer/permission" for q in gh.requests)
+
+
+@pytest.mark.parametrize("who,role", [("outsider", None), ("reader", ("read", "read")), ("triager", ("read", "triage"))])
+def test_check_command_refuses_a_commenter_without_write_access(gh, tmp_path, who, role):
+    """author_association MEMBER or COLLABORATOR is not write access: the API's role is what counts."""
+    gh.pulls = [the_pr()]
+    if role:
+        gh.permissions[who] = role
+    refused = check(gh, f"/bench --head {HEAD_SHA}", who, "--author-association", "COLLABORATOR", "--reply")
+    assert refused.returncode == 2 and "needs write access" in refused.stderr, refused.stderr
+    (reply,) = [q for q in gh.requests if q["method"] == "POST"]
+    assert "needs write access" in reply["body"]["body"] and "was not run" in reply["body"]["body"]
+
+
+def test_check_command_refuses_a_head_that_moved_or_is_not_named(gh):
+    gh.pulls = [the_pr(sha="d" * 40)]  # pushed to after the comment
+    moved = check(gh, f"/bench --head {HEAD_SHA[:12]} -r 5", "maintainer", "--reply")
+    assert moved.returncode == 2 and "moved since the comment" in moved.stderr and moved.stdout == ""
+    assert f"/bench --head {'d' * 12}" in gh.requests[-1]["body"]["body"]
+    unnamed = check(gh, "/bench -r 5")
+    assert unnamed.returncode == 2 and "names no commit" in unnamed.stderr
+    assert [q["method"] for q in gh.requests].count("POST") == 1  # no --reply: no reply
+
+
 def test_example_workflows_pass_actionlint():
     import glob
     import shutil
@@ -303,13 +365,23 @@ def test_example_workflows_pass_actionlint():
     proc = subprocess.run([actionlint, "-no-color", *files], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = {Path(f).name: Path(f).read_text() for f in files}
-    # the job that runs PR code has no write permission; the one with write permission runs no PR code
-    # (bench-command.yml: the bench job runs PR code read-only; its comment job, with write, runs none)
-    command_bench, command_comment = text["bench-command.yml"].split("\n  comment:\n")
-    assert ": write" not in text["bench-pr.yml"] and ": write" not in command_bench and "secrets." not in text["bench-pr.yml"]
-    assert "mode: comment" in command_comment and "checkout" not in command_comment and "secrets." not in command_comment
-    assert "permissions:" in command_bench.split("\n  bench:\n")[0] and ": write" not in command_bench.split("\n  bench:\n")[0]
+    # the job that runs PR code has no write permission; the ones with write permission run no PR code
+    # (bench-command.yml: check and comment, with write, run none; bench runs the PR's code read-only)
+    top, jobs = text["bench-command.yml"].split("\njobs:\n")
+    check, rest = jobs.split("\n  bench:\n")
+    command_bench, command_comment = rest.split("\n  comment:\n")
+    assert ": write" not in top and ": write" not in text["bench-pr.yml"] and "secrets." not in text["bench-pr.yml"]
+    assert ": write" not in command_bench and "secrets." not in command_bench and "mode: check" not in command_bench
+    for writer, mode in ((check, "check"), (command_comment, "comment")):
+        assert f"mode: {mode}" in writer and "checkout" not in writer and "secrets." not in writer
+    assert "needs: check" in command_bench and "bench-command: ${{ github.event.comment.body }}" in command_bench
+    # nightly.yml: the job that runs the benchmark reads; the one that pushes runs none of it
+    night, push = text["nightly.yml"].split("\n  history:\n")
+    assert ": write" not in night and "contents: write" in push
+    assert "bench.py" not in push and "scripts/" not in push and push.count("actions/checkout@v4") == 1
     assert "pull_request_target" not in "".join(text.values())
     assert "workflow_run:" in text["bench-comment.yml"] and "pull-requests: write" in text["bench-comment.yml"]
-    assert "${{ github.event.comment.body }}" not in text["bench-command.yml"].split("env:", 1)[0]
-    assert "--parse-command" in text["bench-command.yml"] and "author_association" in text["bench-command.yml"]
+    # the comment's text reaches the Action as an input, never a script: no run: block interpolates it
+    runs = [block for t in text.values() for block in t.split("run: |")[1:]]
+    assert runs and not any("github.event.comment" in b.split("\n      - ")[0] for b in runs)
+    assert "--check-command" in text["bench-command.yml"] and "author_association" in text["bench-command.yml"]

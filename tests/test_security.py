@@ -147,10 +147,11 @@ def test_cache_poisoning_jobs_that_run_pr_code_only_restore_caches():
         else:
             assert f"&& !{trusted}" in step, step
     command = (ROOT / ".github" / "workflows" / "bench-command.yml").read_text()
-    # the PR's head is pinned before any of its code runs, and that commit is what gets built
-    assert "refs: ${{ steps.pin.outputs.base }} ${{ steps.pin.outputs.head }}" in command
-    assert "github.event.issue.number }}\n" not in command.split("refs:", 1)[1].split("\n", 1)[0]
-    assert "head-sha: ${{ needs.bench.outputs.head-sha }}" in command
+    # the head the comment names is checked before any of the PR's code runs (a job of its own, and
+    # the run again), and that commit is what gets built: never pull/N/head as it is later
+    assert "mode: check" in command and "needs: check" in command and "refs:" not in command
+    assert 'refs=("$CHECKED_BASE" "$CHECKED_HEAD")' in (ROOT / "action.yml").read_text()
+    assert "head-sha: ${{ needs.check.outputs.head-sha }}" in command
     comment = (ROOT / ".github" / "workflows" / "bench-comment.yml").read_text()
     assert '"refbench /bench"' not in comment  # /bench results never go through the artifact's number
 
@@ -242,12 +243,13 @@ def test_secrets_an_unsupported_history_url_scheme_does_not_print_its_password()
 
 def test_secrets_nightly_gives_the_history_url_to_one_step_and_keeps_no_token_in_git_config():
     text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
-    assert text.count("secrets.REFBENCH_HISTORY_URL") == 2  # the one step's env, and a yes/no for the job
+    # the one step's env, and a yes/no for each of the two jobs
+    assert text.count("secrets.REFBENCH_HISTORY_URL") == 3 and text.count("secrets.REFBENCH_HISTORY_URL != ''") == 2
     assert "REFBENCH_HISTORY_URL: ${{ secrets.REFBENCH_HISTORY_URL }}" in text.split("- name: Nightly comparison")[1] \
         .split("- name:")[0]
     assert "${REFBENCH_HISTORY_URL" not in text and "--history \"$REFBENCH" not in text  # never on a command line
     checkouts = text.split("uses: actions/checkout@v4")[1:]
-    assert len(checkouts) == 2 and all("persist-credentials: false" in c.split("- ")[0] for c in checkouts)
+    assert len(checkouts) == 3 and all("persist-credentials: false" in c.split("- ")[0] for c in checkouts)
 
 
 def test_secrets_only_a_users_own_bucket_passes_the_users_aws_credentials(monkeypatch):

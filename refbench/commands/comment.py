@@ -1,5 +1,7 @@
-"""`bench.py comment`: post (or update) the summary as a pull-request comment, or parse a `/bench`
-comment into the arguments it may pass (the REST client and the allow-list are refbench.github)."""
+"""`bench.py comment`: post (or update) the summary as a pull-request comment, parse a `/bench`
+comment into the arguments it may pass, or check a `/bench` before anything runs: the commenter's
+write access and the head it names (the REST client, the allow-list and the check are
+refbench.github)."""
 from __future__ import annotations
 
 import argparse
@@ -9,8 +11,8 @@ from pathlib import Path
 
 from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError, writing
-from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, comment_body,
-                      parse_bench_command, post_or_update, pull_request_of)
+from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, Refused,
+                      check_bench, comment_body, parse_bench_command, post_or_update, pull_request_of, refusal_body)
 from ._args import Parser
 
 
@@ -35,16 +37,64 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="write and print the body; do not call the API")
     p.add_argument("--parse-command", action="store_true",
                    help="read a /bench comment on stdin and print its allowed arguments, one per line")
-    p.add_argument("--author-association", help="with --parse-command: refuse unless OWNER, MEMBER or COLLABORATOR")
+    p.add_argument("--author-association", help="with --parse-command or --check-command: refuse unless OWNER, "
+                   "MEMBER or COLLABORATOR (a first filter only: --check-command asks the API for write access)")
+    p.add_argument("--check-command", action="store_true",
+                   help="read a /bench comment on stdin and check it through the API before anything runs: the "
+                   "commenter (--commenter) has write access or more, and it names PR --pr's head as it is now "
+                   "(`/bench --head SHA`); prints its allowed arguments, one per line, and writes 'BASE HEAD' to "
+                   "--refs-out; refused: exit 2 with the reason")
+    p.add_argument("--commenter", help="with --check-command: the login that wrote the comment")
+    p.add_argument("--refs-out", help="with --check-command: the file that gets the PR's base and head commits")
+    p.add_argument("--reply", action="store_true",
+                   help="with --check-command: a refused /bench gets a reply on the PR saying why (a write token)")
     return p
+
+
+def api(args: argparse.Namespace, say_where: str = "") -> tuple[GitHub, str]:
+    """The REST client and OWNER/NAME from the options and the environment (GITHUB_TOKEN,
+    GITHUB_API_URL, GITHUB_REPOSITORY); `say_where` ends each error (where the body was kept)."""
+    repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
+    if not REPO_NAME.fullmatch(repo):
+        raise RefbenchError(f"--repo must be OWNER/NAME, got {repo!r}{say_where}")
+    if not args.pr or args.pr < 1:
+        raise RefbenchError(f"--pr must be a pull-request number{say_where}")
+    token = os.environ.get("GITHUB_TOKEN", "")
+    if not token:
+        raise RefbenchError(f"GITHUB_TOKEN is not set{say_where}")
+    return GitHub(token, args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API), repo
+
+
+def check_command(args: argparse.Namespace) -> int:
+    """--check-command: a /bench judged before anything of the pull request runs."""
+    if not args.commenter:
+        raise RefbenchError("--check-command needs --commenter (the login that wrote the comment)")
+    gh, repo = api(args)
+    try:
+        accepted = check_bench(gh, repo, args.pr, args.commenter, sys.stdin.read())
+    except Refused as e:
+        if args.reply:
+            gh.create_comment(repo, args.pr, refusal_body(str(e)))
+        raise
+    if args.refs_out:
+        with writing(Path(args.refs_out), "the /bench commits"):
+            Path(args.refs_out).write_text(f"{accepted.base} {accepted.head}\n")
+    for a in accepted.argv:
+        print(a)
+    print(f"refbench: /bench accepted from {args.commenter}: {accepted.base[:12]} vs {accepted.head[:12]}",
+          file=sys.stderr)
+    return EXIT_OK
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
+    if (args.parse_command or args.check_command) and args.author_association \
+            and args.author_association.upper() not in TRUSTED_ASSOCIATIONS:
+        raise RefbenchError(f"/bench is for maintainers ({', '.join(TRUSTED_ASSOCIATIONS)}); "
+                            f"the commenter is {args.author_association!r}")
+    if args.check_command:
+        return check_command(args)
     if args.parse_command:
-        if args.author_association is not None and args.author_association.upper() not in TRUSTED_ASSOCIATIONS:
-            raise RefbenchError(f"/bench is for maintainers ({', '.join(TRUSTED_ASSOCIATIONS)}); "
-                                f"the commenter is {args.author_association!r}")
         for a in parse_bench_command(sys.stdin.read()):
             print(a)
         return EXIT_OK
@@ -60,17 +110,8 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(body)
         print(f"refbench: wrote the comment body to {out} (dry run: nothing posted)", file=sys.stderr)
         return EXIT_OK
-    repo = args.repo or os.environ.get("GITHUB_REPOSITORY", "")
-    if not REPO_NAME.fullmatch(repo):
-        raise RefbenchError(f"--repo must be OWNER/NAME, got {repo!r} (the comment body is in {out})")
-    if not args.pr or args.pr < 1:
-        raise RefbenchError(f"--pr must be a pull-request number (the comment body is in {out})")
-    token = os.environ.get("GITHUB_TOKEN", "")
-    if not token:
-        raise RefbenchError(f"GITHUB_TOKEN is not set (the comment body is in {out})")
-    api = args.api_url or os.environ.get("GITHUB_API_URL") or DEFAULT_API
+    gh, repo = api(args, f" (the comment body is in {out})")
     login = args.bot_login or os.environ.get("REFBENCH_BOT_LOGIN") or DEFAULT_BOT_LOGIN
-    gh = GitHub(token, api)
     try:
         if args.head_sha is not None:
             found = pull_request_of(gh, repo, args.head_sha, args.head_repo or "", args.head_branch or "")

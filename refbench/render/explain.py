@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from ..results import FunctionShift, Profile, RequestChange, Requests, Results, Step
-from .format import fmt_bytes, md_escape
+from .format import fmt_bytes, md_code, md_escape
 
 _BYTES = ("bytes received", "bytes sent")
 
@@ -77,7 +77,7 @@ def markdown_parts(results: Results) -> dict:
                                  f"{md_escape(p.contender)} vs {md_escape(p.baseline)} "
                                  f"({p.samples.get(p.baseline, 0)} / {p.samples.get(p.contender, 0)} samples, "
                                  f"{p.repeats} run{'s' if p.repeats != 1 else ''} each): "
-                                 + ", ".join(f"`{md_escape(fmt_shift(f))}`" for f in p.top)
+                                 + ", ".join(f"`{md_code(fmt_shift(f))}`" for f in p.top)
                                  + (f" ({md_escape(p.note)})" if p.note else ""))
         if st.profile_note:  # why perf's view is missing (kubo's pprof view may still be there)
             functions.append(f"**{where}**: {md_escape(st.profile_note)}")

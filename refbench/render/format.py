@@ -3,7 +3,7 @@ PR comment, the HTML report and the CLI never disagree on how a value reads."""
 from __future__ import annotations
 
 import math
-
+import re
 
 
 # ---- changes, intervals, p-values ---------------------------------------------------------------
@@ -91,9 +91,22 @@ def fmt_mbps(bps: float | None) -> str:
 
 
 # ---- names --------------------------------------------------------------------------------------------
+_MD_ACTIVE = re.compile(r"([\\`*_\[\]<>|~])")
+
+
 def md_escape(text: str) -> str:
-    """Text safe inside a markdown table cell: a pipe would end the cell, a newline the row."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """One field (a name, a label, a note, a version string from a results file) as markdown that
+    reads as the text and nothing more: on one line (a line break would end a table row or start a
+    block, say a link definition) and every character that opens markup escaped with a backslash:
+    emphasis, a code span, a link or an image, an HTML tag, a strikethrough, the end of a cell. A
+    results file comes from a run of a pull request's code, so its fields can hold anything."""
+    return _MD_ACTIVE.sub(r"\\\1", " ".join(str(text).splitlines()))
+
+
+def md_code(text: str) -> str:
+    """One field inside a code span (`...`): shown as is there, so only a backtick (which would end
+    the span) and a line break are replaced."""
+    return " ".join(str(text).splitlines()).replace("`", "'")
 
 
 def fmt_ci(c) -> str:
