@@ -14,6 +14,7 @@ import jinja2
 
 from .errors import ConfigError
 from .network import BUNDLED as BUNDLED_NETWORKS, LOOPBACK, NetworkProfile, effective, from_table
+from .variants import Variant, from_table as variant_from_table
 from .units import format_size, parse_size, slug
 
 BACKENDS = ("s3", "ipfs")
@@ -138,6 +139,7 @@ class Config:
     scenarios: tuple[ScenarioSpec, ...]
     # every network profile a step may name: the bundled ones and the file's [networks.NAME]
     networks: dict[str, NetworkProfile] = field(default_factory=lambda: dict(BUNDLED_NETWORKS))
+    variants: dict[str, Variant] = field(default_factory=dict)  # [[variants]]: --variant NAME picks one
 
     def scenarios_for(self, target: str) -> list[ScenarioSpec]:
         return [s for s in self.scenarios if s.target == target]
@@ -277,7 +279,12 @@ def load_config(path: str | Path) -> Config:
         ))
         for j, st in enumerate(s["steps"]):
             _network(ld, st, f"{where}.steps[{j}]", targets[target].backend, networks)
-    return Config(path=path, targets=targets, scenarios=tuple(scenarios), networks=networks)
+    variants = [variant_from_table(t, f"variants[{i}]", ld.fail)
+                for i, t in enumerate(ld.get(data, "variants", "", list, default=[]))]
+    if len({v.name for v in variants}) != len(variants):
+        raise ld.fail("variants", "names unique among the variants", [v.name for v in variants])
+    return Config(path=path, targets=targets, scenarios=tuple(scenarios), networks=networks,
+                  variants={v.name: v for v in variants})
 
 
 def _step(ld: _Loader, st: Any, where: str) -> StepSpec:

@@ -22,7 +22,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
-from . import network as nw
+from . import network as nw, toolchain as tc, variants as vr
 from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
@@ -96,6 +96,7 @@ class RunRequest:
     rss: bool = True
     daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
     network: str | None = None  # --network: the profile of every S3 step that names none (network.py); None: loopback
+    variants: tuple[str, ...] = ()  # --variant values: builds after the -s refs, named (variants.py)
     profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
@@ -104,6 +105,7 @@ class RunRequest:
     def __post_init__(self):
         object.__setattr__(self, "refs", tuple(self.refs or ()))
         object.__setattr__(self, "only", tuple(self.only or ()))
+        object.__setattr__(self, "variants", tuple(self.variants or ()))
         object.__setattr__(self, "command_line", tuple(self.command_line))
         if self.runs_given is None:
             object.__setattr__(self, "runs_given", self.runs is not None)
@@ -172,6 +174,7 @@ class Checked:
     sampling: Sampling  # how they are sampled: what the runner follows and results.json records
     # S3: the network profiles the selected steps run under, by name (loopback among them: no shaper)
     networks: dict = field(default_factory=dict)
+    variants: tuple = ()  # variants.Variant per build, baseline first: the -s refs, then --variant's
 
 
 def load_target(request: RunRequest):
@@ -225,10 +228,11 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     """Everything that can be refused before a build starts. A dry run only warns where a real
     run would stop for lack of disk, and does not need the tools."""
     cfg, target, origin, all_scenarios = load_target(request)
-    if len(request.refs) < 2:
-        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...]")
-    for r in request.refs:
-        refs.classify(r)  # refuse a malformed ref before anything runs
+    variants = vr.builds(request.refs, request.variants, cfg.variants)
+    if len(variants) < 2:
+        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...] (or --variant NAME=REF,...)")
+    for v in variants:
+        refs.classify(v.ref)  # refuse a malformed ref before anything runs
     scenarios, step_filter = select_scenarios(all_scenarios, list(request.only))
     family = (scenarios, step_filter)  # a shard's verdicts belong to the whole comparison's family
     if request.shard:
@@ -249,7 +253,7 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
-                                               target.backend == "s3" and not request.bucket, len(request.refs))
+                                               target.backend == "s3" and not request.bucket, len(variants))
     try:
         fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
         fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need,
@@ -263,7 +267,7 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
                    local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units),
-                   networks)
+                   networks, variants)
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
@@ -414,10 +418,12 @@ def resolve(checked: Checked, reporter: Reporter) -> Resolved:
                          pr_remote=origin.remote if origin else None, checkout=origin is not None)
     if origin:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
-    reporter.info(f"resolving {len(request.refs)} refs of {target.name} from "
+    reporter.info(f"resolving {len(checked.variants)} refs of {target.name} from "
                   f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
-    resolved = builder.resolve_all(request.refs, request.go)
-    labels = bl.unique_labels(resolved)
+    # each build's Go: its variant's own, else --go's for its position, else the builder's choice
+    gos = tc.per_build(request.go, len(checked.variants), builder.go)
+    resolved = builder.resolve_all([v.ref for v in checked.variants], tuple(v.go or g for v, g in zip(checked.variants, gos)))
+    labels = vr.labels(checked.variants, bl.unique_labels(resolved))
     for lab, r in zip(labels, resolved):
         reporter.info(f"  {lab}: {r.sha} (Go: {r.toolchain})")
     return Resolved(builder, resolved, labels)
@@ -452,7 +458,8 @@ def identical_contenders(checked: Checked, built: list) -> frozenset[int]:
         return frozenset()
     base = built[0].binary_sha256
     return frozenset(i for i, b in enumerate(built[1:], 1)
-                     if base and b.binary_sha256 == base and same_commands(checked.scenarios, i))
+                     if base and b.binary_sha256 == base and same_commands(checked.scenarios, i)
+                     and checked.variants[i].same_run(checked.variants[0]))
 
 
 def unmeasured(checked: Checked, built: list) -> Measured:
@@ -479,9 +486,11 @@ def measure_distinct(checked: Checked, built: list, reporter: Reporter) -> Measu
     m = measure(checked, distinct, reporter) if len(distinct) > 1 else unmeasured(checked, distinct)
     for sr in m.scenarios:
         for st in sr.steps:
-            measured = {c.contender: c for c in st.comparisons}
-            st.comparisons = [measured[b.label] if b.label in measured else stats.identical(built[0].label, b.label)
-                              for b in built[1:] if b.label in measured or built.index(b) in same]
+            measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
+            for c in st.comparisons:
+                measured.setdefault(c.contender, []).append(c)
+            st.comparisons = [c for i, b in enumerate(built[1:], 1) for c in
+                              measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])]
     return dataclasses.replace(m, builds=built)
 
 
@@ -552,7 +561,22 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
                 sampling=checked.sampling, settings=request.settings,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                 verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
+                **variant_settings(checked, built),
                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
+
+
+def named_variants(checked: Checked) -> dict:
+    """label -> variant of the named ones (a named variant is labelled by its name; a ref given with
+    -s has no settings of its own); none where a hook replaced the builds (calibrate's shims)."""
+    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants if v.name}
+
+
+def variant_settings(checked: Checked, built: list) -> dict:
+    """The Plan's per-build flags and environment, by label, from the builds' variants."""
+    named = named_variants(checked)
+    by_label = {b.label: named[b.label] for b in built if b.label in named}
+    return {"build_flags": {lab: v.flags for lab, v in by_label.items() if v.flags},
+            "build_env": {lab: dict(v.env) for lab, v in by_label.items() if v.env}}
 
 
 def selected_steps(checked: Checked) -> Iterator[tuple]:
@@ -648,6 +672,13 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
         shard_steps=tuple(sharded["shard_steps"]) if sharded.get("shard_steps") is not None else None)
 
 
+def build_records(checked: Checked, built: list) -> tuple[rs.Build, ...]:
+    """Each build's record with its variant's flags and environment, where it has them."""
+    variants = named_variants(checked)
+    return tuple(dataclasses.replace(b.record(), **rs.frozen(variants[b.label].record())) if b.label in variants
+                 else b.record() for b in built)
+
+
 def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tuple[rs.Scenario, ...],
              board: dict | None, timing_record: rs.Timing) -> rs.Results:
     """The run's results, typed from the stages' own records."""
@@ -658,7 +689,7 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
                          source=r.source, backend=target.backend),
         environment=rs.Environment.probe(m.builds[0].toolchain, hyperfine=m.hyperfine,
                                          load_before=round(m.load_before, 2), competing_cpu_share=m.competing_cpu_share),
-        settings=settings_record(checked, m), builds=tuple(b.record() for b in m.builds),
+        settings=settings_record(checked, m), builds=build_records(checked, m.builds),
         baseline=m.builds[0].label, backend=rs.frozen(m.backend),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS

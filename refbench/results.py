@@ -153,6 +153,9 @@ class Build(_Doc):
     cached: bool = _f(bool, default=False)
     build_seconds: float | None = _f((int, float), default=None)
     binary_sha256: str | None = _f(str, default=None)
+    # a named variant's own target flags and environment (variants.py); absent where none were set
+    flags: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
+    env: Mapping[str, str] | None = _f(dict, default=None, omit_none=True)
 
 
 def _read_summary(value, where) -> Summary:

@@ -51,6 +51,9 @@ class Plan:
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
     clock: Callable[[], float] = time.monotonic  # the budget's clock (tests pass the MockExecutor's)
+    # named variants (variants.py), by build label: target flags after -sf's, and environment
+    build_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    build_env: dict[str, dict[str, str]] = field(default_factory=dict)
     # why a step changed (explain.Explainer): called around each build's untimed run and at the
     # end of each step; what it returns goes into the step's record
     observer: object | None = None
@@ -239,13 +242,14 @@ class Runner:
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
-        v = template_values(scenario, fixture, i, build, step, self.plan.workdir, self.plan.target_flags,
-                            self.plan.backend)
+        v = template_values(scenario, fixture, i, build, step, self.plan.workdir,
+                            self.plan.target_flags + list(self.plan.build_flags.get(build.label, ())), self.plan.backend)
         Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v
 
     def shell(self, scenario: ScenarioSpec, build: BuiltRef, template: str, values: dict) -> str:
-        return shell_command(template, values, self.plan.backend.context_env(scenario.slug, build.label))
+        return shell_command(template, values, {**self.plan.backend.context_env(scenario.slug, build.label),
+                                                **self.plan.build_env.get(build.label, {})})
 
     @property
     def untimed_seconds(self) -> float:

@@ -108,6 +108,10 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--daemon", choices=DAEMON_MODES, default=None,
                    help="how every kubo scenario runs (default: each scenario's own; the bundled ones: online, "
                         "the daemon on a loopback-only network of the run's own, as users run kubo)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=REF[,go=GO][,flags=FLAGS][,env=K=V]",
+                   help="a build named NAME, after the -s refs: REF with its own Go (as --go), the target's own "
+                        "flags (after -sf's) and environment; or NAME alone for a [[variants]] table of the "
+                        "scenarios file (repeatable; the name labels it everywhere)")
     p.add_argument("--network", default=None, metavar="PROFILE",
                    help="the network profile of every S3 step that names none of its own: loopback (the default: "
                         "the embedded MinIO directly), lan, region, or one the scenarios file declares "
@@ -130,7 +134,8 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         metric_thresholds=tuple(args.metric_threshold),
-        builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, network=args.network, profile=args.profile,
+        builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, network=args.network,
+        variants=tuple(args.variant), profile=args.profile,
         verbose=args.verbose,
         command_line=tuple(argv),
         hooks=hooks)

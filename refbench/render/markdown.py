@@ -3,6 +3,7 @@ GitHub's size limit, and the comparison of two saved runs."""
 from __future__ import annotations
 
 import math
+import shlex
 
 from tabulate import tabulate
 
@@ -160,11 +161,20 @@ def verdict_table(results: Results, rows: list[list[str]]) -> str:
 
 
 def _builds_table(results: Results) -> str:
+    """One row per build; a column for named variants' own flags and environment when a build has
+    them (the same binary under two settings reads as what it is)."""
+    variants = any(b.flags or b.env for b in results.builds)
     return _table([[("**" + md_escape(b.label) + "** (baseline)") if i == 0 else md_escape(b.label),
                     md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source, md_escape(b.toolchain or "n/a"),
                     "cached" if b.cached else f"built in {b.build_seconds:.0f} s"]
+                   + ([md_escape(variant_words(b))] if variants else [])
                    for i, b in enumerate(results.builds)],
-                  ["Build", "Ref", "Commit", "Kind", "Source", "Go", "Binary"])
+                  ["Build", "Ref", "Commit", "Kind", "Source", "Go", "Binary"] + (["Variant"] if variants else []))
+
+
+def variant_words(b) -> str:
+    """A variant's own settings: its flags, then its environment ('--numworkers 64; GOGC=200')."""
+    return "; ".join(filter(None, (shlex.join(b.flags or ()), " ".join(f"{k}={v}" for k, v in (b.env or {}).items()))))
 
 
 def _timing_tables(results: Results) -> tuple[str, str]:
