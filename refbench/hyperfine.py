@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import paths
+from . import paths, pins
 from .errors import RefbenchError, RunError
 from .verdict import METRICS
 
 log = logging.getLogger(__name__)
 
-PINNED_VERSION = "2.0.0"  # what `refbench setup` installs (crates.io, cargo install --locked)
+PINNED_VERSION = pins.HYPERFINE_VERSION  # what `refbench setup` installs: the pinned wheel's binary (refbench.pins)
 PINNED_TOOLCHAIN = "1.97.0"  # hyperfine 2.0 needs rustc >= 1.97; machines here default to 1.95
 FALLBACK_VERSION = "1.20.0"  # built where 2.0 cannot be: per-run wall time, CPU only in interleaved rounds
 MEMORY_VERSION = (1, 20, 0)  # first version exporting memory_usage_byte (a running maximum in 1.x)
@@ -45,7 +45,15 @@ _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 
 # ---- the binary -----------------------------------------------------------------------------
 def pinned_path(version: str = PINNED_VERSION) -> Path:
-    """Where `refbench setup` keeps a pinned hyperfine: $XDG_CACHE_HOME/refbench/hyperfine-V/bin."""
+    """Where `refbench setup` keeps hyperfine `version`: the pinned one (refbench.pins.cached_path,
+    checked against its hash at every use), or a version built with cargo (cargo_path)."""
+    return pins.cached_path("hyperfine") if version == PINNED_VERSION else cargo_path(version)
+
+
+def cargo_path(version: str) -> Path:
+    """Where `refbench setup` keeps a hyperfine it built with cargo: $XDG_CACHE_HOME/refbench/hyperfine-V/bin.
+    Not pinned (a Rust build differs from one machine to the next): used only under
+    REFBENCH_UNPINNED_TOOLS=1."""
     return paths.cache_root() / f"hyperfine-{version}" / "bin" / "hyperfine"
 
 
@@ -54,16 +62,19 @@ def _runnable(p: Path) -> bool:
 
 
 def locate() -> str | None:
-    """The hyperfine refbench runs: the pinned cached build, else one on the tools directories or
-    PATH when it measures each run's own CPU and memory (2.0+), else the 1.20 fallback build, else
-    whatever hyperfine there is. None when there is none."""
+    """The hyperfine refbench runs: the pinned one in the cache (a swapped file is refused,
+    refbench.pins.check), else one in the tools directories (checked the same way) or on PATH when
+    it measures each run's own CPU and memory (2.0+), else, on a machine that allows unpinned
+    tools, a cargo build of 2.0 or 1.20, else whatever hyperfine there is. None when there is none."""
     if _runnable(pinned_path()):
-        return str(pinned_path())
+        return str(pins.check("hyperfine", pinned_path()))
     found = paths.find_tool("hyperfine")
     if found and (version(found) or (0,)) >= OWN_RUN_VERSION:
         return found
-    if _runnable(pinned_path(FALLBACK_VERSION)):
-        return str(pinned_path(FALLBACK_VERSION))
+    if pins.unpinned_allowed():
+        for built in (cargo_path(PINNED_VERSION), cargo_path(FALLBACK_VERSION)):
+            if _runnable(built):
+                return str(built)
     return found
 
 
@@ -116,8 +127,9 @@ def _toolchain_args(version: str, rustup: str | None, say=None) -> list[str] | N
 
 def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None, rustup: str | None = None) -> Path:
     """Build hyperfine `version` from crates.io with `cargo install --locked` into the cache,
-    once per machine (atomically: a half-built install is never found). Returns the binary."""
-    dest = pinned_path(version)
+    once per machine (atomically: a half-built install is never found), where the pinned wheel
+    cannot be had. Returns the binary (cargo_path: not pinned)."""
+    dest = cargo_path(version)
     if dest.is_file():
         return dest
     cargo = cargo or shutil.which("cargo") or _home_cargo()

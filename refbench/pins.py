@@ -19,9 +19,13 @@ of one's own, REFBENCH_UNPINNED_TOOLS=1 uses such a tool anyway and says so. To 
 build it with `refbench setup` under REFBENCH_UNPINNED_TOOLS=1 on linux/amd64 (and with
 GOARCH=arm64), check the hashes on a second machine, and add them to PINS.
 
-hyperfine is a Rust program linked by the machine's C linker against its C library, so its bytes
-differ from one machine to the next and no hash can be pinned; refbench.hyperfine vouches for a
-cached build with a record sealed under the cache key (refbench.trust) instead.
+hyperfine is a Rust program linked by the machine's C linker against its C library, so a build
+of one's own differs from one machine to the next and no hash can be pinned for it. So the pinned
+hyperfine is not built: it is the binary a registry package ships, the same bytes wherever it is
+installed (PyPI's astral-dev-toolchain-hyperfine, a wheel per platform holding hyperfine's tagged
+release), fetched by `pip download` and pinned here like the others. Where no such wheel can be
+had, `refbench setup` still builds hyperfine with cargo, and that build is used only under
+REFBENCH_UNPINNED_TOOLS=1: it is not the pinned bytes.
 """
 from __future__ import annotations
 
@@ -30,7 +34,9 @@ import logging
 import os
 import platform as _platform
 import subprocess
+import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,13 +53,17 @@ MINIO_VERSION = os.environ.get("MINIO_VERSION", "v0.0.0-20260212201848-7aac2a2c5
 # the network profiles' shaper: `go install` names the binary after the package's directory
 TOXIPROXY_PACKAGE = "github.com/Shopify/toxiproxy/v2/cmd/server"
 TOXIPROXY_VERSION = os.environ.get("TOXIPROXY_VERSION", "v2.12.0")
+HYPERFINE_VERSION = "2.0.0"
+HYPERFINE_WHEEL = "astral-dev-toolchain-hyperfine"  # hyperfine's release binary, one wheel per platform
+WHEEL = "wheel"  # how a tool taken from a registry package's wheel is "built"
+_WHEEL_PLATFORMS = {"linux/amd64": "manylinux2014_x86_64", "linux/arm64": "manylinux2014_aarch64"}
 
 
 @dataclass(frozen=True)
 class Pin:
     tool: str  # the name refbench finds it by (tools/bin/NAME)
-    version: str  # a module version, or the shipped source's hash (refbench-s3restore)
-    go: str
+    version: str  # a module version, the shipped source's hash (refbench-s3restore), a release
+    build: str  # the Go that built it (TOOLS_GO), or WHEEL: the binary a registry package ships
     platform: str  # GOOS/GOARCH
     sha256: str
 
@@ -71,6 +81,8 @@ PINS: tuple[Pin, ...] = (
         "4e71c7d66472397ede52e72095a04d85cb3c1e69fdc6c8bc67208ca3b641345b"),
     Pin("refbench-s3restore", "cd90ef465e6ed594", "go1.26.8", "linux/arm64",
         "238f70047ff33703a96ff9c3198ccd44161fa4fab93f5049559c894e758a7c18"),
+    Pin("hyperfine", "2.0.0", WHEEL, "linux/amd64", "a72f01eb1fcd3d0514bc0f0c0ad5829590299a55d7b91468530ba47271148308"),
+    Pin("hyperfine", "2.0.0", WHEEL, "linux/arm64", "baa3843f1329cd3afada882ef54f3e5db655bf825fea135552fa29a6d8ac83d4"),
 )
 
 
@@ -89,23 +101,31 @@ def version_of(tool: str) -> str:
         return TOXIPROXY_VERSION
     if tool == "refbench-s3restore":
         return paths.tool_source_hash("s3restore")
+    if tool == "hyperfine":
+        return HYPERFINE_VERSION
     raise RefbenchError(f"{tool!r} is not a tool refbench pins (expected one of {', '.join(PINNED_TOOLS)})")
 
 
-PINNED_TOOLS = ("minio", "toxiproxy-server", "refbench-s3restore")
+PINNED_TOOLS = ("minio", "toxiproxy-server", "refbench-s3restore", "hyperfine")
+
+
+def build_of(tool: str) -> str:
+    """How the pinned `tool` is made: TOOLS_GO builds the Go tools; hyperfine comes in a wheel."""
+    return WHEEL if tool == "hyperfine" else TOOLS_GO
 
 
 def pin_for(tool: str, platform: str | None = None) -> Pin | None:
-    """The pin of the version of `tool` refbench uses, built by TOOLS_GO for `platform`."""
-    version, platform = version_of(tool), platform or current_platform()
-    return next((p for p in PINS if (p.tool, p.version, p.go, p.platform) == (tool, version, TOOLS_GO, platform)),
-                None)
+    """The pin of the version of `tool` refbench uses, made as build_of says, for `platform`."""
+    key = (tool, version_of(tool), build_of(tool), platform or current_platform())
+    return next((p for p in PINS if (p.tool, p.version, p.build, p.platform) == key), None)
 
 
 def cached_path(tool: str) -> Path:
-    """Where `refbench setup` keeps the pinned build: its name says version, Go and platform, so a
-    build made otherwise (an older refbench's) is never taken for it."""
-    return paths.cache_root() / f"{tool}-{version_of(tool)}-{TOOLS_GO}-{current_platform().replace('/', '-')}"
+    """Where `refbench setup` keeps the pinned binary: its name says version, build and platform, so
+    a binary made otherwise (an older refbench's) is never taken for it. hyperfine's sits in a bin/
+    of its own under its own name: that directory goes first on PATH (cli.main)."""
+    base = paths.cache_root() / f"{tool}-{version_of(tool)}-{build_of(tool)}-{current_platform().replace('/', '-')}"
+    return base / "bin" / "hyperfine" if tool == "hyperfine" else base
 
 
 def build_env(base: dict | None = None) -> dict:
@@ -135,18 +155,40 @@ def check(tool: str, path: Path) -> Path:
     real = Path(os.path.realpath(path))
     pin = pin_for(tool)
     if pin is None:
-        why = (f"no hash is pinned for {tool} {version_of(tool)} built by {TOOLS_GO} on {current_platform()} "
+        why = (f"no hash is pinned for {tool} {version_of(tool)} ({build_of(tool)}) on {current_platform()} "
                f"(refbench/pins.py)")
-        if unpinned_allowed():
-            log.warning("%s: %s; used anyway (%s=1)", real, why, UNPINNED_ENV)
-            return real
-        raise RefbenchError(f"refusing {real}: {why}; on a machine you trust, {UNPINNED_ENV}=1 uses it anyway")
-    got = sha256_of(real)
-    if got != pin.sha256:
-        raise RefbenchError(f"refusing {real}: its SHA-256 is {got[:16]}…, the {tool} {pin.version} built by "
-                            f"{pin.go} for {pin.platform} is {pin.sha256[:16]}… (refbench/pins.py); a cache may "
-                            f"have been tampered with: `refbench setup` rebuilds it")
-    return real
+    elif sha256_of(real) != pin.sha256:
+        why = (f"its SHA-256 is {sha256_of(real)[:16]}…, the {tool} {pin.version} ({pin.build}) for "
+               f"{pin.platform} is {pin.sha256[:16]}… (refbench/pins.py); a cache may have been tampered with, "
+               f"or it was built here (`refbench setup` puts the pinned one in its place)")
+    else:
+        return real
+    if unpinned_allowed():
+        log.warning("%s: %s; used anyway (%s=1)", real, why, UNPINNED_ENV)
+        return real
+    raise RefbenchError(f"refusing {real}: {why}; on a machine you trust, {UNPINNED_ENV}=1 uses it anyway")
+
+
+def _from_wheel(tool: str, out_dir: Path) -> Path:
+    """The binary of the pinned `tool` taken from its registry package: `pip download` of the wheel
+    for this platform (no dependencies, binaries only), the file its data scripts hold."""
+    tag = _WHEEL_PLATFORMS.get(current_platform())
+    if tag is None:
+        raise RefbenchError(f"no {HYPERFINE_WHEEL} wheel is pinned for {current_platform()}")
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--platform", tag,
+            "--dest", str(out_dir), f"{HYPERFINE_WHEEL}=={version_of(tool)}"]
+    p = subprocess.run(argv, capture_output=True, text=True)
+    wheels = sorted(out_dir.glob("*.whl"))
+    if p.returncode != 0 or not wheels:
+        raise RefbenchError(f"pip download {HYPERFINE_WHEEL}=={version_of(tool)} failed (exit {p.returncode})",
+                            detail=p.stderr[-3000:])
+    with zipfile.ZipFile(wheels[0]) as z:
+        member = next((n for n in z.namelist() if n.endswith(f".data/scripts/{tool}")), None)
+        if member is None:
+            raise RefbenchError(f"{wheels[0].name} holds no {tool} binary")
+        out = out_dir / tool
+        out.write_bytes(z.read(member))
+    return out
 
 
 def _build_argv(tool: str, go: str, out_dir: Path) -> tuple[list[str], dict]:
@@ -173,23 +215,30 @@ def install(tool: str, go: str, say=None) -> Path:
     if pin is None and not unpinned_allowed():
         check(tool, dest)  # raises, naming what is not pinned
     if say:
-        say(f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
+        say(f"fetching the pinned {tool} {version_of(tool)} ({HYPERFINE_WHEEL} from PyPI)" if tool == "hyperfine" else
+            f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{dest.name}-", dir=dest.parent) as tmp:
-        argv, extra = _build_argv(tool, go, Path(tmp))
-        source = paths.tool_source("s3restore") if tool == "refbench-s3restore" else contextlib.nullcontext(tmp)
-        with source as cwd:
-            p = subprocess.run(argv, cwd=cwd, env={**build_env(), **extra}, capture_output=True, text=True)
-        # `go install` names the binary after the package's last element (toxiproxy's is "server")
-        built = Path(tmp) / (tool if tool == "refbench-s3restore" else argv[2].split("@")[0].rsplit("/", 1)[-1])
-        if p.returncode != 0 or not built.is_file():
-            raise RefbenchError(f"building {tool} {version_of(tool)} with {TOOLS_GO} failed: {' '.join(argv[1:])} "
-                                f"exited {p.returncode}", detail=p.stderr[-3000:])
+        built = _from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp))
         got = sha256_of(built)
         if pin is not None and got != pin.sha256:
-            raise RefbenchError(f"built {tool} {pin.version} with {TOOLS_GO} for {pin.platform}: SHA-256 {got}, "
-                                f"but {pin.sha256} is pinned (refbench/pins.py); the build is not the reproducible "
-                                f"one (another Go, or a GOFLAGS/GOAMD64/CGO setting leaking in?): not used")
+            raise RefbenchError(f"made {tool} {pin.version} ({pin.build}) for {pin.platform}: SHA-256 {got}, but "
+                                f"{pin.sha256} is pinned (refbench/pins.py); not the pinned bytes (another Go, or a "
+                                f"GOFLAGS/GOAMD64/CGO setting leaking in?): not used")
         built.chmod(0o755)
         os.replace(built, dest)
     return dest
+
+
+def _go_build(tool: str, go: str, tmp: Path) -> Path:
+    """`tool` built reproducibly (build_env) into tmp; the binary."""
+    argv, extra = _build_argv(tool, go, tmp)
+    source = paths.tool_source("s3restore") if tool == "refbench-s3restore" else contextlib.nullcontext(tmp)
+    with source as cwd:
+        p = subprocess.run(argv, cwd=cwd, env={**build_env(), **extra}, capture_output=True, text=True)
+    # `go install` names the binary after the package's last element (toxiproxy's is "server")
+    built = tmp / (tool if tool == "refbench-s3restore" else argv[2].split("@")[0].rsplit("/", 1)[-1])
+    if p.returncode != 0 or not built.is_file():
+        raise RefbenchError(f"building {tool} {version_of(tool)} with {TOOLS_GO} failed: {' '.join(argv[1:])} "
+                            f"exited {p.returncode}", detail=p.stderr[-3000:])
+    return built

@@ -18,8 +18,8 @@ nothing, since whoever swapped the binary rewrote the hash too. So:
   another key, is rebuilt. A job without the secret (a pull request's) makes a key of its own:
   it reuses what it built itself and rebuilds what it restored, and it can seal nothing a
   trusted job accepts;
-- the tools refbench builds (MinIO, toxiproxy, refbench-s3restore) are checked against hashes
-  pinned in code (refbench.pins): their builds are reproducible;
+- the tools refbench installs (MinIO, toxiproxy, refbench-s3restore, built reproducibly; hyperfine,
+  the binary its wheel ships) are checked against hashes pinned in code (refbench.pins);
 - git never runs a hook or reads a config from a cached clone (builds.Builder.repo), and
   `go mod verify` checks the Go module cache before every build (builds.Builder).
 

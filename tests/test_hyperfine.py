@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need
-from refbench import hyperfine
+from refbench import hyperfine, pins
 from refbench.errors import RefbenchError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -131,17 +131,38 @@ def _fake_hyperfine(d: Path, ver: str) -> Path:
     return f
 
 
+@pytest.fixture
+def no_wheel(monkeypatch):
+    """No pinned wheel can be had (offline, another platform): setup falls back to cargo."""
+    def refuse(tool, out_dir):
+        raise RefbenchError("pip download astral-dev-toolchain-hyperfine==2.0.0 failed (exit 1)")
+    monkeypatch.setattr(pins, "_from_wheel", refuse)
+
+
+def _pin_it(monkeypatch, binary: Path) -> None:
+    """Make `binary` the pinned hyperfine of this platform (as if the wheel held it)."""
+    monkeypatch.setattr(pins, "PINS", (pins.Pin("hyperfine", hyperfine.PINNED_VERSION, pins.WHEEL,
+                                                 pins.current_platform(), pins.sha256_of(binary)),))
+
+
 def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
     on_path = _fake_hyperfine(tmp_path / "path", "1.15.0")
     assert hyperfine.locate() == str(on_path)
     assert hyperfine.version() == (1, 15, 0) and not hyperfine.exports_memory()
     fallback = _fake_hyperfine(hyperfine.pinned_path(hyperfine.FALLBACK_VERSION).parent, hyperfine.FALLBACK_VERSION)
+    assert hyperfine.locate() == str(on_path)  # a cargo build is not pinned: only where unpinned tools are allowed
+    monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
     assert hyperfine.locate() == str(fallback)
+    monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS")
     pinned = _fake_hyperfine(hyperfine.pinned_path().parent, hyperfine.PINNED_VERSION)
     assert pinned == hyperfine.pinned_path() and pinned.is_relative_to(tmp_path / "cache" / "refbench")
+    with pytest.raises(RefbenchError, match="refusing .*hyperfine.*pins.py"):  # not the pinned bytes
+        hyperfine.locate()
+    _pin_it(monkeypatch, pinned)
     assert hyperfine.locate() == str(pinned)
     assert hyperfine.version() == hyperfine.parse_version(hyperfine.PINNED_VERSION)
     assert hyperfine.exports_memory() and hyperfine.measures_own_runs()
@@ -198,7 +219,7 @@ chmod +x "$root/bin/hyperfine"
     rustup.write_text(f"#!/bin/sh\necho rustup \"$@\" >> {log}\n")
     rustup.chmod(0o755)
     path = hyperfine.install(cargo=str(cargo), say=said.append, rustup=str(rustup))
-    assert path == hyperfine.pinned_path() and path.is_file()
+    assert path == hyperfine.cargo_path(hyperfine.PINNED_VERSION) and path.is_file()
     assert hyperfine.version(str(path)) == hyperfine.parse_version(hyperfine.PINNED_VERSION)
     first, args = (line.split() for line in log.read_text().splitlines())
     assert first == ["rustup", "toolchain", "install", hyperfine.PINNED_TOOLCHAIN, "--profile", "minimal"]
@@ -210,7 +231,7 @@ chmod +x "$root/bin/hyperfine"
     assert [p.name for p in path.parent.parent.parent.iterdir()] == [path.parent.parent.name]  # no temp left
 
 
-def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypatch, capsys):
+def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypatch, capsys, no_wheel):
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -223,7 +244,35 @@ def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypa
     assert "GNU time" in capsys.readouterr().err
 
 
-def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch):
+def test_setup_takes_the_pinned_wheel_links_it_and_refuses_it_swapped(tmp_path, monkeypatch):
+    """The pinned hyperfine is its wheel's binary (refbench.pins): setup puts it in the cache and
+    links it; a swapped file in its place is refused wherever refbench looks for hyperfine."""
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
+    wheel_binary = _fake_hyperfine(tmp_path / "wheel", hyperfine.PINNED_VERSION)
+    _pin_it(monkeypatch, wheel_binary)
+
+    def from_wheel(tool, out_dir):
+        (out_dir / tool).write_bytes(wheel_binary.read_bytes())
+        return out_dir / tool
+    monkeypatch.setattr(pins, "_from_wheel", from_wheel)
+    got = setup.ensure_hyperfine(tmp_path / "bin")
+    assert got == str(hyperfine.pinned_path()) and os.readlink(tmp_path / "bin" / "hyperfine") == got
+    assert hyperfine.locate() == got and hyperfine.measures_own_runs(got)
+    Path(got).write_text("#!/bin/sh\necho 'hyperfine 2.0.0 (planted)'\n")
+    with pytest.raises(RefbenchError, match="refusing"):
+        hyperfine.locate()
+    from refbench import paths
+    with pytest.raises(RefbenchError, match="refusing"):
+        paths.find_tool("hyperfine")
+    assert setup.ensure_hyperfine(tmp_path / "bin") == got  # setup puts the pinned one back
+    assert hyperfine.locate() == got
+
+
+def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch, no_wheel):
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
@@ -240,13 +289,15 @@ chmod +x "$root/bin/hyperfine"
     rustup.write_text("#!/bin/sh\nexit 0\n")
     rustup.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")  # a cargo build is not the pinned bytes
     got = setup.ensure_hyperfine(tmp_path / "bin")
-    assert got == str(hyperfine.pinned_path())
+    assert got == str(hyperfine.cargo_path(hyperfine.PINNED_VERSION))
     assert os.readlink(tmp_path / "bin" / "hyperfine") == got
     assert hyperfine.locate() == got  # and from now on it is the one refbench runs
 
 
-def test_setup_falls_back_to_1_20_where_2_0_cannot_be_built_and_says_what_is_lost(tmp_path, monkeypatch, capsys):
+def test_setup_falls_back_to_1_20_where_2_0_cannot_be_built_and_says_what_is_lost(tmp_path, monkeypatch, capsys,
+                                                                                     no_wheel):
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

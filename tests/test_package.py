@@ -247,12 +247,12 @@ def test_paths_defaults(tmp_path, monkeypatch):
     assert paths.bundled_scenarios().is_file() and paths.bundled_scenarios().parent == paths.PACKAGE_DIR
     (tmp_path / "refbench.toml").write_text("")
     assert paths.default_scenarios(tmp_path) == tmp_path / "refbench.toml"
-    # tools: the tools directory before PATH
+    # tools: the tools directory before PATH (a tool refbench pins is checked too: test_security)
     bin_dir = tmp_path / "xdg" / "refbench" / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "minio").write_text("#!/bin/sh\n")
-    (bin_dir / "minio").chmod(0o755)
-    assert paths.find_tool("minio") == str(bin_dir / "minio")
+    (bin_dir / "ipfs").write_text("#!/bin/sh\n")
+    (bin_dir / "ipfs").chmod(0o755)
+    assert paths.find_tool("ipfs") == str(bin_dir / "ipfs")
     env = paths.extend_path({"PATH": "/usr/bin"})
     assert env["PATH"] == f"{bin_dir}:/usr/bin"
     # the s3restore source hash is the one scripts/setup.sh used (cat go.mod go.sum *.go | sha256sum)

@@ -459,7 +459,7 @@ def test_cache_poisoning_a_swapped_minio_binary_is_refused(monkeypatch, tmp_path
         MinioServer(tmp_path / "data")
     # the pinned bytes pass: the same file, were its hash the pinned one
     pin = pins.pin_for("minio")
-    monkeypatch.setattr(pins, "PINS", (pins.Pin("minio", pin.version, pin.go, pin.platform,
+    monkeypatch.setattr(pins, "PINS", (pins.Pin("minio", pin.version, pin.build, pin.platform,
                                                  pins.sha256_of(planted)),))
     assert paths.find_tool("minio") == str(planted)
 

@@ -3,9 +3,12 @@
 What a pip-installed user lacks, from the package registries only (never GitHub):
 
 - Go: a toolchain from the Go module proxy (golang.org/toolchain), only when none is installed;
-- hyperfine 2.0 (each run's own CPU time and peak memory): the pinned version built from crates.io
-  with `cargo +1.97.0 install --locked` (after `rustup toolchain install 1.97.0 --profile minimal`),
-  once per machine; 1.20 where that fails (saying what is lost); without cargo, the Debian package;
+- hyperfine 2.0 (each run's own CPU time and peak memory): the binary of the pinned wheel
+  (astral-dev-toolchain-hyperfine from PyPI, `pip download`), refused unless it has the SHA-256
+  pinned in refbench/pins.py; where no wheel can be had, built from crates.io with
+  `cargo +1.97.0 install --locked` (after `rustup toolchain install 1.97.0 --profile minimal`),
+  which is not pinned (used only under REFBENCH_UNPINNED_TOOLS=1); 1.20 where that fails (saying
+  what is lost); without cargo, the Debian package;
 - MinIO: `go install` of a pinned pseudo-version from the Go module proxy, once per machine, built
   reproducibly and refused unless it has the SHA-256 pinned in refbench/pins.py;
 - toxiproxy (the network profiles' shaper, refbench/network.py): `go install` of a pinned release's
@@ -126,11 +129,23 @@ def _vtext(binary: str | None) -> str:
 
 
 def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
-    """The pinned hyperfine 2.0 (or a 2.x found on PATH, which measures the same); where 2.0 cannot
-    be built, 1.20, saying what is lost; an older one (or the Debian package) as the last resort."""
-    found = hyperfine.locate()
+    """The pinned hyperfine 2.0, its wheel's binary (refbench.pins); where that cannot be had, a 2.x
+    found on PATH (which measures the same), else a cargo build (not pinned), 1.20 where 2.0 cannot
+    be built, saying what is lost; an older one (or the Debian package) as the last resort."""
+    try:
+        pinned = pins.install("hyperfine", "", say)
+    except RefbenchError as e:
+        say(f"no pinned hyperfine: {e}")
+    else:
+        _link(pinned, "hyperfine", bin_dir)
+        return str(pinned)
+    try:
+        found = hyperfine.locate()
+    except RefbenchError as e:  # a hyperfine in the tools directories that is not the pinned one
+        say(str(e))
+        found = None
     if found and hyperfine.measures_own_runs(found):
-        if Path(found) == hyperfine.pinned_path():
+        if Path(found) == hyperfine.cargo_path(hyperfine.PINNED_VERSION):
             _link(Path(found), "hyperfine", bin_dir)
         return found
     if build:
@@ -151,6 +166,9 @@ def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
                         print(e.detail, file=sys.stderr)
                     continue
                 _link(pinned, "hyperfine", bin_dir)
+                if not pins.unpinned_allowed():
+                    say(f"hyperfine {version} built here with cargo is not the pinned binary (a Rust build differs "
+                        f"between machines): refbench runs it only with {pins.UNPINNED_ENV}=1")
                 return str(pinned)
         elif not found:
             say(f"cargo not found: cannot build hyperfine {hyperfine.PINNED_VERSION}; trying the Debian package")
