@@ -44,14 +44,14 @@ class Sandbox:
     @classmethod
     def open(cls) -> "Sandbox":
         """A fresh namespace pair, loopback up; RunError naming the reason when none can be made."""
-        missing = [t for t in TOOLS if not shutil.which(t, path=_sbin_path())]
+        missing = [t for t in TOOLS if not shutil.which(t, path=sbin_path())]
         if missing:
             raise RunError(f"no network namespace: {', '.join(missing)} not found (util-linux, iproute2)")
         user = os.geteuid() != 0
-        argv = [shutil.which("unshare", path=_sbin_path()), "--net", "--mount", "--propagation", "private",
+        argv = [shutil.which("unshare", path=sbin_path()), "--net", "--mount", "--propagation", "private",
                 *(["--user", "--map-root-user"] if user else []), "--", "sh", "-c", _HOLD]
         proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                text=True, env={"PATH": _sbin_path()}, start_new_session=True)
+                                text=True, env={"PATH": sbin_path()}, start_new_session=True)
         line = proc.stdout.readline().strip()
         if line != "ready":
             proc.stdin.close()
@@ -63,7 +63,7 @@ class Sandbox:
     def prefix(self) -> tuple[str, ...]:
         """The argv prefix that runs a command inside (nsenter keeps refbench's credentials in a
         user namespace, so files the command writes belong to the user outside too)."""
-        return (shutil.which("nsenter", path=_sbin_path()) or "nsenter", "-t", str(self.pid), "--net", "--mount",
+        return (shutil.which("nsenter", path=sbin_path()) or "nsenter", "-t", str(self.pid), "--net", "--mount",
                 *(["--user", "--preserve-credentials"] if self.user else []), "--")
 
     def close(self) -> None:
@@ -92,7 +92,7 @@ def unavailable() -> str | None:
     return None
 
 
-def _sbin_path() -> str:
+def sbin_path() -> str:
     """PATH with the sbin directories, where ip lives on Debian for non-root users."""
     parts = os.environ.get("PATH", "").split(":")
     return ":".join(dict.fromkeys(parts + ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"]))

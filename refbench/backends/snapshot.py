@@ -102,7 +102,7 @@ def layer_mount_command(mountpoint: Path, lower: Path, layer: Path, user: bool) 
 def overlay_unavailable() -> str | None:
     """Why no state can be restored here (no namespace, or no overlay mount inside one), or None
     when restore_command works: probed once, on a throw-away lower directory."""
-    from .sandbox import Sandbox
+    from .sandbox import Sandbox, sbin_path
 
     try:
         box = Sandbox.open()
@@ -114,7 +114,8 @@ def overlay_unavailable() -> str | None:
             (root / "lower").mkdir()
             (root / "lower" / "f").write_text("x")
             cmd = restore_command(root / "m", [root / "lower"], root / "s", box.user) + f" && cat {root}/m/f"
-            proc = subprocess.run([*box.prefix(), "sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+            proc = subprocess.run([*box.prefix(), "sh", "-c", cmd], capture_output=True, text=True, timeout=30,
+                                  env={"PATH": sbin_path()})
             if proc.returncode != 0 or proc.stdout.strip() != "x":
                 return f"overlay mount failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}"
     finally:

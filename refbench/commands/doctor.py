@@ -77,13 +77,15 @@ def checks() -> list[tuple[str, str, str, bool]]:
     out.append((OK, "network namespace", "kubo's online daemon runs in one of the run's own, loopback only",
                 False) if why is None else
                (WARN, "network namespace", f"none can be made here ({why}): kubo's online scenarios are refused "
-                "(--daemon offline runs them without networking). Run as root, or allow unprivileged user "
-                "namespaces (sysctl kernel.unprivileged_userns_clone=1)", False))
+                "(--daemon offline runs them without networking). apt-get install iproute2 util-linux where ip, "
+                "unshare or nsenter is missing; otherwise run as root, or allow unprivileged user namespaces "
+                "(sysctl kernel.unprivileged_userns_clone=1)", False))
     why = snapshot.overlay_unavailable()
     out.append((OK, "overlay", "cached IPFS repo states are restored before every run (kubo's GC scenario)", False)
                if why is None else
                (WARN, "overlay", f"cannot restore a cached IPFS state here ({why}): kubo's garbage collection "
-                "scenario fails; needs overlayfs in a mount namespace (Linux 5.11+ without root)", False))
+                "scenario is refused; it needs overlayfs in a mount namespace (Linux 5.11+ without root): apt-get install "
+                "iproute2 util-linux where they are missing, else leave it out with --only", False))
     perf_ok, perf_text = profile.perf_status()
     out.append((OK, "perf", f"{perf_text}: CPU profiles of the steps that move", False) if perf_ok else
                (WARN, "perf", f"{perf_text}: no CPU profiles (--profile, and of steps that move); the comparison "
