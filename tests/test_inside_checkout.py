@@ -132,8 +132,9 @@ def action_step_script(step_id: str) -> str:
 
 def test_the_actions_benchmark_step_in_a_pr_checkout(s5_origin, tmp_path, builds_dir):
     """The Action's Benchmark step, run here as on a runner: refs default to the PR's base commit
-    and number, the target and origin come from the checkout, a /bench comment adds only its
-    allowed options, the budget turns into --until-decided --max-time."""
+    and number, the target and origin come from the checkout, the budget turns into --budget; on
+    a /bench comment it builds exactly the commits the check step accepted, with the allowed
+    options the check wrote, and without them it builds nothing."""
     bench = checkout_of(s5_origin, tmp_path / "s5cmd")
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -146,26 +147,46 @@ def test_the_actions_benchmark_step_in_a_pr_checkout(s5_origin, tmp_path, builds
     env = {**os.environ, "PATH": f"{tools}:{os.environ['PATH']}", "RUNNER_TEMP": str(runner_temp),
            "GITHUB_OUTPUT": str(output), "REFBENCH_BUILDS_DIR": str(builds_dir),
            "REFS": "", "TARGET": "", "SCENARIOS": "", "ARGS": "--dry-run -w 0", "QUICK": "true",
-           "BENCH_COMMAND": "/bench --only 'small files' -r 3", "ASSOCIATION": "MEMBER",
-           "BUDGET": "120", "FAIL_ON_REGRESSION": "false", "PR_NUMBER": "7", "BASE_SHA": s5_origin.shas["old"]}
-    p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench, env=env, capture_output=True,
-                       text=True, timeout=600)
+           "BENCH_COMMAND": "", "BUDGET": "120", "FAIL_ON_REGRESSION": "false", "PR_NUMBER": "7",
+           "BASE_SHA": s5_origin.shas["old"], "CHECKED_BASE": "", "CHECKED_HEAD": ""}
+
+    def step(**change):
+        output.write_text("")
+        return subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench, env={**env, **change},
+                              capture_output=True, text=True, timeout=600)
+
+    p = step()  # a pull_request event: the PR's base commit and its number
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"target s5cmd from {tmp_path / 's5cmd'}" in p.stdout
     assert s5_origin.shas["slow"] in p.stdout  # PR 7
-    assert "/bench arguments: --only small files -r 3" in p.stdout
     out = dict(ln.split("=", 1) for ln in output.read_text().splitlines())
     assert out["exit-code"] == "0" and out["results"] == str(runner_temp / "refbench" / "results.json")
     assert (runner_temp / "refbench" / "pr-number").read_text() == "7\n"
-    # an untrusted association, or anything a shell would act on, is refused before anything runs
-    p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench,
-                       env={**env, "ASSOCIATION": "CONTRIBUTOR"}, capture_output=True, text=True, timeout=600)
-    assert p.returncode != 0 and "/bench is for maintainers" in p.stderr
+    # /bench: the check step (refbench comment --check-command, tested in test_action / test_github)
+    # leaves the accepted commits and the allowed options, one per line; the run builds those
+    (runner_temp / "refbench" / "bench-args").write_text("--only\nsmall files\n-r\n3\n")
+    p = step(BENCH_COMMAND="/bench --only 'small files' -r 3", CHECKED_BASE=s5_origin.shas["old"],
+             CHECKED_HEAD=s5_origin.shas["slow"])
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "/bench arguments: --only small files -r 3" in p.stdout
+    assert s5_origin.shas["old"] in p.stdout and s5_origin.shas["slow"] in p.stdout
+    # a /bench without the check's commits builds nothing
+    p = step(BENCH_COMMAND="/bench -r 3")
+    assert p.returncode == 2 and "the /bench check gave no commits" in p.stdout
+    assert dict(ln.split("=", 1) for ln in output.read_text().splitlines()).get("exit-code") is None
+    # an untrusted association, or anything a shell would act on, is refused by the check before
+    # anything runs
     pwned = tmp_path / "pwned"
+    check = ["refbench", "comment", "--check-command", "--repo", "acme/tool", "--pr", "7", "--commenter", "m",
+             "--refs-out", str(tmp_path / "refs")]
+    no_api = {**env, "GITHUB_API_URL": "http://127.0.0.1:9", "GITHUB_TOKEN": "x"}
+    p = subprocess.run([*check, "--author-association", "CONTRIBUTOR"], input="/bench -r 3", env=no_api,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "/bench is for maintainers" in p.stderr
     for body in (f"/bench -r 3; touch {pwned}", f"/bench --only $(touch {pwned})", f"/bench --only `touch {pwned}`"):
-        p = subprocess.run(["bash", "-e", "-c", action_step_script("run")], cwd=bench,
-                           env={**env, "BENCH_COMMAND": body}, capture_output=True, text=True, timeout=600)
-        assert p.returncode != 0 and "refbench: error: /bench" in p.stderr, body
+        p = subprocess.run([*check, "--author-association", "MEMBER"], input=body, env=no_api,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "refbench: error: /bench" in p.stderr, body
     assert not pwned.exists()
 
 
