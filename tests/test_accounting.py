@@ -145,6 +145,9 @@ KUBO_CHUNKING = '''
 name = "chunking"
 target = "kubo"
 fixture = { kind = "random", size = "1M", count = 2, seed = 5 }
+# the CLI alone does the work: perf and IPFS_PROF profile the command hyperfine runs, which with an
+# online daemon is a thin client (the daemon's own profile is not taken yet)
+daemon = "none"
 vary = { chunker = [["--chunker=size-262144"], ["--chunker=size-65536"]] }
   [[scenarios.steps]]
   name = "add"

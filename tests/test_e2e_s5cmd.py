@@ -239,11 +239,12 @@ def test_dry_run_resolves_every_kind_of_ref(s5_origin, builds_dir, tmp_path):
     assert f"v1.0.1: {o.shas['patch']}" in err
     assert f"HEAD@{o.shas['new'][:7]}: {o.shas['new']}" in err
     assert f"broken@{o.shas['broken'][:7]}: {o.shas['broken']}" in err
-    assert "step upload:" in proc.stdout and "would build" in proc.stdout or "cached" in proc.stdout
+    assert "step upload [network loopback]:" in proc.stdout
+    assert "would build" in proc.stdout or "cached" in proc.stdout
     # the commands as they would run, rendered for the first build: its binary, the fixture, the remote
     first = builds_dir.resolve() / "s5cmd" / o.shas["new"] / "s5cmd"
     assert "{{" not in proc.stdout and "{%" not in proc.stdout
-    assert (f"  step upload: {first}  cp '{builds_dir.resolve()}/fixtures/sparse-1Mx10000/*' "
+    assert (f"  step upload [network loopback]: {first}  cp '{builds_dir.resolve()}/fixtures/sparse-1Mx10000/*' "
             "'s3://refbench/refbench/<run-id>/small-files/up/'") in proc.stdout, proc.stdout
     assert "    prepare: rm -rf '<workdir>/small-files/dest-download'" in proc.stdout
 
