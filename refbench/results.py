@@ -170,6 +170,17 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 9)
 
 
+def metric_values(metric: str, times, user, system, memory, instructions) -> tuple[float, ...] | None:
+    """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
+    instructions), or None unless every run has one: what a comparison of that metric reads, in
+    a run (runner.BuildSamples) and from a saved one (Samples) alike."""
+    v = {"wall": times, "cpu": tuple(u + k for u, k in zip(user, system)), "memory": memory,
+         "instructions": instructions}[metric]
+    if not v or len(v) != len(times) or any(x is None for x in v):
+        return None
+    return tuple(float(x) for x in v)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Samples(_Doc):
     """One build's runs in one step."""
@@ -198,11 +209,8 @@ class Samples(_Doc):
         """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
         instructions), or None unless every run has one: what a saved run's comparison of that
         metric reads (`compare`), as the runner reads its own samples."""
-        v = {"wall": self.times, "cpu": tuple(u + k for u, k in zip(self.user, self.system)),
-             "memory": self.memory_bytes or (), "instructions": self.instructions or ()}[metric]
-        if not v or len(v) != len(self.times) or any(x is None for x in v):
-            return None
-        return tuple(float(x) for x in v)
+        return metric_values(metric, self.times, self.user, self.system, self.memory_bytes or (),
+                             self.instructions or ())
 
     @classmethod
     def measured(cls, times, user, system, exit_codes, rounds, memory, rss_kb=None, check=None,

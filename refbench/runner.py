@@ -84,12 +84,9 @@ class BuildSamples:
                                    instructions=self.instructions)
 
     def values(self, metric: str) -> list[float] | None:
-        """Per-run values of a metric, or None unless every run has one."""
-        v = {"wall": self.times, "cpu": [u + s for u, s in zip(self.user, self.system)],
-             "memory": self.memory, "instructions": self.instructions}[metric]
-        if len(v) != len(self.times) or any(x is None for x in v) or not v:
-            return None
-        return [float(x) for x in v]
+        """Per-run values of a metric, or None unless every run has one (results.metric_values)."""
+        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.instructions)
+        return None if v is None else list(v)
 
     def add(self, res: CommandResult, r: int) -> None:
         n = res.runs
