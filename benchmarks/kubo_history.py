@@ -39,8 +39,12 @@ ADDS = ("--only", "large file/add", "--only", "small files/add", "--only", "tree
 CASES = {
     "v035-online-add": (("v0.34.1", "v0.35.0"), ("--quick", *ADDS)),
     "v033-flatfs-sync": (("v0.32.1", "v0.33.2"), ("--quick", *ADDS)),
+    # the same pair with no daemon: the datastore's own writes, without the provider queue
+    "v033-no-daemon": (("v0.32.1", "v0.33.2"), ("--quick", *ADDS, "--daemon", "none")),
     "v040-go126": (("v0.40.1", "v0.40.1"), ("--quick", "--only", "large file", "--go", "mod,1.26")),
     "gc-scale": (("v0.41.0", "v0.41.0"), ("--only", "garbage collection", "--measure-identical")),
+    # the first GC alone, its whole budget share to itself (a quiet machine's figure for the target)
+    "gc-first": (("v0.41.0", "v0.41.0"), ("--only", "garbage collection/repo gc", "--measure-identical")),
 }
 
 
@@ -129,7 +133,7 @@ def main() -> None:
     for name in args.cases.split(","):
         r = run_case(name, out, Path(args.builds_dir))
         report(r)
-        if name == "gc-scale" and "doc" in r:
+        if name.startswith("gc-") and "doc" in r:
             restore_share(r["doc"], Path(args.builds_dir))
         sys.stdout.flush()
 
