@@ -257,7 +257,9 @@ class IpfsBackend:
         complete; a failed one is removed, so the next run rebuilds it."""
         repo = self.repos[job.label]
         if job.layer is not None:
-            self._inside(f"umount {shlex.quote(str(repo.path))}")
+            # after a failed template, the unmount must not replace the failure that is on its way
+            with contextlib.suppress(*(() if ok else (RunError,))):
+                self._inside(f"umount {shlex.quote(str(repo.path))}")
         where = job.layer if job.layer is not None else job.path
         if not ok:
             StateCache.clear(where)
