@@ -14,29 +14,21 @@ Before measuring, `design_warnings` says which steps' designs cannot reach a ver
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from . import results as rs, stats
-from .verdict import ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, Verdict
+from .figures import criteria  # noqa: F401  (what every command that judges builds its criteria with)
+from .verdict import Verdict
 
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
 # ---- the criteria ----------------------------------------------------------------------------
-def criteria(threshold: float = THRESHOLD, alpha: float = ALPHA, noise_limit: float = NOISE_LIMIT,
-             metric_thresholds: Iterable[tuple[str, float]] | Mapping[str, float] = ()) -> stats.Criteria:
-    """What verdicts are judged by: the options given, each metric's threshold (--metric-threshold)
-    over verdict.METRIC_THRESHOLDS. Every command that judges builds its criteria here."""
-    given = dict(metric_thresholds.items() if isinstance(metric_thresholds, Mapping) else metric_thresholds)
-    return stats.Criteria(threshold=threshold, alpha=alpha, noise_limit=noise_limit,
-                          metric_thresholds=tuple({**dict(METRIC_THRESHOLDS), **given}.items()))
-
-
 def recorded(settings: rs.Settings) -> stats.Criteria:
     """The criteria a results file's settings record: how `merge` (and anything else re-judging a
     saved run) judges it as the run did, metric thresholds included."""
-    return criteria(settings.threshold, settings.alpha, settings.noise_limit, settings.metric_thresholds or {})
+    return settings.criteria
 
 
 # ---- the family -------------------------------------------------------------------------------

@@ -25,8 +25,8 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .stats import Comparison, Summary, summarize
-from .verdict import ALPHA, METRICS, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, Verdict, count
+from .figures import Comparison, Criteria, Summary, criteria, summarize
+from .verdict import ALPHA, METRICS, NOISE_LIMIT, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -487,13 +487,12 @@ class Settings(_Doc):
     shard_steps: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
     merged_shards: int | None = _f(int, default=None, omit_none=True)  # merged results only
 
-
-    def threshold_for(self, metric: str) -> float:
-        """The threshold a metric's verdicts used: wall's is `threshold`; the others' as recorded, else
-        the defaults they had when the file was written."""
-        if metric == "wall":
-            return self.threshold
-        return (self.metric_thresholds or {}).get(metric, dict(METRIC_THRESHOLDS).get(metric, self.threshold))
+    @property
+    def criteria(self) -> Criteria:
+        """The criteria these settings record: how anything judging the saved run again (merge,
+        a view's thresholds) judges it as the run did, each metric's threshold as recorded, else
+        the default it had when the file was written."""
+        return criteria(self.threshold, self.alpha, self.noise_limit, self.metric_thresholds or {})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -54,9 +54,10 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-from .verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD, Verdict
+# the plain figures live in figures.py (results.py reads them without numpy); re-exported here
+from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, summarize  # noqa: F401
+from .verdict import METRICS, Verdict
 
-POWER = 0.8
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
 # standard error of the shift is sqrt(π/3) · σ / sqrt(S), S = Σ_rounds n m / (n + m + 1).
@@ -66,140 +67,8 @@ _SQRT2PI = math.sqrt(2 * math.pi)
 _PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
 
 
-@dataclass(frozen=True)
-class Criteria:
-    """What a comparison is judged by: the equivalence thresholds, alpha, the noise limit, alpha
-    spending and the power that planning aims for (results.Settings records a run's choice)."""
-    threshold: float = THRESHOLD
-    alpha: float = ALPHA
-    noise_limit: float = NOISE_LIMIT
-    confidence: float = 0.95
-    resamples: int = 4000  # only for rel_interval (the bootstrap of the mean ratio, kept for callers)
-    spending: str = "obrien-fleming"  # alpha spending across looks: "obrien-fleming" or "pocock"
-    power: float = POWER  # power the minimum detectable effect and runs_needed refer to
-    metric_thresholds: tuple[tuple[str, float], ...] = METRIC_THRESHOLDS  # metric -> threshold, besides wall
-
-    def threshold_for(self, metric: str) -> float:
-        """The equivalence threshold of a metric: --threshold for wall, its own for the others."""
-        return dict(self.metric_thresholds).get(metric, self.threshold) if metric != "wall" else self.threshold
-
-    def for_metric(self, metric: str) -> "Criteria":
-        return self if metric == "wall" else replace(self, threshold=self.threshold_for(metric))
-
-
-@dataclass(frozen=True)
-class Summary:
-    n: int
-    mean: float
-    stddev: float
-    median: float
-    min: float
-    max: float
-    p95: float
-    cv: float
-
-    def to_json(self) -> dict:
-        return {k: (round(v, 9) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-def summarize(times) -> Summary:
-    a = np.asarray(times, dtype=float)
-    if a.size == 0:
-        raise ValueError("no samples")
-    mean = float(a.mean())
-    sd = float(a.std(ddof=1)) if a.size > 1 else 0.0
-    return Summary(n=int(a.size), mean=mean, stddev=sd, median=float(np.median(a)), min=float(a.min()),
-                   max=float(a.max()), p95=float(np.percentile(a, 95)), cv=(sd / mean if mean > 0 else 0.0))
-
-
-@dataclass(frozen=True)
-class Comparison:
-    baseline: str
-    contender: str
-    ratio: float  # exp(shift): the typical contender/baseline time ratio (> 1: contender slower)
-    rel: float  # ratio − 1
-    ci_low: float | None  # of rel; None when the data cannot bound it
-    ci_high: float | None
-    p_value: float | None  # two-sided; after adjust_family the run-wide adjusted p
-    verdict: Verdict  # a string read back from a file becomes its Verdict (see __post_init__)
-    noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
-    mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)
-    runs_needed: int | None  # runs per build that would detect ±threshold at this noise
-    factor: float  # hyperfine: how many times faster the faster one ran (means)
-    factor_err: float
-    faster: str  # label of the faster build (by mean, as hyperfine says)
-    slower_label: str
-    p_raw: float | None = None  # the step's own p before the run-wide adjustment (p_value is adjusted)
-    method: str = ""  # e.g. "van Elteren, 5 rounds"
-    noise: float | None = None  # robust within-round noise: σ of log times (≈ cv)
-    look: int = 1  # looks so far (1 for a fixed-size run)
-    fraction: float = 1.0  # information fraction at this look (runs per build / n_max)
-    z: float | None = None  # standardized test statistic (> 0: contender slower)
-    crit: float | None = None  # |z| the interval's level needs at this look
-    metric: str = "wall"  # what was compared: wall, cpu, memory or instructions (see METRICS)
-
-    def __post_init__(self):
-        # typed whoever builds it (a results file, a test factory): views may ask verdict.marker
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
-
-    @property
-    def marker(self) -> str:
-        return self.verdict.marker
-
-    def phrase(self, quote: str = "'") -> str:
-        """hyperfine's wording, e.g. "'B' ran 1.18 ± 0.23 times faster than 'A'"."""
-        return (f"{quote}{self.faster}{quote} ran {self.factor:.2f} ± {self.factor_err:.2f} "
-                f"times faster than {quote}{self.slower_label}{quote}")
-
-    def to_json(self) -> dict:
-        """Flat, JSON-safe: floats rounded, a non-finite float (an unbounded boundary) as None."""
-        d = asdict(self)
-        d["phrase"] = self.phrase()
-        return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
-
-
-def identical(base_label: str, cont_label: str) -> Comparison:
-    """The comparison of a contender that was not measured because its binary is the baseline's:
-    ratio 1, no interval and no p (so the run's p adjustment leaves it out)."""
-    return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
-                      p_value=None, verdict=Verdict.IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
-                      factor_err=0.0, faster=base_label, slower_label=cont_label, method=Verdict.IDENTICAL.value,
-                      look=0, fraction=0.0)
-
-
-def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
-    """hyperfine's relative speed and its propagated standard error."""
-    ratio = slow.mean / fast.mean
-    err = ratio * math.sqrt((slow.stddev / slow.mean) ** 2 + (fast.stddev / fast.mean) ** 2) \
-        if slow.mean > 0 and fast.mean > 0 else 0.0
-    return ratio, err
-
-
 def _z(p: float) -> float:
     return float(ndtri(p))
-
-
-def rel_interval(base, cont, confidence: float, resamples: int, seed: int = 0) -> tuple[float, float]:
-    """Bootstrap (BCa, falling back to percentile) interval of mean(cont)/mean(base) − 1.
-    Not used by compare any more (see module docstring); kept for callers that want the mean."""
-    base = np.asarray(base, dtype=float)
-    cont = np.asarray(cont, dtype=float)
-
-    def stat(b, c, axis=-1):
-        return np.mean(c, axis=axis) / np.mean(b, axis=axis) - 1.0
-
-    rng = np.random.default_rng(seed)
-    for method in ("BCa", "percentile"):
-        try:
-            res = sps.bootstrap((base, cont), stat, n_resamples=resamples, confidence_level=confidence,
-                                method=method, vectorized=True, paired=False, random_state=rng)
-            lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-            if math.isfinite(lo) and math.isfinite(hi):
-                return lo, hi
-        except Exception:  # degenerate samples (all equal) make BCa fail
-            continue
-    r = stat(base, cont)
-    return float(r), float(r)
 
 
 # ---- the within-round rank comparison --------------------------------------------------------

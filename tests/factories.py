@@ -8,7 +8,7 @@ import numpy as np
 from refbench import results as rs, stats
 from refbench.units import slug
 
-SETTINGS = stats.Criteria(resamples=400)
+SETTINGS = stats.Criteria()
 
 
 def times(mean: float, n: int = 8, cv: float = 0.01, seed: int = 0) -> list[float]:

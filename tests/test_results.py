@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -172,3 +174,12 @@ def test_comparisons_of_other_metrics_are_kept_apart_and_written_in_one_list():
     st["comparisons"][-1]["metric"] = "joules"
     with pytest.raises(RefbenchError, match="metric 'joules' is not one of wall, cpu, memory, instructions"):
         rs.Results.from_json(doc)
+
+
+@pytest.mark.parametrize("module", ["refbench.results"])
+def test_reading_loads_no_numpy_or_scipy(module):
+    """Reading a results file and rendering its summary (`report`, the PR comment) compute no
+    statistics: they must not pay numpy and scipy's import (about 0.4 s, issue 28)."""
+    code = f"import sys, {module}; print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -17,6 +17,19 @@ def test_summary():
     assert s.stddev == pytest.approx(1.2909944) and s.cv == pytest.approx(1.2909944 / 2.5)
 
 
+@pytest.mark.parametrize("n", [1, 2, 5, 8, 9, 33, 200])
+def test_summary_in_plain_python_is_numpy_s(n):
+    """summarize needs no numpy (results files read without it) and still says what numpy said:
+    summaries written before it agree to their stored 9 decimals."""
+    a = sample(0.3, 0.1, n, n)
+    s = stats.summarize(a)
+    want = (np.mean(a), np.std(a, ddof=1) if n > 1 else 0.0, np.median(a), np.min(a), np.max(a),
+            np.percentile(a, 95))
+    assert (s.mean, s.stddev, s.median, s.min, s.max, s.p95) == pytest.approx(want, rel=1e-12, abs=1e-15)
+    with pytest.raises(ValueError):
+        stats.summarize([])
+
+
 def test_hyperfine_phrase():
     c = stats.compare("A", [1.0, 1.1, 0.9], "B", [0.5, 0.55, 0.45])
     assert c.faster == "B" and c.slower_label == "A"

@@ -244,7 +244,7 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
                            t=tables(results), counts=results.verdict_counts(), detection=detection_line(results),
                            decision=decision_line(results),
                            changed=what_changed(results), metrics=list(results.judged_metrics()),
-                           thresholds={m: results.settings.threshold_for(m) for m in results.judged_metrics()},
+                           thresholds={m: results.settings.criteria.threshold_for(m) for m in results.judged_metrics()},
                            x=markdown_parts(results))
 
 
