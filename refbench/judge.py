@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 from . import results as rs, stats
 from .figures import criteria  # noqa: F401  (what every command that judges builds its criteria with)
-from .verdict import Verdict
+# which verdicts fail a run is the verdicts' own (commands' argument checks read it without stats)
+from .verdict import fail_metrics, failing  # noqa: F401
 
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
@@ -99,18 +100,6 @@ def rejudge(scenarios: Iterable[rs.Scenario], labels, settings: stats.Criteria) 
         metric_comparisons=tuple(unadjusted(c) for c in st.metric_comparisons)) for st in sc.steps))
         for sc in scenarios]
     return verdicts(raw, labels, settings)
-
-
-# ---- what fails a run -------------------------------------------------------------------------
-def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """The metrics whose slower verdicts fail a run: wall time, widened by --fail-on."""
-    return tuple(dict.fromkeys(("wall", *extra)))
-
-
-def failing(comparisons: Iterable[stats.Comparison], fail_on: Iterable[str] = ()) -> list[stats.Comparison]:
-    """The slower verdicts that fail a run with --fail-on-regression (wall) or --fail-on METRICS."""
-    metrics = fail_metrics(fail_on)
-    return [c for c in comparisons if c.verdict == Verdict.SLOWER and c.metric in metrics]
 
 
 # ---- before measuring --------------------------------------------------------------------------

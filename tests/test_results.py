@@ -176,7 +176,7 @@ def test_comparisons_of_other_metrics_are_kept_apart_and_written_in_one_list():
         rs.Results.from_json(doc)
 
 
-@pytest.mark.parametrize("module", ["refbench.results"])
+@pytest.mark.parametrize("module", ["refbench.results", "refbench.commands.report"])
 def test_reading_loads_no_numpy_or_scipy(module):
     """Reading a results file and rendering its summary (`report`, the PR comment) compute no
     statistics: they must not pay numpy and scipy's import (about 0.4 s, issue 28)."""

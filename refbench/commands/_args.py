@@ -6,9 +6,10 @@ import argparse
 import os
 import re
 
-from .. import judge, stats, toolchain
+from .. import toolchain
 from ..errors import EXIT_ERROR, RefbenchError
-from ..verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD
+from ..figures import Criteria, criteria
+from ..verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD, failing
 
 
 class Parser(argparse.ArgumentParser):
@@ -121,13 +122,13 @@ def add_stats_args(p: argparse.ArgumentParser) -> None:
                         + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS))
 
 
-def criteria_of(args: argparse.Namespace) -> stats.Criteria:
-    """The criteria add_stats_args' options ask for (judge.criteria: the one way they are built)."""
-    return judge.criteria(args.threshold, args.alpha, args.noise_limit, args.metric_threshold)
+def criteria_of(args: argparse.Namespace) -> Criteria:
+    """The criteria add_stats_args' options ask for (figures.criteria: the one way they are built)."""
+    return criteria(args.threshold, args.alpha, args.noise_limit, args.metric_threshold)
 
 
 def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
-    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (judge.failing)."""
+    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (verdict.failing)."""
     p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
     p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
                    help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
@@ -136,7 +137,7 @@ def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
 
 def fails(args: argparse.Namespace, comparisons) -> bool:
     """Whether these verdicts fail the command under its --fail-on-regression / --fail-on."""
-    return bool((args.fail_on_regression or args.fail_on) and judge.failing(comparisons, args.fail_on))
+    return bool((args.fail_on_regression or args.fail_on) and failing(comparisons, args.fail_on))
 
 
 def metric_threshold(text: str) -> tuple[str, float]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .. import results as rs
 from ._args import Parser, add_fail_args, fails
-from ._run_options import write_extras
+from ..render.files import write_extras
 from ..errors import EXIT_OK, EXIT_REGRESSION, writing
 from ..merge import merge_files
 from ..render import markdown

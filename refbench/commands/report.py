@@ -7,9 +7,9 @@ from pathlib import Path
 
 from .. import results as rs
 from ..errors import EXIT_OK, writing
+from ..render.files import write_extras
 from ..render.markdown import render_markdown
 from ._args import Parser
-from ._run_options import write_extras
 
 
 def main(argv: list[str]) -> int:

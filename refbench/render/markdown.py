@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import math
 import shlex
+from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from ..compare import RunComparison
 from ..results import Comparison, Results, Step
 from .env import render as render_template
 from ..units import fmt_duration
 from .explain import fmt_changes, markdown_parts, repo_note, request_note
 from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
 from ..verdict import BY_SEVERITY, Verdict
+
+if TYPE_CHECKING:  # compare computes (numpy, scipy); a view only reads what it computed
+    from ..compare import RunComparison
 
 # hidden first line of a PR comment, so a bot can find and update its own comment
 COMMENT_MARKER = "<!-- refbench:pr-comment -->"
