@@ -21,8 +21,6 @@ import urllib.request
 from dataclasses import dataclass
 
 from . import __version__
-from .render.markdown import COMMENT_MARKER, render_markdown
-from .results import Results
 from .errors import RefbenchError
 
 DEFAULT_API = "https://api.github.com"
@@ -35,6 +33,9 @@ TRUSTED_ASSOCIATIONS = ("OWNER", "MEMBER", "COLLABORATOR")
 WRITE_PERMISSIONS = ("admin", "maintain", "write")
 #: who posts with a workflow's GITHUB_TOKEN; a personal token posts as its user (--bot-login)
 DEFAULT_BOT_LOGIN = "github-actions[bot]"
+#: the hidden first line of the bot's comment: how the next run finds the comment to update.
+#: Here, not in the view: the bot looks for it, and render.markdown writes it (it imports it from here)
+COMMENT_MARKER = "<!-- refbench:pr-comment -->"
 REPO_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 
 
@@ -198,8 +199,10 @@ def neutralise(text: str) -> str:
     return text
 
 
-def comment_body(results: Results, link: str | None = None) -> str:
-    body = neutralise(render_markdown(results, "github"))
+def comment_body(markdown: str, link: str | None = None) -> str:
+    """The comment to post from the `--format github` summary (render.markdown renders it): made
+    inert (neutralise), led by the marker, the run's link added, cut to GitHub's limit."""
+    body = neutralise(markdown)
     if not body.lstrip().startswith(COMMENT_MARKER):
         body = f"{COMMENT_MARKER}\n{body}"
     if link:

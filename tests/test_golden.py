@@ -32,7 +32,7 @@ def test_summary_md(named_results, golden):
 
 def test_github_comment(named_results, golden):
     name, results = named_results
-    golden(f"{name}.comment.md", comment_body(results, "https://example.invalid/run/1"))
+    golden(f"{name}.comment.md", comment_body(render_markdown(results, "github"), "https://example.invalid/run/1"))
 
 
 def test_csv(named_results, golden, tmp_path):

@@ -113,11 +113,12 @@ def post_to(gh, results_file, pr, *extra):
 def test_artifact_poisoning_mentions_and_links_from_results_are_neutralised(results_file):
     from refbench import results as rs
     from refbench.github import comment_body, neutralise
+    from refbench.render.markdown import render_markdown
     doc = json.loads(results_file.read_text())
     doc["builds"][1]["label"] = "@acme/maintainers see https://evil.example/x [here](https://evil.example) #1"
     doc["scenarios"][0]["name"] = "<a href='https://evil.example'>x</a> www.evil.example @everyone"
     results_file.write_text(json.dumps(doc))
-    body = comment_body(rs.load(results_file), link="https://github.com/acme/tool/actions/runs/1")
+    body = comment_body(render_markdown(rs.load(results_file), "github"), link="https://github.com/acme/tool/actions/runs/1")
     import re
     assert not re.search(r"@[A-Za-z0-9]", body)
     assert "https://evil" not in body and "](https://evil" not in body and "www.evil" not in body

@@ -13,6 +13,7 @@ from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError, writing
 from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, Refused,
                       check_bench, comment_body, parse_bench_command, post_or_update, pull_request_of, refusal_body)
+from ..render.markdown import render_markdown
 from ._args import Parser
 
 
@@ -101,7 +102,7 @@ def main(argv: list[str]) -> int:
     if not args.results:
         raise RefbenchError("give the results.json to post (see bench.py comment --help)")
     results = rs.load(args.results)
-    body = comment_body(results, args.link)
+    body = comment_body(render_markdown(results, "github"), args.link)
     out = Path(args.body_out) if args.body_out else Path(args.results).resolve().parent / "pr-comment.md"
     with writing(out, "the comment body"):
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,8 @@ from tabulate import tabulate
 
 from ..results import Comparison, Results, Step
 from .env import render as render_template
+# the marker the bot finds its comment by, and the longest body GitHub takes: the bot's facts
+from ..github import COMMENT_MARKER, MAX_BODY as GITHUB_COMMENT_LIMIT
 from ..units import fmt_duration
 from .explain import fmt_changes, markdown_parts, repo_note, request_note
 from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
@@ -17,10 +19,6 @@ from ..verdict import BY_SEVERITY, Verdict
 
 if TYPE_CHECKING:  # compare computes (numpy, scipy); a view only reads what it computed
     from ..compare import RunComparison
-
-# hidden first line of a PR comment, so a bot can find and update its own comment
-COMMENT_MARKER = "<!-- refbench:pr-comment -->"
-GITHUB_COMMENT_LIMIT = 65536  # GitHub rejects a comment body longer than this
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
