@@ -17,26 +17,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import binom
 
 from refbench import stats
 from refbench.verdict import Verdict
 from test_stats_metrics_sim import families, judged, metrics_of
-from test_stats_sim import at_least, at_most, count, decide_all, simulate
+from test_stats_sim import alarm_bound, at_least, count, decide_all, simulate
 
 ALPHA = stats.Criteria().alpha
 ROUNDS, K = 3, 2  # -r 6 --rounds 3: the run of the issue
-
-
-def checked_bound(n: int, alpha: float) -> int:
-    """The most false alarms n trials may show: at_most(n, alpha), the largest count a
-    Binomial(n, alpha) exceeds with < 1% probability, so a procedure whose rate is alpha passes
-    with ≥ 99%. The bound is only worth asserting if it also catches a broken procedure: one at
-    twice alpha exceeds it with ≥ 99% probability, i.e. P(Binomial(n, 2 alpha) ≤ bound) ≤ 1%;
-    that needs n large enough (about 600 trials at alpha 5%), checked here so a smaller n fails."""
-    bound = at_most(n, alpha)
-    assert binom.cdf(bound, n, 2 * alpha) <= 0.01, f"{n} trials cannot tell alpha from 2 alpha"
-    return bound
 
 
 def any_false(fams) -> int:
@@ -89,7 +77,7 @@ def test_false_alarms_hold_where_the_blocked_t_test_decides():
     """A/A runs of 4 steps × 3 metrics at 3 rounds of 2 + 2 runs: the family asks 0.0042 of wall
     and 0.0011 of CPU and memory, below the exact test's floor, so every comparison is the blocked
     t-test's. Per comparison at alpha, and per run after the family's adjustment, the false
-    alarms stay within alpha (checked_bound)."""
+    alarms stay within alpha (alarm_bound)."""
     n_runs = 1000
     data = metrics_of(33, 4 * n_runs, rounds=ROUNDS)
     by = {m: judged(m, *xy) for m, xy in data.items()}
@@ -99,17 +87,17 @@ def test_false_alarms_hold_where_the_blocked_t_test_decides():
     fams = families(by)
     runs_wrong = any_false(fams)
     print(f"\nA/A at 3 rounds of 2 + 2 runs (drift, trend, 5% outliers), blocked t: {wrong / len(measured):.2%} of "
-          f"{len(measured)} comparisons slower/faster at alpha (bound {checked_bound(len(measured), ALPHA)}); "
+          f"{len(measured)} comparisons slower/faster at alpha (bound {alarm_bound(len(measured), ALPHA)}); "
           f"{runs_wrong / len(fams):.2%} of {len(fams)} runs of 4 steps x 3 metrics with any "
-          f"(bound {checked_bound(len(fams), ALPHA) / len(fams):.1%})")
-    assert wrong <= checked_bound(len(measured), ALPHA)
-    assert runs_wrong <= checked_bound(len(fams), ALPHA)
+          f"(bound {alarm_bound(len(fams), ALPHA) / len(fams):.1%})")
+    assert wrong <= alarm_bound(len(measured), ALPHA)
+    assert runs_wrong <= alarm_bound(len(fams), ALPHA)
     # without outliers and trend (normal noise and drift between rounds: the t-test's own model)
     # the rate is alpha itself, not a conservative test's lower one
     clean = decide_all(*simulate(35, 4000, ROUNDS, K, noise=0.05, outliers=0.0, trend=0.0), family_size=12)
     clean_wrong = count(clean, Verdict.SLOWER, Verdict.FASTER)
     print(f"the same without outliers or trend: {clean_wrong / len(clean):.2%} of {len(clean)}")
-    assert clean_wrong <= checked_bound(len(clean), ALPHA) and clean_wrong >= at_least(len(clean), ALPHA / 2)
+    assert clean_wrong <= alarm_bound(len(clean), ALPHA) and clean_wrong >= at_least(len(clean), ALPHA / 2)
 
 
 def test_power_of_the_blocked_t_test_at_3_rounds():

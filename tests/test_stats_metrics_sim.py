@@ -5,7 +5,9 @@ A run here has 4 steps. Wall time is simulated as in test_stats_sim (drift, tren
 cv 6%); CPU time shares a quarter of wall time's noise and drift and has its own (cv 2%), so the two
 are correlated as on a real machine; peak memory is near-constant: a few 4 KiB pages of jitter
 around 30 MiB, and identical to the byte in every run on one step of each run. Rates are asserted
-within binomial bounds (test_stats_sim.at_most / at_least).
+within binomial bounds (test_stats_sim.alarm_bound / at_least): a false-alarm bound fails a
+procedure at twice alpha with ≥ 99% probability, so it takes ≥ 600 runs, and each A/A simulation
+has a power test beside it.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import pytest
 
 from refbench import stats
 from refbench.verdict import Verdict
-from test_stats_sim import at_least, at_most, count, decide_all, sequential, simulate
+from test_stats_sim import alarm_bound, at_least, count, decide_all, sequential, simulate
 
 STEPS, ROUNDS, K = 4, 5, 2  # the default run: 10 runs per build in 5 rounds
 PAGE, BASE = 4096, 30 * 2 ** 20
@@ -63,7 +65,7 @@ def any_false(fams) -> int:
 
 
 def test_a_a_runs_false_alarms_within_alpha_across_steps_and_metrics():
-    n = 1600  # 400 runs of 4 steps x 3 metrics
+    n = 2560  # 640 runs of 4 steps x 3 metrics (alarm_bound needs 600)
     data = metrics_of(21, n)
     by = {m: judged(m, *xy) for m, xy in data.items()}
     fams = families(by)
@@ -71,29 +73,74 @@ def test_a_a_runs_false_alarms_within_alpha_across_steps_and_metrics():
     same_mem = np.mean([c.verdict == Verdict.SAME for c in by["memory"]])
     print(f"\nA/A runs of 4 steps x 3 metrics, weighted BH: {wrong / len(fams):.2%} with any false "
           f"slower/faster; memory no significant change on {same_mem:.0%} of steps")
-    assert wrong <= at_most(len(fams), stats.Criteria().alpha)
+    assert wrong <= alarm_bound(len(fams), stats.Criteria().alpha)
     flat = [c for i, c in enumerate(by["memory"]) if i % STEPS == 0]
     assert all(c.verdict == Verdict.SAME and c.method == "identical in every run" for c in flat)
 
 
-def test_a_a_runs_with_sequential_looks_keep_false_alarms_within_alpha():
-    """Each step stops by wall time's rule (should_stop); the other metrics are judged at that
-    look with the repeated p-value and interval, then the run is adjusted as one family."""
-    n, rounds = 600, 8
-    data = metrics_of(22, n, rounds=rounds)
+def sequential_run(data: dict, rounds: int) -> tuple[dict[str, list], np.ndarray]:
+    """Each step stops by wall time's rule (should_stop, as the runner does); the other metrics are
+    judged at that look with the repeated p-value and interval. Per metric, the step's comparisons;
+    and the round each step stopped at."""
     wall, stopped = sequential(*data["wall"], family_size=STEPS * 3)
-    by = {"wall": [replace(c, metric="wall") for c in wall], "cpu": [], "memory": []}
+    n = len(wall)
+    by = {"wall": [replace(c, metric="wall") for c in wall], "cpu": [None] * n, "memory": [None] * n}
     for m in ("cpu", "memory"):
         x, y = data[m]
-        for i in range(n):
-            r = int(stopped[i])
-            looks = tuple((j + 1) / rounds for j in range(r))
-            by[m].append(judged(m, x[i:i + 1, :r], y[i:i + 1, :r], looks)[0])
+        for r in np.unique(stopped):  # the steps that stopped at round r, judged at once
+            idx = np.flatnonzero(stopped == r)
+            looks = tuple((j + 1) / rounds for j in range(int(r)))
+            for i, c in zip(idx, judged(m, x[idx, :r], y[idx, :r], looks)):
+                by[m][i] = c
+    return by, stopped
+
+
+def test_a_a_runs_with_sequential_looks_keep_false_alarms_within_alpha():
+    """Each step stops by wall time's rule, the other metrics judged where it stopped, then the run
+    is adjusted as one family."""
+    n, rounds = 2560, 8  # 640 runs of 4 steps
+    by, stopped = sequential_run(metrics_of(22, n, rounds=rounds), rounds)
     fams = families(by)
     wrong = any_false(fams)
     print(f"\nA/A, looks after every round, runs of 4 steps x 3 metrics: {wrong / len(fams):.2%} with any false "
           f"slower/faster (median stop round {np.median(stopped):.0f} of {rounds})")
-    assert wrong <= at_most(len(fams), stats.Criteria().alpha)
+    assert wrong <= alarm_bound(len(fams), stats.Criteria().alpha)
+
+
+def test_power_with_sequential_looks_in_a_family():
+    """The same sequential runs with a change on three of the four steps: +10% wall time on step 1
+    (CPU follows a quarter of it), +10% CPU alone on step 2, 64 MiB more memory on step 3. The
+    steps stop by wall time's rule, so step 1 stops early once called, while CPU and memory are
+    judged wherever wall time stopped: each change is called on most runs, and the unchanged
+    members keep false alarms within alpha."""
+    n, rounds = 800, 8  # 200 runs of 4 steps
+    data = metrics_of(25, n, rounds=rounds)
+    step = np.arange(n) % STEPS
+    (wx, wy), (cx, cy), (mx, my) = data["wall"], data["cpu"], data["memory"]
+    wy, cy, my = wy.copy(), cy.copy(), my.copy()
+    wy[step == 1] += math.log1p(0.10)
+    cy[step == 1] += 0.25 * math.log1p(0.10)
+    cy[step == 2] += math.log1p(0.10)
+    my[step == 3] = np.log(np.exp(my[step == 3]) + 64 * 2 ** 20)
+    by, stopped = sequential_run({"wall": (wx, wy), "cpu": (cx, cy), "memory": (mx, my)}, rounds)
+    fams = families(by)  # each family: step-major, metrics wall, cpu, memory
+    wall_hits = sum(f[1 * 3 + 0].verdict == Verdict.SLOWER for f in fams)
+    cpu_hits = sum(f[2 * 3 + 1].verdict == Verdict.SLOWER for f in fams)
+    mem_hits = sum(f[3 * 3 + 2].verdict == Verdict.SLOWER for f in fams)
+    faster = sum(c.verdict == Verdict.FASTER for f in fams for c in f)
+    # unchanged: step 0's three metrics, step 1's memory (its CPU moves with wall time), step 2's
+    # wall and memory, step 3's wall and CPU
+    unchanged = [f[s * 3 + k] for f in fams for s, k in ((0, 0), (0, 1), (0, 2), (1, 2), (2, 0), (2, 2), (3, 0), (3, 1))]
+    false = count(unchanged, Verdict.SLOWER, Verdict.FASTER)
+    print(f"\nsequential runs of 4 steps x 3 metrics: +10% wall slower in {wall_hits / len(fams):.1%} of runs "
+          f"(median stop round {np.median(stopped[step == 1]):.0f} of {rounds}), +10% CPU alone "
+          f"{cpu_hits / len(fams):.1%}, +64 MiB memory {mem_hits / len(fams):.1%}; faster {faster}; "
+          f"{false / len(unchanged):.2%} of {len(unchanged)} unchanged members slower/faster")
+    assert wall_hits >= at_least(len(fams), 0.75)  # 86% at this seed
+    assert cpu_hits >= at_least(len(fams), 0.90)  # 98%
+    assert mem_hits == len(fams)
+    assert false <= alarm_bound(len(unchanged), stats.Criteria().alpha)
+    assert np.mean(stopped[step == 1]) < rounds  # called steps stop before n_max
 
 
 def test_power_per_metric_in_a_family():
@@ -112,7 +159,7 @@ def test_power_per_metric_in_a_family():
           f"{cpu_hits / len(fams):.1%} of runs")
     assert cpu_hits >= at_least(len(fams), 0.65)
     others = sum(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for f in fams for k, c in enumerate(f) if k != 4)
-    assert others <= at_most(len(fams) * (STEPS * 3 - 1), stats.Criteria().alpha)
+    assert others <= alarm_bound(len(fams) * (STEPS * 3 - 1), stats.Criteria().alpha)
 
     data = metrics_of(24, 200, mem_bytes=64 * 2 ** 20)
     by = {m: judged(m, *xy) for m, xy in data.items()}

@@ -7,8 +7,10 @@ the other's. Log times = a level per round (drift, sd comparable to the noise wi
 ×1.5–3 slower; the contender is multiplied by (1 + effect). Fixed seeds.
 
 Rates are asserted within binomial bounds: a limit the true rate passes with ≥ 99%
-probability, so a test fails when the property is broken, not by chance. Run with -s to see
-the figures.
+probability, so a test fails when the property is broken, not by chance. Every false-alarm
+bound (alarm_bound) also fails a procedure at twice alpha with ≥ 99% probability, which takes
+≥ 600 independent trials; every simulation of false alarms has a power test beside it, so a
+procedure that never calls anything fails. Run with -s to see the figures.
 """
 from __future__ import annotations
 
@@ -35,14 +37,32 @@ def binomial_tail(n: int, k: int, p: float) -> float:
     return float(binom.sf(k - 1, n, p))
 
 
-def at_most(n: int, p: float) -> int:
-    """The largest count a Binomial(n, p) exceeds with < 1% probability: a rate ≤ p passes."""
-    return next(k for k in range(n + 1) if binomial_tail(n, k + 1, p) < 0.01)
+MISS = 0.01  # the chance a bound misjudges a procedure: a correct one failing, or a broken one passing
 
 
-def at_least(n: int, p: float) -> int:
-    """The smallest count a Binomial(n, p) falls below with < 1% probability: a rate ≥ p passes."""
-    return next(k for k in range(n, -1, -1) if 1 - binomial_tail(n, k, p) < 0.01)
+def at_most(n: int, p: float, miss: float = MISS) -> int:
+    """The largest count a Binomial(n, p) exceeds with < miss probability: a rate ≤ p passes."""
+    return next(k for k in range(n + 1) if binomial_tail(n, k + 1, p) < miss)
+
+
+def at_least(n: int, p: float, miss: float = MISS) -> int:
+    """The smallest count a Binomial(n, p) falls below with < miss probability: a rate ≥ p passes."""
+    return next(k for k in range(n, -1, -1) if 1 - binomial_tail(n, k, p) < miss)
+
+
+def alarm_bound(n: int, alpha: float = ALPHA, miss: float = MISS) -> int:
+    """The most false alarms n independent A/A trials may show, derived from alpha and the binomial.
+
+    bound = at_most(n, alpha): a Binomial(n, alpha) exceeds it with probability < miss, so a
+    procedure whose false-alarm rate is alpha (or less) passes with probability ≥ 1 - miss.
+    The bound is only worth asserting if it also fails a broken procedure: one at twice alpha stays
+    within it with probability P(Binomial(n, 2 alpha) ≤ bound), asserted ≤ miss here, so it fails
+    with ≥ 1 - miss. At alpha 5% and miss 1% that needs n ≥ 600 trials (bound 43, P = 0.0099;
+    at 500 trials a 10% procedure would pass 2.7% of the time, at 150 trials 46%): a test with
+    too few trials fails here rather than passing a broken procedure."""
+    bound = at_most(n, alpha, miss)
+    assert binom.cdf(bound, n, 2 * alpha) <= miss, f"{n} trials cannot tell alpha {alpha} from {2 * alpha}"
+    return bound
 
 
 # ---- simulated runs --------------------------------------------------------------------------
@@ -141,19 +161,19 @@ def test_batch_matches_compare():
 # ---- fixed size: the default run (10 runs per build in 5 rounds) -----------------------------
 
 def test_fixed_size_false_alarms_within_alpha_per_step_and_per_family():
-    n = 2400
+    n = 4800  # 600 runs of 8 steps: alarm_bound needs 600 trials per rate
     x, y = simulate(2, n, 5, 2, noise=0.06)
     comps = decide_all(x, y)
     wrong = count(comps, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, 10 runs in 5 rounds, cv 6% + drift + trend + 5% outliers: "
           f"{wrong / n:.3%} slower/faster per step")
-    assert wrong <= at_most(n, ALPHA)
+    assert wrong <= alarm_bound(n)
     # a run's steps are one family: 8 steps each, Benjamini-Hochberg across them
     fams = [stats.adjust_family(comps[i:i + 8]) for i in range(0, n, 8)]
     any_wrong = sum(any(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for c in f) for f in fams)
     print(f"families of 8 steps with BH: {any_wrong / len(fams):.2%} with any false slower/faster "
           f"(without BH: {np.mean([count(comps[i:i + 8], Verdict.SLOWER, Verdict.FASTER) > 0 for i in range(0, n, 8)]):.1%})")
-    assert any_wrong <= at_most(len(fams), ALPHA)
+    assert any_wrong <= alarm_bound(len(fams))
 
 
 @pytest.mark.parametrize("effect, noise, floor", [(0.10, 0.04, 0.85), (0.10, 0.05, 0.78), (0.20, 0.06, 0.92),
@@ -183,7 +203,10 @@ def test_mde_and_runs_for_match_the_simulated_power():
     print(f"\nmde at cv 5%, 10 runs in 5 rounds: {mde:.1%}; simulated power there {power:.1%}")
     assert 0.65 <= power <= 0.92
     n = stats.runs_for(0.10, 0.9, noise, SETTINGS, per_round=2)
-    assert n is not None and n % 1 == 0
+    # the fewest runs per build whose power formula reaches +10% at 90% (S = n·k/(2k + 1) with k = 2)
+    assert isinstance(n, int) and n >= 2
+    assert stats.detectable(noise, n * 2 / 5, SETTINGS, power=0.9) <= 0.10
+    assert stats.detectable(noise, (n - 1) * 2 / 5, SETTINGS, power=0.9) > 0.10
     r = math.ceil(n / 2)
     x, y = simulate(6, 600, r, 2, effect=0.10, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
     comps = decide_all(x, y)
@@ -199,27 +222,41 @@ def c_s_eff(rounds: int, k: int) -> float:
 # ---- sequential: a look after every round ------------------------------------------------------
 
 def test_sequential_looks_keep_false_alarms_within_alpha_and_naive_looks_do_not():
-    n = 500
+    n = 640
     x, y = simulate(7, n, 10, 2, noise=0.06)  # n_max = 20 runs per build, a look after each round
     final, stopped = sequential(x, y)
     wrong = count(final, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, looks after each of 10 rounds (O'Brien-Fleming): {wrong / n:.2%} false slower/faster, "
           f"{rate(final, Verdict.SAME):.0%} stopped as no significant change, median stop round {np.median(stopped):.0f}")
-    assert wrong <= at_most(n, ALPHA)
+    assert wrong <= alarm_bound(n)
     naive, _ = sequential(x, y, naive=True)
     naive_wrong = count(naive, Verdict.SLOWER, Verdict.FASTER)
     print(f"the same looks at the fixed-size level, stopping at the first verdict: {naive_wrong / n:.2%}")
     assert naive_wrong >= at_least(n, 0.10)  # repeated looking without spending inflates the rate
-    assert naive_wrong > at_most(n, ALPHA)
+    assert naive_wrong > alarm_bound(n)
 
 
 def test_sequential_pocock_keeps_false_alarms_within_alpha():
-    n = 400
+    n = 640
     x, y = simulate(8, n, 6, 2, noise=0.06)
     final, _ = sequential(x, y, stats.Criteria(spending="pocock"))
     wrong = count(final, Verdict.SLOWER, Verdict.FASTER)
     print(f"\nA/A, 6 looks, Pocock: {wrong / n:.2%} false slower/faster")
-    assert wrong <= at_most(n, ALPHA)
+    assert wrong <= alarm_bound(n)
+
+
+def test_sequential_pocock_power():
+    # the same design with +10% at cv 6%: Pocock spends alpha evenly, so it stops early and
+    # calls the change (a procedure that never calls anything passes the A/A test above, not this)
+    n = 300
+    x, y = simulate(36, n, 6, 2, effect=0.10, noise=0.06)
+    final, stopped = sequential(x, y, stats.Criteria(spending="pocock"))
+    hit = count(final, Verdict.SLOWER)
+    print(f"\n+10% at cv 6%, 6 looks, Pocock: slower {hit / n:.1%}, faster {count(final, Verdict.FASTER)}, "
+          f"median stop round {np.median(stopped):.0f}")
+    assert hit >= at_least(n, 0.6)  # 70% at this seed
+    assert count(final, Verdict.FASTER) == 0
+    assert np.mean(stopped) < 6  # some steps stop before n_max
 
 
 def test_sequential_power_and_early_stops():
@@ -268,13 +305,13 @@ def test_ranks_beat_the_mean_under_outliers():
 
 
 def test_identical_builds_with_enough_runs_reach_no_significant_change():
-    n = 500
+    n = 640
     x, y = simulate(13, n, 5, 4, noise=0.02)  # 20 runs per build in 5 rounds, cv 2%
     comps = decide_all(x, y)
     same = count(comps, Verdict.SAME)
     print(f"\nA/A, cv 2%, 20 runs per build: no significant change {same / n:.1%}")
     assert same >= at_least(n, 0.85)
-    assert count(comps, Verdict.SLOWER, Verdict.FASTER) <= at_most(n, ALPHA)
+    assert count(comps, Verdict.SLOWER, Verdict.FASTER) <= alarm_bound(n)
 
 
 # ---- sequential boundaries ---------------------------------------------------------------------
