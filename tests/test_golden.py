@@ -1,18 +1,25 @@
 """The views of committed results files, byte for byte, in benchstat's style: each view is
 rendered from a committed results.json and compared with a committed golden file. A change to
-a view is a reviewed diff: `pytest tests/test_golden.py --update-golden` rewrites them."""
+a view is a reviewed diff: `pytest tests/test_golden.py --update-golden` rewrites them.
+
+What the renderer adds of its own (its version, the time a page is generated) is normalised, so
+a golden file pins the view, not the machine or the release that rendered it."""
 from __future__ import annotations
 
+import copy
 import json
+import re
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT
-from refbench import results as rs
+from refbench import analysis, nightly, results as rs
 from refbench.compare import compare_runs
 from refbench.github import comment_body
 from refbench.render.csv import write_csv
+from refbench.render.html import render_html
 from refbench.render.markdown import render_compare_md, render_markdown
 
 DATA = ROOT / "tests" / "data"
@@ -41,9 +48,74 @@ def test_csv(named_results, golden, tmp_path):
     golden(f"{name}.csv", (tmp_path / "r.csv").read_text(encoding="utf-8"))
 
 
+def other_run(doc: dict) -> dict:
+    """The same run's results as a second run would record them if each of the first two labels
+    had moved to the other build's commit: under each label, the other build's samples, sha and
+    binary. Compared with the first run, every step changes by the real difference between the two
+    builds, measured on a real machine, once in each direction (and each label's commit changed).
+    The second run is a day later, and its last step is missing (a step only the old run has)."""
+    new = copy.deepcopy(doc)
+    a, b = new["builds"][:2]
+    for key in ("sha", "binary", "binary_sha256", "version"):
+        a[key], b[key] = b.get(key), a.get(key)
+    for sc in new["scenarios"]:
+        for st in sc["steps"]:
+            st["builds"][a["label"]], st["builds"][b["label"]] = st["builds"][b["label"]], st["builds"][a["label"]]
+    created = datetime.strptime(new["created"], "%Y-%m-%dT%H:%M:%S%z") + timedelta(days=1)
+    new["created"] = created.strftime("%Y-%m-%dT%H:%M:%S%z")
+    last = new["scenarios"][-1]
+    if len(last["steps"]) > 1:
+        last["steps"].pop()
+    return new
+
+
 def test_compare_md_and_json(named_results, golden):
-    """A run compared with itself: every step's samples against the same samples."""
+    """Two different runs: each step's samples against another build's (other_run), so the goldens
+    pin the change paths: slower and faster with their intervals and p (the injected slow-down),
+    no significant change, inconclusive and noisy, a single-run step (n/a), a changed commit and a
+    step only the old run has."""
     name, results = named_results
-    cmp = compare_runs(results, results)
+    doc = json.loads((DATA / f"{name}.json").read_text())
+    cmp = compare_runs(results, rs.Results.from_json(other_run(doc)))
+    verdicts = {r.comparison.verdict for r in cmp.rows}
+    assert len(verdicts) > 1 or name == "results-s5cmd"  # more than one path in every file
+    assert all(r.comparison.rel != 0 for r in cmp.rows)  # nothing compared with itself
     golden(f"{name}.compare.md", render_compare_md(cmp, "old/results.json", "new/results.json"))
     golden(f"{name}.compare.json", json.dumps(cmp.to_json(), indent=1) + "\n")
+
+
+def test_compare_of_the_injected_slow_down_names_both_directions():
+    """The change path pinned in numbers, beside the golden file: the run whose PR #7 sleeps 30%
+    against the run where the labels traded builds."""
+    doc = json.loads((DATA / "results-s5cmd.json").read_text())
+    cmp = compare_runs(rs.Results.from_json(doc), rs.Results.from_json(other_run(doc)))
+    rows = {r.old_build: r for r in cmp.rows}
+    assert str(rows["v1.1.0"].comparison.verdict) == "slower" and str(rows["PR #7"].comparison.verdict) == "faster"
+    assert rows["v1.1.0"].comparison.rel > 0.1 and rows["PR #7"].comparison.rel < -0.1
+    assert all(any(n.startswith("commit ") for n in r.notes) for r in cmp.rows)
+
+
+def normalised(page: str) -> str:
+    """A page without what its renderer adds: refbench's own version."""
+    return re.sub(r"(Rendered by refbench )\S+", r"\1VERSION", page)
+
+
+def test_html_report(named_results, golden):
+    name, results = named_results
+    golden(f"{name}.report.html", normalised(render_html(results, analysis.analyse(results))))
+
+
+def test_trend_page(golden, tmp_path, monkeypatch):
+    """The nightly trend page of the backtest's 40 nights (tests/test_changepoints.py, seed 7: a
+    +15% step from night 25, spikes on nights 10 and 32, one change point with its bisect line),
+    its clock fixed: the time a change point is detected and the page generated."""
+    from test_changepoints import backtest
+
+    monkeypatch.setattr(nightly, "_now", lambda: "2026-03-01T04:00:00Z")
+    _, db = backtest(tmp_path, seed=7)
+    try:
+        page = nightly.write_trend(db, tmp_path / "trend.html").read_text()
+    finally:
+        db.close()
+    assert page.count('class="changepoint"') == 1 and "2026-03-01T04:00:00Z" in page
+    golden("trend.html", normalised(page))
