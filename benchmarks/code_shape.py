@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""The shape of refbench's code, for before/after figures of a reshape (issue 11): lines per
-module, the longest function per module and overall, and the import cycles among refbench's
-modules. Imports inside functions count too (a lazy import only hides a cycle, it does not break
-it), and so do the 'module:function' names a dispatcher hands to importlib.
+"""The shape of refbench's code, for before/after figures of a reshape (issues 11 and 28): lines
+per module, the longest function per module and overall, the import cycles among refbench's
+modules, the library modules that import a view (refbench.render; 0 wanted: views format what the
+library returns), the test functions that run refbench through the mock executor (no process, no
+Go: the fast way to test a whole run), and what `import refbench.results` costs (every view reads
+results; it should load no numpy or scipy). Imports inside functions count too (a lazy import only
+hides a cycle, it does not break it), and so do the 'module:function' names a dispatcher hands to
+importlib.
 
     python benchmarks/code_shape.py [PACKAGE_DIR]      (default: refbench/ beside this directory)
 
-Standard library only (ast), so it runs on any checkout, old or new.
+Standard library only (ast, subprocess), so it runs on any checkout, old or new; the import time is
+measured with this Python, from PACKAGE_DIR's parent.
 """
 from __future__ import annotations
 
 import ast
+import statistics
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +133,89 @@ def cycles(modules: list[Module]) -> list[list[str]]:
     return sorted(out)
 
 
+# ---- issue 28's figures -----------------------------------------------------------------------
+VIEWS = ("render",)  # the view package
+NOT_LIBRARY = ("render", "commands", "cli", "__main__")  # views, commands and the entry points
+
+
+def view_imports(modules: list[Module], top: str) -> list[tuple[str, str]]:
+    """(library module, view module) for every import of a view by a library module."""
+    def under(name: str, parts: tuple[str, ...]) -> bool:
+        rest = name[len(top) + 1:]
+        return any(rest == p or rest.startswith(p + ".") for p in parts)
+
+    return sorted((m.name, i) for m in modules if not under(m.name, NOT_LIBRARY)
+                  for i in m.imports if under(i, VIEWS))
+
+
+# how a test reaches the mock executor: the hidden CLI flag, or the stand-ins the fakes hand a run
+MOCK_MARKS = ('"--executor", "mock"', "--executor mock", "'--executor', 'mock'", "mock_args(", "fake_env(",
+              "MockExecutor")
+
+
+def _is_fixture(fn: ast.FunctionDef) -> bool:
+    return any("fixture" in ast.unparse(d) for d in fn.decorator_list)
+
+
+def mock_tests(tests_dir: Path) -> tuple[int, int]:
+    """(test functions that run through the mock executor, all test functions): a test counts when
+    its source, a fixture it asks for (any file's) or a helper of its module it calls (at any
+    depth) uses MOCK_MARKS."""
+    files = {p: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(tests_dir.rglob("*.py"))
+             if "__pycache__" not in p.parts}
+    fixtures: dict[str, tuple[str, set[str]]] = {}  # name -> (source, fixtures it asks for)
+    for path, tree in files.items():
+        text = path.read_text(encoding="utf-8")
+        for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and _is_fixture(n)):
+            fixtures[fn.name] = (ast.get_source_segment(text, fn) or "", {a.arg for a in fn.args.args})
+    mocked_fixtures = {n for n, (src, _) in fixtures.items() if any(m in src for m in MOCK_MARKS)}
+    changed = True
+    while changed:  # a fixture that asks for a mocked fixture is mocked
+        more = {n for n, (_, args) in fixtures.items() if args & mocked_fixtures} - mocked_fixtures
+        mocked_fixtures |= more
+        changed = bool(more)
+    through, total = 0, 0
+    for path, tree in files.items():
+        if not path.name.startswith("test_"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        fns = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+        fns += [m for c in fns if isinstance(c, ast.ClassDef) for m in c.body if isinstance(m, ast.FunctionDef)]
+        src = {f.name: ast.get_source_segment(text, f) or "" for f in fns if isinstance(f, ast.FunctionDef)}
+        calls = {f.name: {n.func.id for n in ast.walk(f) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+                 for f in fns if isinstance(f, ast.FunctionDef)}
+        mocked = {n for n, s in src.items() if any(m in s for m in MOCK_MARKS)}
+        changed = True
+        while changed:  # a helper that calls a mocked helper is mocked
+            more = {n for n, c in calls.items() if c & mocked} - mocked
+            mocked |= more
+            changed = bool(more)
+        for f in fns:
+            if isinstance(f, ast.FunctionDef) and f.name.startswith("test"):
+                total += 1
+                args = {a.arg for a in f.args.args}
+                through += f.name in mocked or bool(args & mocked_fixtures)
+    return through, total
+
+
+IMPORT_PROBE = ("import sys, time; t = time.perf_counter(); import {m}; t = time.perf_counter() - t; "
+                "print(t, int('numpy' in sys.modules), int('scipy' in sys.modules))")
+
+
+def import_cost(module: str, where: Path, repeats: int = 5) -> tuple[float, bool, bool] | None:
+    """The median seconds `import module` takes in a fresh interpreter (the first run warms the
+    bytecode cache and is left out), and whether it loaded numpy and scipy; None where it fails."""
+    seen = []
+    for _ in range(repeats + 1):
+        proc = subprocess.run([sys.executable, "-c", IMPORT_PROBE.format(m=module)], cwd=where,
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            return None
+        t, np_, sp = proc.stdout.split()
+        seen.append((float(t), np_ == "1", sp == "1"))
+    return statistics.median(t for t, _, _ in seen[1:]), seen[-1][1], seen[-1][2]
+
+
 def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else Path(__file__).resolve().parent.parent / "refbench"
     modules = read(root)
@@ -147,6 +237,22 @@ def main(argv: list[str]) -> int:
         print(f"  {len(comp)} modules: {', '.join(comp)}")
         for e in edges:
             print(f"    {e}")
+    top = root.name
+    views = view_imports(modules, top)
+    print(f"library -> render imports: {len(views)}")
+    for a, b in views:
+        print(f"  {a} -> {b}")
+    tests_dir = root.parent / "tests"
+    if tests_dir.is_dir():
+        through, total = mock_tests(tests_dir)
+        print(f"tests through the mock executor: {through} of {total} test functions")
+    cost = import_cost(f"{top}.results", root.parent)
+    if cost is None:
+        print(f"import {top}.results: fails with {sys.executable}")
+    else:
+        t, np_, sp = cost
+        print(f"import {top}.results: {t * 1000:.0f} ms (median of 5), numpy {'loaded' if np_ else 'not loaded'}, "
+              f"scipy {'loaded' if sp else 'not loaded'}")
     return 0
 
 

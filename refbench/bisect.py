@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 
 import git
 
-from . import builds as bl, pipeline
+from . import builds as bl, pipeline, runenv
 from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
@@ -203,9 +203,11 @@ def verify_bad(line: Line, state: State, run: Run, say) -> State:
     return dataclasses.replace(state, threshold=threshold)
 
 
-def bisect(search: Search, base: RunRequest, run: Run = pipeline.run, say=None) -> Outcome:
-    """Search the commits between GOOD and BAD, each probe a comparison through `run`."""
+def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None) -> Outcome:
+    """Search the commits between GOOD and BAD, each probe a comparison through `run` (default:
+    pipeline.run on this machine's RunEnv)."""
     say = say or _say
+    run = run or (lambda request, reporter: pipeline.run(request, runenv.real(reporter=reporter)))
     t0 = time.monotonic()
     line = prepare(search, base)
     n = len(line.commits)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import commands, paths
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
+from .runenv import MachineSettings
 
 SUBCOMMANDS = tuple(commands.COMMANDS)
 # a disk that cannot take the outputs is the machine's failure, not refbench's
@@ -79,7 +80,7 @@ def save_traceback(text: str) -> Path | None:
     """The traceback in a file of its own: under the cache root's crashes/ (REFBENCH_CRASH_DIR
     overrides), else the system temp directory; None when neither can take it (a full disk)."""
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-    for where in (os.environ.get("REFBENCH_CRASH_DIR"), paths.cache_root() / "crashes", tempfile.gettempdir()):
+    for where in (MachineSettings.from_environ().crash_dir, paths.cache_root() / "crashes", tempfile.gettempdir()):
         if not where:
             continue
         try:

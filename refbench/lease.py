@@ -41,13 +41,20 @@ LEASE_SCHEMA = "refbench/lease"
 DEFAULT_TTL = 600.0  # seconds; refreshed every ttl/4, so three refreshes in a row may fail
 
 
-def lease_ttl() -> float:
-    """The lease lifetime: REFBENCH_LEASE_TTL seconds (tests use a few seconds), else 10 min."""
+def parse_ttl(text: str | None) -> float:
+    """REFBENCH_LEASE_TTL's seconds (tests use a few), else 10 min: a value that is no positive
+    number keeps the default, as a lease that expires at once would let a sweep take a live run."""
     try:
-        v = float(os.environ.get("REFBENCH_LEASE_TTL", DEFAULT_TTL))
+        v = float(text if text else DEFAULT_TTL)
     except ValueError:
         return DEFAULT_TTL
     return v if v > 0 else DEFAULT_TTL
+
+
+def lease_ttl() -> float:
+    """The lease lifetime from the environment (the backend that writes the lease is not given the
+    run's MachineSettings yet)."""
+    return parse_ttl(os.environ.get("REFBENCH_LEASE_TTL"))
 
 
 # ---- -p/--prefix -------------------------------------------------------------------------------

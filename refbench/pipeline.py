@@ -1,9 +1,11 @@
 """One comparison run, as stages: validate -> resolve -> build_all -> measure -> analyse -> assemble.
 
-`run(RunRequest, reporter)` is what `bench.py` (commands/run.py), nightly, bisect and calibrate
-all call: a typed request in, the results out, never argv strings. Writing files, the closing
-log lines and the exit code stay with the command, so a caller that only wants the verdicts (a
-bisect probe, a calibrate repetition) writes nothing.
+`run(RunRequest, RunEnv)` is what `bench.py` (commands/run.py), nightly, bisect and calibrate
+all call: a typed request in, the results out, never argv strings. Every process the run starts
+(hyperfine, the backend's servers, `go build`) and the clock its budget reads come from the
+RunEnv (refbench.runenv), so a test or `--executor mock` runs the same stages on stand-ins.
+Writing files, the closing log lines and the exit code stay with the command, so a caller that
+only wants the verdicts (a bisect probe, a calibrate repetition) writes nothing.
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
 from . import network as nw, toolchain as tc, variants as vr
-from .backends import IpfsBackend, S3Backend, find_tool, make_workdir, sandbox, snapshot
+from .backends import make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
 from .config import Config, ScenarioSpec, TargetSpec, load_config, selected
@@ -33,7 +35,8 @@ from .lease import check_prefix, sweep_lines
 from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
 from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD
-from .executor import Executor, HyperfineExecutor
+from .executor import Executor
+from .runenv import RunEnv
 from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
 from .sampling import Sampling, StepUnit, step_units
 from .units import format_size
@@ -224,9 +227,10 @@ def run_networks(cfg: Config, scenarios: list[ScenarioSpec], step_filter) -> dic
     return {name: nw.resolve(name, cfg.networks, "a step's network") for name in names}
 
 
-def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> Checked:
+def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked:
     """Everything that can be refused before a build starts. A dry run only warns where a real
     run would stop for lack of disk, and does not need the tools."""
+    reporter = env.reporter
     cfg, target, origin, all_scenarios = load_target(request)
     variants = vr.builds(request.refs, request.variants, cfg.variants)
     if len(variants) < 2:
@@ -248,7 +252,7 @@ def validate(request: RunRequest, reporter: Reporter, dry_run: bool = False) -> 
     prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
     if not dry_run:
         check_tools(target.backend == "s3" and not request.bucket,
-                    shaped=[n for n, p in networks.items() if not p.direct])
+                    shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool)
         check_online(scenarios, target)
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
@@ -288,9 +292,10 @@ def valid_bucket(name: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
-def check_tools(embedded_minio: bool, shaped: list[str] = ()) -> None:
+def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=paths.find_tool) -> None:
     """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
-    a network profile other than loopback (`shaped`, named in the refusal)."""
+    a network profile other than loopback (`shaped`, named in the refusal); `find_tool` is the
+    RunEnv's (a mock run finds every tool, as it starts none)."""
     for tool in ("hyperfine", "go") + (("minio",) if embedded_minio else ()) + ((TOXIPROXY,) if shaped else ()):
         if not find_tool(tool):
             why = f" (network profile {', '.join(shaped)}; or --only the loopback steps)" if tool == TOXIPROXY else ""
@@ -412,10 +417,9 @@ class Resolved:
     labels: list[str]
 
 
-def resolve(checked: Checked, reporter: Reporter) -> Resolved:
-    request, target, origin = checked.request, checked.target, checked.origin
-    builder = bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
-                         pr_remote=origin.remote if origin else None, checkout=origin is not None)
+def resolve(checked: Checked, env: RunEnv) -> Resolved:
+    request, target, origin, reporter = checked.request, checked.target, checked.origin, env.reporter
+    builder = env.builder(checked)
     if origin:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
     reporter.info(f"resolving {len(checked.variants)} refs of {target.name} from "
@@ -429,9 +433,9 @@ def resolve(checked: Checked, reporter: Reporter) -> Resolved:
     return Resolved(builder, resolved, labels)
 
 
-def build_all(res: Resolved, reporter: Reporter) -> tuple[list, float]:
+def build_all(res: Resolved, env: RunEnv) -> tuple[list, float]:
     """(builds in the request's order, seconds spent building)."""
-    t0 = time.monotonic()
+    reporter, t0 = env.reporter, env.clock()
     built = []
     for r, lab in zip(res.refs, res.labels):
         if not res.builder.cached(r):
@@ -439,7 +443,7 @@ def build_all(res: Resolved, reporter: Reporter) -> tuple[list, float]:
         b = res.builder.build(r, lab)
         reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
         built.append(b)
-    return built, time.monotonic() - t0
+    return built, env.clock() - t0
 
 
 # ---- identical binaries ----------------------------------------------------------------------
@@ -473,17 +477,17 @@ def unmeasured(checked: Checked, built: list) -> Measured:
                     load_before=os.getloadavg()[0], competing_cpu_share=None, client_cpus=None, server_cpus=None)
 
 
-def measure_distinct(checked: Checked, built: list, reporter: Reporter) -> Measured:
+def measure_distinct(checked: Checked, built: list, env: RunEnv) -> Measured:
     """measure, leaving out the contenders identical to the baseline; each step then says
     `identical binary` for them, in the builds' order."""
     same = identical_contenders(checked, built)
     if not same:
-        return measure(checked, built, reporter)
+        return measure(checked, built, env)
     for i in sorted(same):
-        reporter.info(f"  {built[i].label}: the same binary as {built[0].label} "
+        env.reporter.info(f"  {built[i].label}: the same binary as {built[0].label} "
                       f"(sha256 {built[0].binary_sha256[:12]}) and the same commands: not measured")
     distinct = [b for i, b in enumerate(built) if i not in same]
-    m = measure(checked, distinct, reporter) if len(distinct) > 1 else unmeasured(checked, distinct)
+    m = measure(checked, distinct, env) if len(distinct) > 1 else unmeasured(checked, distinct)
     for sr in m.scenarios:
         for st in sr.steps:
             measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
@@ -516,36 +520,11 @@ class Measured:
     explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
 
 
-def make_executor(workdir: Path, **kw) -> Executor:
-    """The run's executor: hyperfine probed once (tests replace this with a MockExecutor)."""
-    return HyperfineExecutor.probe(workdir, **kw)
-
-
 @contextlib.contextmanager
-def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, reporter: Reporter) -> Iterator:
-    """The run's backend, closed on the way out; a failing close is reported but never masks the
-    failure that ended the run."""
-    request, target = checked.request, checked.target
-    if target.backend == "s3":
-        backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
-                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks)
-        reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
-                      f", objects under s3://{backend.bucket}/{backend.prefix}/")
-    else:
-        backend = IpfsBackend.open(workdir, checked.cache_dir)
-    try:
-        yield backend
-    finally:
-        try:
-            backend.close()
-        except Exception as e:  # report, but never mask the original failure
-            reporter.warn(f"cleanup of the backend failed: {e}")
-
-
-@contextlib.contextmanager
-def watching(backend, workdir: Path, checked: Checked) -> Iterator[Watchdog]:
+def watching(backend, workdir: Path, checked: Checked, settings: str | None) -> Iterator[Watchdog]:
+    """The run's watchdog, under the machine's settings (REFBENCH_WATCHDOG: floors, or off)."""
     watchdog = Watchdog.for_run(backend, workdir, checked.cache_dir, run_need=checked.run_need,
-                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak)
+                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak, env=settings or "")
     try:
         watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
         yield watchdog
@@ -553,7 +532,8 @@ def watching(backend, workdir: Path, checked: Checked) -> Iterator[Watchdog]:
         watchdog.stop()
 
 
-def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor) -> Plan:
+def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor,
+             env: RunEnv) -> Plan:
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
@@ -562,7 +542,8 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                 verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                 **variant_settings(checked, built),
-                family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus)
+                family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
+                clock=env.clock, pass_env=env.machine.pass_env)
 
 
 def named_variants(checked: Checked) -> dict:
@@ -583,21 +564,21 @@ def selected_steps(checked: Checked) -> Iterator[tuple]:
     return ((u.scenario, u.step) for u in checked.units)
 
 
-def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
+def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
                   ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
     runner.steps_total = len(checked.units)
-    plan = runner.plan
+    plan, reporter = runner.plan, env.reporter
     reporter.start(sum(len(split_runs(u.runs, plan.sampling.rounds)) for u in checked.units),
                    [b.label for b in plan.builds])
     done: list[ScenarioResult] = []
     t_fixtures = 0.0
     try:
         for s in checked.scenarios:
-            t0 = time.monotonic()
+            t0 = env.clock()
             reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} x {s.fixture.count}")
             fixture = fx.ensure(s.fixture, checked.cache_dir)
-            t_fixtures += time.monotonic() - t0
+            t_fixtures += env.clock() - t0
             done.append(runner.run_scenario(s, fixture, checked.step_filter))
     except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
         return done + e.partial, e, t_fixtures
@@ -606,9 +587,10 @@ def run_scenarios(checked: Checked, runner: Runner, reporter: Reporter
     return done, None, t_fixtures
 
 
-def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
+def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
     """Fixtures, backend, watchdog and runner over the selected steps. A watchdog stop keeps the
     steps that finished (and raises only when none did)."""
+    reporter = env.reporter
     load_before = os.getloadavg()[0]
     cpu_before = _cpu_accounting()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
@@ -620,16 +602,17 @@ def measure(checked: Checked, built: list, reporter: Reporter) -> Measured:
         built = hooks.builds(built, workdir)
     client_cpus, server_cpus = resolve_cpus(checked.request.cpus)
     try:
-        with open_backend(checked, workdir, run_id, server_cpus, reporter) as backend:
+        with env.backend(checked, workdir, run_id, server_cpus, reporter) as backend:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
-            with watching(backend, workdir, checked) as watchdog:
-                executor = make_executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
-                observer = Explainer(backend, workdir, checked.request.profile)
-                runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus, executor),
-                                                    observer=observer),
+            with watching(backend, workdir, checked, env.machine.watchdog) as watchdog:
+                executor = env.executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
+                observer = Explainer(backend, workdir, checked.request.profile,
+                                     **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
+                runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus, executor,
+                                                             env), observer=observer),
                                 progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
-                done, stopped, t_fixtures = run_scenarios(checked, runner, reporter)
+                done, stopped, t_fixtures = run_scenarios(checked, runner, env)
         # read after the backend closed, as the record always was (a server's stop may purge more)
         resources, described = watchdog.report(), backend.describe()
     finally:
@@ -697,26 +680,26 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
 
 
 # ---- the whole run ---------------------------------------------------------------------------
-def plan(request: RunRequest, reporter: Reporter) -> tuple[Checked, Resolved]:
+def plan(request: RunRequest, env: RunEnv) -> tuple[Checked, Resolved]:
     """What a dry run shows: the request checked and its refs resolved; nothing built."""
-    checked = validate(request, reporter, dry_run=True)
-    return checked, resolve(checked, reporter)
+    checked = validate(request, env, dry_run=True)
+    return checked, resolve(checked, env)
 
 
-def run(request: RunRequest, reporter: Reporter) -> rs.Results:
+def run(request: RunRequest, env: RunEnv) -> rs.Results:
     """Validate, resolve, build, measure and analyse one comparison; the results document.
 
     When the watchdog stopped the run, the results hold the steps that finished and `stopped`
     says why; the caller writes them, then fails (see `stop_error`)."""
-    t_wall = time.monotonic()
-    checked = validate(request, reporter)
-    res = resolve(checked, reporter)
-    built, build_seconds = build_all(res, reporter)
-    m = measure_distinct(checked, built, reporter)
+    t_wall = env.clock()
+    checked = validate(request, env)
+    res = resolve(checked, env)
+    built, build_seconds = build_all(res, env)
+    m = measure_distinct(checked, built, env)
     judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.settings,
                             request.hooks.family_per_contender)
     return assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
-                    timing(time.monotonic() - t_wall, build_seconds, m))
+                    timing(env.clock() - t_wall, build_seconds, m))
 
 
 def stop_error(results: rs.Results) -> WatchdogStop | None:

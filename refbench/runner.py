@@ -50,7 +50,8 @@ class Plan:
     family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
-    clock: Callable[[], float] = time.monotonic  # the budget's clock (tests pass the MockExecutor's)
+    clock: Callable[[], float] = time.monotonic  # the budget's clock (the RunEnv's: a mock run's is simulated)
+    pass_env: frozenset[str] = frozenset()  # more names the commands see (REFBENCH_PASS_ENV, via MachineSettings)
     # named variants (variants.py), by build label: target flags after -sf's, and environment
     build_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
     build_env: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -235,7 +236,8 @@ class Runner:
         self.steps_done = 0
         self.pilots: list[float] = []  # seconds each step took up to its first look (a budget's reserve per step)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
-        self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset())), **plan.backend.env}
+        self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset()), extra=plan.pass_env),
+                         **plan.backend.env}
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:

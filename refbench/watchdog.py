@@ -184,13 +184,15 @@ class Watchdog:
     @classmethod
     def for_run(cls, backend, workdir: Path, cache_dir: Path, *, run_need: int = 0, fixture_need: int = 0,
                 expected_data: int = 0, env: str | None = None) -> "Watchdog":
-        """The watchdog of a run: floors from the machine and the up-front disk check."""
+        """The watchdog of a run: floors from the machine and the up-front disk check; `env` is
+        REFBENCH_WATCHDOG's value (None or '': the defaults)."""
         mem_total, mem_avail = meminfo()
         limits = Limits(mem_floor=mem_total // 10, mem_floor_note=f"10% of {human_bytes(mem_total)}")
         data_dir, label = (backend.watch_dir() if hasattr(backend, "watch_dir") else (None, ""))
         if data_dir is not None and expected_data > 0:
             limits.data_max = max(4 * expected_data, expected_data + GIB)
-        limits = parse_env(os.environ.get("REFBENCH_WATCHDOG") if env is None else env, limits, mem_total)
+        # the caller's REFBENCH_WATCHDOG (runenv.MachineSettings): read once, at the command line
+        limits = parse_env(env, limits, mem_total)
         needs: dict[int, tuple[Path, int]] = {}  # st_dev -> (path, bytes the run may still write there)
         for path, need in ((workdir, run_need), (cache_dir, fixture_need), (data_dir, 0)):
             if path is None:

@@ -2,7 +2,7 @@
 0 success; 1 only a judged regression or a nightly alarm; 2 bad input, a failed build or run, a
 damaged history, no space for an output; 3 refbench itself failed (one line and the path of the
 saved traceback, the run's cleanup done); 130 interrupted. Whole runs and nights go through the
-MockExecutor (tests/fakes/pipeline.py): no process, no Go, no MinIO.
+`--executor mock` (refbench.mock): no process, no Go, no MinIO.
 """
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import pytest
 
 import factories as fx
 from conftest import run_cli
-from fakes.executor import MockExecutor
-from fakes.pipeline import StepSeeded, fake_pipeline, scenarios_file
+from fakes.pipeline import mock_args, scenarios_file
 from refbench import history
 from refbench.commands import compare as compare_cmd
 from refbench.errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
@@ -104,54 +103,45 @@ def test_a_damaged_history_is_exit_2_naming_the_file(tmp_path):
     assert "move it aside" in proc.stderr
 
 
-# ---- whole runs and nights on the MockExecutor ------------------------------------------------------
+# ---- whole runs and nights on `--executor mock` ------------------------------------------------------
 @pytest.fixture
-def fakes(tmp_path, monkeypatch):
-    f = fake_pipeline(monkeypatch, tmp_path, BINARIES)
-    f.scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
-    f.executor = lambda: StepSeeded(seed="B", sigma=0.005)
-    return f
+def scenarios(tmp_path, monkeypatch) -> Path:
+    return scenarios_file(monkeypatch, tmp_path, SCENARIOS)
 
 
-RUN = ("-t", "fake", "-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none")
+RUN = ("-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+       *mock_args(BINARIES, "B", 0.005))
+CRASH = ("--mock", "crash=3")  # the third hyperfine call raises, as a bug of refbench's would: mid-run
 
 
-class Broken(MockExecutor):
-    """An executor that fails in the middle of a run, as a bug of refbench's would."""
-
-    def measure(self, where, call, env):
-        if len(self.calls) == 2:
-            raise ValueError("a bug in the middle of a run")
-        return super().measure(where, call, env)
-
-
-def test_a_crash_mid_run_is_exit_3_after_the_cleanup(fakes, tmp_path):
+def test_a_crash_mid_run_is_exit_3_after_the_cleanup(scenarios, tmp_path):
     local = tmp_path / "local"
     local.mkdir()
-    fakes.executor = Broken
-    proc = run_cli("-s", "v1.0.0", "new", *RUN, "--scenarios", fakes.scenarios, "-l", local, "--builds-dir",
-                   tmp_path / "b", "-o", tmp_path / "s.md", "--fail-on-regression", env=crash_dir(tmp_path))
+    argv = ("-s", "v1.0.0", "new", "-t", "fake", *RUN, *CRASH, "--scenarios", scenarios, "-l", local,
+            "--builds-dir", tmp_path / "b", "-o", tmp_path / "s.md")
+    proc = run_cli(*argv, "--fail-on-regression", env=crash_dir(tmp_path))
     assert proc.returncode == EXIT_CRASH
-    assert "ValueError: a bug in the middle of a run" in one_crash_line(proc).read_text()
-    assert fakes.backends[-1].closed and list(local.iterdir()) == []  # backend closed, workdir removed
-    verbose = run_cli("-s", "v1.0.0", "new", *RUN, "--scenarios", fakes.scenarios, "-l", local, "--builds-dir",
-                      tmp_path / "b", "-o", tmp_path / "s.md", "-v", env=crash_dir(tmp_path))
+    assert "MockCrash: a bug in the middle of a run" in one_crash_line(proc).read_text()
+    # the backend closed (the mock's removes its remote), the workdir removed
+    assert list((tmp_path / "b").glob("mock-remote-*")) == [] and list(local.iterdir()) == []
+    assert not (tmp_path / "s.md").exists()  # nothing written for a run that crashed
+    verbose = run_cli(*argv, "-v", env=crash_dir(tmp_path))
     assert verbose.returncode == EXIT_CRASH and "Traceback (most recent call last)" in verbose.stderr  # -v shows it
 
 
-def nightly(fakes, tmp_path, db: Path, *argv):
-    return run_cli("nightly", "--history", db, "--scenarios", fakes.scenarios, "--base", "v1.0.0", "--head", "new",
-                   "--out-dir", tmp_path / "night", *RUN[2:], "--machine", "m1", *argv, env=crash_dir(tmp_path))
+def nightly(scenarios, tmp_path, db: Path, *argv):
+    return run_cli("nightly", "--history", db, "--scenarios", scenarios, "--base", "v1.0.0", "--head", "new",
+                   "--out-dir", tmp_path / "night", *RUN, "--machine", "m1", *argv, env=crash_dir(tmp_path))
 
 
-def test_a_history_that_cannot_take_the_night_keeps_its_record_for_replay(fakes, tmp_path):
+def test_a_history_that_cannot_take_the_night_keeps_its_record_for_replay(scenarios, tmp_path):
     db = tmp_path / "bench.db"
     history.open_history(db).close()
     with sqlite3.connect(db) as conn:  # the history goes wrong after the night started (a dropped table)
         conn.execute("DROP TABLE commits")
         conn.execute("DROP TABLE environment")
         conn.execute("ALTER TABLE runs RENAME TO runs_gone")
-    proc = nightly(fakes, tmp_path, db, "-t", "fake")
+    proc = nightly(scenarios, tmp_path, db, "-t", "fake")
     assert proc.returncode == EXIT_ERROR, proc.stderr
     kept = tmp_path / "night" / "night-record.json"
     assert (tmp_path / "night" / "results.json").is_file() and kept.is_file()  # nothing measured is lost
@@ -159,19 +149,18 @@ def test_a_history_that_cannot_take_the_night_keeps_its_record_for_replay(fakes,
     assert len(line) == 1 and "no such table: runs" in line[0] and f"--replay {kept}" in line[0]
     # the history mended (here: a new one), the night is recorded from its kept record
     fresh = tmp_path / "fresh.db"
-    replayed = run_cli("nightly", "--history", fresh, "--scenarios", fakes.scenarios, "-t", "fake", "--replay", kept)
+    replayed = run_cli("nightly", "--history", fresh, "--scenarios", scenarios, "-t", "fake", "--replay", kept)
     assert replayed.returncode == EXIT_OK, replayed.stderr
     row = sqlite3.connect(fresh).execute("SELECT exit_code, head_ref, machine, results IS NOT NULL FROM runs").fetchall()
     assert row == [(0, "new", "m1", 1)] and not kept.exists()
-    again = run_cli("nightly", "--history", fresh, "--scenarios", fakes.scenarios, "-t", "fake", "--replay", kept)
+    again = run_cli("nightly", "--history", fresh, "--scenarios", scenarios, "-t", "fake", "--replay", kept)
     assert again.returncode == EXIT_ERROR and "cannot read a night's record" in again.stderr
 
 
-def test_a_night_where_refbench_fails_is_recorded_and_exits_3(fakes, tmp_path):
+def test_a_night_where_refbench_fails_is_recorded_and_exits_3(scenarios, tmp_path):
     db = tmp_path / "bench.db"
-    fakes.executor = Broken
-    proc = nightly(fakes, tmp_path, db, "-t", "fake")
+    proc = nightly(scenarios, tmp_path, db, "-t", "fake", *CRASH)
     assert proc.returncode == EXIT_CRASH
     one_crash_line(proc)
     row = sqlite3.connect(db).execute("SELECT exit_code, error FROM runs").fetchone()
-    assert row == (EXIT_CRASH, "a bug in the middle of a run")
+    assert row == (EXIT_CRASH, "a bug in the middle of a run (--mock crash=3)")

@@ -1,7 +1,7 @@
 """One verdict engine (issue 27, part 2): every option that changes a verdict (--threshold,
 --metric-threshold, --alpha, --fail-on) gives the same verdicts, and the same exit code, through a
 run, a sharded run merged, and `compare` of two saved runs — each through cli.main, in-process,
-on the MockExecutor (tests/fakes/pipeline.py): no process, no Go, no MinIO.
+on `--executor mock` (refbench.mock): no process, no Go, no MinIO.
 
 The contender is 8% slower in wall (and CPU) time at cv 2%, and holds 3 MiB more memory (+10%,
 a few KiB of jitter); 6 runs per build in 3 rounds (the issue's design), two steps, so a run's
@@ -14,6 +14,7 @@ unchanged.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from conftest import run_cli
 from refbench import judge, pipeline, results as rs, stats
 from refbench.verdict import Verdict
-from fakes.pipeline import StepSeeded, fake_pipeline, scenarios_file
+from fakes.pipeline import mock_args, scenarios_file
 from test_pipeline import SCENARIOS as PIPELINE_SCENARIOS
 
 # test_pipeline's scenarios, each step with cv 2% (the MockExecutor reads `sigma=` in a command)
@@ -33,16 +34,20 @@ RUN = ("-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--budget", "none", "-
 
 @pytest.fixture
 def fakes(tmp_path, monkeypatch):
-    f = fake_pipeline(monkeypatch, tmp_path, BINARIES)
-    f.scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
-    return f
+    return Fakes(tmp_path, scenarios_file(monkeypatch, tmp_path, SCENARIOS))
+
+
+@dataclass(frozen=True)
+class Fakes:
+    root: Path
+    scenarios: Path
 
 
 def bench(fakes, seed: str, out: Path, *argv: str, contender: str = "new"):
     """One run through cli.main, its figures seeded by `seed`; (exit code, stderr)."""
-    fakes.executor = lambda: StepSeeded(seed=seed, sigma=0.005)
     proc = run_cli("-s", "v1.0.0", contender, "-t", "fake", "--scenarios", fakes.scenarios, "--builds-dir",
-                   fakes.root / "builds", *RUN, "-o", out / "summary.md", "--json", out / "results.json", *argv)
+                   fakes.root / "builds", *RUN, *mock_args(BINARIES, seed, 0.005), "-o", out / "summary.md",
+                   "--json", out / "results.json", *argv)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode
 
@@ -152,8 +157,8 @@ def test_the_defaults_are_written_once():
 def test_a_design_that_cannot_reach_alpha_is_said_before_measuring(fakes, tmp_path):
     """-r 1: one round of 1 + 1 runs, two arrangements and no noise to estimate: no test can reach
     alpha, and the run says so in one line before it measures (the steps are timed, not judged)."""
-    fakes.executor = lambda: StepSeeded(seed="B", sigma=0.005)
-    argv = ("-s", "v1.0.0", "new", "-t", "fake", "--scenarios", fakes.scenarios, "--builds-dir", tmp_path / "b",
+    argv = ("-s", "v1.0.0", "new", "-t", "fake", *mock_args(BINARIES, "B", 0.005), "--scenarios", fakes.scenarios,
+            "--builds-dir", tmp_path / "b",
             "-w", "0", "--no-rss", "--no-profile", "--budget", "none", "-o", tmp_path / "s.md")
     proc = run_cli(*argv, "-r", "1")
     warning = [line for line in proc.stderr.splitlines() if "cannot reach a verdict" in line]

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import pytest
 
-from refbench import budget, judge, pipeline, results as rs, stats
+from refbench import budget, judge, mock, pipeline, results as rs, runenv, stats
 from refbench.commands import nightly as nightly_cmd
 from refbench.commands._args import bind_flag_values, budget as budget_arg
 from refbench.commands._run_options import request_from_args, run_parser
@@ -20,7 +20,7 @@ from refbench.pipeline import NO_BUDGET, RunHooks, RunRequest
 from refbench.sampling import StepUnit
 from refbench.progress import Reporter
 from refbench.verdict import Verdict
-from fakes.pipeline import fake_pipeline, scenarios_file
+from fakes.pipeline import fake_env, scenarios_file
 
 
 SCENARIOS = """
@@ -63,6 +63,12 @@ fixture = { kind = "sparse", size = "1K", count = 1 }
 @pytest.fixture
 def scenarios(tmp_path, monkeypatch) -> Path:
     return scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+
+
+def env(find_tool=lambda tool: f"/usr/bin/{tool}") -> runenv.RunEnv:
+    """This machine's RunEnv, quiet, with every tool found (or as `find_tool` says): validate's
+    tests start nothing."""
+    return dataclasses.replace(runenv.real(runenv.MachineSettings(), Reporter(quiet=True)), find_tool=find_tool)
 
 
 def request(scenarios: Path, tmp_path: Path, *argv: str) -> RunRequest:
@@ -183,7 +189,7 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
 def test_bad_requests_are_refused_before_anything_is_built(scenarios, tmp_path, argv, says):
     r = request(scenarios, tmp_path, *argv)
     with pytest.raises(RefbenchError) as e:
-        pipeline.validate(r, Reporter(quiet=True))
+        pipeline.validate(r, env())
     assert says in str(e.value)
     assert not (tmp_path / "builds").exists()
 
@@ -191,22 +197,22 @@ def test_bad_requests_are_refused_before_anything_is_built(scenarios, tmp_path, 
 def test_a_malformed_ref_is_refused(scenarios, tmp_path):
     r = request(scenarios, tmp_path).replace(refs=("v1.0.0", "-rf"))
     with pytest.raises(RefbenchError):
-        pipeline.validate(r, Reporter(quiet=True))
+        pipeline.validate(r, env())
 
 
-def test_missing_tools_stop_a_run_but_not_a_dry_run(scenarios, tmp_path, monkeypatch):
-    monkeypatch.setattr(pipeline, "find_tool", lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
+def test_missing_tools_stop_a_run_but_not_a_dry_run(scenarios, tmp_path):
+    no_minio = env(lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
     r = request(scenarios, tmp_path)
     with pytest.raises(RefbenchError, match="minio not found"):
-        pipeline.validate(r, Reporter(quiet=True))
-    checked = pipeline.validate(r, Reporter(quiet=True), dry_run=True)
+        pipeline.validate(r, no_minio)
+    checked = pipeline.validate(r, no_minio, dry_run=True)
     assert [s.name for s in checked.scenarios] == ["tiny"] and checked.step_filter is None
     # with a bucket of the user's, no embedded MinIO is needed
-    assert pipeline.validate(r.replace(bucket="my-bucket"), Reporter(quiet=True)).prefix == "refbench"
+    assert pipeline.validate(r.replace(bucket="my-bucket"), no_minio).prefix == "refbench"
 
 
 def test_only_selects_steps_and_the_family_counts_them(scenarios, tmp_path):
-    checked = pipeline.validate(request(scenarios, tmp_path, "--only", "tiny/copy"), Reporter(quiet=True))
+    checked = pipeline.validate(request(scenarios, tmp_path, "--only", "tiny/copy"), env())
     assert [st.name for s, st in pipeline.selected_steps(checked)] == ["copy"]
     assert pipeline.family_size(*checked.family, 10, 3) == 2  # one step x two contenders
 
@@ -258,16 +264,12 @@ def test_scoreboard_only_with_three_builds_or_more():
 
 
 # ---- a whole run: fake backend, fake hyperfine, builds made up ---------------------------------
-@pytest.fixture
-def faked(scenarios, tmp_path, monkeypatch):
-    """pipeline.run with the MockExecutor, a fake backend and two made-up builds (1.0x and 1.5x)."""
-    fake_pipeline(monkeypatch, tmp_path, {"v1.0.0": "fake-1.00", "v1.1.0": "fake-1.50"})
-    return scenarios
-
-
-def test_a_whole_run_gives_typed_results(faked, tmp_path):
-    r = request(faked, tmp_path, "-r", "6", "-w", "0", "--rounds", "2", "--no-rss", "--threshold", "0.1")
-    res = pipeline.run(r, Reporter(quiet=True))
+def test_a_whole_run_gives_typed_results(scenarios, tmp_path):
+    """pipeline.run on a fake RunEnv: the MockExecutor, a mock backend and two made-up builds
+    (1.0x and 1.5x); nothing patched."""
+    fakes = fake_env(tmp_path, {"v1.0.0": "fake-1.00", "v1.1.0": "fake-1.50"})
+    r = request(scenarios, tmp_path, "-r", "6", "-w", "0", "--rounds", "2", "--no-rss", "--threshold", "0.1")
+    res = pipeline.run(r, fakes.env())
     assert res.labels == ("v1.0.0", "v1.1.0") and res.baseline == "v1.0.0"
     assert res.target.name == "fake" and res.backend["kind"] == "fake"
     assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list"), ("tiny", "copy")]
@@ -278,7 +280,10 @@ def test_a_whole_run_gives_typed_results(faked, tmp_path):
     assert [[c.metric for c in st.metric_comparisons] for _, st in res.steps()] == [["cpu", "memory"]] * 2
     assert res.command_line == r.command_line and res.stopped is None and res.scoreboard is None
     assert all(len(st.builds["v1.1.0"].times) == 6 for _, st in res.steps())
-    assert res.timing.hyperfine_seconds >= 0 and res.resources["watchdog"] == "off"
+    # hyperfine's time is what the executor's calls took (the mock's simulated seconds, every run
+    # and CALL_SECONDS a call: 2 steps x 2 rounds x 12 runs of ~0.1-0.15 s), and nothing else
+    assert res.timing.hyperfine_seconds == round(fakes.executors[-1].now, 3) > 2 * 2 * mock.CALL_SECONDS
+    assert res.resources["watchdog"] == "off" and fakes.backends[-1].closed
     assert pipeline.stop_error(res) is None
 
 

@@ -7,6 +7,7 @@ one ref, told apart by their labels; a failed build names both Gos. The suite fe
 toolchain besides the local one (go1.25.N, ~70 MB, a few seconds, once per machine)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from conftest import need
 from origins import git, local_go, new_origin
-from refbench import builds as bl, pipeline, toolchain as tc
+from refbench import builds as bl, pipeline, runenv, toolchain as tc
 from refbench.commands._run_options import request_from_args, run_parser
 from refbench.config import TargetSpec
 from refbench.errors import BuildError, RefbenchError
@@ -255,13 +256,13 @@ fixture = {{ kind = "sparse", size = "1K", count = 1 }}
   command = "{{{{ bin }}}}"
 ''')
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(pipeline, "find_tool", lambda tool: shutil.which(tool) or f"/usr/bin/{tool}")
     argv = ["-s", "v1.0.0", "v1.0.0", "-t", "hello", "--scenarios", str(scen), "--builds-dir", str(builds_dir125),
             "--go", "1.25,local"]
-    reporter = Reporter(quiet=True)
-    checked = pipeline.validate(request_from_args(run_parser().parse_args(argv), argv), reporter)
-    res = pipeline.resolve(checked, reporter)
-    built, _ = pipeline.build_all(res, reporter)
+    env = dataclasses.replace(runenv.real(runenv.MachineSettings(), Reporter(quiet=True)),
+                              find_tool=lambda tool: shutil.which(tool) or f"/usr/bin/{tool}")  # builds only
+    checked = pipeline.validate(request_from_args(run_parser().parse_args(argv), argv), env)
+    res = pipeline.resolve(checked, env)
+    built, _ = pipeline.build_all(res, env)
     go125_name = built[0].toolchain
     assert go125_name.startswith("go1.25.") and built[1].toolchain == local_go()
     assert [b.label for b in built] == [f"v1.0.0 ({go125_name})", f"v1.0.0 ({local_go()})"]

@@ -6,14 +6,12 @@ from __future__ import annotations
 import pytest
 
 from conftest import need, run_bench
-from fakes.pipeline import fake_pipeline, scenarios_file
+from fakes.pipeline import fake_env, scenarios_file
 from refbench import builds as bl, paths, pipeline, variants as vr
-from refbench.builds import BuiltRef
 from refbench.commands._args import bind_flag_values
 from refbench.commands._run_options import request_from_args, run_parser
 from refbench.config import load_config
 from refbench.errors import ConfigError, RefbenchError
-from refbench.progress import Reporter
 from refbench.refs import ResolvedRef
 from refbench.verdict import Verdict
 from factories import basic as fx_basic
@@ -93,38 +91,23 @@ def test_the_files_variants_errors_name_file_and_key(tmp_path, body, needle):
 # ---- a whole run on stand-ins -----------------------------------------------------------------------
 @pytest.fixture
 def fake_variants(tmp_path, monkeypatch):
-    """The fake pipeline, resolving and labelling builds as the real one does (variants and all),
-    every ref built into the same binary (the MockExecutor reads 'scale=' in a command as that
-    command's length: a flag of one variant makes its runs longer)."""
+    """A fake RunEnv whose MockBuilder resolves and labels builds as the real pipeline does
+    (variants and all), every ref built into the same binary (the MockExecutor reads 'scale=' in a
+    command as that command's length: a flag of one variant makes its runs longer)."""
     path = scenarios_file(monkeypatch, tmp_path, SCENARIOS.replace('"t"', '"fake"').replace("[targets.t]",
                                                                                           "[targets.fake]"))
-    fakes = fake_pipeline(monkeypatch, tmp_path, {})
-
-    class Builder:
-        repo_url = "https://example.invalid/fake"
-
-    def resolve(checked, reporter):
-        refs = [ResolvedRef(v.ref, "tag", "1" * 40, v.ref) for v in checked.variants]
-        return pipeline.Resolved(Builder(), refs, vr.labels(checked.variants, bl.unique_labels(refs)))
-
-    def build_all(res, reporter):
-        return [BuiltRef("fake", r, lab, tmp_path / "fake-1.00", "git", "go1.24", False, 0.0, binary_sha256="same")
-                for r, lab in zip(res.refs, res.labels)], 0.0
-
-    monkeypatch.setattr(pipeline, "resolve", resolve)
-    monkeypatch.setattr(pipeline, "build_all", build_all)
-    return path, fakes
+    return path, fake_env(tmp_path, {})
 
 
-def run(path, tmp_path, *argv):
+def run(path, tmp_path, fakes, *argv):
     args = ["-t", "fake", "--scenarios", str(path), "--builds-dir", str(tmp_path / "builds"), "-r", "8",
             "--rounds", "2", "-w", "0", *argv]
-    return pipeline.run(request_from_args(run_parser().parse_args(bind_flag_values(args)), args), Reporter())
+    return pipeline.run(request_from_args(run_parser().parse_args(bind_flag_values(args)), args), fakes.env())
 
 
 def test_two_flags_on_one_binary_are_both_measured_and_labelled_by_name(fake_variants, tmp_path):
     path, fakes = fake_variants
-    r = run(path, tmp_path, "--variant", "w4=v1.0.0,flags=--workers 4", "--variant",
+    r = run(path, tmp_path, fakes, "--variant", "w4=v1.0.0,flags=--workers 4", "--variant",
             "w8=v1.0.0,flags=--workers 8 scale=1.5,env=GOGC=50")
     assert [b.label for b in r.builds] == ["w4", "w8"] and r.baseline == "w4"
     assert r.builds[1].flags == ("--workers", "8", "scale=1.5") and dict(r.builds[1].env) == {"GOGC": "50"}
@@ -142,7 +125,7 @@ def test_two_flags_on_one_binary_are_both_measured_and_labelled_by_name(fake_var
 
 def test_the_same_binary_run_the_same_way_is_identical_and_not_measured(fake_variants, tmp_path):
     path, fakes = fake_variants
-    r = run(path, tmp_path, "-s", "v1.0.0", "--variant", "again=v1.0.0", "--variant", "gc-off")
+    r = run(path, tmp_path, fakes, "-s", "v1.0.0", "--variant", "again=v1.0.0", "--variant", "gc-off")
     comps = {c.contender: c.verdict for _, st in r.steps() for c in st.comparisons}
     # 'again' runs the same binary the same way: answered without measuring; 'gc-off' sets GOGC and flags
     assert comps == {"again": Verdict.IDENTICAL, "gc-off": comps["gc-off"]} and comps["gc-off"] != Verdict.IDENTICAL

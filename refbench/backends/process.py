@@ -29,11 +29,19 @@ USER_BUCKET_ENV = frozenset((
 ))
 
 
-def child_env(also: frozenset[str] = frozenset(), env: dict | None = None) -> dict[str, str]:
-    """The allow-listed part of `env` (default os.environ), plus the names in `also` and in
-    REFBENCH_PASS_ENV."""
+def pass_env_names(text: str) -> frozenset[str]:
+    """REFBENCH_PASS_ENV's names: space or comma separated."""
+    return frozenset(text.replace(",", " ").split())
+
+
+def child_env(also: frozenset[str] = frozenset(), env: dict | None = None,
+              extra: frozenset[str] | None = None) -> dict[str, str]:
+    """The allow-listed part of `env` (default os.environ), plus the names in `also` and `extra`
+    (a run passes its MachineSettings.pass_env; None: REFBENCH_PASS_ENV, for the servers the
+    backends start, which are not given the run's settings yet)."""
     env = os.environ if env is None else env
-    extra = set(os.environ.get("REFBENCH_PASS_ENV", "").replace(",", " ").split())
+    if extra is None:
+        extra = pass_env_names(os.environ.get("REFBENCH_PASS_ENV", ""))
     return {k: v for k, v in env.items()
             if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
 

@@ -6,11 +6,11 @@ import argparse
 import json
 from pathlib import Path
 
-from .. import bisect as bs, paths
+from .. import bisect as bs, paths, pipeline
 from ..errors import EXIT_ERROR, EXIT_OK
 from ..pipeline import RunRequest
 from ._args import Parser, positive
-from ._run_options import pass_through, request_from_args
+from ._run_options import pass_through, request_from_args, run_env
 
 # run options that would change what is compared: bisect sets them itself
 RESERVED = ("refs", "json", "output", "fail_on_regression", "fail_on", "format", "html", "csv", "dry_run", "list")
@@ -48,12 +48,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
         builds_dir=args.builds_dir or str(paths.default_builds_dir()),
         until_decided=args.until_decided or run_args.until_decided)
     search = bs.Search(args.good, args.bad, args.only, verify=args.verify, max_probes=args.max_probes)
+    args.executor, args.mock = run_args.executor, run_args.mock  # every probe's RunEnv (main: run_env)
     return args, search, base
 
 
 def main(argv: list[str]) -> int:
     args, search, base = parse(argv)
-    outcome = bs.bisect(search, base)
+    env = run_env(args)
+    outcome = bs.bisect(search, base, run=lambda request, reporter: pipeline.run(request, env.with_reporter(reporter)))
     bs.print_outcome(outcome)
     if args.log:
         Path(args.log).write_text(json.dumps(outcome.to_json(), indent=1))

@@ -21,7 +21,7 @@ from ..render.calibrate import render_calibration
 from ..render.format import fmt_share
 from ..results import Results
 from ._args import bind_flag_values
-from ._run_options import request_from_args, run_parser
+from ._run_options import request_from_args, run_env, run_parser
 
 
 def _slowdowns(text: str) -> list[int]:
@@ -62,10 +62,11 @@ def main(argv: list[str]) -> int:
     # the settings a repetition records, read back as calibrate's line and json say them
     args.runs, args.interleave = request.runs, request.interleave
     results = []
+    env = run_env(args)  # one for every repetition: a mock's seeds and clock go on from one to the next
     for k in range(args.repetitions):
         print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
-        reporter = Reporter()
-        results.append(_measured(pipeline.run(request, reporter), reporter))
+        rep = env.with_reporter(Reporter())
+        results.append(_measured(pipeline.run(request, rep), rep.reporter))
     settings = request.settings  # the criteria the repetitions were judged by (judge.criteria)
     sampling = request.sampling
     run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,

@@ -16,11 +16,10 @@ from ..errors import EXIT_OK
 from ..history import History, is_url, local_machine, open_history
 from ..nightly import ALARMS, NightRequest, Shift, write_trend
 from ..pipeline import RunRequest
-from ..progress import Reporter
 from ..render.format import fmt_interval, fmt_p, fmt_pct
 from ..verdict import counts_line
 from ._args import Parser, budget, fraction, positive
-from ._run_options import Outputs, pass_through, request_from_args, run_and_write
+from ._run_options import Outputs, pass_through, request_from_args, run_and_write, run_env
 
 DEFAULT_BUDGET = "30m"  # a night has time: undecided steps get more rounds while they can still be decided
 # run options that would change what is compared or where it goes: nightly sets them itself
@@ -90,6 +89,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, RunRequest]:
                             "nightly sets {} itself; use --base/--head/--since-last")
     # command_line holds the pass-through options as given until the night's record is known (record_line)
     request = request_from_args(run_args, extra).replace(target=args.target, repo=args.repo, budget=seconds)
+    args.executor, args.mock = run_args.executor, run_args.mock  # the night's RunEnv (main: run_env)
     return args, request
 
 
@@ -132,8 +132,10 @@ def night_request(args: argparse.Namespace, request: RunRequest, home: Path, tre
 
 def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
     """The night as nightly.night runs it, the comparison through the main command's run."""
+    env = run_env(args)
+
     def compare(tonight: RunRequest, summary: Path, json_path: Path):
-        return run_and_write(tonight, Outputs(summary=summary, json=json_path), Reporter())
+        return run_and_write(tonight, Outputs(summary=summary, json=json_path), env)
 
     return said(db, nightly.night(db, req, compare), args)
 

@@ -11,26 +11,25 @@ import shlex
 
 from .. import pipeline
 from ..errors import EXIT_OK, EXIT_REGRESSION
-from ..progress import Reporter
 from ..units import format_size
 from ._args import bind_flag_values, fails
-from ._run_options import Outputs, request_from_args, run_and_write, run_parser
+from ._run_options import Outputs, request_from_args, run_and_write, run_env, run_parser
 
 
 def main(argv: list[str]) -> int:
     args = run_parser().parse_args(bind_flag_values(argv))
     request = request_from_args(args, argv)
-    reporter = Reporter()
+    env = run_env(args)
     if args.list:
         cfg, _, _, _ = pipeline.load_target(request)
         print_list(cfg, request.quick, request.network)
         return EXIT_OK
     if args.dry_run:
-        checked, res = pipeline.plan(request, reporter)
+        checked, res = pipeline.plan(request, env)
         print_plan(request, checked.target, checked.scenarios, checked.step_filter, res.builder, res.refs,
                    res.labels, checked.networks)
         return EXIT_OK
-    results = run_and_write(request, Outputs.from_args(args), reporter)
+    results = run_and_write(request, Outputs.from_args(args), env)
     if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
         return EXIT_REGRESSION
     return EXIT_OK

@@ -1,84 +1,62 @@
-"""pipeline.run on stand-ins: the MockExecutor measures, a FakeBackend stores, and the builds are
-made up (no Go, no MinIO, no process), so a whole run — through cli.main too, in-process — takes
-milliseconds. Each ref's binary is a name the MockExecutor reads its factors from ('fake-1.08-mem3':
-wall ×1.08, 3 MiB more memory); `executor` makes the run's executor when the run starts, so a test
-may change it between runs."""
+"""pipeline.run on stand-ins, through its seam: a RunEnv whose executor is the MockExecutor, whose
+backend is a MockBackend and whose builder makes builds up (no Go, no MinIO, no process), so a
+whole run takes milliseconds. Nothing is patched: a test passes `FakeRuns.env()` to pipeline.run,
+or runs cli.main with `mock_args(...)` (`--executor mock`), which picks the same stand-ins.
+
+Each ref's binary is a name the MockExecutor reads its factors from ('fake-1.08-mem3': wall ×1.08,
+3 MiB more memory)."""
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from refbench import pipeline
-from refbench.builds import BuiltRef
-from refbench.refs import ResolvedRef
+from refbench import mock, runenv
+from refbench.progress import Reporter
 
-from .backend import FakeBackend
 from .executor import MockExecutor
 
 
 @dataclass
 class FakeRuns:
+    """What a test's runs read back: every run's executor and backend, in order."""
     root: Path
     binaries: dict[str, str]  # ref -> the binary's name
-    executor: Callable[[], MockExecutor] = MockExecutor
-    executors: list[MockExecutor] = field(default_factory=list)  # every run's, in order
-    backends: list[FakeBackend] = field(default_factory=list)  # every run's, closed as the real one is
+    executor: Callable[[], MockExecutor] = MockExecutor  # makes each run's executor when the run starts
+    executors: list[MockExecutor] = field(default_factory=list)
+    backends: list[mock.MockBackend] = field(default_factory=list)  # closed as the real one is
+    builder: Callable | None = None  # (checked) -> a builder; default the MockBuilder over `binaries`
+
+    def make_executor(self, workdir, **kw) -> MockExecutor:
+        self.executors.append(self.executor())
+        return self.executors[-1]
+
+    def env(self, reporter: Reporter | None = None) -> runenv.RunEnv:
+        return runenv.RunEnv(
+            executor=self.make_executor,
+            backend=mock.backend_opener(self.root / "remote", self.backends),
+            builder=self.builder or (lambda checked: mock.MockBuilder(checked.target, self.root, self.binaries)),
+            find_tool=lambda tool: f"/usr/bin/{tool}",
+            machine=runenv.MachineSettings(watchdog="off"), reporter=reporter or Reporter(quiet=True))
 
 
-class StepSeeded(MockExecutor):
-    """A MockExecutor whose figures depend on the step and round (and `seed`), not on the calls
-    made before: a shard measures its steps exactly as the unsharded run measured them."""
+def fake_env(root: Path, binaries: dict[str, str], executor: Callable[[], MockExecutor] = MockExecutor) -> FakeRuns:
+    return FakeRuns(Path(root), dict(binaries), executor)
 
-    def measure(self, where, call, env):
-        self.seed = f"{self.base_seed}/{where}"
-        return super().measure(where, call, env)
 
-    def __init__(self, seed: str = "0", **kw):
-        super().__init__(seed=seed, **kw)
-        self.base_seed = seed
+def mock_args(binaries: dict[str, str], seed: str = "0", sigma: float | None = None, *more: str) -> list[str]:
+    """`--executor mock` and its --mock settings: each ref built into its binary name, seeded."""
+    out = ["--executor", "mock", "--mock", f"seed={seed}"]
+    out += [x for ref, name in binaries.items() for x in ("--mock", f"build={ref}:{name}")]
+    if sigma is not None:
+        out += ["--mock", f"sigma={sigma}"]
+    return out + [x for m in more for x in ("--mock", m)]
 
 
 def scenarios_file(monkeypatch, root: Path, text: str) -> Path:
     """A scenarios file in `root`, which becomes the working directory (no checkout around: the
-    target is the one named), with every tool found."""
+    target is the one named)."""
     path = Path(root) / "s.toml"
     path.write_text(text)
     monkeypatch.chdir(root)
-    monkeypatch.setattr(pipeline, "find_tool", lambda tool: f"/usr/bin/{tool}")
     return path
-
-
-def fake_pipeline(monkeypatch, root: Path, binaries: dict[str, str],
-                  executor: Callable[[], MockExecutor] = MockExecutor) -> FakeRuns:
-    """Patch pipeline's executor, backend, resolve and build stages; returns what the runs read."""
-    fakes = FakeRuns(Path(root), dict(binaries), executor)
-    monkeypatch.setenv("REFBENCH_WATCHDOG", "off")
-
-    def make_executor(workdir, **kw):
-        fakes.executors.append(fakes.executor())
-        return fakes.executors[-1]
-
-    @contextlib.contextmanager
-    def open_backend(checked, workdir, run_id, server_cpus, reporter):
-        with FakeBackend(fakes.root / "remote") as backend:  # closed on the way out, whatever ends the run
-            fakes.backends.append(backend)
-            yield backend
-
-    class Builder:
-        repo_url = "https://example.invalid/fake"
-
-    def resolve(checked, reporter):
-        refs = [ResolvedRef(r, "tag", f"{i:040d}", r) for i, r in enumerate(checked.request.refs)]
-        return pipeline.Resolved(Builder(), refs, [r.display for r in refs])
-
-    def build_all(res, reporter):
-        return [BuiltRef("fake", r, lab, fakes.root / fakes.binaries[r.text], "git", "go1.24", False, 0.0)
-                for r, lab in zip(res.refs, res.labels)], 0.0
-
-    monkeypatch.setattr(pipeline, "make_executor", make_executor)
-    monkeypatch.setattr(pipeline, "open_backend", open_backend)
-    monkeypatch.setattr(pipeline, "resolve", resolve)
-    monkeypatch.setattr(pipeline, "build_all", build_all)
-    return fakes

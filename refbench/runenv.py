@@ -1,0 +1,107 @@
+"""What a run takes from the machine, as one value: the seam of a whole run.
+
+`pipeline.run(request, env)` starts processes only through its RunEnv: the executor that times the
+commands, the backend that stores their data, the builder that makes the binaries, the tools it
+looks for, the clock its budget reads, and the machine's settings (the REFBENCH_* variables, read
+once, at the edge, by `MachineSettings.from_environ`). `real()` is this machine's; `mock.env()` is
+`--executor mock`'s (hyperfine's --debug-mode): seeded, deterministic, no process. Tests pass either,
+or one of their own, and never patch the pipeline.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Mapping
+
+from . import builds as bl, lease, paths
+from .backends.process import pass_env_names
+from .executor import Executor, HyperfineExecutor
+from .progress import Reporter
+
+if TYPE_CHECKING:  # the pipeline imports this module; its types are only named here
+    from .pipeline import Checked
+
+EXECUTORS = ("hyperfine", "mock")  # --executor: mock is hidden, for tests (hyperfine's --debug-mode)
+
+
+@dataclass(frozen=True)
+class MachineSettings:
+    """The machine's own settings, which environment variables set (they stay the way to set them):
+    read once by the command line, then passed down, so no library module reads the environment."""
+    watchdog: str | None = None  # REFBENCH_WATCHDOG: the watchdog's floors, or off
+    pass_env: frozenset[str] = frozenset()  # REFBENCH_PASS_ENV: more names the benchmarked commands see
+    lease_ttl: float = lease.DEFAULT_TTL  # REFBENCH_LEASE_TTL: seconds a run's lease on a bucket lives
+    crash_dir: str | None = None  # REFBENCH_CRASH_DIR: where a crash's traceback is saved
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "MachineSettings":
+        return cls(watchdog=environ.get("REFBENCH_WATCHDOG") or None,
+                   pass_env=pass_env_names(environ.get("REFBENCH_PASS_ENV", "")),
+                   lease_ttl=lease.parse_ttl(environ.get("REFBENCH_LEASE_TTL")),
+                   crash_dir=environ.get("REFBENCH_CRASH_DIR") or None)
+
+
+# (workdir, cpus=, verbose=) -> the run's executor
+ExecutorFactory = Callable[..., Executor]
+# (checked, workdir, run id, server CPUs, reporter) -> the backend, closed on the way out
+BackendFactory = Callable[..., ContextManager]
+
+
+@dataclass(frozen=True)
+class RunEnv:
+    executor: ExecutorFactory
+    backend: BackendFactory
+    builder: Callable[["Checked"], object]  # -> a builds.Builder (resolve_all, cached, build, repo_url, go)
+    find_tool: Callable[[str], str | None] = paths.find_tool
+    clock: Callable[[], float] = time.monotonic  # the budget's and the run's timing
+    machine: MachineSettings = MachineSettings()
+    reporter: Reporter = field(default_factory=Reporter)
+    perf: bool | None = None  # None: probe for perf; False: no profiles (nothing runs to profile)
+
+    def with_reporter(self, reporter: Reporter) -> "RunEnv":
+        import dataclasses
+        return dataclasses.replace(self, reporter=reporter)
+
+
+def real(machine: MachineSettings | None = None, reporter: Reporter | None = None) -> RunEnv:
+    """This machine's: hyperfine probed once per run, MinIO or a bucket or IPFS, `go build`."""
+    return RunEnv(executor=make_executor, backend=open_backend, builder=make_builder,
+                  machine=machine or MachineSettings.from_environ(), reporter=reporter or Reporter())
+
+
+def make_executor(workdir: Path, **kw) -> Executor:
+    """The run's executor: hyperfine, probed once."""
+    return HyperfineExecutor.probe(workdir, **kw)
+
+
+def make_builder(checked: "Checked") -> bl.Builder:
+    """The target's builder: from the checkout around the current directory when it is the
+    origin, else the request's --repo or the target's own."""
+    request, target, origin = checked.request, checked.target, checked.origin
+    return bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
+                      pr_remote=origin.remote if origin else None, checkout=origin is not None)
+
+
+@contextlib.contextmanager
+def open_backend(checked: "Checked", workdir: Path, run_id: str, server_cpus, reporter: Reporter) -> Iterator:
+    """The run's backend, closed on the way out; a failing close is reported but never masks the
+    failure that ended the run."""
+    from .backends import IpfsBackend, S3Backend
+    request, target = checked.request, checked.target
+    if target.backend == "s3":
+        backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
+                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks)
+        reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
+                      f", objects under s3://{backend.bucket}/{backend.prefix}/")
+    else:
+        backend = IpfsBackend.open(workdir, checked.cache_dir)
+    try:
+        yield backend
+    finally:
+        try:
+            backend.close()
+        except Exception as e:  # report, but never mask the original failure
+            reporter.warn(f"cleanup of the backend failed: {e}")
