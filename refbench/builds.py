@@ -54,11 +54,19 @@ from .toolchain import go_version
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
 REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
+BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buildvcs (and stamps no VCS)
 #: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
 SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 SEAL_PURPOSE = "refbench build record v1"
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
 SEALED_FIELDS = ("target", "sha", "source", "toolchain", "build", "goflags", "binary_sha256")
+
+
+def reproducible_goflags(toolchain: str | None) -> str:
+    """The flags that make a build reproducible under `toolchain` (None: this machine's Go):
+    without -buildvcs before Go 1.18, which has no VCS stamp to turn off."""
+    version = tc.parse_version(toolchain) if toolchain else None
+    return "-trimpath" if version is not None and version.line < BUILDVCS_SINCE else REPRODUCIBLE_GOFLAGS
 
 
 @dataclass(frozen=True)
@@ -396,7 +404,7 @@ class Builder:
         GOTOOLCHAIN: `toolchain` (fetched by the go command from the module proxy), or this
         machine's Go with no switching, so the Go recorded is the Go that built."""
         env = dict(os.environ)
-        env["GOFLAGS"] = " ".join(filter(None, (REPRODUCIBLE_GOFLAGS, os.environ.get("GOFLAGS", ""))))
+        env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
         return env
 
@@ -447,7 +455,7 @@ class Builder:
         covers (SEALED_FIELDS)."""
         return {"target": self.target.name, "sha": resolved.sha, "source": self.source,
                 "toolchain": resolved.toolchain, "build": list(self.target.build),
-                "goflags": self._go_env()["GOFLAGS"], "binary_sha256": digest}
+                "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
         """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so

@@ -249,3 +249,14 @@ def test_a_changed_module_in_the_module_cache_fails_the_build_naming_it(tmp_path
         b.build(ref, "v1.1.0")
     assert e.value.sha is None and "example.com/dep" in (e.value.detail or "")
     assert b.cached(ref) is None
+
+
+def test_goflags_leave_out_buildvcs_before_go_1_18():
+    """Go 1.17 refuses every GOFLAGS over an unknown -buildvcs (s5cmd's commits of 2023 ask for go
+    1.17): those builds get -trimpath alone; 1.18 on, and this machine's Go, get both."""
+    from refbench.builds import REPRODUCIBLE_GOFLAGS, reproducible_goflags
+    assert reproducible_goflags("go1.17.13") == "-trimpath"
+    assert reproducible_goflags("go1.13.15") == "-trimpath"
+    assert reproducible_goflags("go1.18") == REPRODUCIBLE_GOFLAGS
+    assert reproducible_goflags("go1.24.4") == REPRODUCIBLE_GOFLAGS
+    assert reproducible_goflags(None) == REPRODUCIBLE_GOFLAGS
