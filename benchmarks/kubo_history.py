@@ -48,18 +48,20 @@ CASES = {
 }
 
 
-def run_case(name: str, out: Path, builds: Path) -> dict:
-    refs, options = CASES[name]
+def run_case(name: str, out: Path, builds: Path, cases: dict = CASES,
+             source: tuple[str, ...] = ("-t", "kubo", "--source", "module")) -> dict:
+    """One case as a user runs it: bench.py with the case's refs and options, its summary, JSON and
+    log under `out`; an exit other than 0 or 1 (a verdict) is an error with its last line."""
+    refs, options = cases[name]
     res = out / f"{name}.json"
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), "-t", "kubo", "--source", "module", "-s", *refs,
+    proc = subprocess.run([sys.executable, str(ROOT / "bench.py"), *source, "-s", *refs,
                            *options, "--builds-dir", str(builds), "-o", str(out / f"{name}.md"), "--json", str(res)],
                           cwd=out, capture_output=True, text=True)
     (out / f"{name}.log").write_text(proc.stderr)
     if proc.returncode not in (0, 1):
         return {"case": name, "error": (proc.stderr.strip().splitlines() or ["?"])[-1], "seconds": time.monotonic() - t0}
-    doc = json.loads(res.read_text())
-    return {"case": name, "seconds": round(time.monotonic() - t0), "doc": doc}
+    return {"case": name, "seconds": round(time.monotonic() - t0), "doc": json.loads(res.read_text())}
 
 
 def report(r: dict) -> None:
@@ -78,7 +80,8 @@ def report(r: dict) -> None:
             for c in st["comparisons"]:
                 lo, hi = c.get("ci_low"), c.get("ci_high")
                 ci = f"[{lo:+.1%}, {hi:+.1%}]" if lo is not None and hi is not None else "n/a"
-                print(f"  {sc['name']} / {st['name']} ({sc.get('daemon')}) {c['metric']}: {c['verdict']} "
+                how = st.get("network") or sc.get("daemon")  # s5cmd: the step's network; kubo: the daemon
+                print(f"  {sc['name']} / {st['name']} ({how}) {c['metric']}: {c['verdict']} "
                       f"{c['rel']:+.1%} {ci}" + (f"  means {', '.join(f'{k} {v:.3f} s' for k, v in means.items())}"
                                                         f" runs {runs}" if c["metric"] == "wall" else ""))
             checks = {lab: b.get("check") for lab, b in st["builds"].items()}
@@ -122,14 +125,20 @@ def restore_share(doc: dict, builds: Path, repeats: int = 3) -> None:
         box.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--cases", default=",".join(CASES))
-    ap.add_argument("--out", default="/tmp/kubo-history")
+def arguments(doc: str, cases: dict, out: str, extra=lambda ap: None) -> tuple[argparse.Namespace, Path]:
+    """A history script's command line: --cases, --out (made), --builds-dir, and `extra`'s own."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cases", default=",".join(cases))
+    ap.add_argument("--out", default=out)
     ap.add_argument("--builds-dir", default=str(Path.home() / ".cache" / "refbench" / "builds"))
+    extra(ap)
     args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    return args, Path(args.out)
+
+
+def main() -> None:
+    args, out = arguments(__doc__, CASES, "/tmp/kubo-history")
     for name in args.cases.split(","):
         r = run_case(name, out, Path(args.builds_dir))
         report(r)
