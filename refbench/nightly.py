@@ -19,7 +19,8 @@ night-record.json beside its results and exits 2; `nightly --replay FILE` record
 judges the alarm then: nothing measured is lost. This module holds the steps' series of nights
 and their change points (read as history.NightPoint, history.NightlyChangePoint), the shifts a
 night reports (Shift) and the night itself, `night(db, NightRequest, compare) -> NightOutcome`
-(and `replay`); the trend page draws in refbench/render/trend.py, the command is
+(and `replay`); the trend page's data is a TrendPage (trend_page), drawn by the request's `draw`
+(render.trend.render_trend, which the command passes: the library imports no view), the command is
 refbench/commands/nightly.py.
 """
 from __future__ import annotations
@@ -37,7 +38,6 @@ from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
 from .pipeline import RunRequest
-from .render.trend import render_trend
 from .results import Comparison, Results, load as load_results
 from .verdict import Verdict
 
@@ -262,14 +262,35 @@ def trend_series(db: History, target: str | None = None, machine: str | None = N
             for key, nights in charts.items() if nights]
 
 
-def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
-                machine: str | None = None, params: cpd.Params = cpd.Params(), statistic: str = "median") -> Path:
-    """The trend page of the history (or of one target / machine), written atomically: a browser
-    or a web server reading it mid-write sees the old page or the new one, never half of one."""
-    text = render_trend(trend_series(db, target, machine, params, statistic), title=title,
-                        runs=db.recent_runs(60, target, machine), generated=_now(),
-                        machines_and_targets=db.machines_and_targets(), shown_target=target,
-                        shown_machine=machine, params=params, statistic=statistic)
+@dataclass(frozen=True)
+class TrendPage:
+    """What the trend page shows: a chart per series, the recent runs, the machines and targets
+    there are to pick from, and the change-point rule applied. render.trend draws it."""
+    title: str
+    series: tuple[TrendSeries, ...]
+    runs: tuple
+    generated: str  # when the page was drawn (UTC)
+    machines: tuple[str, ...]
+    targets: tuple[str, ...]
+    shown_target: str | None
+    shown_machine: str | None
+    params: cpd.Params
+    statistic: str
+
+
+def trend_page(db: History, title: str = "refbench nightly", target: str | None = None, machine: str | None = None,
+               params: cpd.Params = cpd.Params(), statistic: str = "median") -> TrendPage:
+    """The trend page of the history (or of one target / machine), as data."""
+    machines, targets = db.machines_and_targets()
+    return TrendPage(title=title, series=tuple(trend_series(db, target, machine, params, statistic)),
+                     runs=tuple(db.recent_runs(60, target, machine)), generated=_now(), machines=tuple(machines),
+                     targets=tuple(targets), shown_target=target, shown_machine=machine, params=params,
+                     statistic=statistic)
+
+
+def write_page(path: Path, text: str) -> Path:
+    """A drawn page written atomically: a browser or a web server reading it mid-write sees the
+    old page or the new one, never half of one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -289,6 +310,8 @@ class NightRequest:
     machine: str  # the machine type series and change points are kept per
     home: Path  # where nightly/<date>/ goes by default
     trend: Path  # the trend page, redrawn whatever the night's outcome
+    # draws the trend page (render.trend.render_trend): passed in, so that the library imports no view
+    draw: Callable[[TrendPage], str]
     params: cpd.Params = cpd.Params()
     base: str = "latest_release"
     head: str = "master"
@@ -453,8 +476,9 @@ def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str],
 
 
 def redraw(db: History, req: NightRequest) -> Path:
-    return write_trend(db, req.trend, target=req.show_target, machine=req.show_machine, params=req.params,
-                       statistic=req.statistic)
+    """The trend page, drawn by the request's `draw` and written."""
+    return write_page(req.trend, req.draw(trend_page(db, target=req.show_target, machine=req.show_machine,
+                                                     params=req.params, statistic=req.statistic)))
 
 
 def failed(db: History, record: NightRecord, out_dir: Path, req: NightRequest, say: Callable[[str], None]) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from refbench import changepoints as cpd, nightly
+from refbench.render import trend
 from refbench.commands import nightly as nightly_cmd
 from refbench.history import open_history
 from refbench.results import Results
@@ -109,7 +110,7 @@ def test_backtest_finds_the_step_and_ignores_the_spikes(tmp_path):
     assert 0.10 < cps[0].rel < 0.20
 
     # the trend page marks it with its commit range and the ready bisect line
-    page = html.unescape(nightly.write_trend(db, tmp_path / "trend.html").read_text())
+    page = html.unescape(trend.write_trend(db, tmp_path / "trend.html").read_text())
     good, bad = sha_of(located - 1), sha_of(located)
     assert page.count('class="changepoint"') == 1
     assert f"./bench.py bisect {good[:12]} {bad[:12]} --only 'small files/upload' --repo /srv/origin.git" in page

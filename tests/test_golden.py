@@ -16,6 +16,7 @@ import pytest
 
 from conftest import ROOT
 from refbench import analysis, nightly, results as rs
+from refbench.render import trend
 from refbench.compare import compare_runs
 from refbench.github import comment_body
 from refbench.render.csv import write_csv
@@ -114,7 +115,7 @@ def test_trend_page(golden, tmp_path, monkeypatch):
     monkeypatch.setattr(nightly, "_now", lambda: "2026-03-01T04:00:00Z")
     _, db = backtest(tmp_path, seed=7)
     try:
-        page = nightly.write_trend(db, tmp_path / "trend.html").read_text()
+        page = trend.write_trend(db, tmp_path / "trend.html").read_text()
     finally:
         db.close()
     assert page.count('class="changepoint"') == 1 and "2026-03-01T04:00:00Z" in page

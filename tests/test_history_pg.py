@@ -22,6 +22,7 @@ import pytest
 
 from conftest import ROOT, need, run_bench
 from refbench import changepoints as cpd, nightly
+from refbench.render import trend
 from refbench.history import open_history
 from test_changepoints import fake_results
 
@@ -161,9 +162,9 @@ def concurrent_writers(where: str) -> None:
         assert {r["host"] for r in runs} == {f"writer-{w}" for w in range(1, WRITERS + 1)}
         assert len({r["id"] for r in runs}) == WRITERS * RUNS_EACH
         # the trend page filters by machine (and target)
-        page = nightly.write_trend(db, Path(tempfile.mkdtemp()) / "t.html", machine="machine-1").read_text()
+        page = trend.write_trend(db, Path(tempfile.mkdtemp()) / "t.html", machine="machine-1").read_text()
         assert page.count('data-machine="machine-1"') >= RUNS_EACH and 'data-machine="machine-2"' not in page
-        page = nightly.write_trend(db, Path(tempfile.mkdtemp()) / "t.html").read_text()
+        page = trend.write_trend(db, Path(tempfile.mkdtemp()) / "t.html").read_text()
         assert "<select" in page and page.count('<section class="chart-block"') == WRITERS
     finally:
         db.close()

@@ -14,9 +14,10 @@ from pathlib import Path
 from .. import changepoints as cpd, nightly
 from ..errors import EXIT_OK
 from ..history import History, is_url, local_machine, open_history
-from ..nightly import ALARMS, NightRequest, Shift, write_trend
+from ..nightly import ALARMS, NightRequest, Shift
 from ..pipeline import RunRequest
 from ..render.format import fmt_interval, fmt_p, fmt_pct
+from ..render.trend import render_trend, write_trend
 from ..verdict import counts_line
 from ._args import Parser, budget, fraction, positive
 from ._run_options import Outputs, pass_through, request_from_args, run_and_write, run_env
@@ -127,7 +128,7 @@ def night_request(args: argparse.Namespace, request: RunRequest, home: Path, tre
     return NightRequest(run=request, machine=args.machine, home=home, trend=trend, params=params, base=args.base,
                         head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
                         budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
-                        show_target=args.show_target, show_machine=args.show_machine)
+                        show_target=args.show_target, show_machine=args.show_machine, draw=render_trend)
 
 
 def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:

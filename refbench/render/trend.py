@@ -4,9 +4,11 @@ their change points come from refbench.nightly; nothing here queries or detects.
 from __future__ import annotations
 
 from dataclasses import asdict
+from pathlib import Path
 
 from ..changepoints import Params
-from ..history import TrendSeries
+from ..history import History, TrendSeries
+from ..nightly import TrendPage, trend_page, write_page
 from ..verdict import Verdict
 from .env import render as render_template
 from .format import fmt_pct
@@ -53,14 +55,17 @@ def _chart(s: TrendSeries, several: bool) -> dict:
     }
 
 
-def render_trend(series: list[TrendSeries], *, title: str, runs: list, generated: str,
-                 machines_and_targets: tuple, shown_target: str | None, shown_machine: str | None,
-                 params: Params, statistic: str) -> str:
+def render_trend(page: TrendPage) -> str:
     """The page: a chart per series (each says its target, ref and machine when the page shows
     several), the recent runs, and the change-point rule it applied."""
-    several = len({(s.target, s.machine, s.head_ref) for s in series}) > 1
-    machines, targets = machines_and_targets
+    several = len({(s.target, s.machine, s.head_ref) for s in page.series}) > 1
     return render_template(
-        "trend.html.j2", title=title, charts=[_chart(s, several) for s in series], runs=runs, generated=generated,
-        machines=machines, targets=targets, shown_target=shown_target, shown_machine=shown_machine,
-        params=params, statistic=statistic)
+        "trend.html.j2", title=page.title, charts=[_chart(s, several) for s in page.series], runs=list(page.runs),
+        generated=page.generated, machines=page.machines, targets=page.targets, shown_target=page.shown_target,
+        shown_machine=page.shown_machine, params=page.params, statistic=page.statistic)
+
+
+def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
+                machine: str | None = None, params: Params = Params(), statistic: str = "median") -> Path:
+    """The trend page of the history (or of one target / machine) drawn and written atomically."""
+    return write_page(path, render_trend(trend_page(db, title, target, machine, params, statistic)))
