@@ -147,6 +147,26 @@ def owner_gone(data: dict) -> bool:
     return owner_alive(pid, str(data["pid_start"])) is False
 
 
+# ---- time ------------------------------------------------------------------------------------------
+class Clock:
+    """Where leases read the time and wait: this host's clock for what a lease says of itself, the
+    server's for judging expiry, and the wait between refreshes. One object, so a test can move
+    time (a simulated clock) instead of sleeping through a lease's lifetime."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def server_now(self, client, bucket: str) -> float:
+        return server_now(client, bucket)
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        """Wait seconds, or until stop is set; True when stopped."""
+        return stop.wait(seconds)
+
+
+CLOCK = Clock()  # the clock a Lease or a sweep uses when it is given none
+
+
 # ---- the lease of this run ---------------------------------------------------------------------
 def lease_key(run_prefix: str) -> str:
     return f"{run_prefix.strip('/')}/{LEASE_NAME}"
@@ -160,18 +180,23 @@ class Lease:
     bucket: str
     prefix: str  # the run's own prefix: PREFIX/<run id>
     ttl: float = field(default_factory=lease_ttl)
-    started: float = field(default_factory=time.time)
+    started: float | None = None  # the clock's now when not given
     refreshes: int = 0
     failures: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    clock: Clock = field(default_factory=lambda: CLOCK)
+
+    def __post_init__(self) -> None:
+        if self.started is None:
+            self.started = self.clock.now()
 
     @property
     def key(self) -> str:
         return lease_key(self.prefix)
 
     def body(self) -> bytes:
-        now = time.time()
+        now = self.clock.now()
         return json.dumps({
             "schema": LEASE_SCHEMA, "version": 1, "prefix": self.prefix.strip("/"),
             "host": socket.gethostname(), "pid": os.getpid(), "pid_start": process_start(os.getpid()),
@@ -192,7 +217,7 @@ class Lease:
 
     def _refresh_loop(self) -> None:
         client = None
-        while not self._stop.wait(self.ttl / 4):
+        while not self.clock.wait(self._stop, self.ttl / 4):
             try:
                 client = client or self.client_factory()
                 self.write(client)
@@ -324,19 +349,21 @@ def inspect(client, bucket: str, child: str, now: float) -> Found:
 
 
 def sweep(client, bucket: str, base: str, remove: Callable[[str], int], *, skip: str | None = None,
-          dry_run: bool = False) -> list[Found]:
+          dry_run: bool = False, clock: Clock | None = None) -> list[Found]:
     """Look at every child prefix of base/ and remove those whose lease expired; return what was
     found (removed ones have state 'expired'). `remove(prefix)` deletes every object (and every
-    version) under prefix/ and returns how many; `skip` is the caller's own run prefix."""
+    version) under prefix/ and returns how many; `skip` is the caller's own run prefix; `clock`
+    whose server_now judges expiry (default CLOCK: the server's Date)."""
     base = check_prefix(base)
+    clock = clock or CLOCK
     found = []
     for child in list_children(client, bucket, base):
         if skip and child == skip.strip("/"):
             continue
-        f = inspect(client, bucket, child, server_now(client, bucket))
+        f = inspect(client, bucket, child, clock.server_now(client, bucket))
         if f.state == "expired" and not dry_run:
             # look again right before deleting: a stalled owner may just have refreshed it
-            again = inspect(client, bucket, child, server_now(client, bucket))
+            again = inspect(client, bucket, child, clock.server_now(client, bucket))
             if again.state != "expired":
                 f = again
             else:

@@ -1,6 +1,8 @@
 """Leases: a dead run's prefix is found and removed; a live run's, and anything outside -p, never.
 
-Against a real MinIO on loopback (the session's `minio` fixture); no Go builds needed.
+Against a real MinIO on loopback (the session's `minio` fixture); no Go builds needed. Time is
+simulated (SimClock): a lease expires because the test moves the clock past its ttl, never
+because the test slept through it.
 """
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -21,6 +24,49 @@ from refbench.errors import RefbenchError
 
 DEAD = "lt/20260101-000000-deadbeef"
 LIVE = "lt/20260101-000001-0a0a0a0a"
+
+
+class SimClock(lease.Clock):
+    """Simulated time: this host's clock and the server's (its Date) both run `offset` seconds
+    ahead of the real ones; advance() moves them, and wakes a refresher whose wait has passed."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+        self.moved = threading.Condition()
+
+    def now(self) -> float:
+        return time.time() + self.offset
+
+    def server_now(self, client, bucket: str) -> float:
+        return lease.server_now(client, bucket) + self.offset
+
+    def wait(self, stop: threading.Event, seconds: float) -> bool:
+        until = self.offset + seconds
+        with self.moved:
+            while self.offset < until and not stop.is_set():
+                self.moved.wait(0.05)  # stop is an Event of its own: look at it now and then
+        return stop.is_set()
+
+    def advance(self, seconds: float) -> None:
+        with self.moved:
+            self.offset += seconds
+            self.moved.notify_all()
+
+
+@pytest.fixture
+def clock(monkeypatch) -> SimClock:
+    """The clock every lease and sweep in this process uses (run_cli's commands too)."""
+    sim = SimClock()
+    monkeypatch.setattr(lease, "CLOCK", sim)
+    return sim
+
+
+def until(predicate, what: str, timeout: float = 10.0) -> None:
+    """Wait for another thread to act on the simulated clock (a bounded poll, not a timed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 def keys(client, bucket) -> list[str]:
@@ -40,8 +86,8 @@ def bench_env(server) -> dict:
 
 
 def hold_lease(server, bucket: str, prefix: str, ttl: float) -> subprocess.Popen:
-    """A second process that holds a lease on prefix and refreshes it (every ttl/4) until killed:
-    what a live run on another machine looks like from here."""
+    """A second process that holds a lease on prefix and refreshes it (every ttl/4, real time)
+    until killed: what a live run on another machine looks like from here."""
     code = (
         "import sys, time; sys.path.insert(0, sys.argv[1])\n"
         "from refbench.lease import Lease\n"
@@ -73,7 +119,7 @@ def bucket(minio):
 
 
 @pytest.mark.parametrize("versioned", [False, True])
-def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned):
+def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned, clock):
     server, client, name = bucket
     if versioned:
         client.put_bucket_versioning(Bucket=name, VersioningConfiguration={"Status": "Enabled"})
@@ -82,8 +128,8 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
         client.put_object(Bucket=name, Key=f"{DEAD}/{k}", Body=b"old")
         client.put_object(Bucket=name, Key=f"{DEAD}/{k}", Body=b"dead run")
     write_dead_lease(server, name, DEAD, ttl=1.0)
-    # a live run elsewhere: its lease is refreshed by a second process
-    holder = hold_lease(server, name, LIVE, ttl=2.0)
+    # a live run elsewhere: its lease (the default ttl, 10 min) is refreshed by a second process
+    holder = hold_lease(server, name, LIVE, ttl=lease.DEFAULT_TTL)
     try:
         client.put_object(Bucket=name, Key=f"{LIVE}/x", Body=b"live run")
         sentinels = [
@@ -99,7 +145,7 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
         write_dead_lease(server, name, "ltx/20260101-000000-deadbeef", ttl=1.0)
         client.put_object(Bucket=name, Key=sentinels[5],
                           Body=json.dumps({"schema": lease.LEASE_SCHEMA, "prefix": DEAD, "ttl_seconds": 1}).encode())
-        time.sleep(3.5)  # the dead lease (ttl 1 s) has expired by the server's clock; the live one was refreshed
+        clock.advance(60)  # a minute later by the server's clock: the dead leases (ttl 1 s) expired, the live one not
         proc = run_cli("clean", "--remote", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                          env=bench_env(server))
         assert proc.returncode == 0, proc.stderr
@@ -121,11 +167,11 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
         holder.wait()
 
 
-def test_dry_run_removes_nothing(bucket):
+def test_dry_run_removes_nothing(bucket, clock):
     server, client, name = bucket
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
     write_dead_lease(server, name, DEAD, ttl=1.0)
-    time.sleep(2.5)
+    clock.advance(60)
     proc = run_cli("clean", "--remote", "--dry-run", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                      env=bench_env(server))
     assert proc.returncode == 0, proc.stderr
@@ -133,28 +179,37 @@ def test_dry_run_removes_nothing(bucket):
     assert f"{DEAD}/a" in keys(client, name)
 
 
-def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, monkeypatch):
+def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, monkeypatch, clock):
     """What a run on a user's bucket does at start and end, without building anything."""
     server, client, name = bucket
     for k, v in server.env.items():
         if k != "S3_ENDPOINT_URL":
             monkeypatch.setenv(k, v)
-    monkeypatch.setenv("REFBENCH_LEASE_TTL", "2")
+    monkeypatch.setenv("REFBENCH_LEASE_TTL", "600")
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
     write_dead_lease(server, name, DEAD, ttl=1.0)
     client.put_object(Bucket=name, Key="outside", Body=b"mine")
-    time.sleep(2.5)
+    clock.advance(60)
     backend = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000000-12345678")
     try:
         assert [(f.prefix, f.state) for f in backend.swept] == [(DEAD, "expired")]
         assert backend.swept[0].removed == 2  # the object and its lease
         own = f"lt/20260102-000000-12345678/{lease.LEASE_NAME}"
-        body = json.loads(client.get_object(Bucket=name, Key=own)["Body"].read())
-        assert body["pid"] == os.getpid() and body["prefix"] == "lt/20260102-000000-12345678"
-        assert body["ttl_seconds"] == 2.0 and body["host"] and body["expires"]
-        first = client.head_object(Bucket=name, Key=own)["LastModified"]
-        time.sleep(2.2)  # refreshed every ttl/4
-        assert client.head_object(Bucket=name, Key=own)["LastModified"] > first
+
+        def body():
+            return json.loads(client.get_object(Bucket=name, Key=own)["Body"].read())
+        first = body()
+        assert first["pid"] == os.getpid() and first["prefix"] == "lt/20260102-000000-12345678"
+        assert first["ttl_seconds"] == 600.0 and first["host"] and first["expires"]
+        # refreshed every ttl/4: not before, and once it is due
+        clock.advance(100)
+        time.sleep(0.3)  # the refresher had its chance to act early (it must not)
+        assert backend.lease.refreshes == 0 and body()["refreshed"] == first["refreshed"]
+        clock.advance(60)  # 160 s > 150 s
+        until(lambda: backend.lease.refreshes == 1, "the lease's refresh")
+        again = body()
+        assert again["refreshed"] > first["refreshed"] and again["started"] == first["started"]
+        assert again["expires"] > first["expires"]
         # a concurrent run's sweep leaves this live run alone
         other = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000001-87654321")
         assert [(f.prefix, f.state) for f in other.swept] == [("lt/20260102-000000-12345678", "live")]
@@ -168,10 +223,14 @@ def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, mon
 def test_expired_lease_of_a_process_still_running_here_is_left_alone(bucket):
     """A stalled run on this host (its refresher starved, the laptop suspended) is not dead."""
     server, client, name = bucket
-    lease.Lease(lambda: client, name, DEAD, ttl=1.0).write()  # our own pid: certainly running
+    sim = SimClock()
+    lease.Lease(lambda: client, name, DEAD, ttl=30.0, clock=sim).write()  # our own pid: certainly running
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
-    time.sleep(2.5)
-    found = lease.sweep(client, name, "lt", lambda p: pytest.fail("must not remove"))
+    never = lambda p: pytest.fail("must not remove")  # noqa: E731
+    # within its ttl it is live, whoever owns it; past it, its owner still runs here
+    assert [(f.prefix, f.state) for f in lease.sweep(client, name, "lt", never, clock=sim)] == [(DEAD, "live")]
+    sim.advance(60)
+    found = lease.sweep(client, name, "lt", never, clock=sim)
     assert [(f.prefix, f.state) for f in found] == [(DEAD, "owner running")]
 
 
