@@ -201,9 +201,9 @@ def seconds_to_verdict(st: Step, label: str, settings: stats.Criteria, n_max: in
             continue
         n = min(len(bi), len(ci))
         looks.append(min(1.0, n / n_max) if n_max else 1.0)
-        comp = stats.compare(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
-                             base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
-                             looks=tuple(looks), family_size=family)
+        comp = stats.contrast(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
+                              base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
+                              looks=tuple(looks), family_size=family)
         if stats.should_stop(comp, settings, family) and comp.verdict != Verdict.INCONCLUSIVE:
             return sum(b.times[i] for i in bi) + sum(c.times[i] for i in ci)
     return None

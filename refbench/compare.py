@@ -115,8 +115,8 @@ def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, settings: stats.Criteri
     for metric in METRICS:
         x, y = ob.values(metric), nb.values(metric)
         if x is not None and y is not None:
-            out.append(stats.compare_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, settings,
-                                            family_size=family_size))
+            out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, settings,
+                                             family_size=family_size))
     return out
 
 

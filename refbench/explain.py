@@ -145,7 +145,7 @@ class Explainer:
                 folded[lab] = profile.add([folded.get(lab, Counter()), got])
         note = (f"no symbols in {', '.join(stripped)}'s binary (built with -s -w): its functions cannot be named"
                 if stripped else None)
-        return [profile.compare(labels[0], lab, folded, repeats, note) for lab in labels[1:]]
+        return [profile.differential(labels[0], lab, folded, repeats, note) for lab in labels[1:]]
 
     def _pprof(self, labels, binaries, cmds, preps, repeats, execute, where) -> list[rs.Profile]:
         """Each build's command again, every ipfs process with IPFS_PROF in a directory of its own
@@ -166,7 +166,7 @@ class Explainer:
         finally:
             for d in dirs.values():
                 shutil.rmtree(d, ignore_errors=True)
-        return [dataclasses.replace(profile.compare(labels[0], lab, folded, repeats), source="pprof")
+        return [dataclasses.replace(profile.differential(labels[0], lab, folded, repeats), source="pprof")
                 for lab in labels[1:]]
 
     @staticmethod

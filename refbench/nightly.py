@@ -18,7 +18,7 @@ night whose record the history cannot take (locked, dropped, damaged) keeps it i
 night-record.json beside its results and exits 2; `nightly --replay FILE` records it later and
 judges the alarm then: nothing measured is lost. This module holds the steps' series of nights
 and their change points (read as history.NightPoint, history.NightlyChangePoint), the shifts a
-night reports (Shift) and the night itself, `night(db, NightRequest, compare) -> NightOutcome`
+night reports (Shift) and the night itself, `night(db, NightRequest, measure) -> NightOutcome`
 (and `replay`); the trend page's data is a TrendPage (trend_page), drawn by the request's `draw`
 (render.trend.render_trend, which the command passes: the library imports no view), the command is
 refbench/commands/nightly.py.
@@ -338,8 +338,8 @@ class NightOutcome:
     machine: str | None = None  # the machine type the night is recorded under
 
 
-# runs tonight's comparison and writes its summary and results.json at these paths
-Compare = Callable[[RunRequest, Path, Path], Results]
+# runs tonight's benchmark and writes its summary and results.json at these paths
+Measure = Callable[[RunRequest, Path, Path], Results]
 
 
 def _stderr(text: str) -> None:
@@ -442,7 +442,7 @@ def keep(db: History, record: NightRecord, results: Results | None, where: Path)
 
 
 # ---- the night ------------------------------------------------------------------------------
-def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str], None] = _stderr) -> NightOutcome:
+def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str], None] = _stderr) -> NightOutcome:
     """Tonight's comparison, recorded in the history (a failed one too, with its error, before it
     raises), the lasting regressions and new change points it completes, the trend page redrawn.
     A record the history cannot take is kept beside the results (keep) and the night exits 2."""
@@ -466,7 +466,7 @@ def night(db: History, req: NightRequest, compare: Compare, say: Callable[[str],
         if mode == "since-last" and builder.resolve(req.head).sha == base:
             say(f"nightly: {req.head} is still {base[:10]}, as last night: nothing new to compare")
             return NightOutcome(EXIT_OK, redraw(db, req), out_dir=out_dir)
-        results = compare(tonight, summary, json_path)
+        results = measure(tonight, summary, json_path)
     except Exception as e:  # a failed night (2) or refbench's own failure (3): recorded too
         code = e.code if isinstance(e, RefbenchError) else EXIT_CRASH
         failed(db, replace(record, exit_code=code, error=str(e) or type(e).__name__), out_dir, req, say)

@@ -168,8 +168,10 @@ def diff_stacks(base: Counter, cont: Counter, limit: int = MAX_STACKS,
     return tuple((k, out[k][0], out[k][1]) for k in sorted(kept))
 
 
-def compare(baseline: str, contender: str, folded: dict[str, Counter], repeats: int,
-            note: str | None = None) -> rs.Profile:
+def differential(baseline: str, contender: str, folded: dict[str, Counter], repeats: int,
+                 note: str | None = None) -> rs.Profile:
+    """The differential profile of a contender against the baseline: samples, the functions whose
+    share moved most, and the stacks' differences ("differential": "compare" is two saved runs)."""
     base, cont = folded.get(baseline, Counter()), folded.get(contender, Counter())
     return rs.Profile(baseline=baseline, contender=contender,
                       samples=MappingProxyType({baseline: sum(base.values()), contender: sum(cont.values())}),

@@ -27,7 +27,7 @@ from .executor import Call, Executor, Shell
 from .hyperfine import CommandResult
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import Comparison, Criteria, compare_metric, should_stop
+from .stats import Comparison, Criteria, contrast_metric, should_stop
 from .verdict import Verdict
 from .units import slug
 from .watchdog import WatchdogStop
@@ -475,9 +475,9 @@ class Runner:
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
-                out.append(compare_metric(metric, base, x, b.label, y, self.plan.settings,
-                                          base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
-                                          looks=looks, family_size=self.plan.family_size))
+                out.append(contrast_metric(metric, base, x, b.label, y, self.plan.settings,
+                                           base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
+                                           looks=looks, family_size=self.plan.family_size))
         return out
 
     def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:

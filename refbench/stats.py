@@ -641,12 +641,13 @@ def runs_for(effect: float, power: float, noise: float, settings: Criteria, fami
     return max(2, math.ceil(n - 1e-9))
 
 
-# ---- comparing two builds --------------------------------------------------------------------
+# ---- contrasting two builds' samples (one metric of one step) ------------------------------
 
-def compare(base_label: str, base_times, cont_label: str, cont_times, settings: Criteria = Criteria(), *,
-            base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
-            family_size: int = 1, metric: str = "wall") -> Comparison:
-    """Compare contender with baseline. base_rounds / cont_rounds: the round of every sample
+def contrast(base_label: str, base_times, cont_label: str, cont_times, settings: Criteria = Criteria(), *,
+             base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
+             family_size: int = 1, metric: str = "wall") -> Comparison:
+    """The contender's samples against the baseline's: the shift, its interval, p and verdict, as a
+    Comparison ("contrast": the statistics of two samples; "compare" is two saved runs). base_rounds / cont_rounds: the round of every sample
     (runs are compared within rounds only); looks: information fractions (runs per build so far
     / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
     run; family_size: comparisons in the run (steps × contenders × metrics), for mde /
@@ -692,18 +693,18 @@ def compare(base_label: str, base_times, cont_label: str, cont_times, settings: 
                       **common)
 
 
-def compare_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
-                   settings: Criteria = Criteria(), **kw) -> Comparison:
-    """compare() for one metric, against that metric's threshold. Values that are the same in every
+def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
+                    settings: Criteria = Criteria(), **kw) -> Comparison:
+    """contrast() for one metric, against that metric's threshold. Values that are the same in every
     run of both builds (peak memory of a small program, to the byte) are no change: the rank test
     has nothing to rank there, and would call it inconclusive."""
     s = settings.for_metric(metric)
     values = set(float(v) for v in base_values) | set(float(v) for v in cont_values)
     if len(values) == 1 and len(base_values) >= 2 and len(cont_values) >= 2:
-        c = compare(base_label, base_values, cont_label, cont_values, s, **kw)
+        c = contrast(base_label, base_values, cont_label, cont_values, s, **kw)
         return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=Verdict.SAME, noise=0.0,
                        method="identical in every run", metric=metric)
-    return compare(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
+    return contrast(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 
 def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Criteria) -> Verdict:

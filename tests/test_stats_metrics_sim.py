@@ -41,15 +41,15 @@ def metrics_of(seed: int, n: int, rounds: int = ROUNDS, cpu_effect: float = 0.0,
 
 def judged(metric: str, x, y, looks=(1.0,)) -> list:
     """stats' decision per step for one metric as the runner asks it (a family of STEPS x 3): the
-    batch decide_all, or compare_metric where the values are the same in every run (what the
+    batch decide_all, or contrast_metric where the values are the same in every run (what the
     runner calls for such a step)."""
     out = decide_all(x, y, looks, family_size=STEPS * 3, metric=metric)
     rounds = np.repeat(np.arange(x.shape[1]), x.shape[2])
     for i in range(x.shape[0]):
         if np.ptp(x[i]) == 0 and np.ptp(y[i]) == 0 and x[i].flat[0] == y[i].flat[0]:
-            out[i] = stats.compare_metric(metric, "A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(),
-                                          base_rounds=rounds, cont_rounds=rounds, looks=looks,
-                                          family_size=STEPS * 3)
+            out[i] = stats.contrast_metric(metric, "A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(),
+                                           base_rounds=rounds, cont_rounds=rounds, looks=looks,
+                                           family_size=STEPS * 3)
     return [replace(c, metric=metric) for c in out]
 
 
@@ -170,7 +170,7 @@ def test_power_per_metric_in_a_family():
 
 
 def test_weights_average_one_and_favour_wall_time():
-    comps = [replace(stats.compare("A", [1, 2, 3], "B", [1, 2, 3]), metric=m) for m in ("wall", "cpu", "memory") * 4]
+    comps = [replace(stats.contrast("A", [1, 2, 3], "B", [1, 2, 3]), metric=m) for m in ("wall", "cpu", "memory") * 4]
     w = stats.metric_weights(comps)
     assert sum(w) == pytest.approx(len(comps)) and w[0] == pytest.approx(2.4) and w[1] == w[2] == pytest.approx(0.3)
     assert stats.metric_weights(comps[::3]) == [1.0] * 4

@@ -86,7 +86,7 @@ def simulate(seed: int, seqs: int, rounds: int, k: int, effect: float = 0.0, noi
 
 
 def decide_all(x, y, looks=(1.0,), settings=SETTINGS, blocked=True, family_size=1, metric="wall"):
-    """stats.compare's decision for every sequence at once: the same shift_fit (the exact rank
+    """stats.contrast's decision for every sequence at once: the same shift_fit (the exact rank
     test, or the blocked t-test where that cannot reach the family's level), repeated_p and
     decide (test_batch_matches_compare checks that it is the same)."""
     seqs, rounds, _ = x.shape
@@ -151,8 +151,8 @@ def test_batch_matches_compare():
     rounds = np.repeat(np.arange(5), 2)
     batch = decide_all(x, y)
     for i in range(40):
-        c = stats.compare("A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(), base_rounds=rounds,
-                          cont_rounds=rounds)
+        c = stats.contrast("A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(), base_rounds=rounds,
+                           cont_rounds=rounds)
         assert c.verdict == batch[i].verdict and c.method == "aligned ranks, 5 rounds"
         assert c.rel == pytest.approx(batch[i].rel, abs=1e-9) and c.p_value == pytest.approx(batch[i].p_value)
         assert c.ci_low <= c.rel <= c.ci_high
@@ -195,7 +195,7 @@ def test_mde_and_runs_for_match_the_simulated_power():
     noise = 0.05
     x, y = simulate(4, 400, 5, 2, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
     rounds = np.repeat(np.arange(5), 2)
-    c = stats.compare("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds, cont_rounds=rounds)
+    c = stats.contrast("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds, cont_rounds=rounds)
     assert c.noise == pytest.approx(noise, rel=0.5)
     mde = stats.detectable(noise, c_s_eff(5, 2), SETTINGS)
     x, y = simulate(5, 1000, 5, 2, effect=mde, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
@@ -375,35 +375,35 @@ def test_robust_noise_sees_through_drift_and_outliers():
 def test_edge_cases():
     r = [0, 0, 1, 1, 2, 2]
     # fewer than 2 runs: no test, but still a ratio and hyperfine's phrase
-    c = stats.compare("A", [1.0], "B", [1.1, 1.2])
+    c = stats.contrast("A", [1.0], "B", [1.1, 1.2])
     assert c.verdict == Verdict.INCONCLUSIVE and c.p_value is None and c.ci_low is None
     # all equal: nothing changed, and the interval says so
-    c = stats.compare("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
+    c = stats.contrast("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
     assert (c.verdict, c.p_value) == (Verdict.SAME, 1.0)
     assert c.rel == pytest.approx(0, abs=1e-9) and c.ci_low == pytest.approx(0, abs=1e-6)
     assert c.ci_high == pytest.approx(0, abs=1e-6)
     # no spread at all but a clear difference: significant, the interval the difference itself
     r5 = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    c = stats.compare("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
+    c = stats.contrast("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
     assert c.verdict == Verdict.SLOWER and c.rel == pytest.approx(0.2, abs=1e-6) and c.p_value < 0.001
     assert c.ci_low == pytest.approx(0.2, abs=1e-6) and c.ci_high == pytest.approx(0.2, abs=1e-6)
     # one round: the plain two-sample test
     base, cont = [1.0, 1.02, 0.98, 1.01, 0.99] * 2, [1.1, 1.12, 1.08, 1.11, 1.09] * 2
-    c = stats.compare("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
+    c = stats.contrast("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
     assert c.method == "Mann-Whitney" and c.verdict == Verdict.SLOWER
-    assert c.rel == pytest.approx(stats.compare("A", base, "B", cont).rel)
+    assert c.rel == pytest.approx(stats.contrast("A", base, "B", cont).rel)
     # unequal runs per round, and a round only one build reached (it cannot be compared within)
-    c = stats.compare("A", [1.0, 1.01, 0.99, 1.2, 1.21, 0.8, 0.5], "B", [1.1, 1.3, 1.31, 1.32, 0.88, 0.87, 0.86],
-                      base_rounds=[0, 0, 0, 1, 1, 2, 3], cont_rounds=[0, 1, 1, 1, 2, 2, 2])
+    c = stats.contrast("A", [1.0, 1.01, 0.99, 1.2, 1.21, 0.8, 0.5], "B", [1.1, 1.3, 1.31, 1.32, 0.88, 0.87, 0.86],
+                       base_rounds=[0, 0, 0, 1, 1, 2, 3], cont_rounds=[0, 1, 1, 1, 2, 2, 2])
     assert c.method == "aligned ranks, 3 rounds" and c.rel == pytest.approx(0.09, abs=0.02)
     # one run per build per round: the signed-rank test on pairs
-    c = stats.compare("A", [1.0, 1.2, 0.9, 1.1, 1.0, 1.3], "B", [1.1, 1.32, 0.99, 1.21, 1.1, 1.43],
-                      base_rounds=range(6), cont_rounds=range(6))
+    c = stats.contrast("A", [1.0, 1.2, 0.9, 1.1, 1.0, 1.3], "B", [1.1, 1.32, 0.99, 1.21, 1.1, 1.43],
+                       base_rounds=range(6), cont_rounds=range(6))
     assert c.method == "signed-rank, 6 rounds" and c.rel == pytest.approx(0.1, abs=1e-6) and c.p_value < 0.05
     # rounds for one side only: ignored
-    assert stats.compare("A", base, "B", cont, base_rounds=[0] * 10).method == "Mann-Whitney"
+    assert stats.contrast("A", base, "B", cont, base_rounds=[0] * 10).method == "Mann-Whitney"
     with pytest.raises(ValueError):
-        stats.compare("A", base, "B", cont, base_rounds=[0] * 9, cont_rounds=[0] * 10)
+        stats.contrast("A", base, "B", cont, base_rounds=[0] * 9, cont_rounds=[0] * 10)
 
 
 def test_json_is_flat_and_strict():
@@ -411,8 +411,8 @@ def test_json_is_flat_and_strict():
     x, y = simulate(15, 1, 5, 2, effect=0.1)
     rounds = np.repeat(np.arange(5), 2)
     for looks in [(1.0,), (0.04, 0.08), (0.2, 0.4, 0.6)]:
-        c = stats.compare("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds,
-                          cont_rounds=rounds, looks=looks, family_size=6)
+        c = stats.contrast("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds,
+                           cont_rounds=rounds, looks=looks, family_size=6)
         d = c.to_json()
         json.dumps(d, allow_nan=False)
         assert all(not isinstance(v, (dict, list)) for v in d.values())

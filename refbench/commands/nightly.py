@@ -135,10 +135,10 @@ def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
     """The night as nightly.night runs it, the comparison through the main command's run."""
     env = run_env(args)
 
-    def compare(tonight: RunRequest, summary: Path, json_path: Path):
+    def measure(tonight: RunRequest, summary: Path, json_path: Path):
         return run_and_write(tonight, Outputs(summary=summary, json=json_path), env)
 
-    return said(db, nightly.night(db, req, compare), args)
+    return said(db, nightly.night(db, req, measure), args)
 
 
 def said(db: History, outcome, args: argparse.Namespace) -> int:
