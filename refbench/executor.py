@@ -15,9 +15,10 @@ import shlex
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from types import MappingProxyType
+from typing import Mapping, Protocol
 
 from . import hyperfine
 from .backends.process import run_group
@@ -44,6 +45,34 @@ class Call:
         return [*self.wrap] + hyperfine.command_line(jpath, list(self.names), list(self.commands), list(self.prepares), self.runs,
                                       self.warmup, info=info, verbose=self.verbose, no_shell=self.no_shell,
                                       extra_flags=list(self.flags))
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One run's own figures, in hyperfine 2.0's shape: wall, user and system CPU seconds, peak
+    memory, counters (instructions, where counted) and the exit code (None: killed by a signal).
+    One record per run rather than one list per metric, so a new metric is a field here, not a
+    list threaded through every module that carries samples. A figure the timer does not give
+    each run of its own (1.x memory, 1.x CPU over several runs) is None."""
+    wall: float
+    user: float | None = None
+    system: float | None = None
+    memory: int | None = None
+    counters: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    exit_code: int | None = 0
+
+
+def measurements(res: CommandResult) -> tuple[Measurement, ...]:
+    """A command's results as one Measurement per run (CPU only where every run has its own)."""
+    n = res.runs
+    cpu = len(res.user) == n and len(res.system) == n
+    memory = res.memory_bytes or (None,) * n
+    instructions = res.instructions or (None,) * n
+    return tuple(Measurement(res.times[i], res.user[i] if cpu else None, res.system[i] if cpu else None,
+                             memory[i], MappingProxyType({} if instructions[i] is None
+                                                         else {"instructions": instructions[i]}),
+                             res.exit_codes[i])
+                 for i in range(n))
 
 
 @dataclass(frozen=True)

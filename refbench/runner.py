@@ -23,7 +23,7 @@ from .backends.process import child_env
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
-from .executor import Call, Executor, Shell
+from .executor import Call, Executor, Measurement, Shell, measurements
 from .hyperfine import CommandResult
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
@@ -67,37 +67,59 @@ class Plan:
 
 @dataclass
 class BuildSamples:
-    times: list[float] = field(default_factory=list)
-    user: list[float] = field(default_factory=list)
-    system: list[float] = field(default_factory=list)
-    exit_codes: list[int] = field(default_factory=list)
-    rounds: list[int] = field(default_factory=list)  # round index of every sample
-    memory: list[int | None] = field(default_factory=list)  # the run's own peak bytes, where measured
-    instructions: list[int | None] = field(default_factory=list)  # per run, where counted
+    """One build's runs in a step so far: a Measurement per run and the round it ran in. The
+    per-metric lists results.json stores are read off the measurements."""
+    runs: list[Measurement] = field(default_factory=list)
+    rounds: list[int] = field(default_factory=list)  # round index of every run
     rss_kb: int | None = None
     check: str | None = None
     command: str = ""
     prepare: str | None = None
 
+    @property
+    def times(self) -> list[float]:
+        return [m.wall for m in self.runs]
+
+    @property
+    def user(self) -> list[float]:
+        """Every run's user CPU, or none where a run lacks its own (1.x, --rounds 1)."""
+        return _every(m.user for m in self.runs)
+
+    @property
+    def system(self) -> list[float]:
+        return _every(m.system for m in self.runs)
+
+    @property
+    def exit_codes(self) -> list[int | None]:
+        return [m.exit_code for m in self.runs]
+
+    @property
+    def memory(self) -> list[int | None]:
+        return [m.memory for m in self.runs]  # the run's own peak bytes, where measured
+
+    def counter(self, name: str) -> list[int | None]:
+        return [m.counters.get(name) for m in self.runs]
+
     def record(self) -> rs.Samples:
         return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
                                    rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare,
-                                   instructions=self.instructions)
+                                   instructions=self.counter("instructions"))
 
     def values(self, metric: str) -> list[float] | None:
         """Per-run values of a metric, or None unless every run has one (results.metric_values)."""
-        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.instructions)
+        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.counter("instructions"))
         return None if v is None else list(v)
 
     def add(self, res: CommandResult, r: int) -> None:
-        n = res.runs
-        self.times += res.times
-        self.user += res.user  # empty where the timer gives no run its own CPU time (1.x, --rounds 1)
-        self.system += res.system
-        self.exit_codes += res.exit_codes
-        self.rounds += [r] * n
-        self.memory += res.memory_bytes or [None] * n
-        self.instructions += res.instructions or [None] * n
+        runs = measurements(res)
+        self.runs += runs
+        self.rounds += [r] * len(runs)
+
+
+def _every(values) -> list:
+    """All the values, or [] when any is missing: a metric counts only where every run has it."""
+    out = list(values)
+    return [] if any(v is None for v in out) else out
 
 
 @dataclass
@@ -501,8 +523,10 @@ class Runner:
         that fails there fails the step already."""
         results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call([b.label for b in builds], cmds, preps,
                                                                              1, warmup - 1))
-        self.check_exits(f"{where} warm-up", {b.label: BuildSamples(exit_codes=list(r.exit_codes), command=c)
-                                               for b, r, c in zip(builds, results, cmds)})
+        warm = {b.label: BuildSamples(command=c) for b, c in zip(builds, cmds)}
+        for b, r in zip(builds, results):
+            warm[b.label].add(r, 0)
+        self.check_exits(f"{where} warm-up", warm)
         return elapsed
 
     def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[BuiltRef], cmds: list[str],

@@ -276,3 +276,24 @@ def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_p
     assert false <= alarm_bound(trials[1.0]), false
     assert same >= at_least(trials[1.0], 0.8), same  # the A/A answer is 'no significant change', not 🟡
     assert found >= at_least(trials[1.1], 0.9), found
+
+
+# ---- a run is one record --------------------------------------------------------------------------
+def test_every_run_is_one_measurement_and_the_metric_lists_are_read_off_them():
+    """hyperfine's per-metric tuples become one Measurement per run; a figure the timer does not
+    give every run (here CPU) is missing from all of them, so no comparison reads half a list."""
+    from refbench.executor import measurements
+    from refbench.hyperfine import CommandResult
+    res = CommandResult("b0", (0.1, 0.2), (0.05, 0.06), (0.01, 0.02), (0, None), (100, 200), True,
+                        instructions=(7, 9), own_memory=True)
+    ms = measurements(res)
+    assert [(m.wall, m.user, m.system, m.memory, dict(m.counters), m.exit_code) for m in ms] == [
+        (0.1, 0.05, 0.01, 100, {"instructions": 7}, 0), (0.2, 0.06, 0.02, 200, {"instructions": 9}, None)]
+    s = rn.BuildSamples()
+    s.add(res, 3)
+    assert s.times == [0.1, 0.2] and s.rounds == [3, 3] and s.exit_codes == [0, None]
+    assert s.values("instructions") == [7.0, 9.0] and s.values("cpu") == pytest.approx([0.06, 0.08])
+    no_cpu = CommandResult("b0", (0.1,), (), (), (0,), None)  # 1.x over several runs: no run's own CPU
+    s.add(no_cpu, 4)
+    assert s.user == [] and s.values("cpu") is None and s.values("memory") is None
+    assert s.record().instructions == (7, 9, None) and s.record().memory_bytes == (100, 200, None)
