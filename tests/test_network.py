@@ -207,6 +207,16 @@ def test_results_and_the_summary_say_which_profile_each_step_ran_under():
             "small files / remove.")
     for flavour in ("md", "github"):
         assert line in markdown.render_markdown(r, flavour), flavour
+    # the HTML report says it in the same words; the CSV has it in a column per row
+    from refbench import analysis
+    from refbench.render import csv as render_csv
+    from refbench.render.html import render_html
+    page = render_html(r, analysis.analyse(r))
+    assert ("<b>Network to the S3 server:</b> region (10 ms round trip, 40 MB/s per connection each way): "
+            "small files / upload, small files / download;") in page
+    assert {(row["step"], row["network"]) for row in render_csv.csv_rows(r)} == {
+        ("upload", "region"), ("download", "region"), ("remove", "loopback")}
+    assert "Network to" not in render_html(fx.basic(), analysis.analyse(fx.basic()))
     for st in steps:
         st["network"] = "region"
     assert fx.rs.Results.from_json(doc, "test").networks() == {"region": ("small files",)}  # a whole scenario

@@ -1,5 +1,6 @@
 """One CSV row per step and build with every statistic the run stored, for spreadsheets and
-notebooks (`--csv`): wall time's comparison in the unprefixed columns (the primary metric), each
+notebooks (`--csv`): where the step ran (its S3 network profile, kubo's daemon mode), wall time's
+comparison in the unprefixed columns (the primary metric), each
 other metric's under its own prefix, and the build's S3 requests and kubo repo counts where the
 run measured them (empty where it did not)."""
 from __future__ import annotations
@@ -16,7 +17,8 @@ METRIC_FIELDS = ("rel_change", "ci_low", "ci_high", "p_value", "verdict")
 REQUEST_FIELDS = ["requests_total", "requests_by_api", "received_bytes", "sent_bytes", "errors_4xx", "errors_5xx",
                   "canceled", "requests_differ", "repo_objects"]
 
-CSV_FIELDS = ["scenario", "step", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s", "median_s",
+CSV_FIELDS = ["scenario", "step", "network", "daemon", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s",
+              "median_s",
               "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
               "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
               "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
@@ -68,7 +70,8 @@ def csv_rows(results: Results) -> list[dict]:
         for lab, b in {**st.builds, **unmeasured}.items():
             s, c, build = b.stats, comp.get(lab), builds.get(lab)
             out.append({
-                "scenario": sc.name, "step": st.name, "build": lab, "is_baseline": lab == results.baseline,
+                "scenario": sc.name, "step": st.name, "network": st.network, "daemon": sc.daemon,
+                "build": lab, "is_baseline": lab == results.baseline,
                 "ref": _of(build, "ref"), "sha": _of(build, "sha"),
                 "n": _of(s, "n"), "mean_s": _of(s, "mean"), "stddev_s": _of(s, "stddev"),
                 "median_s": _of(s, "median"), "min_s": _of(s, "min"), "max_s": _of(s, "max"), "p95_s": _of(s, "p95"),
