@@ -207,3 +207,37 @@ def test_a_sweep_that_cannot_finish_leaves_the_dir_marked_for_the_next(tmp_path,
     assert dirs.owner_dead(dead)  # still marked, still a dead run's
     monkeypatch.setattr(dirs.shutil, "rmtree", real_rmtree)
     assert dirs.sweep_stale(tmp_path) == [dead] and not dead.exists()
+
+
+# ---- ports -----------------------------------------------------------------------------------
+def test_embedded_minio_binds_its_own_port(minio, tmp_path, monkeypatch):
+    """MinIO binds 127.0.0.1:0 itself and refbench reads the port back from /proc: no port is
+    chosen first and handed over (another process could take it in between, and a health check
+    would then be answered by that process). The endpoint is a port the server's own process
+    listens on."""
+    from refbench.backends import MinioServer, minio as minio_mod
+
+    server, _ = minio
+    assert server.port in minio_mod.listening_ports(server.proc.pid)
+    assert server.endpoint == f"http://127.0.0.1:{server.port}"
+
+    def no_choosing():
+        raise AssertionError("the embedded MinIO must not pick a port for the server")
+    monkeypatch.setattr(minio_mod, "free_port", no_choosing)
+    with MinioServer(tmp_path) as other:
+        assert other.port != server.port and minio_mod.listening_ports(other.proc.pid) == [other.port]
+
+
+def test_listening_ports_names_only_the_process_own_sockets():
+    import socket as socket_mod
+    from refbench.backends.minio import listening_ports
+
+    with socket_mod.socket() as held, socket_mod.socket() as bound_only:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        bound_only.bind(("127.0.0.1", 0))  # bound, not listening: no server behind it
+        port, other = held.getsockname()[1], bound_only.getsockname()[1]
+        mine = listening_ports(os.getpid())
+        assert port in mine and other not in mine
+    assert port not in listening_ports(os.getpid())  # closed: no longer this process's
+    assert listening_ports(2 ** 22 + 1) == []  # no such process

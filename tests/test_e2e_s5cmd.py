@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -302,8 +304,18 @@ def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origi
         time.sleep(0.2)
     assert str(mine) not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert mine.exists()  # nothing could clean up after SIGKILL ...
-    server = MinioServer(tmp_path, data_parent=shm)  # ... until the next run starts a server
+    # ... until the next run starts a server. Its sweep is pointed at a root this test owns, with
+    # the killed run's dir moved in (a rename, the same file system): a sweep of /dev/shm itself
+    # would remove every dead refbench-minio-* on the machine, other users' and other tests' too.
+    root = Path(tempfile.mkdtemp(prefix="refbench-test-shm-", dir=shm))
     try:
-        assert not mine.exists()
+        left = root / mine.name
+        mine.rename(left)
+        server = MinioServer(tmp_path, data_parent=root)
+        try:
+            assert not left.exists()
+        finally:
+            server.stop()
+        assert list(root.iterdir()) == []  # the new server's own dir went with it
     finally:
-        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -26,9 +26,35 @@ log = logging.getLogger(__name__)
 
 
 def free_port() -> int:
+    """A port free now: another process may take it before its user binds it. Only for servers
+    that retry such a clash and check that they are talking to their own process (toxiproxy's API)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def listening_ports(pid: int) -> list[int]:
+    """The TCP ports process pid listens on at 127.0.0.1, from /proc: how refbench learns which
+    port a server bound itself (127.0.0.1:0), so no other process can take it between a choice and
+    its use, and what answers there is that process."""
+    inodes = set()
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+        table = Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for line in table:
+        f = line.split()
+        # local address 127.0.0.1 (0100007F, little-endian hex), state 0A = LISTEN, then the inode
+        if len(f) > 9 and f[1].startswith("0100007F:") and f[3] == "0A" and f[9] in inodes:
+            ports.add(int(f[1].split(":")[1], 16))
+    return sorted(ports)
 
 
 # MinIO does not free overwritten or deleted objects at once: it renames them into
@@ -65,8 +91,8 @@ class MinioServer:
         sweep_stale(parent)
         self.data_dir = Path(tempfile.mkdtemp(prefix="refbench-minio-", dir=parent))
         write_owner(self.data_dir)
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.port: int | None = None  # the server binds 127.0.0.1:0 itself; start() reads the port back
+        self.endpoint = ""
         self.access_key = "rb" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
         self.proc: subprocess.Popen | None = None
@@ -122,11 +148,10 @@ class MinioServer:
                "MINIO_PROMETHEUS_AUTH_TYPE": "public"}
         if self.cpus:
             env["GOMAXPROCS"] = str(len(self.cpus))
-        console = free_port()
         with open(self.log_path, "w") as fh:
             self.proc = subprocess.Popen(
-                [self.binary, "server", "--quiet", "--address", f"127.0.0.1:{self.port}",
-                 "--console-address", f"127.0.0.1:{console}", str(self.data_dir / "data")],
+                [self.binary, "server", "--quiet", "--address", "127.0.0.1:0",
+                 "--console-address", "127.0.0.1:0", str(self.data_dir / "data")],
                 stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 preexec_fn=lambda: server_preexec(self.cpus))
         deadline = time.monotonic() + timeout
@@ -135,19 +160,25 @@ class MinioServer:
                 tail = self.log_path.read_text(errors="replace")[-2000:]
                 self.stop()
                 raise RunError("embedded MinIO exited at start", detail=tail)
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/minio/health/ready", timeout=1) as r:
-                    if r.status == 200:
-                        log.info("embedded MinIO ready at %s", self.endpoint)
-                        self._purger = threading.Thread(target=self._purge_loop, name="refbench-minio-trash",
-                                                        daemon=True)
-                        self._purger.start()
-                        return self
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+            for port in listening_ports(self.proc.pid):  # the API's (its console is off: MINIO_BROWSER)
+                if self._ready(port):
+                    self.port, self.endpoint = port, f"http://127.0.0.1:{port}"
+                    log.info("embedded MinIO ready at %s", self.endpoint)
+                    self._purger = threading.Thread(target=self._purge_loop, name="refbench-minio-trash",
+                                                    daemon=True)
+                    self._purger.start()
+                    return self
             time.sleep(0.1)
         self.stop()
         raise RunError(f"embedded MinIO did not become ready within {timeout:.0f}s")
+
+    @staticmethod
+    def _ready(port: int) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/minio/health/ready", timeout=1) as r:
+                return r.status == 200
+        except (urllib.error.URLError, ConnectionError, OSError):
+            return False
 
     def stop(self) -> None:
         self._stop_purger.set()
