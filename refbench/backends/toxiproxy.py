@@ -4,12 +4,11 @@ and stops, with one proxy per network profile the run uses (refbench/network.py)
 toxiproxy (github.com/Shopify/toxiproxy, installed by `refbench setup`) is a TCP proxy in user
 space: every connection to a proxy's port gets a connection of its own to the upstream, and its
 toxics delay and rate-limit the bytes each way. The kernel here has no netem, and a proxy needs no
-privileges. Each proxy listens on a port toxiproxy binds itself (127.0.0.1:0), so no other process
-can take it between a choice and its use. The API port is the one toxiproxy cannot bind that way
-(it does not say which port it got): refbench picks a free one, and since toxiproxy only logs a
-port it could not bind and keeps running, a start counts only once the API answers with the
-sentinel proxy that this very process was started with (-config); else it is tried again on
-another port. Upstreams and listeners are loopback addresses only.
+privileges. Every port is one toxiproxy binds itself (127.0.0.1:0), so no other process can take
+it between a choice and its use: each proxy's, and the API's (toxiproxy does not say which port
+it got, so refbench reads its listening sockets from /proc, minio.listening_ports, and takes the
+one that answers with the sentinel proxy this very process was started with, -config).
+Upstreams and listeners are loopback addresses only.
 """
 from __future__ import annotations
 
@@ -28,14 +27,13 @@ from urllib.parse import urlsplit
 from ..errors import RunError
 from ..network import NetworkProfile
 from ..paths import find_tool
-from .minio import free_port
+from .minio import listening_ports
 from .process import child_env, server_preexec, stop_process
 
 log = logging.getLogger(__name__)
 
 TOXIPROXY = "toxiproxy-server"  # the name `refbench setup` links it under
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
-START_ATTEMPTS = 3  # API ports tried before giving up (another process may take a free port first)
 
 
 def loopback_host(url: str) -> bool:
@@ -68,17 +66,6 @@ class Toxiproxy:
     # ---- process -----------------------------------------------------------------------------
     def start(self, timeout: float = 30) -> "Toxiproxy":
         self._dir = Path(tempfile.mkdtemp(prefix="refbench-toxiproxy-", dir=self.workdir))
-        errors = []
-        for _ in range(START_ATTEMPTS):
-            try:
-                return self._start_on(free_port(), timeout)
-            except _PortTaken as e:
-                errors.append(str(e))
-        self.stop()
-        raise RunError(f"toxiproxy could not bind an API port on 127.0.0.1 in {START_ATTEMPTS} tries",
-                       detail="\n".join(errors))
-
-    def _start_on(self, port: int, timeout: float) -> "Toxiproxy":
         sentinel = f"refbench-{secrets.token_hex(6)}"  # only this process answers with it
         config = self._dir / "config.json"
         config.write_text(json.dumps([{"name": sentinel, "listen": "127.0.0.1:0", "upstream": "127.0.0.1:9",
@@ -88,28 +75,28 @@ class Toxiproxy:
         if self.cpus:
             env["GOMAXPROCS"] = str(len(self.cpus))
         with open(log_path, "w") as fh:
-            self.proc = subprocess.Popen([self.binary, "-host", "127.0.0.1", "-port", str(port), "-config", str(config)],
+            self.proc = subprocess.Popen([self.binary, "-host", "127.0.0.1", "-port", "0", "-config", str(config)],
                                          stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                                          preexec_fn=lambda: server_preexec(self.cpus))
-        self.api = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            text = log_path.read_text(errors="replace")
-            if self.proc.poll() is not None or "address already in use" in text:
-                stop_process(self.proc)
+            if self.proc.poll() is not None:
+                text = log_path.read_text(errors="replace")
                 self.proc = None
-                if "address already in use" in text:
-                    raise _PortTaken(text.strip()[-300:])
+                self.stop()
                 raise RunError("toxiproxy exited at start", detail=text[-2000:])
-            try:
-                if sentinel in self._call("GET", "/proxies", timeout=1):
-                    log.info("toxiproxy ready at %s", self.api)
-                    return self
-            except (RunError, ValueError):
-                pass
+            for port in listening_ports(self.proc.pid):  # the API's (the sentinel proxy is disabled)
+                self.api = f"http://127.0.0.1:{port}"
+                try:
+                    if sentinel in self._call("GET", "/proxies", timeout=1):
+                        log.info("toxiproxy ready at %s", self.api)
+                        return self
+                except (RunError, ValueError):
+                    pass
             time.sleep(0.05)
+        self.api = ""
         self.stop()
-        raise RunError(f"toxiproxy did not answer on {self.api} within {timeout:.0f}s")
+        raise RunError(f"toxiproxy did not answer on 127.0.0.1 within {timeout:.0f}s")
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -168,6 +155,3 @@ class Toxiproxy:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-
-class _PortTaken(Exception):
-    """The API port was taken between its choice and toxiproxy's bind: try another."""
