@@ -54,3 +54,27 @@ def test_state_cache_keys_and_completeness(tmp_path):
     assert not cache.root.exists()
     assert cache.layer("k") == cache.root / "layers" / "k"
     assert isinstance(cache.repo, Path)
+
+
+def test_a_state_is_built_by_one_process_and_the_other_waits_then_finds_it(tmp_path):
+    """Two runs on one machine (the nightly beside the PR bot) need the same state: the first to
+    claim it builds it while holding its lock; the second waits for the lock, then finds the
+    state ready and builds nothing. Two real processes, since flock is per open file."""
+    import subprocess
+    import sys
+    import time
+
+    where = tmp_path / "state" / "repo"
+    first = StateCache.claim(where)
+    assert first is not None  # nothing built yet: ours to build, and locked
+    waiter = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from refbench.backends.snapshot import StateCache; "
+        f"lock = StateCache.claim(Path({str(where)!r})); print('built by me' if lock else 'ready')")],
+        stdout=subprocess.PIPE, text=True)
+    time.sleep(0.5)
+    assert waiter.poll() is None  # blocked on our lock
+    where.mkdir(parents=True)
+    StateCache.mark(where, template="t")
+    first.close()
+    assert waiter.communicate(timeout=30)[0].strip() == "ready"
+    assert StateCache.claim(where) is None  # and so for any later run

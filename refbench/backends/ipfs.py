@@ -153,6 +153,7 @@ class StateJob:
     path: Path
     template: str
     layer: Path | None  # a step's layer (path is then the overlay it is built through)
+    lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, compare=False)
 
 
 def file_digest(path: str) -> str:
@@ -232,41 +233,46 @@ class IpfsBackend:
 
     def state_job(self, label: str, step=None) -> "StateJob | None":
         """What must be built before `step` (None: the scenario) can run for this build: the
-        scenario's state or the step's layer over it; None when cached (or there is none)."""
+        scenario's state or the step's layer over it; None when cached (or there is none). A job
+        holds the state's lock until state_done: another run on this machine (the nightly beside
+        the PR bot) waits for the build, then finds it cached, instead of building it too."""
         repo = self.repos[label]
         if repo.state is None or (step is not None and not step.state):
             return None
-        if step is None:
-            where = repo.state.repo
-            if StateCache.ready(where):
-                return None
-            StateCache.clear(repo.state.root)  # an incomplete state, and the layers built on it
-            builder = IpfsRepo(where, repo.binary, "none", repo.prefix)
-            builder.init()
-            return StateJob(label, where, self.scenario.state, None)
-        layer = repo.state.layer(key(step.state))
-        if StateCache.ready(layer):
+        where = repo.state.repo if step is None else repo.state.layer(key(step.state))
+        lock = StateCache.claim(where)
+        if lock is None:
             return None
-        StateCache.clear(layer)
-        self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
-                     + layer_mount_command(repo.path, repo.state.repo, layer, self.sandbox.user))
-        return StateJob(label, repo.path, step.state, layer)
+        try:
+            if step is None:
+                StateCache.clear(repo.state.root / "layers")  # built on an older state: rebuilt too
+                StateCache.clear(where)  # an incomplete state
+                IpfsRepo(where, repo.binary, "none", repo.prefix).init()
+                return StateJob(label, where, self.scenario.state, None, lock)
+            StateCache.clear(where)
+            self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
+                         + layer_mount_command(repo.path, repo.state.repo, where, self.sandbox.user))
+            return StateJob(label, repo.path, step.state, where, lock)
+        except BaseException:
+            lock.close()
+            raise
 
     def state_done(self, job: "StateJob", ok: bool = True) -> None:
         """After the job's template ran: unmount a layer's overlay, then mark it (or the state)
-        complete; a failed one is removed, so the next run rebuilds it."""
-        repo = self.repos[job.label]
-        if job.layer is not None:
-            # after a failed template, the unmount must not replace the failure that is on its way
-            with contextlib.suppress(*(() if ok else (RunError,))):
-                self._inside(f"umount {shlex.quote(str(repo.path))}")
-        where = job.layer if job.layer is not None else job.path
-        if not ok:
-            StateCache.clear(where)
-            return
-        if job.layer is not None:
-            shutil.rmtree(job.layer / "work", ignore_errors=True)
-        StateCache.mark(where, template=job.template)
+        complete; a failed one is removed, so the next run rebuilds it. Then the lock goes."""
+        with job.lock:
+            repo = self.repos[job.label]
+            if job.layer is not None:
+                # after a failed template, the unmount must not replace the failure that is on its way
+                with contextlib.suppress(*(() if ok else (RunError,))):
+                    self._inside(f"umount {shlex.quote(str(repo.path))}")
+            where = job.layer if job.layer is not None else job.path
+            if not ok:
+                StateCache.clear(where)
+                return
+            if job.layer is not None:
+                shutil.rmtree(job.layer / "work", ignore_errors=True)
+            StateCache.mark(where, template=job.template)
 
     def use_state(self, label: str, step) -> None:
         """The state the step's runs restore: its own layer over the scenario's, or the scenario's."""

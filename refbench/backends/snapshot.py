@@ -17,6 +17,7 @@ Every mount is made inside the run's mount namespace (sandbox.py), so none outli
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -28,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import paths
 from ..errors import RunError
 
 STATE_FILE = "state.json"  # written last: a state or layer without it is incomplete, rebuilt
@@ -58,6 +60,17 @@ class StateCache:
     @staticmethod
     def mark(where: Path, **facts) -> None:
         (where / STATE_FILE).write_text(json.dumps({"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts}))
+
+    @staticmethod
+    def claim(where: Path) -> contextlib.ExitStack | None:
+        """`where`'s lock, held, when it is still to be built (close it when done); None when it is
+        ready, which may follow a wait while another process on this machine builds it."""
+        lock = contextlib.ExitStack()
+        lock.enter_context(paths.locked(where.with_name(where.name + ".lock")))
+        if StateCache.ready(where):
+            lock.close()
+            return None
+        return lock
 
     @staticmethod
     def clear(where: Path) -> None:
