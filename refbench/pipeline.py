@@ -37,7 +37,8 @@ from .hyperfine import check_hyperfine_flags
 from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD
 from .executor import Executor
 from .runenv import RunEnv
-from .runner import Plan, Runner, ScenarioResult, StepResult, split_runs
+from .runner import Plan, Runner, ScenarioResult, StepResult
+from .stopping import split_runs
 from .sampling import Sampling, StepUnit, step_units
 from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
@@ -488,14 +489,19 @@ def measure_distinct(checked: Checked, built: list, env: RunEnv) -> Measured:
                       f"(sha256 {built[0].binary_sha256[:12]}) and the same commands: not measured")
     distinct = [b for i, b in enumerate(built) if i not in same]
     m = measure(checked, distinct, env) if len(distinct) > 1 else unmeasured(checked, distinct)
-    for sr in m.scenarios:
-        for st in sr.steps:
-            measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
-            for c in st.comparisons:
-                measured.setdefault(c.contender, []).append(c)
-            st.comparisons = [c for i, b in enumerate(built[1:], 1) for c in
-                              measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])]
-    return dataclasses.replace(m, builds=built)
+    scenarios = [dataclasses.replace(sr, steps=tuple(with_identical(st, built, same) for st in sr.steps))
+                 for sr in m.scenarios]
+    return dataclasses.replace(m, builds=built, scenarios=scenarios)
+
+
+def with_identical(st: StepResult, built: list, same: frozenset[int]) -> StepResult:
+    """The step's comparisons in the builds' order, `identical binary` for the contenders not measured."""
+    measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
+    for c in st.comparisons:
+        measured.setdefault(c.contender, []).append(c)
+    return dataclasses.replace(st, comparisons=[
+        c for i, b in enumerate(built[1:], 1)
+        for c in measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])])
 
 
 # ---- measure ---------------------------------------------------------------------------------
@@ -543,7 +549,7 @@ def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus,
                 verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                 **variant_settings(checked, built),
                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
-                clock=env.clock, pass_env=env.machine.pass_env)
+                clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
 
 
 def named_variants(checked: Checked) -> dict:
@@ -567,11 +573,9 @@ def selected_steps(checked: Checked) -> Iterator[tuple]:
 def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
                   ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
-    runner.steps_total = len(checked.units)
     plan, reporter = runner.plan, env.reporter
     reporter.start(sum(len(split_runs(u.runs, plan.sampling.rounds)) for u in checked.units),
                    [b.label for b in plan.builds])
-    done: list[ScenarioResult] = []
     t_fixtures = 0.0
     try:
         for s in checked.scenarios:
@@ -579,12 +583,12 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
             reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} x {s.fixture.count}")
             fixture = fx.ensure(s.fixture, checked.cache_dir)
             t_fixtures += env.clock() - t0
-            done.append(runner.run_scenario(s, fixture, checked.step_filter))
-    except WatchdogStop as e:  # keep the steps that finished; report them, then exit 2
-        return done + e.partial, e, t_fixtures
+            runner.run_scenario(s, fixture, checked.step_filter)
+    except WatchdogStop as e:  # keep the steps that finished (the runner's progress); report them, then exit 2
+        return list(runner.progress.finished), e, t_fixtures
     finally:
         reporter.stop()
-    return done, None, t_fixtures
+    return list(runner.progress.finished), None, t_fixtures
 
 
 def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
@@ -611,7 +615,7 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
                                      **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
                 runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus, executor,
                                                              env), observer=observer),
-                                progress=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
+                                status=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, env)
         # read after the backend closed, as the record always was (a server's stop may purge more)
         resources, described = watchdog.report(), backend.describe()
@@ -621,8 +625,8 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
         raise stopped
     return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
                     backend=described, resources=resources, family_size=runner.plan.family_size,
-                    hyperfine_seconds=runner.hyperfine_seconds, untimed_seconds=runner.untimed_seconds,
-                    untimed_by_kind={**runner.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
+                    hyperfine_seconds=runner.progress.hyperfine_seconds, untimed_seconds=runner.progress.untimed_seconds,
+                    untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
                     client_cpus=client_cpus, server_cpus=server_cpus,
                     hyperfine=f"hyperfine {runner.plan.executor.info.version_text}", explain_notes=tuple(observer.notes))

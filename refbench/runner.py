@@ -25,10 +25,9 @@ from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
 from .executor import Call, Executor, Measurement, Shell, measurements
 from .hyperfine import CommandResult
-from . import budget as bg
-from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import Comparison, Criteria, contrast_metric, should_stop
-from .verdict import Verdict
+from .sampling import Sampling
+from .stats import Comparison, Criteria, contrast_metric
+from .stopping import CONTINUE, Progress, StopRule, split_runs  # noqa: F401 (judge and soak read split_runs here)
 from .units import slug
 from .watchdog import WatchdogStop
 
@@ -51,6 +50,7 @@ class Plan:
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
     clock: Callable[[], float] = time.monotonic  # the budget's clock (the RunEnv's: a mock run's is simulated)
+    steps: int = 1  # steps the run measures: the budget's share of the time left is per step still to come
     pass_env: frozenset[str] = frozenset()  # more names the commands see (REFBENCH_PASS_ENV, via MachineSettings)
     # named variants (variants.py), by build label: target flags after -sf's, and environment
     build_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -122,7 +122,7 @@ def _every(values) -> list:
     return [] if any(v is None for v in out) else out
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepResult:
     scenario: str
     step: str
@@ -149,48 +149,17 @@ class StepResult:
                        hyperfine_seconds=round(self.hyperfine_seconds, 3), network=self.network, **self.explain)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScenarioResult:
     scenario: ScenarioSpec
     fixture: fx.FixtureFiles
-    steps: list[StepResult]
+    steps: tuple[StepResult, ...]
     daemon: str | None = None  # kubo: the daemon mode it ran in
 
     def record(self) -> rs.Scenario:
         return rs.Scenario(name=self.scenario.name, slug=self.scenario.slug, description=self.scenario.description,
                            fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps),
                            daemon=self.daemon)
-
-
-@dataclass
-class Sequence:
-    """One step's sequential sampling as it goes: planned round sizes, whether it looks after each
-    round, its most runs per build (fixed at the first look under a budget), the runs at every
-    look, and the budget share it was given."""
-    per_round: list[int]
-    on: bool
-    n_max: int
-    min_rounds: int
-    n_max_cap: int  # --max-runs, or the budget's guard (budget.RUN_CAP)
-    t_step: float  # when the step started (its setup and warm-ups count against its share)
-    remaining: float  # the run's budget left when the step started
-    t_rounds: float = 0.0  # when its first round started (the pace of a run is measured from here)
-    allowance: float | None = None  # seconds the step may spend, fixed at its first look under a budget
-    by_budget: bool = False  # whether the budget, not the noise or --max-runs, set its most runs
-    look_runs: list[int] = field(default_factory=list)
-
-    def end(self, why: str, n_each: int) -> None:
-        """A step that stops for time (futility, its share, --max-time) makes its last look the
-        final one: its most runs become the runs it has, so the last look spends what is left of
-        alpha. Legitimate because that stop follows from the noise and the clock, never from the
-        change seen (like a maximum re-estimated from a nuisance parameter); the earlier looks were
-        held to stricter boundaries than the new fractions assume, which only errs on the safe side."""
-        if why in ("budget", "max-time") and self.on and n_each:
-            self.n_max = n_each
-
-    def looks(self) -> tuple[float, ...]:
-        """Information fractions of every look so far, against the step's most runs as now fixed."""
-        return tuple(min(1.0, n / self.n_max) for n in self.look_runs) or (1.0,)
 
 
 def round_orders(n_builds: int, rounds: int) -> list[list[int]]:
@@ -204,12 +173,6 @@ def round_orders(n_builds: int, rounds: int) -> list[list[int]]:
             order = list(reversed(order))
         orders.append(order)
     return orders
-
-
-def split_runs(runs: int, rounds: int) -> list[int]:
-    rounds = max(1, min(rounds, runs))
-    per, extra = divmod(runs, rounds)
-    return [per + (1 if i < extra else 0) for i in range(rounds)]
 
 
 def template_values(scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None,
@@ -243,20 +206,17 @@ def shell_command(template: str, values: dict, env: dict[str, str]) -> str:
 
 
 class Runner:
-    def __init__(self, plan: Plan, progress: Callable[[str], None] | None = None, on_round=None):
+    """Runs a plan's scenarios. Its one piece of state across steps is `progress`, a Progress value
+    (refbench.stopping) it replaces as it goes and the pipeline reads; each step's sampling is a
+    StepState the StopRule advances."""
+
+    def __init__(self, plan: Plan, status: Callable[[str], None] | None = None, on_round=None):
         self.plan = plan
-        self.progress = progress or (lambda msg: None)
+        self.status = status or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
-        self.hyperfine_seconds = 0.0
-        # commands refbench runs itself, untimed, by kind: setup (scenario/step setup, teardown,
-        # cleanup), warmup (each build's first warm-up with its prepare: peak RSS), check
-        self.untimed = {"setup": 0.0, "warmup": 0.0, "check": 0.0, "state": 0.0}
-        # the budget's bookkeeping: steps to run and done, and the time the done ones took
         self.clock = plan.clock
-        self.t_begin = self.clock()
-        self.steps_total = 0
-        self.steps_done = 0
-        self.pilots: list[float] = []  # seconds each step took up to its first look (a budget's reserve per step)
+        self.rule = StopRule(plan.sampling, plan.settings, plan.family_size, len(plan.builds), t_begin=self.clock())
+        self.progress = Progress(steps_total=plan.steps)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
         self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset()), extra=plan.pass_env),
                          **plan.backend.env}
@@ -272,14 +232,10 @@ class Runner:
         return shell_command(template, values, {**self.plan.backend.context_env(scenario.slug, build.label),
                                                 **self.plan.build_env.get(build.label, {})})
 
-    @property
-    def untimed_seconds(self) -> float:
-        return sum(self.untimed.values())
-
     def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup", rss: bool = False) -> Shell:
         """An untimed command through the executor; its time counted under `kind`, a failure raised."""
         res = self.plan.executor.shell(cmd, self.base_env, capture=capture, rss=rss, wrap=self.wrap())
-        self.untimed[kind] += res.seconds
+        self.progress = self.progress.spent(kind, res.seconds)
         if res.returncode != 0:
             raise _failed(what, cmd, res)
         return res
@@ -297,25 +253,26 @@ class Runner:
             setup_builds = builds[:1] if backend.shared_context else builds
             if scenario.setup:
                 for i, b in enumerate(setup_builds):
-                    self.progress(f"{scenario.name}: setup ({b.label})")
+                    self.status(f"{scenario.name}: setup ({b.label})")
                     self.sh(self.shell(scenario, b, scenario.setup, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: setup for {b.label}")
             for step in scenario.selected_steps(step_filter):
                 results.append(self.run_step(scenario, fixture, step))
-                self.steps_done += 1
             self.use_network(None)
             if scenario.teardown:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: teardown for {b.label}")
-        except WatchdogStop as stop:  # the watchdog ended the run: keep the steps that finished
+        except WatchdogStop:  # the watchdog ended the run: the steps that finished stay in progress
             if results:
-                stop.partial.append(ScenarioResult(scenario, fixture, results, daemon))
+                self.progress = self.progress.scenario_done(ScenarioResult(scenario, fixture, tuple(results), daemon))
             raise
         finally:
             backend.close_scenario()
             shutil.rmtree(plan.workdir / scenario.slug, ignore_errors=True)
-        return ScenarioResult(scenario, fixture, results, daemon)
+        done = ScenarioResult(scenario, fixture, tuple(results), daemon)
+        self.progress = self.progress.scenario_done(done)
+        return done
 
     def build_state(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef,
                     step: StepSpec | None) -> None:
@@ -326,7 +283,7 @@ class Runner:
         if job is None:
             return
         what = f"{scenario.name}{f' / {step.name}' if step else ''}: state for {build.label}"
-        self.progress(f"{what} (built once, then cached)")
+        self.status(f"{what} (built once, then cached)")
         values = {**self.values(scenario, fixture, i, build, step), "ipfs_path": str(job.path)}
         env = {**backend.context_env(scenario.slug, build.label), "IPFS_PATH": str(job.path)}
         try:
@@ -347,7 +304,8 @@ class Runner:
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
         plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
         self.use_network(step)
-        t_step, remaining = self.clock(), self.budget_remaining()  # setup and warm-ups count against its share
+        t_step = self.clock()  # setup and warm-ups count against its share
+        remaining = self.rule.budget_left(t_step)
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
         runs, warmup = unit.runs, unit.warmup
         if scenario.state:  # the state every run of this step restores: built once per build, cached
@@ -378,32 +336,32 @@ class Runner:
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
             hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
-        seq = self.sequence(runs, t_step, remaining)
-        stopped = "planned"
-        r = 0
+        rule, state = self.rule, self.rule.start(runs, t_step, remaining)
         while True:
-            n_each = min(len(s.times) for s in samples.values())
-            if r >= len(seq.per_round) or seq.on:
-                stop = self.stop_reason(seq, r, n_each, builds, samples) if seq.on else "planned"
-                if stop:
-                    stopped = stop
-                    seq.end(stop, n_each)
-                    break
-            k = seq.per_round[r] if r < len(seq.per_round) else bg.next_round(seq.per_round[-1], n_each, seq.n_max)
+            now = self.clock()
+            if rule.needs_plan(state):  # the end of its pilot under a budget: fix its share and most runs
+                noise = next((c.noise for c in self.comparisons(builds, samples) if c.metric == "wall"), None)
+                state = rule.plan(state, noise, now, self.progress)
+            comps = [c for c in self.comparisons(builds, samples, state.looks()) if c.metric == "wall"] \
+                if state.on and state.rounds else []
+            stopped, state = rule.decide(state, comps, now, self.progress)
+            if stopped is not CONTINUE:
+                break
+            r, k = state.rounds, state.next_runs()
             order = round_orders(len(builds), r + 1)[r]
-            self.progress(f"{where}: round {r + 1}" + (f"/{len(seq.per_round)}" if r < len(seq.per_round) else " (extra)"))
-            if r == 0:
-                seq.t_rounds = self.clock()
+            self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
+                                                      else " (extra)"))
+            started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
-            seq.look_runs.append(min(len(s.times) for s in samples.values()))
+            state = state.after_round(min(len(s.times) for s in samples.values()), started)
             self.on_round()
-            r += 1
+        self.progress = self.progress.step_done(state)
         for s in samples.values():
             measured = [m for m in s.memory if m is not None]
             if measured and plan.measure_rss:
                 s.rss_kb = max(measured) // 1024
         checks = {s.check for s in samples.values()}
-        looks_t = seq.looks() if seq.on and seq.look_runs else (1.0,)
+        looks_t = state.looks() if state.on and state.look_runs else (1.0,)
         comps = self.comparisons(builds, samples, looks_t)
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
@@ -411,76 +369,9 @@ class Runner:
         if step.cleanup:  # after the observer's profiled runs, which leave what a timed run leaves
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
-        return StepResult(scenario.name, step.name, runs, warmup, r, samples, comps, hf_seconds,
+        return StepResult(scenario.name, step.name, runs, warmup, state.rounds, samples, comps, hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
                           explain=explain, network=step.network)
-
-    def sequence(self, runs: int, t_step: float, remaining: float) -> "Sequence":
-        """A step's sampling state: its planned rounds, whether it looks after each, its most runs."""
-        sampling = self.plan.sampling
-        per_round = split_runs(runs, sampling.rounds)
-        on = sampling.sequential and runs >= 2
-        cap = sampling.max_runs or (bg.RUN_CAP if sampling.budget is not None else UNTIL_DECIDED_RUNS)
-        min_rounds = len(per_round) if sampling.min_rounds is None else min(sampling.min_rounds, len(per_round))
-        n_max = max(cap, runs) if on else runs
-        return Sequence(per_round, on, n_max, min_rounds, n_max, t_step, remaining)
-
-    def stop_reason(self, seq: "Sequence", r: int, n_each: int, builds: list[BuiltRef],
-                    samples: dict[str, BuildSamples]) -> str | None:
-        """Sequential sampling: why this step stops now, or None to run another round.
-
-        Every round is a look; the alpha-spending boundaries in stats keep the false-alarm rate of
-        looking after every round at alpha. A step stops when every comparison is decided
-        (significant at alpha / family size, so it survives the run-wide adjustment, or shown
-        equivalent), at its most runs, at --max-time, or, with a budget, when its share of the
-        time left cannot pay for the runs that would decide it (futility: the rest goes to the
-        steps after it). With a budget, the step's most runs are fixed at its first look from
-        its noise and its share (refbench.budget)."""
-        plan, sampling = self.plan, self.plan.sampling
-        if r == 0:
-            return None
-        now = self.clock()
-        per_run = (now - seq.t_rounds) / max(1, n_each * len(builds))
-        if sampling.budget is not None and seq.allowance is None and r >= seq.min_rounds:
-            # the end of the planned minimum (-r, or the default budget's pilot): fix the step's plan
-            self.pilots.append(now - seq.t_step)
-            pending = max(0, self.steps_total - self.steps_done - 1)
-            seq.allowance = bg.share(seq.remaining, pending, sum(self.pilots) / len(self.pilots))
-            noise = next((c.noise for c in self.comparisons(builds, samples) if c.metric == "wall"), None)
-            cap = n_each + bg.affordable_runs(seq.allowance - (now - seq.t_step), per_run, len(builds))
-            seq.n_max = bg.planned_max(noise, plan.settings, plan.family_size, max(1, seq.per_round[-1]),
-                                       min(sum(seq.per_round), cap), min(seq.n_max, cap))
-            seq.by_budget = seq.n_max == cap < seq.n_max_cap  # what its share pays for set its most runs
-        # the stopping rule watches wall time, the primary metric; the others' repeated p-values and
-        # intervals stay valid wherever sampling stops
-        comps = [c for c in self.comparisons(builds, samples, seq.looks()) if c.metric == "wall"]
-        at_most = "budget" if seq.by_budget else "max-runs"  # its most runs: what the budget paid for, or --max-runs
-        if all(should_stop(c, plan.settings, plan.family_size) for c in comps):
-            undecided = n_each >= seq.n_max and any(c.verdict == Verdict.INCONCLUSIVE for c in comps)
-            return at_most if undecided else "decided"
-        if n_each >= seq.n_max:
-            return at_most
-        if now - seq.t_step >= sampling.max_time:
-            return "max-time"
-        if sampling.budget is None:
-            return None if sampling.until_decided or r < len(seq.per_round) else "planned"
-        if seq.allowance is None:  # still in the planned minimum
-            return None
-        # futility asks whether the step could show that nothing changed (runs_needed: the runs
-        # that find a change of the threshold's size with the run's power, from the noise alone):
-        # most changes are no change, and a real change larger than that is decided sooner
-        if n_each < sum(seq.per_round):  # a pilot's noise, from 8 runs, is too rough to give up on
-            return None
-        need = max((c.runs_needed or seq.n_max) for c in comps)
-        left = min(seq.allowance - (now - seq.t_step), self.budget_remaining())
-        if bg.futile(need, n_each + bg.affordable_runs(left, per_run, len(builds))):
-            return "budget"
-        return None
-
-    def budget_remaining(self) -> float:
-        """Seconds of the run's budget not yet spent (inf without a budget)."""
-        budget = self.plan.sampling.budget
-        return float("inf") if budget is None else budget - (self.clock() - self.t_begin)
 
     def comparisons(self, builds: list[BuiltRef], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
@@ -514,7 +405,7 @@ class Runner:
 
     def run_hyperfine(self, where: str, call: Call) -> tuple[tuple[CommandResult, ...], float]:
         results, elapsed = self.plan.executor.measure(where, call, self.base_env)
-        self.hyperfine_seconds += elapsed
+        self.progress = self.progress.timed(elapsed)
         return results, elapsed
 
     def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
@@ -560,7 +451,7 @@ class Runner:
         """An argv run untimed in the run's environment (the observer's profiled runs), by the executor."""
         cmd = shlex.join(argv)
         res = self.plan.executor.shell(cmd, self.base_env, wrap=self.wrap())
-        self.untimed[kind] = self.untimed.get(kind, 0.0) + res.seconds
+        self.progress = self.progress.spent(kind, res.seconds)
         if res.returncode != 0:
             raise _failed(what, cmd, res)
 

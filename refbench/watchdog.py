@@ -41,12 +41,8 @@ WAKE_SIGNAL = signal.SIGUSR1
 
 
 class WatchdogStop(RunError):
-    """Raised in the main thread when a resource crossed its floor. `partial` collects the
-    ScenarioResults of what finished before (the runner appends the current scenario's)."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.partial: list = []
+    """Raised in the main thread when a resource crossed its floor. It carries no results: what
+    finished before is the runner's progress (stopping.Progress.finished), which the pipeline reads."""
 
 
 # ---- what the machine has --------------------------------------------------------------------

@@ -3,6 +3,7 @@ interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the
 hyperfine may skip the shell, a verdict per metric, and failed runs kept out of every verdict."""
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -50,8 +51,7 @@ def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=No
                 executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
                 settings=stats.Criteria(), measure_rss=False, family_size=family_size,
                 clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
-    r = rn.Runner(p)
-    r.steps_total = len(steps)
+    r = rn.Runner(dataclasses.replace(p, steps=len(steps)))
     spec = FixtureSpec(kind="sparse", size=1, count=1)
     sc = ScenarioSpec("s", "t", spec, spec, tuple(steps))
     fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
@@ -297,3 +297,64 @@ def test_every_run_is_one_measurement_and_the_metric_lists_are_read_off_them():
     s.add(no_cpu, 4)
     assert s.user == [] and s.values("cpu") is None and s.values("memory") is None
     assert s.record().instructions == (7, 9, None) and s.record().memory_bytes == (100, 200, None)
+
+
+# ---- the stopping rule is a value --------------------------------------------------------------------
+def test_the_stopping_rule_is_pure_and_says_why():
+    """decide(state, comparisons, now, progress) -> (why or CONTINUE, new state): the same inputs give
+    the same answer, nothing it is given changes, and a stop for time makes the last look final."""
+    from refbench.stopping import CONTINUE, Progress, StopRule
+    sampling = Sampling(runs=20, warmup=0, rounds=5, budget=100.0, min_rounds=2)
+    rule = StopRule(sampling, stats.Criteria(), family_size=1, n_builds=2)
+    state = rule.start(20, t_step=0.0, remaining=rule.budget_left(0.0))
+    assert state.per_round == (4, 4, 4, 4, 4) and state.on and state.n_max == 2000 and state.rounds == 0
+    assert rule.decide(state, [], 0.0, Progress(steps_total=1)) == (CONTINUE, state)  # no look before a round
+    after = state.after_round(4, started=0.0).after_round(8, started=5.0)
+    assert after.t_rounds == 0.0 and after.looks() == (4 / 2000, 8 / 2000) and state.rounds == 0
+    assert rule.needs_plan(after) and not rule.needs_plan(state)
+    progress = Progress(steps_total=3, pilots=(2.0,))
+    planned = rule.plan(after, noise=0.05, now=1.6, progress=progress)
+    # its share: twice a fair third of the budget (two steps to come), unless the two steps to come
+    # could not then run pilots as long as the mean so far (2.0 and its own 1.6); most runs from the noise
+    assert planned.allowance == pytest.approx(min(100.0 - 2 * (2.0 + 1.6) / 2, 2 * 100.0 / 3))
+    assert planned.pilot_seconds == 1.6
+    assert 20 <= planned.n_max < 2000 and progress.pilots == (2.0,)  # the progress given is not changed
+    x, y = [1.0 + 0.01 * (i % 3) for i in range(8)], [1.5 + 0.01 * (i % 3) for i in range(8)]
+    slower = stats.contrast_metric("wall", "b0", x, "b1", y, stats.Criteria(), looks=planned.looks())
+    why, final = rule.decide(planned, [slower], 1.6, progress)
+    assert (why, final) == ("decided", planned) and rule.decide(planned, [slower], 1.6, progress) == (why, final)
+    import random
+    rng = random.Random(1)
+    a, b = ([rng.lognormvariate(0, 0.3) for _ in range(8)] for _ in range(2))
+    same = stats.contrast_metric("wall", "b0", a, "b1", b, stats.Criteria(), looks=planned.looks())
+    assert not stats.should_stop(same, stats.Criteria(), 1)  # at cv 30%, 8 runs decide nothing
+    assert rule.decide(planned, [same], 1.6, progress) == (CONTINUE, planned)
+    late = rule.decide(planned, [same], 1000.0, progress)  # the clock alone ends it
+    assert late[0] == "max-time" and late[1].n_max == 8  # its last look spends what is left of alpha
+    assert Progress(steps_total=3).step_done(planned).pilots == (1.6,)
+
+
+def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(tmp_path, fake_hf):
+    """The stop carries no results: the runner's progress holds the scenario with its finished step."""
+    from refbench.watchdog import WatchdogStop
+
+    class Stopping(MockExecutor):
+        def measure(self, where, call, env):
+            if "second" in where:
+                raise WatchdogStop("memory is short")
+            return super().measure(where, call, env)
+
+    ex = Stopping()
+    steps = [StepSpec("first", "{{ bin }} go"), StepSpec("second", "{{ bin }} go")]
+    (tmp_path / "work").mkdir()
+    p = rn.Plan(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=ex,
+                workdir=tmp_path / "work", cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
+                settings=stats.Criteria(), measure_rss=False, clock=ex.clock, steps=2)
+    runner = rn.Runner(p)
+    spec = FixtureSpec(kind="sparse", size=1, count=1)
+    with pytest.raises(WatchdogStop) as e:
+        runner.run_scenario(ScenarioSpec("s", "t", spec, spec, tuple(steps)), FixtureFiles(spec, tmp_path, 1, 1, 0))
+    assert not hasattr(e.value, "partial")
+    [done] = runner.progress.finished
+    assert [st.step for st in done.steps] == ["first"] and runner.progress.steps_done == 1
+    assert runner.progress.hyperfine_seconds == pytest.approx(ex.now)
