@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Mapping
 
-from . import builds as bl, lease, paths
+from . import builds as bl, lease, paths, toolchain as tc
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
@@ -42,6 +42,12 @@ class MachineSettings:
                    pass_env=pass_env_names(environ.get("REFBENCH_PASS_ENV", "")),
                    lease_ttl=lease.parse_ttl(environ.get("REFBENCH_LEASE_TTL")),
                    crash_dir=environ.get("REFBENCH_CRASH_DIR") or None)
+
+
+def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """REFBENCH_GO as the request's --go (one choice for every build), () when it is not set: the
+    variable stays a way to set it, read once at the command line, and the request says it."""
+    return (tc.default_choice(environ),) if environ.get(tc.ENV, "").strip() else ()
 
 
 # (workdir, cpus=, verbose=) -> the run's executor

@@ -90,6 +90,19 @@ def test_request_from_the_command_line(tmp_path):
         r.runs = 3  # type: ignore[misc]
 
 
+def test_the_machines_settings_are_read_once_at_the_command_line(monkeypatch):
+    """REFBENCH_* variables stay a way to set them; the command line reads them into the request
+    (REFBENCH_GO: its --go) or the RunEnv's MachineSettings, and nothing below reads them again."""
+    monkeypatch.setenv("REFBENCH_GO", "1.25")
+    assert request_from_args(run_parser().parse_args(["-s", "a", "b"]), []).go == ("go1.25",)
+    assert request_from_args(run_parser().parse_args(["-s", "a", "b", "--go", "local"]), []).go == ("local",)
+    m = runenv.MachineSettings.from_environ({"REFBENCH_WATCHDOG": "off", "REFBENCH_PASS_ENV": "A, B C",
+                                              "REFBENCH_LEASE_TTL": "3", "REFBENCH_CRASH_DIR": "/x"})
+    assert m == runenv.MachineSettings(watchdog="off", pass_env=frozenset("ABC"), lease_ttl=3.0, crash_dir="/x")
+    assert runenv.MachineSettings.from_environ({"REFBENCH_LEASE_TTL": "-1"}).lease_ttl == 600.0  # kept sane
+    assert runenv.MachineSettings.from_environ({}) == runenv.MachineSettings()
+
+
 def test_request_settles_the_defaults_that_depend_on_other_options():
     assert RunRequest(refs=("a", "b")).runs == pipeline.DEFAULT_RUNS
     assert RunRequest(refs=("a", "b"), quick=True).runs == pipeline.QUICK_RUNS

@@ -358,3 +358,16 @@ def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(t
     [done] = runner.progress.finished
     assert [st.step for st in done.steps] == ["first"] and runner.progress.steps_done == 1
     assert runner.progress.hyperfine_seconds == pytest.approx(ex.now)
+
+
+def test_the_commands_see_the_names_the_machine_settings_pass(tmp_path, monkeypatch):
+    """REFBENCH_PASS_ENV reaches the commands through the plan (MachineSettings.pass_env), read once
+    at the command line: a secret not named stays out."""
+    monkeypatch.setenv("REFBENCH_TEST_PASSED", "yes")
+    monkeypatch.setenv("REFBENCH_TEST_SECRET", "no")
+    monkeypatch.setenv("REFBENCH_PASS_ENV", "REFBENCH_TEST_SECRET")  # read at the edge only: no effect here
+    p = rn.Plan(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=MockExecutor(),
+                workdir=tmp_path, cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
+                settings=stats.Criteria(), pass_env=frozenset({"REFBENCH_TEST_PASSED"}))
+    env = rn.Runner(p).base_env
+    assert env["REFBENCH_TEST_PASSED"] == "yes" and "REFBENCH_TEST_SECRET" not in env

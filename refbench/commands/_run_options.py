@@ -129,7 +129,7 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         refs=tuple(args.refs or ()), target=args.target, scenarios=args.scenarios, only=tuple(args.only),
         quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
         prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
-        target_flags=args.target_flags, repo=args.repo, source=args.source, go=args.go or (),
+        target_flags=args.target_flags, repo=args.repo, source=args.source, go=args.go or runenv.environ_go(),
         endpoint_url=args.endpoint_url,
         until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
         interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
