@@ -126,7 +126,36 @@ def test_report_subcommand_on_a_real_run(s5_run, tmp_path):
     # a run compared with itself: every step in both files, nothing only in one
     proc = run_bench("compare", str(s5_run["results"]), str(s5_run["results"]))
     assert proc.returncode == 0, proc.stderr
-    assert "only in" not in proc.stdout and "slower" in proc.stdout
+    check_self_compare(proc.stdout, results)
+
+
+def check_self_compare(text: str, results: rs.Results) -> None:
+    """`refbench compare` of a results file with itself: a row for every step and build, each
+    unchanged (the same samples: no change, never slower or faster), nothing only in one file.
+    ("slower" appears in any compare's header, so its presence says nothing.)"""
+    assert "only in" not in text, text
+    assert re.search(r"\*\*0 slower · 0 faster · \d+ no significant change · \d+ inconclusive\*\*", text), text
+    for sc in results.scenarios:
+        for st in sc.steps:
+            for label in st.builds:
+                row = re.compile(rf"^\|[^|]*\|\s*{re.escape(sc.name)}\s*\|\s*{re.escape(st.name)}\s*\|"
+                                 rf"\s*{re.escape(label)}\s*\|.*\|\s*[-+]0\.0%\s*\|", re.M)
+                assert len(row.findall(text)) == 1, (sc.name, st.name, label, text)
+
+
+def test_self_compare_check_reads_compare_output():
+    """check_self_compare against the compare of a committed run with itself, and with a changed
+    copy: it must fail there (a check that cannot fail is no check)."""
+    from refbench.compare import compare_runs
+    from refbench.render.markdown import render_compare_md
+    from test_golden import other_run
+
+    path = Path(__file__).parent / "data" / "results-s5cmd.json"
+    results = rs.load(path)
+    check_self_compare(render_compare_md(compare_runs(results, results), "a", "b"), results)
+    changed = rs.Results.from_json(other_run(json.loads(path.read_text())))
+    with pytest.raises(AssertionError):
+        check_self_compare(render_compare_md(compare_runs(results, changed), "a", "b"), results)
 
 
 @pytest.mark.slow

@@ -218,6 +218,25 @@ def test_sharded_comparison_matches_unsharded(tmp_path, s5_origin, builds_dir, s
                 for sc in r["scenarios"] for st in sc["steps"]]
 
     assert steps(merged) == steps(single)
+    # not only the shape: each step ran in exactly one shard, and the merged file holds that shard's
+    # samples and estimates unchanged; only p-values and verdicts are judged again, over the whole
+    # run's family, as the unsharded run's are (the same family size: settings, below)
+    ran = {}
+    for r in shard_results:
+        for sc in r["scenarios"]:
+            for st in sc["steps"]:
+                assert (sc["name"], st["name"]) not in ran, st["name"]
+                ran[(sc["name"], st["name"])] = st
+    assert sorted(ran) == sorted((sc["name"], st["name"]) for sc in merged["scenarios"] for st in sc["steps"])
+    for sc in merged["scenarios"]:
+        for st in sc["steps"]:
+            own = ran[(sc["name"], st["name"])]
+            assert {lab: b["times"] for lab, b in st["builds"].items()} == \
+                {lab: b["times"] for lab, b in own["builds"].items()}
+            assert [(c["metric"], c["contender"], c["rel"], c["ci_low"], c["ci_high"], c["p_raw"])
+                    for c in st["comparisons"]] == \
+                [(c["metric"], c["contender"], c["rel"], c["ci_low"], c["ci_high"], c["p_raw"])
+                 for c in own["comparisons"]]
     keys = ("label", "ref", "sha", "binary_sha256", "toolchain")
     assert [{k: b[k] for k in keys} for b in merged["builds"]] == [{k: b[k] for k in keys} for b in single["builds"]]
     assert all(len(st["builds"][lab]["times"]) == s5_run["runs"] for sc in merged["scenarios"] for st in sc["steps"]
