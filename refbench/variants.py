@@ -13,11 +13,16 @@ its name in the summary, results.json, the scoreboard and the PR comment:
 are variants without a name or settings: they keep their refs' labels. Build flags and a build's
 own build environment are not variants' to set (the build cache keys on commit and Go).
 
+bisect and the nightly choose their refs themselves and apply a variant's settings to every build
+they make (`configuration`, `on_refs`); `settings_text` and `spec` write a variant back as --variant
+takes it, for the command lines they print and record.
+
 Pure: parsing and checking only; pipeline.py resolves and labels the builds, the runner applies
 flags and environment.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
@@ -29,8 +34,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # what the backends export for every command: a variant must not point one build at another server
 RESERVED_ENV = ("S3_ENDPOINT_URL", "AWS_", "IPFS_PATH", "IPFS_TELEMETRY", "PATH", "HOME")
+OPTIONS = ("go", "flags", "env")
 _OPTION_SPLIT = re.compile(r",(?=(?:go|flags|env)=)")
 FORM = "NAME=REF[,go=GO][,flags=FLAGS][,env=K=V ...]"
+SETTINGS_FORM = "[go=GO][,flags=FLAGS][,env=K=V ...]"
 
 
 @dataclass(frozen=True)
@@ -50,26 +57,85 @@ class Variant:
         """What results.json keeps of it beside the build (only what was set)."""
         return {k: v for k, v in (("flags", list(self.flags)), ("env", dict(self.env))) if v}
 
+    def to_json(self) -> dict:
+        """Its name and settings, for the logs of the commands that apply it to builds of their
+        own choosing (bisect's --log): which configuration every build ran under."""
+        return {"name": self.name, **({"go": self.go} if self.go else {}), **self.record()}
+
+    def describe(self) -> str:
+        """One line for a log: `w4 (flags --numworkers 4; env GOGC=200; go 1.26)`."""
+        parts = [f"{k} {v}" for k, v in (("flags", shlex.join(self.flags)),
+                                          ("env", " ".join(f"{k}={v}" for k, v in self.env)),
+                                          ("go", self.go or "")) if v]
+        said = "; ".join(parts) or "no settings"
+        return f"{self.name} ({said})" if self.name else said
+
 
 def parse(text: str, declared: dict[str, "Variant"]) -> Variant:
     """A --variant value: NAME=REF with options, or the NAME of a [[variants]] table."""
     head, *options = _OPTION_SPLIT.split(text.strip())
     if "=" not in head:
         if options or head not in declared:
-            known = f" (declared: {', '.join(declared)})" if declared else ""
-            raise RefbenchError(f"--variant {text!r}: expected {FORM}, or the name of a [[variants]] table{known}")
+            raise RefbenchError(f"--variant {text!r}: expected {FORM}, or the name of a [[variants]] table"
+                                f"{_declared(declared)}")
         return declared[head]
     name, ref = (s.strip() for s in head.split("=", 1))
+    if name in OPTIONS:  # `go=1.26,...` is settings without a name or ref, not a variant named "go"
+        raise RefbenchError(f"--variant {text!r}: expected {FORM} (settings alone, {SETTINGS_FORM}, "
+                            "are for bisect, which chooses the refs)")
+    return checked(Variant(ref, name, *_options(options, f"--variant {name}")), f"--variant {text!r}")
+
+
+def configuration(text: str, declared: dict[str, "Variant"], command: str) -> Variant:
+    """A --variant of a command that chooses the refs itself (bisect): the name of a [[variants]]
+    table, whose ref it does not use, or settings alone (go=GO,flags=FLAGS,env=K=V). The Variant's
+    ref is empty: `on_refs` puts it on the command's refs. A NAME=REF is refused, as its ref would
+    mean nothing there."""
+    head, *options = _OPTION_SPLIT.split(text.strip())
+    if "=" not in head and not options and head in declared:
+        return declared[head]
+    if head.partition("=")[0] not in OPTIONS:
+        raise RefbenchError(f"{command} --variant {text!r}: expected settings without a ref ({SETTINGS_FORM}; "
+                            f"{command} chooses the refs), or the name of a [[variants]] table{_declared(declared)}")
+    v = Variant("", None, *_options((head, *options), "--variant"))
+    return _check_env(v, f"--variant {text!r}")
+
+
+def on_refs(v: Variant, builds: tuple[tuple[str, str], ...]) -> tuple[Variant, ...]:
+    """v's settings on each (ref, name): the builds of a command that chooses its refs itself
+    (bisect's GOOD and probe, the nightly's baseline and watched ref), each named, as the
+    pipeline gives a variant's flags and environment to its build by the build's name."""
+    return tuple(dataclasses.replace(v, ref=ref, name=name) for ref, name in builds)
+
+
+def settings_text(v: Variant) -> str:
+    """v's settings as --variant takes them without a ref (`configuration`): the bisect line a
+    nightly prints for a variant's series."""
+    parts = ([f"go={v.go}"] if v.go else []) + ([f"flags={shlex.join(v.flags)}"] if v.flags else [])
+    return ",".join(parts + [f"env={k}={val}" for k, val in v.env])
+
+
+def spec(v: Variant) -> str:
+    """v as --variant takes it (NAME=REF,settings): the command line a nightly records."""
+    return ",".join(filter(None, (f"{v.name}={v.ref}", settings_text(v))))
+
+
+def _declared(declared: dict) -> str:
+    return f" (declared: {', '.join(declared)})" if declared else ""
+
+
+def _options(options, where: str) -> tuple[str | None, tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(go, flags, env) of the go=, flags= and env= parts of a --variant."""
     go, flags, env = None, (), []
     for opt in options:
         key, value = opt.split("=", 1)
         if key == "go":
             go = value.strip() or None
         elif key == "flags":
-            flags = _words(value, f"--variant {name}: flags")
+            flags = _words(value, f"{where}: flags")
         else:
-            env.append(_env_pair(value, f"--variant {name}: env"))
-    return checked(Variant(ref, name, go, flags, tuple(env)), f"--variant {text!r}")
+            env.append(_env_pair(value, f"{where}: env"))
+    return go, flags, tuple(env)
 
 
 def from_table(t: Any, where: str, fail: Callable[[str, str, Any], Exception]) -> Variant:
@@ -104,6 +170,10 @@ def checked(v: Variant, where: str) -> Variant:
         raise RefbenchError(f"{where}: a variant's name is letters, digits and . _ + - (up to 64), got {v.name!r}")
     if not v.ref:
         raise RefbenchError(f"{where}: no ref (expected {FORM})")
+    return _check_env(v, where)
+
+
+def _check_env(v: Variant, where: str) -> Variant:
     for key, _ in v.env:
         if not ENV_NAME_RE.fullmatch(key) or key.startswith(RESERVED_ENV):
             raise RefbenchError(f"{where}: env {key!r} is not a variable a variant may set "
@@ -125,10 +195,11 @@ def _env_pair(text: str, where: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def builds(refs: tuple[str, ...], specs: tuple[str, ...], declared: dict[str, Variant]) -> tuple[Variant, ...]:
+def builds(refs: tuple[str, ...], specs: tuple["str | Variant", ...], declared: dict[str, Variant]) -> tuple[Variant, ...]:
     """Every build of a comparison, baseline first: the -s refs, then the --variant ones. Names are
-    unique and no ref's label is taken by a variant."""
-    out = tuple(Variant(r) for r in refs) + tuple(parse(s, declared) for s in specs)
+    unique and no ref's label is taken by a variant. A spec already a Variant is taken as it is:
+    bisect's and the nightly's builds, their settings put on refs they chose (on_refs)."""
+    out = tuple(Variant(r) for r in refs) + tuple(s if isinstance(s, Variant) else parse(s, declared) for s in specs)
     names = [v.name for v in out if v.name]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:

@@ -61,6 +61,25 @@ def test_a_bad_variant_is_one_line_saying_what_was_expected(text, needle):
     assert needle in str(e.value), str(e.value)
 
 
+def test_settings_without_a_ref_are_for_the_commands_that_choose_refs():
+    """bisect (and the nightly's bisect line) take a variant's settings alone; written back with
+    settings_text and spec, a variant reads as it was given."""
+    v = vr.configuration("go=1.26,flags=--numworkers 4 --endpoint 'a b',env=GOGC=200", {}, "bisect")
+    assert v == vr.Variant("", None, "1.26", ("--numworkers", "4", "--endpoint", "a b"), (("GOGC", "200"),))
+    assert vr.configuration(vr.settings_text(v), {}, "bisect") == v
+    table = vr.Variant("v1.0.0", "gc-off", None, (), (("GOGC", "off"),))
+    assert vr.configuration("gc-off", {"gc-off": table}, "bisect") is table
+    good, probe = vr.on_refs(table, (("a" * 40, "gc-off.good"), ("b" * 40, "gc-off")))
+    assert (good.ref, good.name, probe.ref, probe.name) == ("a" * 40, "gc-off.good", "b" * 40, "gc-off")
+    assert good.env == probe.env == table.env
+    full = vr.parse("w4=master,go=1.26,flags=--numworkers 4,env=GOGC=200", {})
+    assert vr.spec(full) == "w4=master,go=1.26,flags=--numworkers 4,env=GOGC=200" and vr.parse(vr.spec(full), {}) == full
+    assert full.describe() == "w4 (flags --numworkers 4; env GOGC=200; go 1.26)"
+    # settings alone are not a variant named "go" of a ref "1.26"
+    with pytest.raises(RefbenchError, match=r"settings alone, \[go=GO\].*, are for bisect"):
+        vr.parse("go=1.26,flags=-x", {})
+
+
 def test_variants_follow_the_refs_and_are_labelled_by_name(tmp_path):
     cfg = load_config(write(tmp_path, SCENARIOS))
     assert cfg.variants["gc-off"] == vr.Variant("v1.0.0", "gc-off", None, ("--workers", "2"), (("GOGC", "off"),))
