@@ -1,11 +1,14 @@
 """Find the first commit between GOOD and BAD where a step turns `slower` than GOOD.
 
-    bench.py bisect GOOD BAD --only STEP [--repo URL] [-r N] [--quick] ...
+    bench.py bisect GOOD BAD --only STEP [--variant SETTINGS|NAME] [--repo URL] [-r N] [--quick] ...
 
 Each probe is an ordinary comparison GOOD vs MID of that one step (through pipeline.run, so
 builds come from the cache when present); the verdict `slower` moves the upper end down, anything
-else moves the lower end up. Commits that fail to build are skipped, as `git bisect skip` does: the
-next probe is the untested commit nearest the middle. Reports the commit and how many builds it took.
+else moves the lower end up. Under a variant (its Go, the target's flags, environment) every
+build the search makes, GOOD's, BAD's and each probe's, is built and run with those settings:
+a regression that shows only with `--numworkers 4` or under another Go is bisected where it shows.
+Commits that fail to build are skipped, as `git bisect skip` does: the next probe is the untested
+commit nearest the middle. Reports the commit and how many builds it took.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from typing import Callable, Mapping
 
 import git
 
-from . import builds as bl, pipeline, runenv
+from . import builds as bl, pipeline, runenv, variants as vr
 from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
@@ -38,6 +41,7 @@ class Search:
     step: str  # --only: 'scenario/step' or a unique step name
     verify: bool = True  # measure BAD first and refuse when it is not slower
     max_probes: int = 20
+    variant: str | None = None  # --variant: settings (go=,flags=,env=) or a [[variants]] table's name
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,16 @@ class Outcome:
     failed_builds: int = 0
     seconds: float = 0.0
     subjects: Mapping[str, str] = field(default_factory=dict, repr=False)  # sha -> subject, for printing
+    variant: vr.Variant | None = None  # the settings every build ran under
 
     def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "subjects"}
+        return {**{k: v for k, v in asdict(self).items() if k not in ("subjects", "variant")},
+                "variant": self.variant.to_json() if self.variant else None}
+
+
+def under(v: vr.Variant | None) -> str:
+    """' under variant w4 (flags --numworkers 4)' for the lines that give the answer; '' without one."""
+    return f" under variant {v.describe()}" if v else ""
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,16 @@ class Line:
     bad: ResolvedRef
     commits: list[tuple[str, str]]  # (sha, subject) after GOOD up to and including BAD, oldest first
     request: RunRequest
+    variant: vr.Variant | None = None  # the settings of every build (Search.variant, resolved)
+
+    def compare(self, sha: str, threshold: float) -> RunRequest:
+        """The probe's comparison: GOOD vs sha, under the variant's settings when there is one (the
+        two builds named after it, as the pipeline gives a variant's settings to builds by name)."""
+        if self.variant is None:
+            return self.request.replace(refs=(self.good.sha, sha), threshold=threshold)
+        name = self.variant.name or "variant"
+        return self.request.replace(refs=(), threshold=threshold, variants=vr.on_refs(
+            self.variant, ((self.good.sha, f"{name[:58]}.good"), (sha, name))))
 
 
 @dataclass(frozen=True)
@@ -139,7 +160,8 @@ def prepare(search: Search, base: RunRequest) -> Line:
     if not commits:
         raise RefbenchError(f"no commits between {search.good} and {search.bad}")
     request = base.replace(target=target.name, repo=builder.repo_url, scenarios=scenarios, only=(search.step,))
-    return Line(good, bad, commits, request)
+    variant = vr.configuration(search.variant, cfg.variants, "bisect") if search.variant else None
+    return Line(good, bad, commits, request, variant)
 
 
 def probe(line: Line, i: int, state: State, run: Run, say) -> tuple[State, Probe]:
@@ -147,7 +169,7 @@ def probe(line: Line, i: int, state: State, run: Run, say) -> tuple[State, Probe
     skipped; any other failure (GOOD's build, the toolchain) stops the search."""
     sha, subject = line.commits[i]
     try:
-        res = run(line.request.replace(refs=(line.good.sha, sha), threshold=state.threshold), Reporter())
+        res = run(line.compare(sha, state.threshold), Reporter())
     except BuildError as e:
         if e.sha != sha:
             raise
@@ -194,7 +216,7 @@ def verify_bad(line: Line, state: State, run: Run, say) -> State:
     if v.verdict == SKIP:
         raise RefbenchError(f"BAD ({bad}) does not build: {v.error}")
     if v.verdict != Verdict.SLOWER:
-        raise RefbenchError(f"BAD ({bad}) is not slower than GOOD ({good}) on {step!r}: "
+        raise RefbenchError(f"BAD ({bad}) is not slower than GOOD ({good}) on {step!r}{under(line.variant)}: "
                             f"{v.verdict}; nothing to bisect (more runs, or --until-decided, may help)")
     threshold = hunted_threshold(v.rel, state.threshold)
     if threshold != state.threshold:
@@ -211,7 +233,7 @@ def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None) -
     t0 = time.monotonic()
     line = prepare(search, base)
     n = len(line.commits)
-    say(f"{n} commits after {line.good.short} up to {line.bad.short}; step {search.step!r}; "
+    say(f"{n} commits after {line.good.short} up to {line.bad.short}; step {search.step!r}{under(line.variant)}; "
         f"at most ~{max(1, (n - 1).bit_length())} probes")
     state = State(threshold=base.threshold)
     if search.verify:
@@ -230,7 +252,7 @@ def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None) -
                    first_slower=candidates[0] if len(candidates) == 1 else None, candidates=candidates,
                    probes=list(state.probes), builds=state.builds, cached=state.cached,
                    failed_builds=state.failed_builds, seconds=round(time.monotonic() - t0, 1),
-                   subjects=dict(line.commits))
+                   subjects=dict(line.commits), variant=line.variant)
 
 
 def print_outcome(o: Outcome) -> None:
@@ -239,9 +261,9 @@ def print_outcome(o: Outcome) -> None:
     tail = (f"{n(o.builds, 'build')} ({o.failed_builds} failed), {o.cached} {'binary' if o.cached == 1 else 'binaries'} "
             f"from the cache, {n(len(o.probes), 'comparison')}, {o.seconds:.0f} s")
     if o.first_slower:
-        print(f"first slower commit for {o.step!r}: {o.first_slower} {o.subjects.get(o.first_slower, '')}")
+        print(f"first slower commit for {o.step!r}{under(o.variant)}: {o.first_slower} {o.subjects.get(o.first_slower, '')}")
     else:
-        print(f"the first slower commit for {o.step!r} is one of (skipped commits left it ambiguous):")
+        print(f"the first slower commit for {o.step!r}{under(o.variant)} is one of (skipped commits left it ambiguous):")
         for sha in o.candidates:
             print(f"  {sha} {o.subjects.get(sha, '')}")
     print(f"searched {o.commits} commits with {tail}")

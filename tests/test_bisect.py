@@ -70,15 +70,17 @@ def _search(argv):
     return search, base
 
 
-def _bisect(tmp_path, monkeypatch, o, slow_from, broken=(), cached=(), extra=()):
+def _bisect(tmp_path, monkeypatch, o, slow_from, broken=(), cached=(), extra=(), requests=None):
     from refbench import bisect as bs
     from refbench.errors import BuildError
     index = {sha: int(name[1:]) for name, sha in o.shas.items()}
     calls = []
 
     def fake_run(request, reporter):
-        good, mid = request.refs
+        good, mid = request.refs or [v.ref for v in request.variants]  # under a variant: its builds
         calls.append(index[mid])
+        if requests is not None:
+            requests.append(request)
         if index[mid] in broken:
             raise BuildError(f"build of {mid[:10]} ({mid[:10]}) failed (exit 1)", sha=mid)
         verdict = "slower" if index[mid] >= slow_from else "no significant change"
@@ -149,3 +151,65 @@ def test_a_small_false_slower_on_an_innocent_commit_does_not_mislead(tmp_path, m
     out = bs.bisect(search, base, run=fake_run, say=lambda m: None)
     assert out.first_slower == o.shas["c5"]
     assert thresholds[0] == 0.05 and all(t == 0.5 for t in thresholds[1:])  # half of BAD's +100%
+
+
+# ---- under a variant: every build bisect makes gets its settings ---------------------------------
+def test_a_variant_puts_its_settings_on_good_bad_and_every_probe(tmp_path, monkeypatch, capsys):
+    """A regression that shows only with --numworkers 4 (or under another Go, or another GOGC) is
+    bisected under those settings: GOOD, BAD and each midpoint are built and run with them, and
+    the answer and the log say so."""
+    from refbench import bisect as bs, variants as vr
+    o = _fake_line(tmp_path, 8)
+    requests = []
+    out, calls = _bisect(tmp_path, monkeypatch, o, slow_from=5, requests=requests,
+                         extra=("--variant", "go=1.26,flags=--numworkers 4,env=GOGC=200"))
+    assert out.first_slower == o.shas["c5"]
+    settings = vr.Variant("", None, "1.26", ("--numworkers", "4"), (("GOGC", "200"),))
+    for request, probed in zip(requests, calls):
+        assert request.refs == ()  # no plain build: both sides are the variant's
+        good, mid = request.variants
+        assert (good.ref, mid.ref) == (o.shas["c1"], o.shas[f"c{probed}"])
+        assert all((v.go, v.flags, v.env) == (settings.go, settings.flags, settings.env) for v in (good, mid))
+        assert good.name != mid.name  # two builds, two labels
+    assert out.to_json()["variant"] == {"name": None, "go": "1.26", "flags": ["--numworkers", "4"],
+                                        "env": {"GOGC": "200"}}
+    bs.print_outcome(out)
+    assert ("first slower commit for 'small files/remove' under variant flags --numworkers 4; env GOGC=200; "
+            f"go 1.26: {o.shas['c5']}") in capsys.readouterr().out
+    plain, _ = _bisect(tmp_path, monkeypatch, o, slow_from=5)
+    assert plain.to_json()["variant"] is None
+
+
+def test_a_variants_table_is_bisected_under_its_settings_not_its_ref(tmp_path, monkeypatch):
+    from refbench import paths
+    o = _fake_line(tmp_path, 4)
+    scenarios = tmp_path / "s.toml"
+    scenarios.write_text(paths.default_scenarios().read_text() + '''
+[[variants]]
+name = "w2"
+ref = "v2.2.2"
+flags = "--numworkers 2"
+''')
+    requests = []
+    out, _ = _bisect(tmp_path, monkeypatch, o, slow_from=3, requests=requests,
+                     extra=("--variant", "w2", "--scenarios", str(scenarios)))
+    assert out.first_slower == o.shas["c3"] and out.variant.name == "w2"
+    assert {v.ref for r in requests for v in r.variants} <= set(o.shas.values())  # never v2.2.2
+    assert all(v.flags == ("--numworkers", "2") for r in requests for v in r.variants)
+    assert requests[0].variants[1].name == "w2"  # the probed build is labelled by the variant's name
+
+
+@pytest.mark.parametrize("argv,says", [
+    (("--variant", "w4=v1.0.0,flags=--numworkers 4"), "bisect --variant 'w4=v1.0.0,flags=--numworkers 4': "
+     "expected settings without a ref ([go=GO][,flags=FLAGS][,env=K=V ...]; bisect chooses the refs)"),
+    (("--variant", "nosuch"), "or the name of a [[variants]] table"),
+    (("--variant", "env=AWS_REGION=x"), "env 'AWS_REGION' is not a variable a variant may set"),
+    (("--variant", "flags=-a", "--variant", "flags=-b"), "bisect takes one --variant"),
+])
+def test_a_bad_bisect_variant_is_one_line(tmp_path, argv, says):
+    from conftest import run_cli
+    o = _fake_line(tmp_path, 3)
+    proc = run_cli("bisect", "good", "master", "--only", "small files/remove", "--repo", str(o.path),
+                   "--builds-dir", str(tmp_path / "b"), *argv)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

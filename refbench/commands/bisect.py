@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from .. import bisect as bs, paths, pipeline
-from ..errors import EXIT_ERROR, EXIT_OK
+from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 from ..pipeline import RunRequest
 from ._args import Parser, positive
 from ._run_options import pass_through, request_from_args, run_env
@@ -34,6 +34,10 @@ def parser() -> argparse.ArgumentParser:
                    help="do not add interleaved rounds to an inconclusive probe (by default each probe is "
                    "measured until decided or out of budget: --max-runs, --max-time)")
     p.add_argument("--max-probes", type=positive, default=20, help="give up after this many comparisons")
+    p.add_argument("--variant", action="append", default=[], metavar="go=GO,flags=FLAGS,env=K=V|NAME",
+                   help="build and run every build (GOOD, BAD, each probe) under these settings: the target's "
+                   "flags, environment variables, Go; or NAME, a [[variants]] table of the scenarios file "
+                   "(its ref is not used: bisect chooses the refs)")
     p.add_argument("--log", help="write every probe and the outcome here as JSON")
     return p
 
@@ -47,7 +51,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
         target=args.target, repo=args.repo, scenarios=args.scenarios,
         builds_dir=args.builds_dir or str(paths.default_builds_dir()),
         until_decided=args.until_decided or run_args.until_decided)
-    search = bs.Search(args.good, args.bad, args.only, verify=args.verify, max_probes=args.max_probes)
+    if len(args.variant) > 1:
+        raise RefbenchError("bisect takes one --variant: every build it makes runs under it")
+    search = bs.Search(args.good, args.bad, args.only, verify=args.verify, max_probes=args.max_probes,
+                       variant=args.variant[0] if args.variant else None)
     args.executor, args.mock = run_args.executor, run_args.mock  # every probe's RunEnv (main: run_env)
     return args, search, base
 
