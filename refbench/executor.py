@@ -2,9 +2,9 @@
 
 The runner decides what runs when and when to stop; an Executor runs it. The real one,
 `HyperfineExecutor`, is built once per run from a probed `hyperfine.HyperfineInfo`, so the
-version, `--` support and counters are asked once, not per step; tests use
-`tests/fakes/executor.py`'s MockExecutor, which returns per-run measurements without starting
-a process (as hyperfine's own MockExecutor does).
+version, `--` support and counters are asked once, not per step; tests and `--executor mock` use
+refbench.mock's MockExecutor, which returns per-run measurements without starting a process (as
+hyperfine's own MockExecutor does).
 """
 from __future__ import annotations
 
