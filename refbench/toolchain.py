@@ -249,9 +249,16 @@ def gotoolchain(name: str, local: str) -> str:
 
 # ---- the go command -------------------------------------------------------------------------------
 def go_version(env: dict | None = None) -> str:
-    """`go env GOVERSION` under env: with GOTOOLCHAIN naming a toolchain, the version that builds
-    (fetched first when it is not here yet)."""
-    return _run_go(["env", "GOVERSION"], dict(os.environ) if env is None else env).strip()
+    """The Go that builds under env: with GOTOOLCHAIN naming a toolchain, that one (fetched first
+    when it is not here yet). Read from `go version`, which every Go has; `go env GOVERSION` came
+    with Go 1.16, and an s5cmd commit of 2022 asks for go 1.13."""
+    return version_of(_run_go(["version"], dict(os.environ) if env is None else env))
+
+
+def version_of(output: str) -> str:
+    """`go version go1.13.15 linux/amd64` -> go1.13.15 ('' when it says something else)."""
+    words = output.split()
+    return words[2] if len(words) > 2 and words[:2] == ["go", "version"] else ""
 
 
 _LISTED: dict[str, tuple[GoVersion, ...]] = {}  # per process, by listing file

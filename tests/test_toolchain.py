@@ -307,3 +307,11 @@ def test_the_summary_says_which_go_built_each_binary_and_warns_when_they_differ(
         assert line in text
         assert text.index(line) > text.index("| Scenario")  # beside the verdicts
     assert "| go1.26.8 |" in markdown.render_markdown(res)  # the build table's Go column
+
+
+def test_the_go_version_is_read_the_way_every_go_says_it():
+    """`go version`, not `go env GOVERSION` (Go 1.16 on): go1.13.15 builds a go.mod of go 1.13."""
+    from refbench.toolchain import version_of
+    assert version_of("go version go1.13.15 linux/amd64\n") == "go1.13.15"
+    assert version_of("go version go1.26.8 X:nocoverageredesign linux/amd64") == "go1.26.8"
+    assert version_of("") == ""
