@@ -94,9 +94,8 @@ class Line:
         two builds named after it, as the pipeline gives a variant's settings to builds by name)."""
         if self.variant is None:
             return self.request.replace(refs=(self.good.sha, sha), threshold=threshold)
-        name = self.variant.name or "variant"
-        return self.request.replace(refs=(), threshold=threshold, variants=vr.on_refs(
-            self.variant, ((self.good.sha, f"{name[:58]}.good"), (sha, name))))
+        return self.request.replace(refs=(), threshold=threshold,
+                                    variants=vr.against(self.variant, self.good.sha, sha, "good"))
 
 
 @dataclass(frozen=True)

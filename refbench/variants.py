@@ -108,6 +108,13 @@ def on_refs(v: Variant, builds: tuple[tuple[str, str], ...]) -> tuple[Variant, .
     return tuple(dataclasses.replace(v, ref=ref, name=name) for ref, name in builds)
 
 
+def against(v: Variant, baseline: str, ref: str, role: str) -> tuple[Variant, Variant]:
+    """v's settings on a baseline and a ref: the ref's build named by v (its label in every view),
+    the baseline's `NAME.role` (bisect's GOOD, the nightly's base); 'variant' for settings alone."""
+    name = v.name or "variant"
+    return on_refs(v, ((baseline, f"{name[:58]}.{role}"), (ref, name)))  # NAME_RE's 64 characters
+
+
 def settings_text(v: Variant) -> str:
     """v's settings as --variant takes them without a ref (`configuration`): the bisect line a
     nightly prints for a variant's series."""

@@ -42,6 +42,22 @@ def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, bui
     assert f"{out['builds']} builds (1 failed)" in proc.stdout
 
 
+
+@pytest.mark.slow
+def test_bisect_under_a_variant_finds_the_slow_commit(tmp_path_factory, builds_dir):
+    """A real bisect whose every build runs s5cmd with --numworkers 2: c3 sleeps as long again."""
+    root = tmp_path_factory.mktemp("bisect-variant")
+    o = make_bisect_origin(root, n=4, slow_from=3, broken=(), slow=100)
+    log = root / "bisect.json"
+    proc = run_bench("bisect", "v1.0.0", "master", "--only", "small files/remove", "--repo", str(o.path),
+                     "--variant", "flags=--numworkers 2", "--builds-dir", str(builds_dir), "--quick", "-r", "6",
+                     "-w", "1", "--rounds", "3", "--max-runs", "24", "--log", str(log), cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(log.read_text())
+    assert out["first_slower"] == o.shas["c3"] and out["variant"] == {"name": None, "flags": ["--numworkers", "2"]}
+    assert f"under variant flags --numworkers 2: {o.shas['c3']}" in proc.stdout
+    assert "under variant flags --numworkers 2; at most" in proc.stderr
+
 # ---- the search itself, with the comparisons faked (no Go, no hyperfine) ---------------------
 def probe_results(good, mid, verdict, rel, good_cached=False, mid_cached=False):
     """What a probe's run returns: GOOD and MID built (or from the cache), one comparison."""
