@@ -37,7 +37,7 @@ from .hyperfine import check_hyperfine_flags
 from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD
 from .executor import Executor
 from .runenv import RunEnv
-from .runner import Plan, Runner, ScenarioResult, StepResult
+from .runner import Bench, Runner, ScenarioResult, StepResult
 from .stopping import split_runs
 from .sampling import Sampling, StepUnit, step_units
 from .units import format_size
@@ -123,7 +123,7 @@ class RunRequest:
 
     @property
     def sampling(self) -> Sampling:
-        """How this run samples: the one record the plan carries and the results file stores."""
+        """How this run samples: the one record the bench carries and the results file stores."""
         return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
                         until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
                         budget=self.budget)
@@ -538,18 +538,18 @@ def watching(backend, workdir: Path, checked: Checked, settings: str | None) -> 
         watchdog.stop()
 
 
-def run_plan(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor,
-             env: RunEnv) -> Plan:
+def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor,
+               env: RunEnv) -> Bench:
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
-    return Plan(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
-                sampling=checked.sampling, settings=request.settings,
-                target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
-                verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
-                **variant_settings(checked, built),
-                family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
-                clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
+    return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
+                 sampling=checked.sampling, settings=request.settings,
+                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
+                 verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
+                 **variant_settings(checked, built),
+                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
+                 clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
 
 
 def named_variants(checked: Checked) -> dict:
@@ -559,7 +559,7 @@ def named_variants(checked: Checked) -> dict:
 
 
 def variant_settings(checked: Checked, built: list) -> dict:
-    """The Plan's per-build flags and environment, by label, from the builds' variants."""
+    """The Bench's per-build flags and environment, by label, from the builds' variants."""
     named = named_variants(checked)
     by_label = {b.label: named[b.label] for b in built if b.label in named}
     return {"build_flags": {lab: v.flags for lab, v in by_label.items() if v.flags},
@@ -573,9 +573,9 @@ def selected_steps(checked: Checked) -> Iterator[tuple]:
 def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
                   ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
-    plan, reporter = runner.plan, env.reporter
-    reporter.start(sum(len(split_runs(u.runs, plan.sampling.rounds)) for u in checked.units),
-                   [b.label for b in plan.builds])
+    bench, reporter = runner.bench, env.reporter
+    reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in checked.units),
+                   [b.label for b in bench.builds])
     t_fixtures = 0.0
     try:
         for s in checked.scenarios:
@@ -613,8 +613,8 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
                 executor = env.executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
                 observer = Explainer(backend, workdir, checked.request.profile,
                                      **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
-                runner = Runner(dataclasses.replace(run_plan(checked, built, backend, workdir, client_cpus, executor,
-                                                             env), observer=observer),
+                runner = Runner(dataclasses.replace(make_bench(checked, built, backend, workdir, client_cpus, executor,
+                                                               env), observer=observer),
                                 status=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, env)
         # read after the backend closed, as the record always was (a server's stop may purge more)
@@ -624,12 +624,12 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
     if stopped is not None and not done:
         raise stopped
     return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
-                    backend=described, resources=resources, family_size=runner.plan.family_size,
+                    backend=described, resources=resources, family_size=runner.bench.family_size,
                     hyperfine_seconds=runner.progress.hyperfine_seconds, untimed_seconds=runner.progress.untimed_seconds,
                     untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
                     client_cpus=client_cpus, server_cpus=server_cpus,
-                    hyperfine=f"hyperfine {runner.plan.executor.info.version_text}", explain_notes=tuple(observer.notes))
+                    hyperfine=f"hyperfine {runner.bench.executor.info.version_text}", explain_notes=tuple(observer.notes))
 
 
 # ---- analyse ---------------------------------------------------------------------------------

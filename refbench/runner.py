@@ -2,7 +2,7 @@
 
 One hyperfine call per round runs every build's command (warm-ups only before the first round);
 the order of builds changes from round to round (A B, B A, ...), so drift of the machine over
-time does not land on one side. The runner starts no process itself: the plan's Executor runs
+time does not land on one side. The runner starts no process itself: the bench's Executor runs
 hyperfine and the untimed commands (refbench.executor). Every metric the executor measures per
 run (wall, CPU, memory, instructions) gets a comparison of its own.
 """
@@ -34,7 +34,10 @@ from .watchdog import WatchdogStop
 log = logging.getLogger(__name__)
 
 @dataclass
-class Plan:
+class Bench:
+    """What a Runner measures with: the builds, the backend, the executor, the workdir, the sampling
+    and the criteria its stop rule and comparisons use (pipeline.make_bench). A run's plan, what it
+    will do, is the pipeline's (pipeline.plan, shard.plan, the dry run)."""
     builds: list[BuiltRef]
     backend: object
     executor: Executor
@@ -206,35 +209,35 @@ def shell_command(template: str, values: dict, env: dict[str, str]) -> str:
 
 
 class Runner:
-    """Runs a plan's scenarios. Its one piece of state across steps is `progress`, a Progress value
+    """Runs a bench's scenarios. Its one piece of state across steps is `progress`, a Progress value
     (refbench.stopping) it replaces as it goes and the pipeline reads; each step's sampling is a
     StepState the StopRule advances."""
 
-    def __init__(self, plan: Plan, status: Callable[[str], None] | None = None, on_round=None):
-        self.plan = plan
+    def __init__(self, bench: Bench, status: Callable[[str], None] | None = None, on_round=None):
+        self.bench = bench
         self.status = status or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
-        self.clock = plan.clock
-        self.rule = StopRule(plan.sampling, plan.settings, plan.family_size, len(plan.builds), t_begin=self.clock())
-        self.progress = Progress(steps_total=plan.steps)
+        self.clock = bench.clock
+        self.rule = StopRule(bench.sampling, bench.settings, bench.family_size, len(bench.builds), t_begin=self.clock())
+        self.progress = Progress(steps_total=bench.steps)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
-        self.base_env = {**child_env(getattr(plan.backend, "pass_env", frozenset()), extra=plan.pass_env),
-                         **plan.backend.env}
+        self.base_env = {**child_env(getattr(bench.backend, "pass_env", frozenset()), extra=bench.pass_env),
+                         **bench.backend.env}
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
-        v = template_values(scenario, fixture, i, build, step, self.plan.workdir,
-                            self.plan.target_flags + list(self.plan.build_flags.get(build.label, ())), self.plan.backend)
+        v = template_values(scenario, fixture, i, build, step, self.bench.workdir,
+                            self.bench.target_flags + list(self.bench.build_flags.get(build.label, ())), self.bench.backend)
         Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v
 
     def shell(self, scenario: ScenarioSpec, build: BuiltRef, template: str, values: dict) -> str:
-        return shell_command(template, values, {**self.plan.backend.context_env(scenario.slug, build.label),
-                                                **self.plan.build_env.get(build.label, {})})
+        return shell_command(template, values, {**self.bench.backend.context_env(scenario.slug, build.label),
+                                                **self.bench.build_env.get(build.label, {})})
 
     def sh(self, cmd: str, what: str, capture: bool = False, kind: str = "setup", rss: bool = False) -> Shell:
         """An untimed command through the executor; its time counted under `kind`, a failure raised."""
-        res = self.plan.executor.shell(cmd, self.base_env, capture=capture, rss=rss, wrap=self.wrap())
+        res = self.bench.executor.shell(cmd, self.base_env, capture=capture, rss=rss, wrap=self.wrap())
         self.progress = self.progress.spent(kind, res.seconds)
         if res.returncode != 0:
             raise _failed(what, cmd, res)
@@ -242,9 +245,9 @@ class Runner:
 
     # ---- scenario -------------------------------------------------------------------------
     def run_scenario(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
-        plan, builds = self.plan, self.plan.builds
-        backend = plan.backend
-        backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], plan.workdir)
+        bench, builds = self.bench, self.bench.builds
+        backend = bench.backend
+        backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], bench.workdir)
         daemon = scenario.daemon_mode if backend.kind == "ipfs" else None
         results = []
         try:
@@ -269,7 +272,7 @@ class Runner:
             raise
         finally:
             backend.close_scenario()
-            shutil.rmtree(plan.workdir / scenario.slug, ignore_errors=True)
+            shutil.rmtree(bench.workdir / scenario.slug, ignore_errors=True)
         done = ScenarioResult(scenario, fixture, tuple(results), daemon)
         self.progress = self.progress.scenario_done(done)
         return done
@@ -278,7 +281,7 @@ class Runner:
                     step: StepSpec | None) -> None:
         """The scenario's cached state (step None) or the step's layer over it, for one build,
         where the cache lacks it: its template runs once, untimed, on the repo being built."""
-        backend = self.plan.backend
+        backend = self.bench.backend
         job = backend.state_job(build.label, step) if scenario.state else None  # only IPFS keeps states
         if job is None:
             return
@@ -296,13 +299,13 @@ class Runner:
     def use_network(self, step: StepSpec | None) -> None:
         """S3: every command of `step` reaches the server through the network profile it names
         (a shaped proxy, backends/s3.py); None: the scenario's own commands, directly."""
-        use = getattr(self.plan.backend, "use_network", None)
+        use = getattr(self.bench.backend, "use_network", None)
         if use is not None:
             use(step.network if step else None)
 
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
-        plan, builds, sampling = self.plan, self.plan.builds, self.plan.sampling
+        bench, builds, sampling = self.bench, self.bench.builds, self.bench.sampling
         self.use_network(step)
         t_step = self.clock()  # setup and warm-ups count against its share
         remaining = self.rule.budget_left(t_step)
@@ -311,14 +314,14 @@ class Runner:
         if scenario.state:  # the state every run of this step restores: built once per build, cached
             for i, b in enumerate(builds):
                 self.build_state(scenario, fixture, i, b, step)
-                plan.backend.use_state(b.label, step)
+                bench.backend.use_state(b.label, step)
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
         cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
         samples = {b.label: BuildSamples(command=c, prepare=p) for b, c, p in zip(builds, cmds, preps)}
         where = f"{scenario.name} / {step.name}"
         # setup/cleanup run once per backend context: once for a shared bucket, per build for IPFS
-        ctx = list(zip(builds, vals))[:1] if plan.backend.shared_context else list(zip(builds, vals))
+        ctx = list(zip(builds, vals))[:1] if bench.backend.shared_context else list(zip(builds, vals))
         if step.setup:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
@@ -327,8 +330,8 @@ class Runner:
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
         hf_warmup = warmup
-        rss_by_warmup = plan.measure_rss and "memory" not in plan.metrics
-        obs = plan.observer
+        rss_by_warmup = bench.measure_rss and "memory" not in bench.metrics
+        obs = bench.observer
         if (warmup >= 1 and rss_by_warmup) or step.check or (obs is not None and obs.wants_run()):
             for b, c, p, v in zip(builds, cmds, preps, vals):
                 self.untimed_build_run(scenario, step, b, samples[b.label], c, p, v, rss=rss_by_warmup,
@@ -358,7 +361,7 @@ class Runner:
         self.progress = self.progress.step_done(state)
         for s in samples.values():
             measured = [m for m in s.memory if m is not None]
-            if measured and plan.measure_rss:
+            if measured and bench.measure_rss:
                 s.rss_kb = max(measured) // 1024
         checks = {s.check for s in samples.values()}
         looks_t = state.looks() if state.on and state.look_runs else (1.0,)
@@ -380,7 +383,7 @@ class Runner:
         base = builds[0].label
         b0 = samples[base]
         out = []
-        for metric in self.plan.metrics:
+        for metric in self.bench.metrics:
             x = b0.values(metric)
             for b in builds[1:]:
                 y = samples[b.label].values(metric)
@@ -388,23 +391,23 @@ class Runner:
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
-                out.append(contrast_metric(metric, base, x, b.label, y, self.plan.settings,
+                out.append(contrast_metric(metric, base, x, b.label, y, self.bench.settings,
                                            base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
-                                           looks=looks, family_size=self.plan.family_size))
+                                           looks=looks, family_size=self.bench.family_size))
         return out
 
     def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:
-        plan = self.plan
-        return Call(tuple(names), tuple(cmds), tuple(preps), runs, warmup, no_shell=plan.no_shell,
-                    flags=tuple(plan.hyperfine_flags), verbose=plan.verbose, wrap=self.wrap())
+        bench = self.bench
+        return Call(tuple(names), tuple(cmds), tuple(preps), runs, warmup, no_shell=bench.no_shell,
+                    flags=tuple(bench.hyperfine_flags), verbose=bench.verbose, wrap=self.wrap())
 
     def wrap(self) -> tuple[str, ...]:
         """What the open scenario's commands run behind (hyperfine and untimed ones alike): entry
         into the run's network namespace where the backend keeps one, else nothing."""
-        return self.plan.backend.command_prefix()
+        return self.bench.backend.command_prefix()
 
     def run_hyperfine(self, where: str, call: Call) -> tuple[tuple[CommandResult, ...], float]:
-        results, elapsed = self.plan.executor.measure(where, call, self.base_env)
+        results, elapsed = self.bench.executor.measure(where, call, self.base_env)
         self.progress = self.progress.timed(elapsed)
         return results, elapsed
 
@@ -425,7 +428,7 @@ class Runner:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
-        if self.plan.sampling.interleave == "runs":
+        if self.bench.sampling.interleave == "runs":
             seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
         else:
             seq, per_cmd = order, runs
@@ -450,7 +453,7 @@ class Runner:
     def run_untimed(self, argv: list[str], what: str, kind: str = "profiled_runs") -> None:
         """An argv run untimed in the run's environment (the observer's profiled runs), by the executor."""
         cmd = shlex.join(argv)
-        res = self.plan.executor.shell(cmd, self.base_env, wrap=self.wrap())
+        res = self.bench.executor.shell(cmd, self.base_env, wrap=self.wrap())
         self.progress = self.progress.spent(kind, res.seconds)
         if res.returncode != 0:
             raise _failed(what, cmd, res)

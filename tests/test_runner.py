@@ -47,10 +47,10 @@ def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=No
     executor = executor or _current[0]
     sampling = Sampling(runs=runs, warmup=warmup, rounds=rounds,
                         **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
-    p = rn.Plan(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
-                executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
-                settings=stats.Criteria(), measure_rss=False, family_size=family_size,
-                clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
+    p = rn.Bench(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
+                 executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
+                 settings=stats.Criteria(), measure_rss=False, family_size=family_size,
+                 clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
     r = rn.Runner(dataclasses.replace(p, steps=len(steps)))
     spec = FixtureSpec(kind="sparse", size=1, count=1)
     sc = ScenarioSpec("s", "t", spec, spec, tuple(steps))
@@ -347,9 +347,9 @@ def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(t
     ex = Stopping()
     steps = [StepSpec("first", "{{ bin }} go"), StepSpec("second", "{{ bin }} go")]
     (tmp_path / "work").mkdir()
-    p = rn.Plan(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=ex,
-                workdir=tmp_path / "work", cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
-                settings=stats.Criteria(), measure_rss=False, clock=ex.clock, steps=2)
+    p = rn.Bench(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=ex,
+                 workdir=tmp_path / "work", cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
+                 settings=stats.Criteria(), measure_rss=False, clock=ex.clock, steps=2)
     runner = rn.Runner(p)
     spec = FixtureSpec(kind="sparse", size=1, count=1)
     with pytest.raises(WatchdogStop) as e:
@@ -361,13 +361,13 @@ def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(t
 
 
 def test_the_commands_see_the_names_the_machine_settings_pass(tmp_path, monkeypatch):
-    """REFBENCH_PASS_ENV reaches the commands through the plan (MachineSettings.pass_env), read once
+    """REFBENCH_PASS_ENV reaches the commands through the bench (MachineSettings.pass_env), read once
     at the command line: a secret not named stays out."""
     monkeypatch.setenv("REFBENCH_TEST_PASSED", "yes")
     monkeypatch.setenv("REFBENCH_TEST_SECRET", "no")
     monkeypatch.setenv("REFBENCH_PASS_ENV", "REFBENCH_TEST_SECRET")  # read at the edge only: no effect here
-    p = rn.Plan(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=MockExecutor(),
-                workdir=tmp_path, cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
-                settings=stats.Criteria(), pass_env=frozenset({"REFBENCH_TEST_PASSED"}))
+    p = rn.Bench(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=MockExecutor(),
+                 workdir=tmp_path, cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
+                 settings=stats.Criteria(), pass_env=frozenset({"REFBENCH_TEST_PASSED"}))
     env = rn.Runner(p).base_env
     assert env["REFBENCH_TEST_PASSED"] == "yes" and "REFBENCH_TEST_SECRET" not in env
