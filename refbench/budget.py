@@ -46,12 +46,12 @@ def affordable_runs(seconds: float, seconds_per_run: float, n_builds: int) -> in
     return max(0, min(RUN_CAP, int(seconds / (seconds_per_run * n_builds))))
 
 
-def planned_max(noise: float | None, settings: Criteria, family_size: int, per_round: int,
+def planned_max(noise: float | None, criteria: Criteria, family_size: int, per_round: int,
                 n_now: int, cap: int) -> int:
     """The step's maximum runs per build, from its noise only: what decides a change of the
     threshold's size (or shows none) with the run's power, within `cap`, and at least `n_now`
     (the planned runs, where the budget pays for them: a pilot's noise may be low by chance)."""
-    need = runs_for(settings.threshold, settings.power, noise, settings, family_size, per_round) if noise else None
+    need = runs_for(criteria.threshold, criteria.power, noise, criteria, family_size, per_round) if noise else None
     want = cap if need is None else math.ceil(need * HORIZON)
     return max(n_now, min(cap, want))
 

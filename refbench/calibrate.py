@@ -124,7 +124,7 @@ def _r(x):
     return round(x, 6) if isinstance(x, float) else x
 
 
-def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Criteria, *, target: str, ref: str,
+def analyse(results: list[Results], arm_list: list[Arm], criteria: stats.Criteria, *, target: str, ref: str,
             run_settings: dict) -> Calibration:
     """Aggregate K results of calibration runs (arms as builds) into per-step figures."""
     slowdowns = tuple(a.percent for a in arm_list[2:])
@@ -139,7 +139,7 @@ def analyse(results: list[Results], arm_list: list[Arm], settings: stats.Criteri
     n_max = run_settings.get("max_runs") if run_settings.get("sequential") else None
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
     per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
-    steps = [_step(sc, name, sts, slowdowns, settings, n_max, family, per_round) for (sc, name), sts in keyed.items()]
+    steps = [_step(sc, name, sts, slowdowns, criteria, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
                        tuple(_wall(r) for r in results), _median_seconds(steps, slowdowns))
 
@@ -161,7 +161,7 @@ def _runs(st: Step) -> int:
     return len(st.builds[BASE].times)
 
 
-def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], settings: stats.Criteria,
+def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], criteria: stats.Criteria,
           n_max: int | None, family: int, per_round: int) -> StepCalibration:
     def verdict(st, label):
         return next((c.verdict for c in st.comparisons if c.contender == label), None)
@@ -175,16 +175,16 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
     power = {p: sum(verdict(st, f"+{p}%") == Verdict.SLOWER for st in reps) / len(reps) for p in slowdowns}
     seconds = {}
     for p in slowdowns:
-        times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", settings, n_max, family)) is not None]
+        times = [t for st in reps if (t := seconds_to_verdict(st, f"+{p}%", criteria, n_max, family)) is not None]
         seconds[p] = statistics.median(times) if times else None
-    need = stats.runs_for(0.10, 0.9, noise, settings, family, per_round) if noise else None
+    need = stats.runs_for(0.10, 0.9, noise, criteria, family, per_round) if noise else None
     return StepCalibration(
         scenario, name, statistics.median(_runs(st) for st in reps), statistics.median(cvs) if cvs else 0.0,
         noise, sum(verdict(st, AA) in (Verdict.SLOWER, Verdict.FASTER) for st in reps), len(reps), power, seconds,
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
-def seconds_to_verdict(st: Step, label: str, settings: stats.Criteria, n_max: int | None,
+def seconds_to_verdict(st: Step, label: str, criteria: stats.Criteria, n_max: int | None,
                        family: int) -> float | None:
     """Replay the step's looks for one arm against the baseline, as a two-build run would have
     made them, and return the measured time (both builds' runs) up to the first look at which the
@@ -201,10 +201,10 @@ def seconds_to_verdict(st: Step, label: str, settings: stats.Criteria, n_max: in
             continue
         n = min(len(bi), len(ci))
         looks.append(min(1.0, n / n_max) if n_max else 1.0)
-        comp = stats.contrast(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], settings,
+        comp = stats.contrast(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], criteria,
                               base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
                               looks=tuple(looks), family_size=family)
-        if stats.should_stop(comp, settings, family) and comp.verdict != Verdict.INCONCLUSIVE:
+        if stats.should_stop(comp, criteria, family) and comp.verdict != Verdict.INCONCLUSIVE:
             return sum(b.times[i] for i in bi) + sum(c.times[i] for i in ci)
     return None
 

@@ -108,14 +108,14 @@ def _warnings(old: Results, new: Results) -> list[str]:
     return warnings
 
 
-def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, settings: stats.Criteria,
+def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: stats.Criteria,
              family_size: int) -> list[stats.Comparison]:
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
     for metric in METRICS:
         x, y = ob.values(metric), nb.values(metric)
         if x is not None and y is not None:
-            out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, settings,
+            out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,
                                              family_size=family_size))
     return out
 
@@ -134,7 +134,7 @@ def _matched(old: Results, new: Results, pairs) -> list[tuple[tuple[str, str], s
     return out
 
 
-def compare_runs(old: Results, new: Results, settings: stats.Criteria = stats.Criteria(),
+def compare_runs(old: Results, new: Results, criteria: stats.Criteria = stats.Criteria(),
                  match: str = "label") -> RunComparison:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
     (baseline with baseline, ...) with match="position". Every matched step's metrics are one
@@ -146,8 +146,8 @@ def compare_runs(old: Results, new: Results, settings: stats.Criteria = stats.Cr
     n_metrics = [sum(1 for m in METRICS if ost.builds[ol].values(m) is not None and nst.builds[nl].values(m)
                      is not None) for _, ol, nl, ost, nst, _ in matched]
     family_size = max(1, sum(n_metrics))
-    groups = judge.adjust_groups([_metrics(ol, ost.builds[ol], nl, nst.builds[nl], settings, family_size)
-                                  for _, ol, nl, ost, nst, _ in matched], settings)
+    groups = judge.adjust_groups([_metrics(ol, ost.builds[ol], nl, nst.builds[nl], criteria, family_size)
+                                  for _, ol, nl, ost, nst, _ in matched], criteria)
     rows = []
     for (key, ol, nl, ost, nst, fixture_differs), comps in zip(matched, groups):
         ob, nb = ost.builds[ol], nst.builds[nl]
@@ -170,8 +170,8 @@ def compare_runs(old: Results, new: Results, settings: stats.Criteria = stats.Cr
     counts = verdict.count(r.comparison.verdict for r in rows)
     return RunComparison(
         old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,
-        match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=settings.threshold,
-        alpha=settings.alpha, only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
+        match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=criteria.threshold,
+        alpha=criteria.alpha, only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
         only_new=tuple(f"{s} / {t}" for (s, t) in ns_ if (s, t) not in os_),
         builds_only_old=tuple(lab for lab in old.labels if lab not in {o for o, _ in pairs}),
         builds_only_new=tuple(lab for lab in new.labels if lab not in {n for _, n in pairs}),

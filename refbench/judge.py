@@ -33,7 +33,7 @@ def recorded(settings: rs.Settings) -> stats.Criteria:
 
 
 # ---- the family -------------------------------------------------------------------------------
-def adjust_groups(groups: list[list[stats.Comparison]], settings: stats.Criteria,
+def adjust_groups(groups: list[list[stats.Comparison]], criteria: stats.Criteria,
                   per_contender: bool = False) -> list[list[stats.Comparison]]:
     """Comparisons in groups (a step's, a compared pair's) adjusted as one family: every comparison
     of the run, or (calibrate) each contender's apart. New lists; the comparisons given stay."""
@@ -42,17 +42,17 @@ def adjust_groups(groups: list[list[stats.Comparison]], settings: stats.Criteria
     for family in (contenders if per_contender else [None]):
         members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs))
                    if family is None or cs[i].contender == family]
-        for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], settings)):
+        for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], criteria)):
             comps[k][i] = c
     return comps
 
 
-def adjust(scenarios: Iterable[rs.Scenario], settings: stats.Criteria,
+def adjust(scenarios: Iterable[rs.Scenario], criteria: stats.Criteria,
            per_contender: bool = False) -> tuple[rs.Scenario, ...]:
     """The run's p-value adjustment over its family; new scenarios, the measured ones unchanged."""
     scenarios = list(scenarios)
     adjusted = iter(adjust_groups([list(st.all_comparisons()) for sc in scenarios for st in sc.steps],
-                                  settings, per_contender))
+                                  criteria, per_contender))
     return tuple(dataclasses.replace(sc, steps=tuple(_with_comparisons(st, next(adjusted)) for st in sc.steps))
                  for sc in scenarios)
 
@@ -84,33 +84,33 @@ def scoreboard(scenarios: Iterable[rs.Scenario], labels) -> dict | None:
     return stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), list(labels))
 
 
-def verdicts(scenarios: Iterable[rs.Scenario], labels, settings: stats.Criteria,
+def verdicts(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria,
              per_contender: bool = False) -> Judged:
     """A run's last steps: its comparisons adjusted as one family (per contender for calibrate),
     which settles their verdicts, and the scoreboard."""
-    adjusted = adjust(scenarios, settings, per_contender)
+    adjusted = adjust(scenarios, criteria, per_contender)
     return Judged(adjusted, scoreboard(adjusted, labels))
 
 
-def rejudge(scenarios: Iterable[rs.Scenario], labels, settings: stats.Criteria) -> Judged:
+def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria) -> Judged:
     """Saved comparisons judged again as one run: each from its own p-value (a shard adjusted
     within the shard only), then verdicts() over all of them (merge)."""
     raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
         st, comparisons=tuple(unadjusted(c) for c in st.comparisons),
         metric_comparisons=tuple(unadjusted(c) for c in st.metric_comparisons)) for st in sc.steps))
         for sc in scenarios]
-    return verdicts(raw, labels, settings)
+    return verdicts(raw, labels, criteria)
 
 
 # ---- before measuring --------------------------------------------------------------------------
-def design_warnings(units, rounds: int, settings: stats.Criteria) -> list[str]:
+def design_warnings(units, rounds: int, criteria: stats.Criteria) -> list[str]:
     """One line naming the judged steps whose planned rounds cannot reach alpha at all (1 round of
     1 + 1 runs: two arrangements and no noise to estimate), said before anything is measured."""
     from .runner import split_runs  # the runner's own split of a step's runs into rounds
     lost = [u for u in units
-            if not stats.reachable([(k, k) for k in split_runs(u.runs, rounds)], settings)]
+            if not stats.reachable([(k, k) for k in split_runs(u.runs, rounds)], criteria)]
     if not lost:
         return []
     names = ", ".join(f"{u.scenario.name} / {u.step.name}" for u in lost[:3]) + (" ..." if len(lost) > 3 else "")
-    return [f"{len(lost)} step(s) cannot reach a verdict at alpha {settings.alpha:g} ({names}): one run per build "
+    return [f"{len(lost)} step(s) cannot reach a verdict at alpha {criteria.alpha:g} ({names}): one run per build "
             "gives no test anything to decide with; they are timed, not judged (-r 2 or more to judge them)"]

@@ -148,7 +148,7 @@ class RunRequest:
                                    min_rounds=bg.PILOT_ROUNDS if budget and not self.runs_given else None)
 
     @property
-    def settings(self) -> stats.Criteria:
+    def criteria(self) -> stats.Criteria:
         return judge.criteria(self.threshold, self.alpha, self.noise_limit, self.metric_thresholds)
 
     def scenarios_path(self) -> str:
@@ -268,7 +268,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
             raise
         reporter.warn(f"a real run would stop here: {e}")
     units = step_units(scenarios, step_filter, request.runs, request.warmup)
-    for line in judge.design_warnings(units, request.rounds, request.settings):  # before anything is measured
+    for line in judge.design_warnings(units, request.rounds, request.criteria):  # before anything is measured
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
                    local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units),
@@ -527,10 +527,10 @@ class Measured:
 
 
 @contextlib.contextmanager
-def watching(backend, workdir: Path, checked: Checked, settings: str | None) -> Iterator[Watchdog]:
+def watching(backend, workdir: Path, checked: Checked, floors: str | None) -> Iterator[Watchdog]:
     """The run's watchdog, under the machine's settings (REFBENCH_WATCHDOG: floors, or off)."""
     watchdog = Watchdog.for_run(backend, workdir, checked.cache_dir, run_need=checked.run_need,
-                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak, env=settings or "")
+                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak, env=floors or "")
     try:
         watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
         yield watchdog
@@ -544,7 +544,7 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
     return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
-                 sampling=checked.sampling, settings=request.settings,
+                 sampling=checked.sampling, criteria=request.criteria,
                  target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                  verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                  **variant_settings(checked, built),
@@ -650,7 +650,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
     sharded = shard.settings(checked.step_filter)
     return rs.Settings(
         **checked.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
-        noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.settings.metric_thresholds)),
+        noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.criteria.metric_thresholds)),
         multiple_testing=judge.MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
                                "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
@@ -700,7 +700,7 @@ def run(request: RunRequest, env: RunEnv) -> rs.Results:
     res = resolve(checked, env)
     built, build_seconds = build_all(res, env)
     m = measure_distinct(checked, built, env)
-    judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.settings,
+    judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.criteria,
                             request.hooks.family_per_contender)
     return assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
                     timing(env.clock() - t_wall, build_seconds, m))

@@ -44,7 +44,7 @@ class Bench:
     workdir: Path
     cache_dir: Path
     sampling: Sampling
-    settings: Criteria
+    criteria: Criteria
     target_flags: list[str] = field(default_factory=list)
     hyperfine_flags: list[str] = field(default_factory=list)
     verbose: bool = False
@@ -218,7 +218,7 @@ class Runner:
         self.status = status or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
         self.clock = bench.clock
-        self.rule = StopRule(bench.sampling, bench.settings, bench.family_size, len(bench.builds), t_begin=self.clock())
+        self.rule = StopRule(bench.sampling, bench.criteria, bench.family_size, len(bench.builds), t_begin=self.clock())
         self.progress = Progress(steps_total=bench.steps)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
         self.base_env = {**child_env(getattr(bench.backend, "pass_env", frozenset()), extra=bench.pass_env),
@@ -391,7 +391,7 @@ class Runner:
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
-                out.append(contrast_metric(metric, base, x, b.label, y, self.bench.settings,
+                out.append(contrast_metric(metric, base, x, b.label, y, self.bench.criteria,
                                            base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
                                            looks=looks, family_size=self.bench.family_size))
         return out

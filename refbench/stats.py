@@ -302,7 +302,7 @@ def exact_floor(sizes) -> float:
     return min(1.0, 2.0 / arrangements)
 
 
-def member_level(settings: Criteria, metric: str, family_size: int) -> float:
+def member_level(criteria: Criteria, metric: str, family_size: int) -> float:
     """The smallest level the run's weighted Benjamini–Hochberg can ask of one member: alpha · w / N
     (the first of its steps), w the least weight the member's metric gets in any family
     (metric_weights: wall 1 when it is alone, more beside other metrics; another metric at least
@@ -310,7 +310,7 @@ def member_level(settings: Criteria, metric: str, family_size: int) -> float:
     adjustment whatever the other members' p-values are."""
     m = len(METRICS)
     weight = 1.0 if metric == "wall" else (1 - WALL_SHARE) * m / (m - 1)
-    return settings.alpha * weight / max(1, family_size)
+    return criteria.alpha * weight / max(1, family_size)
 
 
 def exact_reaches(sizes, looks: tuple[float, ...], spending: str, level: float) -> bool:
@@ -361,7 +361,7 @@ class ShiftFit:
     method: str
 
 
-def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, ...], settings: Criteria,
+def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, ...], criteria: Criteria,
               level: float) -> ShiftFit:
     """The shift's test and interval for B data sets of one design (strata as aligned_fit takes
     them). The aligned-rank test by its exact distribution where that can reach `level`
@@ -371,10 +371,10 @@ def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, .
     interval. The choice depends on the design, the look and the family alone, never on the data,
     so each design's false-alarm rate is its test's. With no residual degrees of freedom (1 + 1
     runs in one round) the rank test stays: nothing can be decided there (see reachable)."""
-    crit = _crit(looks, 1 - settings.confidence, settings.spending)
+    crit = _crit(looks, 1 - criteria.confidence, criteria.spending)
     sizes = [(x.shape[1], y.shape[1]) for x, y in strata]
     s_eff = sum(n * m / (n + m + 1) for n, m in sizes)
-    t = None if exact_reaches(sizes, looks, settings.spending, level) else blocked_t(strata)
+    t = None if exact_reaches(sizes, looks, criteria.spending, level) else blocked_t(strata)
     if t is None or t.df < 1:
         fit = aligned_fit(strata, crit)
         return ShiftFit(fit.shift, fit.low, fit.high, fit.z, fit.s_eff,
@@ -401,11 +401,11 @@ _Z_CAP = 38.0  # |z| beyond which Φ(−z) underflows: a zero-noise change is th
 _LOG_END = 50.0
 
 
-def reachable(sizes, settings: Criteria, level: float | None = None) -> bool:
+def reachable(sizes, criteria: Criteria, level: float | None = None) -> bool:
     """Whether a design (rounds of (baseline runs, contender runs)) can reach a verdict at all:
     the exact test reaches the level, or the blocked t-test has a residual degree of freedom.
     1 round of 1 + 1 runs cannot: two arrangements, and nothing left to estimate the noise from."""
-    level = settings.alpha if level is None else level
+    level = criteria.alpha if level is None else level
     df = sum(n + m for n, m in sizes) - len(sizes) - 1
     return bool(sizes) and (df >= 1 or exact_floor(sizes) <= level)
 
@@ -611,18 +611,18 @@ def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
 
 # ---- planning --------------------------------------------------------------------------------
 
-def detectable(noise: float, s_eff: float, settings: Criteria, family_size: int = 1, crit: float | None = None,
+def detectable(noise: float, s_eff: float, criteria: Criteria, family_size: int = 1, crit: float | None = None,
                power: float | None = None) -> float | None:
     """Smallest |rel| found significant with the given power: (c + z_power)·se, se of the shift
     from the robust noise (the same figure the interval width follows)."""
     if noise is None or s_eff <= 0:
         return None
-    c = crit if crit is not None else _z(1 - settings.alpha / (2 * max(1, family_size)))
-    pw = settings.power if power is None else power
+    c = crit if crit is not None else _z(1 - criteria.alpha / (2 * max(1, family_size)))
+    pw = criteria.power if power is None else power
     return math.expm1((c + _z(pw)) * _HL_SE * noise / math.sqrt(s_eff))
 
 
-def runs_for(effect: float, power: float, noise: float, settings: Criteria, family_size: int = 1,
+def runs_for(effect: float, power: float, noise: float, criteria: Criteria, family_size: int = 1,
              per_round: int | None = 2) -> int | None:
     """Runs per build for a change of `effect` (relative) to be found significant with `power`
     at α/family_size (the level that survives Benjamini–Hochberg for sure), by the within-round
@@ -631,7 +631,7 @@ def runs_for(effect: float, power: float, noise: float, settings: Criteria, fami
     if not noise or noise <= 0 or effect == 0 or not math.isfinite(noise):
         return None
     delta = abs(math.log1p(effect))
-    c = _z(1 - settings.alpha / (2 * max(1, family_size))) + _z(power)
+    c = _z(1 - criteria.alpha / (2 * max(1, family_size))) + _z(power)
     need_s = (c * _HL_SE * noise / delta) ** 2  # S that gives se = delta / c
     # S grows as n·k/(2k + 1) with rounds of k + k runs, as n²/(2n + 1) in one block
     if per_round is None:
@@ -643,7 +643,7 @@ def runs_for(effect: float, power: float, noise: float, settings: Criteria, fami
 
 # ---- contrasting two builds' samples (one metric of one step) ------------------------------
 
-def contrast(base_label: str, base_times, cont_label: str, cont_times, settings: Criteria = Criteria(), *,
+def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria: Criteria = Criteria(), *,
              base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
              family_size: int = 1, metric: str = "wall") -> Comparison:
     """The contender's samples against the baseline's: the shift, its interval, p and verdict, as a
@@ -660,7 +660,7 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, settings:
     else:
         factor, err = hyperfine_ratio(b, c)
         faster, slower_label = base_label, cont_label
-    noisy = max(b.cv, c.cv) > settings.noise_limit
+    noisy = max(b.cv, c.cv) > criteria.noise_limit
     looks = tuple(float(f) for f in looks) or (1.0,)
     x, y = _log(base_times), _log(cont_times)
     if (base_rounds is None) != (cont_rounds is None):
@@ -670,35 +670,35 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, settings:
     per_round = None
     if len(strata) > 1:
         per_round = max(1, round(sum(min(len(a), len(b_)) for a, b_ in strata) / len(strata)))
-    needed = runs_for(settings.threshold, settings.power, noise, settings, family_size, per_round) \
-        if noise and settings.threshold > 0 else None
+    needed = runs_for(criteria.threshold, criteria.power, noise, criteria, family_size, per_round) \
+        if noise and criteria.threshold > 0 else None
     common = dict(factor=factor, factor_err=err, faster=faster, slower_label=slower_label,
                   noise=noise, look=len(looks), fraction=looks[-1], metric=metric)
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
         return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
                           needed, method="too few runs", **common)
-    level = member_level(settings, metric, family_size)
-    fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, settings, level)
+    level = member_level(criteria, metric, family_size)
+    fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, criteria, level)
     shift, lo, hi, z = float(fit.shift[0]), float(fit.low[0]), float(fit.high[0]), float(fit.z[0])
-    p = repeated_p(z, looks, settings.spending)
+    p = repeated_p(z, looks, criteria.spending)
     rel = math.expm1(shift)
     rlo = math.expm1(lo) if math.isfinite(lo) else None
     rhi = math.expm1(hi) if math.isfinite(hi) else None
-    verdict = decide(rel, rlo, rhi, p, settings)
-    mcrit = _crit(looks, settings.alpha / max(1, family_size), settings.spending)
-    mde = detectable(noise, fit.s_eff, settings, family_size, crit=mcrit) if noise is not None else None
+    verdict = decide(rel, rlo, rhi, p, criteria)
+    mcrit = _crit(looks, criteria.alpha / max(1, family_size), criteria.spending)
+    mde = detectable(noise, fit.s_eff, criteria, family_size, crit=mcrit) if noise is not None else None
     return Comparison(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
-                      method=fit.method, z=z, crit=_crit(looks, 1 - settings.confidence, settings.spending),
+                      method=fit.method, z=z, crit=_crit(looks, 1 - criteria.confidence, criteria.spending),
                       **common)
 
 
 def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
-                    settings: Criteria = Criteria(), **kw) -> Comparison:
+                    criteria: Criteria = Criteria(), **kw) -> Comparison:
     """contrast() for one metric, against that metric's threshold. Values that are the same in every
     run of both builds (peak memory of a small program, to the byte) are no change: the rank test
     has nothing to rank there, and would call it inconclusive."""
-    s = settings.for_metric(metric)
+    s = criteria.for_metric(metric)
     values = set(float(v) for v in base_values) | set(float(v) for v in cont_values)
     if len(values) == 1 and len(base_values) >= 2 and len(cont_values) >= 2:
         c = contrast(base_label, base_values, cont_label, cont_values, s, **kw)
@@ -707,7 +707,7 @@ def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, 
     return contrast(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 
-def decide(rel: float, lo: float | None, hi: float | None, p: float | None, settings: Criteria) -> Verdict:
+def decide(rel: float, lo: float | None, hi: float | None, p: float | None, criteria: Criteria) -> Verdict:
     """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
     shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
     than TOST's 90%, and valid at every look of a sequential run where the interval is the
@@ -716,24 +716,24 @@ def decide(rel: float, lo: float | None, hi: float | None, p: float | None, sett
     margins decide what counts as nothing); otherwise inconclusive."""
     if lo is None or hi is None or p is None:
         return Verdict.INCONCLUSIVE
-    t = settings.threshold
+    t = criteria.threshold
     if -t < lo and hi < t:
         return Verdict.SAME
-    if p < settings.alpha and (lo > 0 or hi < 0):
+    if p < criteria.alpha and (lo > 0 or hi < 0):
         return Verdict.SLOWER if rel > 0 else Verdict.FASTER
     return Verdict.INCONCLUSIVE
 
 
-def should_stop(comp: Comparison, settings: Criteria, family_size: int) -> bool:
+def should_stop(comp: Comparison, criteria: Criteria, family_size: int) -> bool:
     """Whether the runner can stop sampling this step: the step's own p is below
     alpha/family_size (Benjamini–Hochberg will keep it, whatever the other steps do), the
     interval shows equivalence, or the information fraction reached 1 (n_max)."""
     p = comp.p_raw if comp.p_raw is not None else comp.p_value
     lo, hi = comp.ci_low, comp.ci_high
     if p is not None and lo is not None and hi is not None:
-        if p < settings.alpha / max(1, family_size) and (lo > 0 or hi < 0):
+        if p < criteria.alpha / max(1, family_size) and (lo > 0 or hi < 0):
             return True
-        t = settings.threshold_for(comp.metric)
+        t = criteria.threshold_for(comp.metric)
         if -t < lo and hi < t:
             return True
     return comp.fraction >= 1.0
@@ -760,7 +760,7 @@ def metric_weights(comps: list[Comparison]) -> list[float]:
     return [w_wall if c.metric == "wall" else w_other for c in comps]
 
 
-def adjust_family(comps: list[Comparison], settings: Criteria = Criteria()) -> list[Comparison]:
+def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> list[Comparison]:
     """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
     the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
@@ -780,7 +780,7 @@ def adjust_family(comps: list[Comparison], settings: Criteria = Criteria()) -> l
         c = comps[i]
         a = float(a)
         out[i] = replace(c, p_value=a, p_raw=c.p_value,
-                         verdict=decide(c.rel, c.ci_low, c.ci_high, a, settings.for_metric(c.metric)))
+                         verdict=decide(c.rel, c.ci_low, c.ci_high, a, criteria.for_metric(c.metric)))
     return out
 
 

@@ -123,7 +123,7 @@ class StopRule:
     """The run's stopping rule: its sampling and criteria, the family the verdicts share, and the
     number of builds (a run costs one of each)."""
     sampling: Sampling
-    settings: Criteria
+    criteria: Criteria
     family_size: int
     n_builds: int
     t_begin: float = 0.0  # when the run's measuring began (its budget is spent from here)
@@ -157,7 +157,7 @@ class StopRule:
         pilots = progress.pilots + (pilot,)
         allowance = bg.share(state.remaining, progress.pending, sum(pilots) / len(pilots))
         cap = state.n_each + bg.affordable_runs(allowance - pilot, self.per_run(state, now), self.n_builds)
-        n_max = bg.planned_max(noise, self.settings, self.family_size, max(1, state.per_round[-1]),
+        n_max = bg.planned_max(noise, self.criteria, self.family_size, max(1, state.per_round[-1]),
                                min(sum(state.per_round), cap), min(state.n_max, cap))
         return dataclasses.replace(state, allowance=allowance, n_max=n_max, pilot_seconds=pilot,
                                    by_budget=n_max == cap < state.n_max_cap)  # its share set its most runs
@@ -181,7 +181,7 @@ class StopRule:
         if state.rounds == 0:
             return CONTINUE
         at_most = "budget" if state.by_budget else "max-runs"  # its most runs: what the budget paid for, or --max-runs
-        if all(should_stop(c, self.settings, self.family_size) for c in comps):
+        if all(should_stop(c, self.criteria, self.family_size) for c in comps):
             undecided = n_each >= state.n_max and any(c.verdict == Verdict.INCONCLUSIVE for c in comps)
             return at_most if undecided else "decided"
         if n_each >= state.n_max:

@@ -8,7 +8,7 @@ import numpy as np
 from refbench import results as rs, stats
 from refbench.units import slug
 
-SETTINGS = stats.Criteria()
+CRITERIA = stats.Criteria()
 
 
 def times(mean: float, n: int = 8, cv: float = 0.01, seed: int = 0) -> list[float]:
@@ -22,10 +22,10 @@ _COMPARE_CACHE: dict = {}
 def _compare(a, at, b, bt, cache: bool) -> dict:
     """stats.contrast; with cache, one computation per (rounded) ratio (for runs with 1000s of steps)."""
     if not cache:
-        return stats.contrast(a, at, b, bt, SETTINGS).to_json()
+        return stats.contrast(a, at, b, bt, CRITERIA).to_json()
     key = (a, b, round(float(np.mean(bt) / np.mean(at)), 1))
     if key not in _COMPARE_CACHE:
-        _COMPARE_CACHE[key] = stats.contrast(a, at, b, bt, SETTINGS).to_json()
+        _COMPARE_CACHE[key] = stats.contrast(a, at, b, bt, CRITERIA).to_json()
     return dict(_COMPARE_CACHE[key])
 
 

@@ -26,7 +26,7 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
         ("small files", "remove"): {"old": fx.times(0.2, seed=9), "new": fx.times(0.2, seed=10)},
         ("small files", "download"): {"old": fx.times(0.5, seed=11), "new": fx.times(0.5, seed=12)},
     }, fixtures={"small files": (10, 10 * 1024 * 1024)})
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.SETTINGS)
+    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     assert list(cmp.only_old) == ["large file / upload"]
     assert list(cmp.only_new) == ["small files / download"]
     by = {(r.scenario, r.step, r.old_build): r for r in cmp.rows}
@@ -52,10 +52,10 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
 def test_compare_builds_only_in_one_file_and_position_matching():
     old = fx.results({("s", "a"): {"v1": fx.times(1.0, seed=1), "v2": fx.times(1.0, seed=2)}}, labels=("v1", "v2"))
     new = fx.results({("s", "a"): {"v1": fx.times(1.0, seed=3), "v3": fx.times(1.0, seed=4)}}, labels=("v1", "v3"))
-    cmp = compare.compare_runs(old, new, fx.SETTINGS)
+    cmp = compare.compare_runs(old, new, fx.CRITERIA)
     assert cmp.builds_only_old == ("v2",) and cmp.builds_only_new == ("v3",)
     assert [r.old_build for r in cmp.rows] == ["v1"]
-    cmp = compare.compare_runs(old, new, fx.SETTINGS, match="position")
+    cmp = compare.compare_runs(old, new, fx.CRITERIA, match="position")
     assert [(r.old_build, r.new_build) for r in cmp.rows] == [("v1", "v1"), ("v2", "v3")]
     assert "v2 → v3" in markdown.render_compare_md(cmp)
 
@@ -71,14 +71,14 @@ def test_compare_names_the_requests_that_differ_between_the_runs():
         return d
     old, new = doc(200), doc(200)
     new["scenarios"][0]["steps"][0]["requests"]["new"]["by_api"]["PutObject"] = 400
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.SETTINGS)
+    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     by = {r.old_build: r for r in cmp.rows}
     assert by["old"].request_changes == ()
     assert [(c.name, c.baseline_value, c.value) for c in by["new"].request_changes] == [("PutObject", 200, 400)]
     assert cmp.to_json()["rows"][1]["request_changes"][0]["value"] == 400
     assert "requests differ: PutObject 200 → 400 (×2.00)" in markdown.render_compare_md(cmp)
     del old["scenarios"][0]["steps"][0]["requests"]  # the old run did not count: no change claimed
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.SETTINGS)
+    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     assert all(r.request_changes == () for r in cmp.rows)
 
 
@@ -87,7 +87,7 @@ def test_compare_marks_different_fixtures():
                      fixtures={"s": (10, 1 << 20)})
     new = fx.results({("s", "a"): {"old": fx.times(1.0, seed=3), "new": fx.times(1.0, seed=4)}},
                      fixtures={"s": (100, 1 << 24)})
-    cmp = compare.compare_runs(old, new, fx.SETTINGS)
+    cmp = compare.compare_runs(old, new, fx.CRITERIA)
     assert all(r.fixture_differs for r in cmp.rows)
     assert "fixture differs" in markdown.render_compare_md(cmp)
 

@@ -149,7 +149,7 @@ def test_the_defaults_are_written_once():
     req = pipeline.RunRequest(refs=("a", "b"))
     assert (req.threshold, req.alpha, req.noise_limit) == want
     c = stats.Criteria()
-    assert (c.threshold, c.alpha, c.noise_limit) == want and judge.criteria() == c == req.settings
+    assert (c.threshold, c.alpha, c.noise_limit) == want and judge.criteria() == c == req.criteria
     s = rs.Settings.read({}, "")
     assert (s.threshold, s.alpha, s.noise_limit) == want and judge.recorded(s) == c
 

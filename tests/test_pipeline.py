@@ -111,7 +111,7 @@ def test_request_settles_the_defaults_that_depend_on_other_options():
     assert RunRequest(refs=("a", "b"), rounds=1, interleave="runs").interleave == "runs"
     r = RunRequest(refs=["a", "b"], only=["x"])
     assert r.refs == ("a", "b") and r.only == ("x",)  # tuples, so the request stays immutable
-    assert r.replace(threshold=0.1).settings.threshold == 0.1 and r.settings.threshold == 0.05
+    assert r.replace(threshold=0.1).criteria.threshold == 0.1 and r.criteria.threshold == 0.05
 
 
 def _units(*runs):

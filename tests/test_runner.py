@@ -49,7 +49,7 @@ def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=No
                         **{k: plan.pop(k) for k in SAMPLING_KEYS if k in plan})
     p = rn.Bench(builds=builds(tmp_path, *factors), backend=backend or FakeBackend(tmp_path / "remote"),
                  executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
-                 settings=stats.Criteria(), measure_rss=False, family_size=family_size,
+                 criteria=stats.Criteria(), measure_rss=False, family_size=family_size,
                  clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
     r = rn.Runner(dataclasses.replace(p, steps=len(steps)))
     spec = FixtureSpec(kind="sparse", size=1, count=1)
@@ -349,7 +349,7 @@ def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(t
     (tmp_path / "work").mkdir()
     p = rn.Bench(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=ex,
                  workdir=tmp_path / "work", cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
-                 settings=stats.Criteria(), measure_rss=False, clock=ex.clock, steps=2)
+                 criteria=stats.Criteria(), measure_rss=False, clock=ex.clock, steps=2)
     runner = rn.Runner(p)
     spec = FixtureSpec(kind="sparse", size=1, count=1)
     with pytest.raises(WatchdogStop) as e:
@@ -368,6 +368,6 @@ def test_the_commands_see_the_names_the_machine_settings_pass(tmp_path, monkeypa
     monkeypatch.setenv("REFBENCH_PASS_ENV", "REFBENCH_TEST_SECRET")  # read at the edge only: no effect here
     p = rn.Bench(builds=builds(tmp_path, 1.0, 1.0), backend=FakeBackend(tmp_path / "remote"), executor=MockExecutor(),
                  workdir=tmp_path, cache_dir=tmp_path, sampling=Sampling(runs=2, warmup=0, rounds=1),
-                 settings=stats.Criteria(), pass_env=frozenset({"REFBENCH_TEST_PASSED"}))
+                 criteria=stats.Criteria(), pass_env=frozenset({"REFBENCH_TEST_PASSED"}))
     env = rn.Runner(p).base_env
     assert env["REFBENCH_TEST_PASSED"] == "yes" and "REFBENCH_TEST_SECRET" not in env

@@ -27,7 +27,7 @@ from refbench.runner import round_orders
 from refbench.verdict import Verdict
 
 ALPHA = 0.05
-SETTINGS = stats.Criteria()
+CRITERIA = stats.Criteria()
 
 
 # ---- binomial bounds -------------------------------------------------------------------------
@@ -85,21 +85,21 @@ def simulate(seed: int, seqs: int, rounds: int, k: int, effect: float = 0.0, noi
     return logs[:, :, 0, :], logs[:, :, 1, :]
 
 
-def decide_all(x, y, looks=(1.0,), settings=SETTINGS, blocked=True, family_size=1, metric="wall"):
+def decide_all(x, y, looks=(1.0,), criteria=CRITERIA, blocked=True, family_size=1, metric="wall"):
     """stats.contrast's decision for every sequence at once: the same shift_fit (the exact rank
     test, or the blocked t-test where that cannot reach the family's level), repeated_p and
     decide (test_batch_matches_compare checks that it is the same)."""
     seqs, rounds, _ = x.shape
     strata = [(x[:, r, :], y[:, r, :]) for r in range(rounds)] if blocked else \
         [(x.reshape(seqs, -1), y.reshape(seqs, -1))]
-    fit = stats.shift_fit(strata, tuple(looks), settings, stats.member_level(settings, metric, family_size))
+    fit = stats.shift_fit(strata, tuple(looks), criteria, stats.member_level(criteria, metric, family_size))
     out = []
     for shift, lo, hi, z in zip(fit.shift, fit.low, fit.high, fit.z):
-        p = stats.repeated_p(z, looks, settings.spending)
+        p = stats.repeated_p(z, looks, criteria.spending)
         rel = math.expm1(shift)
         rlo = math.expm1(lo) if math.isfinite(lo) else None
         rhi = math.expm1(hi) if math.isfinite(hi) else None
-        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, settings), looks, fit.method))
+        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, criteria), looks, fit.method))
     return out
 
 
@@ -116,7 +116,7 @@ def count(comps, *verdicts) -> int:
     return sum(c.verdict in verdicts for c in comps)
 
 
-def sequential(x, y, settings=SETTINGS, family_size=1, naive=False):
+def sequential(x, y, criteria=CRITERIA, family_size=1, naive=False):
     """Look after every round up to the last (n_max), stop when should_stop says so. naive:
     every look at the fixed-size level (no spending) and stop at the first verdict."""
     seqs, rounds, _ = x.shape
@@ -125,14 +125,14 @@ def sequential(x, y, settings=SETTINGS, family_size=1, naive=False):
     live = np.arange(seqs)
     for r in range(1, rounds + 1):
         looks = (1.0,) if naive else tuple((i + 1) / rounds for i in range(r))
-        comps = decide_all(x[live, :r], y[live, :r], looks, settings, family_size=family_size)
+        comps = decide_all(x[live, :r], y[live, :r], looks, criteria, family_size=family_size)
         keep = []
         for i, c in zip(live, comps):
             if naive:
                 stop = c.verdict != Verdict.INCONCLUSIVE or r == rounds
             else:
                 c = replace(c, fraction=r / rounds, look=r)
-                stop = stats.should_stop(c, settings, family_size)
+                stop = stats.should_stop(c, criteria, family_size)
             if stop:
                 final[i] = c
                 stopped_at[i] = r
@@ -197,16 +197,16 @@ def test_mde_and_runs_for_match_the_simulated_power():
     rounds = np.repeat(np.arange(5), 2)
     c = stats.contrast("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds, cont_rounds=rounds)
     assert c.noise == pytest.approx(noise, rel=0.5)
-    mde = stats.detectable(noise, c_s_eff(5, 2), SETTINGS)
+    mde = stats.detectable(noise, c_s_eff(5, 2), CRITERIA)
     x, y = simulate(5, 1000, 5, 2, effect=mde, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
     power = rate(decide_all(x, y), Verdict.SLOWER)
     print(f"\nmde at cv 5%, 10 runs in 5 rounds: {mde:.1%}; simulated power there {power:.1%}")
     assert 0.65 <= power <= 0.92
-    n = stats.runs_for(0.10, 0.9, noise, SETTINGS, per_round=2)
+    n = stats.runs_for(0.10, 0.9, noise, CRITERIA, per_round=2)
     # the fewest runs per build whose power formula reaches +10% at 90% (S = n·k/(2k + 1) with k = 2)
     assert isinstance(n, int) and n >= 2
-    assert stats.detectable(noise, n * 2 / 5, SETTINGS, power=0.9) <= 0.10
-    assert stats.detectable(noise, (n - 1) * 2 / 5, SETTINGS, power=0.9) > 0.10
+    assert stats.detectable(noise, n * 2 / 5, CRITERIA, power=0.9) <= 0.10
+    assert stats.detectable(noise, (n - 1) * 2 / 5, CRITERIA, power=0.9) > 0.10
     r = math.ceil(n / 2)
     x, y = simulate(6, 600, r, 2, effect=0.10, noise=noise, outliers=0.0, drift=0.0, trend=0.0)
     comps = decide_all(x, y)
@@ -346,14 +346,14 @@ def test_sequential_bounds_are_fast():
 
 def test_should_stop():
     sig = comparison(0.2, 0.1, 0.3, 0.001, Verdict.SLOWER, (0.2, 0.4))
-    assert stats.should_stop(sig, SETTINGS, 1) and stats.should_stop(sig, SETTINGS, 9)
+    assert stats.should_stop(sig, CRITERIA, 1) and stats.should_stop(sig, CRITERIA, 9)
     weak = comparison(0.2, 0.01, 0.3, 0.03, Verdict.SLOWER, (0.2, 0.4))
-    assert stats.should_stop(weak, SETTINGS, 1) and not stats.should_stop(weak, SETTINGS, 9)
+    assert stats.should_stop(weak, CRITERIA, 1) and not stats.should_stop(weak, CRITERIA, 9)
     same = comparison(0.0, -0.02, 0.02, 0.9, Verdict.SAME, (0.5,))
-    assert stats.should_stop(same, SETTINGS, 9)
+    assert stats.should_stop(same, CRITERIA, 9)
     open_ = comparison(0.03, -0.05, 0.11, 0.4, Verdict.INCONCLUSIVE, (0.5,))
-    assert not stats.should_stop(open_, SETTINGS, 1)
-    assert stats.should_stop(replace(open_, fraction=1.0), SETTINGS, 1)
+    assert not stats.should_stop(open_, CRITERIA, 1)
+    assert stats.should_stop(replace(open_, fraction=1.0), CRITERIA, 1)
 
 
 # ---- edge cases ------------------------------------------------------------------------------

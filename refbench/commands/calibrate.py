@@ -67,12 +67,12 @@ def main(argv: list[str]) -> int:
         print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
         rep = env.with_reporter(Reporter())
         results.append(_measured(pipeline.run(request, rep), rep.reporter))
-    settings = request.settings  # the criteria the repetitions were judged by (judge.criteria)
+    criteria = request.criteria  # what the repetitions were judged by (judge.criteria)
     sampling = request.sampling
     run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,
                     "sequential": sampling.sequential, "cpus": args.cpus if isinstance(args.cpus, str)
                     else None, "only": args.only, "threshold": args.threshold, "alpha": args.alpha}
-    c = cal.analyse(results, arm_list, settings, target=results[0].target.name, ref=ref,
+    c = cal.analyse(results, arm_list, criteria, target=results[0].target.name, ref=ref,
                     run_settings=run_settings)
     out = Path(args.output)
     json_path = Path(args.json) if args.json else out.with_suffix(".json")
