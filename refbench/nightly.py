@@ -5,10 +5,15 @@ change points in each step's series of nights, render a trend page, and alarm.
     bench.py nightly --history bench.db|postgresql://... [--since-last] [--machine NAME] [run options ...]
 
 Run options (--repo, --quick, --only, -r, -w, --rounds, --threshold, --builds-dir, ...) pass
-through to the comparison. The alarm (exit 1) is, by default, a *lasting regression*: a step
-tonight's comparison calls slower on its second night running (against last night's head: a jump
-that held), or a *new change point*: per step, the watched build's nightly median (--cp-statistic)
-on this machine type goes through Apache Otava's E-Divisive (refbench.changepoints); a shift to
+through to the comparison. Each `--variant NAME=REF[,go=...][,flags=...][,env=K=V]` (or a
+[[variants]] table's NAME) is a series of its own: REF built and run under the variant's settings,
+compared each night with the baseline under the same settings (so a variant that is slower by
+design is no regression; a commit that is slower only under it is), recorded under the head_ref
+`REF [NAME]` (series_key), with its own alarms, change points, trend charts and results.
+The alarm (exit 1) is, by default, a *lasting regression*: a step tonight's comparison calls
+slower on its second night running (against last night's head: a jump that held), or a *new
+change point*: per step, the watched build's nightly median (--cp-statistic) on this machine
+type goes through Apache Otava's E-Divisive (refbench.changepoints); a shift to
 slower that has held --cp-min-nights nights, beyond --cp-magnitude and below --cp-pvalue, and was
 not reported before, exits 1 with the commit range and the ready bisect command. A single slow
 night never alarms. `--alarm changepoint` uses change points alone, `--alarm verdict` any slower
@@ -31,18 +36,36 @@ import sys
 import time
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Callable
+from types import MappingProxyType
+from typing import Callable, Mapping
 
-from . import builds as bl, changepoints as cpd
+from . import builds as bl, changepoints as cpd, variants as vr
 from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
 from .pipeline import RunRequest
 from .results import Comparison, Results, load as load_results
+from .variants import Variant
 from .verdict import Verdict
 
 
+NO_VARIANTS: Mapping[str, str] = MappingProxyType({})  # no variant's settings known: bisect lines use the name
+
+
 # ---- a step's series of nights ---------------------------------------------------------------
+def series_key(ref: str, variant: str | None = None) -> str:
+    """The head_ref a series' nights are recorded under: the watched ref, or for a variant's series
+    `REF [NAME]`. No git ref has a space in its name, so the two never meet, and the rows of the
+    plain series, older ones included, keep their meaning."""
+    return f"{ref} [{variant}]" if variant else ref
+
+
+def variant_of(head_ref: str | None) -> str | None:
+    """The variant's name in a series key (None: the plain watched ref)."""
+    ref, sep, rest = (head_ref or "").partition(" [")
+    return rest[:-1] if sep and rest.endswith("]") else None
+
+
 def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
            ) -> dict[tuple, list[NightPoint]]:
     """{(target, machine, head_ref, scenario, step): nights oldest first}, the identical-binary
@@ -95,7 +118,10 @@ def last_good(nights: list[NightPoint], index: int) -> tuple[str | None, int | N
     return (bad.b_sha, None) if bad.b_sha and bad.b_sha != bad.h_sha else (None, None)
 
 
-def bisect_line(good: str | None, bad: str, scenario: str, step: str, target: str | None, repo: str | None) -> str:
+def bisect_line(good: str | None, bad: str, scenario: str, step: str, target: str | None, repo: str | None,
+                variant: str | None = None) -> str:
+    """The ready `bench.py bisect` command; `variant` its --variant (a variant's series is bisected
+    under that variant's settings)."""
     if not good:
         return "(no earlier commit to bisect from)"
     parts = ["./bench.py", "bisect", good[:12], bad[:12], "--only", f"{scenario}/{step}"]
@@ -103,11 +129,25 @@ def bisect_line(good: str | None, bad: str, scenario: str, step: str, target: st
         parts += ["-t", target]
     if repo and "://" not in repo:  # a local origin; a URL is usually the target's own repo
         parts += ["--repo", repo]
+    if variant:
+        parts += ["--variant", variant]
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median"
-                      ) -> list[NightlyChangePoint]:
+def bisect_variant(head_ref: str | None, variants: Mapping[str, str]) -> str | None:
+    """The --variant that bisects a series: its variant's settings as tonight's request gives them
+    (NightRequest.bisect_variants), else its name, which bisect finds when it is a [[variants]]
+    table (the history keeps a variant's name, not its settings)."""
+    return variants.get(head_ref or "", variant_of(head_ref))
+
+
+def _bisect_of(bad: NightPoint, good_sha: str | None, variants: Mapping[str, str]) -> str:
+    return bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo,
+                       bisect_variant(bad.head_ref, variants))
+
+
+def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: str = "median",
+                      variants: Mapping[str, str] = NO_VARIANTS) -> list[NightlyChangePoint]:
     """The change points of one series, for the trend page and the history (nights with no value,
     an identical binary never measured, are left out of the analysis)."""
     valued = [n for n in nights if n.value(statistic) is not None]
@@ -119,8 +159,7 @@ def find_changepoints(nights: list[NightPoint], params: cpd.Params, statistic: s
         out.append(NightlyChangePoint(
             index=nights.index(bad), run_id=bad.id, prev_run_id=good_id, good_sha=good_sha or "",
             bad_sha=bad.h_sha, rel=c.rel, pvalue=c.pvalue, before=c.before, after=c.after, slower=c.slower,
-            good_started=good.started, bad_started=bad.started,
-            bisect=bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo)))
+            good_started=good.started, bad_started=bad.started, bisect=_bisect_of(bad, good_sha, variants)))
     return out
 
 
@@ -192,7 +231,8 @@ class Shift:
 
 
 def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float | None, pvalue: float | None,
-           before: float | None, after: float | None, alarm: bool, run_id: int | None) -> Shift:
+           before: float | None, after: float | None, alarm: bool, run_id: int | None,
+           variants: Mapping[str, str] = NO_VARIANTS) -> Shift:
     """The shift whose first bad night is nights[index], bisected from the last good commit
     (last_good)."""
     bad = nights[index]
@@ -200,8 +240,7 @@ def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float |
     return Shift(target=bad.target, repo=nights[0].repo, machine=bad.machine, head_ref=bad.head_ref,
                  scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good_id,
                  good_sha=good_sha or "", bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
-                 detected_run_id=run_id, detected_at=_now(), alarm=alarm,
-                 bisect=bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo))
+                 detected_run_id=run_id, detected_at=_now(), alarm=alarm, bisect=_bisect_of(bad, good_sha, variants))
 
 
 def _record(db: History, shifts: list[Shift]) -> list[Shift]:
@@ -210,7 +249,7 @@ def _record(db: History, shifts: list[Shift]) -> list[Shift]:
 
 
 def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, tol: int,
-                        run_id: int | None) -> list[Shift]:
+                        run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS) -> list[Shift]:
     """Steps whose regression tonight shows has lasted two nights (`lasting_start`), not reported
     before. They are recorded as shifts (statistic "verdict"), so the change-point rule does not
     report the same step again when Otava confirms it a night or two later."""
@@ -226,12 +265,12 @@ def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str
         bad = nights[index]
         rows.append(_shift(nights, index, statistic="verdict", rel=bad.rel, pvalue=None,
                            before=nights[index - 1].h_median if index else None,
-                           after=bad.h_median, alarm=True, run_id=run_id))
+                           after=bad.h_median, alarm=True, run_id=run_id, variants=variants))
     return _record(db, rows)
 
 
 def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
-                     statistic: str, run_id: int | None) -> list[Shift]:
+                     statistic: str, run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS) -> list[Shift]:
     """Change points not reported before (a known one may move by up to --cp-min-nights nights as
     nights accumulate); they are recorded, and the slower ones are the alarm."""
     known = _known(db, target, machine, head_ref)
@@ -239,26 +278,27 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
     rows = []
     for (_tg, _mc, _hr, sc, st), nights in series(db, target, machine, head_ref).items():
         pos = {n.id: i for i, n in enumerate(nights)}
-        for c in find_changepoints(nights, params, statistic):
+        for c in find_changepoints(nights, params, statistic, variants):
             if _reported(known.get((sc, st), []), pos, c.index, c.slower, tol):
                 continue
             rows.append(_shift(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
-                               before=c.before, after=c.after, alarm=c.slower, run_id=run_id))
+                               before=c.before, after=c.after, alarm=c.slower, run_id=run_id, variants=variants))
     return _record(db, rows)
 
 
 # ---- the trend page ------------------------------------------------------------------------
 def trend_series(db: History, target: str | None = None, machine: str | None = None,
-                 params: cpd.Params = cpd.Params(), statistic: str = "median") -> list[TrendSeries]:
-    """One series per (target, machine, watched ref, scenario, step), with its change points; a
-    change point reported before with an alarm is marked alarmed."""
+                 params: cpd.Params = cpd.Params(), statistic: str = "median",
+                 variants: Mapping[str, str] = NO_VARIANTS) -> list[TrendSeries]:
+    """One series per (target, machine, watched ref or variant's series, scenario, step), with its
+    change points; a change point reported before with an alarm is marked alarmed."""
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
              for k in db.known_changepoints(target, machine)}
     charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point
               for key, nights in series(db, target, machine).items()}
     return [TrendSeries(*key, nights=tuple(nights),
                         changepoints=tuple(replace(c, alarmed=(*key, c.run_id) in known and c.slower)
-                                           for c in find_changepoints(nights, params, statistic)))
+                                           for c in find_changepoints(nights, params, statistic, variants)))
             for key, nights in charts.items() if nights]
 
 
@@ -279,10 +319,12 @@ class TrendPage:
 
 
 def trend_page(db: History, title: str = "refbench nightly", target: str | None = None, machine: str | None = None,
-               params: cpd.Params = cpd.Params(), statistic: str = "median") -> TrendPage:
-    """The trend page of the history (or of one target / machine), as data."""
+               params: cpd.Params = cpd.Params(), statistic: str = "median",
+               variants: Mapping[str, str] = NO_VARIANTS) -> TrendPage:
+    """The trend page of the history (or of one target / machine), as data; `variants` as
+    NightRequest.bisect_variants, for the bisect lines of variants' series."""
     machines, targets = db.machines_and_targets()
-    return TrendPage(title=title, series=tuple(trend_series(db, target, machine, params, statistic)),
+    return TrendPage(title=title, series=tuple(trend_series(db, target, machine, params, statistic, variants)),
                      runs=tuple(db.recent_runs(60, target, machine)), generated=_now(), machines=tuple(machines),
                      targets=tuple(targets), shown_target=target, shown_machine=machine, params=params,
                      statistic=statistic)
@@ -322,11 +364,50 @@ class NightRequest:
     out_dir: Path | None = None  # default: home/nightly/<UTC date and time>
     show_target: str | None = None  # the trend page: only this target / machine type
     show_machine: str | None = None
+    variants: tuple[Variant, ...] = ()  # --variant: each a series of its own (Watched)
+
+    def watched(self) -> tuple["Watched", ...]:
+        """The series tonight extends: the head, then each variant's."""
+        return (Watched(self.head),) + tuple(Watched(v.ref, v) for v in self.variants)
+
+    def bisect_variants(self) -> dict[str, str]:
+        """{series key: the --variant its bisect line gives}: each variant's settings alone."""
+        return {w.key: vr.settings_text(w.variant) for w in self.watched() if w.variant}
+
+
+@dataclass(frozen=True)
+class Watched:
+    """One series a night extends: the watched ref, plain (--head) or under a variant, whose
+    baseline is --base (or that series' last night) under the same settings."""
+    ref: str
+    variant: Variant | None = None
+
+    @property
+    def key(self) -> str:
+        return series_key(self.ref, self.variant.name if self.variant else None)
+
+    def comparison(self, run: RunRequest, base: str) -> RunRequest:
+        """Tonight's comparison of this series: base vs ref, both under the variant's settings
+        (the baseline named `NAME.base`, the watched build NAME)."""
+        if self.variant is None:
+            return run.replace(refs=(base, self.ref))
+        return run.replace(refs=(), variants=vr.against(self.variant, base, self.ref, "base"))
+
+    def out_dir(self, night_dir: Path) -> Path:
+        """Where its summary and results.json go: the night's directory, or variants/NAME in it."""
+        return night_dir / "variants" / self.variant.name if self.variant else night_dir
+
+    def says(self, base: str) -> str:
+        """What tonight compares, for the progress line."""
+        under = f" under variant {self.variant.describe()}" if self.variant else ""
+        return f"{base} vs {self.ref}{under}"
 
 
 @dataclass(frozen=True)
 class NightOutcome:
-    """What a night found; `code` is the exit code (1 on an alarm)."""
+    """What a night found in one series; `code` is the exit code (1 on an alarm). The night's
+    outcome is its head's, with each variant's series in `variants` and an alarm in any of them
+    in `code`."""
     code: int
     trend: Path  # the page written
     results: Results | None = None  # None: the watched ref had not moved, nothing was compared
@@ -336,6 +417,8 @@ class NightOutcome:
     lasting: tuple[Shift, ...] = ()
     found: tuple[Shift, ...] = ()  # new change points
     machine: str | None = None  # the machine type the night is recorded under
+    head_ref: str | None = None  # the series' key (series_key)
+    variants: tuple["NightOutcome", ...] = ()  # each variant's series tonight
 
 
 # runs tonight's benchmark and writes its summary and results.json at these paths
@@ -346,23 +429,25 @@ def _stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-def record_line(run: RunRequest, base: str, head: str, budget_text: str, summary: Path, json_path: Path
-                ) -> tuple[str, ...]:
-    """The command line results.json records for the night: the `bench.py` run it amounts to."""
-    return ("-s", base, head, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
+def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Path) -> tuple[str, ...]:
+    """The command line results.json records for the night's comparison `run` (its refs or its
+    variants set): the `bench.py` run it amounts to."""
+    compared = ("-s", *run.refs) if run.refs else tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
+    return (*compared, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
             *(("--budget", budget_text) if run.budget else ()), *run.command_line,
             "--json", str(json_path), "-o", str(summary))
 
 
-def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str], None] = _stderr
-             ) -> tuple[str, str]:
+def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str], None] = _stderr,
+             watched: Watched | None = None) -> tuple[str, str]:
     """(tonight's baseline, the mode recorded): the base ref, or since last night the watched ref's
-    commit of the last recorded night (the base ref on the first night)."""
+    commit of the series' last recorded night (the base ref on the first night)."""
+    key = (watched or Watched(req.head)).key
     if req.since_last:
-        prev = db.last_head(req.run.target, repo_url, req.head, req.machine)
+        prev = db.last_head(req.run.target, repo_url, key, req.machine)
         if prev:
             return prev, "since-last"
-        say(f"nightly: no earlier run of {req.head} in {db.display}: comparing with {req.base} tonight")
+        say(f"nightly: no earlier run of {key} in {db.display}: comparing with {req.base} tonight")
     return req.base, "release"
 
 
@@ -443,42 +528,62 @@ def keep(db: History, record: NightRecord, results: Results | None, where: Path)
 
 # ---- the night ------------------------------------------------------------------------------
 def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str], None] = _stderr) -> NightOutcome:
-    """Tonight's comparison, recorded in the history (a failed one too, with its error, before it
-    raises), the lasting regressions and new change points it completes, the trend page redrawn.
-    A record the history cannot take is kept beside the results (keep) and the night exits 2."""
+    """Tonight's comparison of each series (the head, then each variant's), recorded in the
+    history (a failed one too, with its error), the lasting regressions and new change points it
+    completes, the trend page redrawn. A series that fails does not stop the others: the night
+    raises the first failure once every series is recorded. A record the history cannot take is
+    kept beside the results (keep) and the night exits 2."""
     started = _now()
     scenarios = req.run.scenarios_path()
     target = load_config(scenarios).targets.get(req.run.target)
     if target is None:
         raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
     builder = bl.Builder(target, Path(req.run.builds_dir), req.run.repo)
+    night_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    outcomes, failure = [], None
+    for w in req.watched():
+        try:
+            outcomes.append(series_night(db, req, w, started, builder, night_dir, measure, say))
+        except Exception as e:  # recorded by series_night; the other series still run
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    head, *variants = outcomes
+    return replace(head, code=max(o.code for o in outcomes), variants=tuple(variants))
+
+
+def series_night(db: History, req: NightRequest, w: Watched, started: str, builder: bl.Builder, night_dir: Path,
+                 measure: Measure, say: Callable[[str], None]) -> NightOutcome:
+    """One series' night: its baseline, its comparison measured and recorded (a failed one too,
+    with its error, before it raises), and judged."""
     repo_url = builder.repo_url  # what results.json records as target.repo
-    base, mode = baseline(db, req, repo_url, say)
-    out_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base, mode = baseline(db, req, repo_url, say, w)
+    out_dir = w.out_dir(night_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary, json_path = out_dir / "summary.md", out_dir / "results.json"
-    tonight = req.run.replace(refs=(base, req.head),
-                              command_line=record_line(req.run, base, req.head, req.budget_text, summary, json_path))
-    record = NightRecord(started=started, mode=mode, base_ref=base, head_ref=req.head, exit_code=EXIT_OK,
+    tonight = w.comparison(req.run, base)
+    tonight = tonight.replace(command_line=record_line(tonight, req.budget_text, summary, json_path))
+    record = NightRecord(started=started, mode=mode, base_ref=base, head_ref=w.key, exit_code=EXIT_OK,
                          machine=req.machine, target=req.run.target, repo=repo_url)
-    say(f"nightly: {base} vs {req.head} ({mode}); results in {out_dir}")
+    say(f"nightly: {w.says(base)} ({mode}); results in {out_dir}")
     try:
-        if mode == "since-last" and builder.resolve(req.head).sha == base:
-            say(f"nightly: {req.head} is still {base[:10]}, as last night: nothing new to compare")
-            return NightOutcome(EXIT_OK, redraw(db, req), out_dir=out_dir)
+        if mode == "since-last" and builder.resolve(w.ref).sha == base:
+            say(f"nightly: {w.key} is still {base[:10]}, as last night: nothing new to compare")
+            return NightOutcome(EXIT_OK, redraw(db, req), out_dir=out_dir, head_ref=w.key)
         results = measure(tonight, summary, json_path)
     except Exception as e:  # a failed night (2) or refbench's own failure (3): recorded too
         code = e.code if isinstance(e, RefbenchError) else EXIT_CRASH
         failed(db, replace(record, exit_code=code, error=str(e) or type(e).__name__), out_dir, req, say)
         raise
     run_id = keep(db, replace(record, results_path=str(json_path)), results, out_dir)
-    return judged(db, req, results, run_id, out_dir)
+    return judged(db, replace(req, head=w.key), results, run_id, out_dir)
 
 
 def redraw(db: History, req: NightRequest) -> Path:
     """The trend page, drawn by the request's `draw` and written."""
     return write_page(req.trend, req.draw(trend_page(db, target=req.show_target, machine=req.show_machine,
-                                                     params=req.params, statistic=req.statistic)))
+                                                     params=req.params, statistic=req.statistic,
+                                                     variants=req.bisect_variants())))
 
 
 def failed(db: History, record: NightRecord, out_dir: Path, req: NightRequest, say: Callable[[str], None]) -> None:
@@ -497,15 +602,17 @@ def judged(db: History, req: NightRequest, results: Results, run_id: int, out_di
     slower = results.regressions()
     # the lasting rule first: it records what it reports, so Otava confirming the same step a
     # night or two later is not a second alarm
+    variants = req.bisect_variants()
     lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
-                                  tol=max(1, req.params.min_nights), run_id=run_id) if req.alarm == "lasting" else []
+                                  tol=max(1, req.params.min_nights), run_id=run_id,
+                                  variants=variants) if req.alarm == "lasting" else []
     found = new_changepoints(db, target=results.target.name, machine=req.machine, head_ref=req.head,
-                             params=req.params, statistic=req.statistic, run_id=run_id)
+                             params=req.params, statistic=req.statistic, run_id=run_id, variants=variants)
     code = alarm(req.alarm, found + lasting, slower)
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     return NightOutcome(code, redraw(db, req), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found),
-                        req.machine)
+                        req.machine, req.head)
 
 
 def replay(db: History, req: NightRequest, path: Path) -> NightOutcome:
@@ -520,7 +627,7 @@ def replay(db: History, req: NightRequest, path: Path) -> NightOutcome:
     run_id = db.record_run(**asdict(record), results=results)
     Path(path).unlink()
     if results is None:
-        return NightOutcome(EXIT_OK, redraw(db, req), run_id=run_id, out_dir=where)
+        return NightOutcome(EXIT_OK, redraw(db, req), run_id=run_id, out_dir=where, head_ref=record.head_ref)
     return judged(db, req, results, run_id, where)
 
 

@@ -5,23 +5,29 @@ import json
 import re
 import sqlite3
 
+import numpy as np
 import pytest
 
-from conftest import run_bench
+from conftest import run_bench, run_cli
 from origins import S5CMD_NEW, new_origin, s5cmd_files
-
-pytestmark = pytest.mark.slow
 # The regression hunted here is 2x: a 25% threshold keeps night 2 far beyond it and stops night 1
 # (identical code, one comparison at alpha) from tripping on a chance few-percent "slower".
 RUN = ("--measure-identical", "--quick", "--only", "small files/remove", "-r", "6", "-w", "1", "--rounds", "3", "--threshold", "0.25")
 
 
+def release_and_a_commit(root):
+    """A test origin with v1.0.0 (commit "release") and one commit after it on master ("night1")."""
+    o = new_origin(root)
+    o.commit("release", s5cmd_files(S5CMD_NEW, root / "scratch", note="release\n"), "release 1.0.0", tags=["v1.0.0"])
+    o.commit("night1", s5cmd_files(S5CMD_NEW, root / "scratch", note="tidy up\n"), "tidy up")
+    return o
+
+
+@pytest.mark.slow
 def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
     root = tmp_path_factory.mktemp("nightly")
     scratch = root / "scratch"
-    o = new_origin(root)
-    o.commit("release", s5cmd_files(S5CMD_NEW, scratch, note="release\n"), "release 1.0.0", tags=["v1.0.0"])
-    o.commit("night1", s5cmd_files(S5CMD_NEW, scratch, note="tidy up\n"), "tidy up")
+    o = release_and_a_commit(root)
     db_path = root / "hist" / "bench.db"
     trend = root / "hist" / "trend.html"
     # two nights are too few for a change point: this test keeps the old rule (tonight's verdict)
@@ -84,6 +90,7 @@ def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
     assert db.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2
 
 
+@pytest.mark.slow
 def test_render_only_and_empty_history(tmp_path):
     db = tmp_path / "h.db"
     proc = run_bench("nightly", "--history", str(db), "--render-only")
@@ -94,6 +101,7 @@ def test_render_only_and_empty_history(tmp_path):
     assert bad.returncode == 2 and "nightly sets -s itself" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_failed_night_is_recorded_and_exits_2(tmp_path):
     o = new_origin(tmp_path)
     o.commit("one", {"NOTE": "1\n"}, "one", tags=["v1.0.0"])
@@ -105,3 +113,176 @@ def test_a_failed_night_is_recorded_and_exits_2(tmp_path):
     row = sqlite3.connect(db_path).execute("SELECT exit_code, error, head_ref, results FROM runs").fetchone()
     assert row[0] == 2 and "no-such-branch" in row[1] and row[2] == "no-such-branch" and row[3] is None
     assert "error:" in (tmp_path / "trend.html").read_text()
+
+
+
+@pytest.mark.slow
+def test_a_night_with_a_variant_on_real_s5cmd(tmp_path_factory, builds_dir):
+    """One real night with `--variant w2=master,flags=--numworkers 2`: two series in the history,
+    the variant's comparison runs both builds with --numworkers 2 and is labelled w2.base / w2
+    (the two commits build one binary: --measure-identical has it measured all the same)."""
+    root = tmp_path_factory.mktemp("nightly-variant")
+    o = release_and_a_commit(root)
+    db_path = root / "hist" / "bench.db"
+    proc = run_bench("nightly", "--history", str(db_path), "--repo", str(o.path), "--builds-dir", str(builds_dir),
+                     "--variant", "w2=master,flags=--numworkers 2", "--measure-identical", "--quick",
+                     "--only", "small files/remove",
+                     "-r", "3", "-w", "0", "--rounds", "1", "--budget", "none", cwd=root)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:] + proc.stdout
+    assert "nightly [w2]:" in proc.stdout, proc.stdout
+    rows = sqlite3.connect(db_path).execute("SELECT head_ref, base_sha, head_sha FROM runs ORDER BY id").fetchall()
+    assert rows == [("master", o.shas["release"], o.shas["night1"]), ("master [w2]", o.shas["release"], o.shas["night1"])]
+    (night_dir,) = (root / "hist" / "nightly").iterdir()
+    doc = json.loads((night_dir / "variants" / "w2" / "results.json").read_text())
+    assert [b["label"] for b in doc["builds"]] == ["w2.base", "w2"]
+    commands = [b["command"] for b in doc["scenarios"][0]["steps"][0]["builds"].values()]
+    assert len(commands) == 2 and all("--numworkers 2 " in c for c in commands), commands
+    assert (night_dir / "results.json").exists() and "--numworkers" not in (night_dir / "results.json").read_text()
+
+# ---- a variant's series ------------------------------------------------------------------------------
+GC = "gc200"  # the variant of the tests below: master with GOGC=200
+VARIANT = f"{GC}=master,env=GOGC=200"
+
+
+def series_results(request, night: int, level: float, rng):
+    """A night's results for `request` as the comparison returns them (test_changepoints' night),
+    its builds labelled as the request names them: a variant's series is NAME.base vs NAME."""
+    from refbench.results import Results
+    from test_changepoints import fake_results_doc
+    doc = fake_results_doc(night, level, rng, base_level=1.0)
+    if request.variants:
+        base, head = (v.name for v in request.variants)
+        doc = json.loads(json.dumps(doc).replace('"v1.0.0"', f'"{base}"').replace('"master"', f'"{head}"'))
+    return Results.from_json(doc, f"night {night}")
+
+
+def nights_with_a_variant(tmp_path, monkeypatch, capsys, plain, variant, *extra, fail_variant=False):
+    """The nightly command night after night with `--variant gc200=master,env=GOGC=200`: each
+    night's comparisons replaced by synthetic results at `plain[i]` and `variant[i]` (the
+    baseline at 1.0 in both); (exit codes, stdout of each night, the requests each night made)."""
+    from refbench.commands import nightly as nightly_cmd
+    from refbench.errors import BuildError, RefbenchError
+    rng = np.random.default_rng(26)
+    night, requests = {"n": 0}, []
+
+    def fake_run(request, outputs, reporter):
+        requests.append((request, outputs))
+        if request.variants:
+            if fail_variant:
+                raise BuildError("build of master (abc) failed with go1.26.8 (exit 1)", sha="abc")
+            return series_results(request, night["n"], variant[night["n"] - 1], rng)
+        night["n"] += 1
+        return series_results(request, night["n"], plain[night["n"] - 1], rng)
+
+    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
+    common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
+              "--out-dir", str(tmp_path / "out"), "--trend", str(tmp_path / "trend.html"), "--variant", VARIANT,
+              *extra]
+    codes, outs = [], []
+    for _ in plain:
+        try:
+            codes.append(nightly_cmd.main(common))
+        except RefbenchError as e:  # as cli.main ends it
+            codes.append(e.code)
+        outs.append(capsys.readouterr().out)
+    return codes, outs, requests
+
+
+def test_a_variant_is_a_series_of_its_own_with_its_own_alarm(tmp_path, monkeypatch, capsys):
+    """master under GOGC=200 regresses from night 2 while plain master does not: the variant's
+    series alarms on its second slow night, named by the variant, with a bisect line under the
+    variant's settings; the plain series stays quiet; each series is its own run in the history,
+    its nights under head_ref `master [gc200]`."""
+    plain, variant = [1.0, 1.0, 1.0], [1.0, 1.5, 1.5]
+    codes, outs, requests = nights_with_a_variant(tmp_path, monkeypatch, capsys, plain, variant)
+    assert codes == [0, 0, 1], outs
+    (line,) = [ln for ln in outs[2].splitlines() if ln.startswith("LASTING")]
+    assert line.startswith(f"LASTING REGRESSION small files / upload [{GC}]: +"), line
+    assert line.endswith("--only 'small files/upload' --repo /srv/origin.git --variant env=GOGC=200"), line
+    assert not any(ln.startswith(("LASTING", "CHANGE POINT")) and f"[{GC}]" not in ln for o in outs
+                   for ln in o.splitlines())
+
+    # tonight's comparisons: the plain one as before; the variant's both sides under GOGC=200, in their own files
+    (plain_req, plain_out), (var_req, var_out) = requests[-2:]
+    assert plain_req.refs == ("latest_release", "master") and plain_req.variants == ()
+    assert var_req.refs == () and [(v.name, v.ref, v.env) for v in var_req.variants] == [
+        (f"{GC}.base", "latest_release", (("GOGC", "200"),)), (GC, "master", (("GOGC", "200"),))]
+    assert var_out.json == tmp_path / "out" / "variants" / GC / "results.json"
+    assert plain_out.json == tmp_path / "out" / "results.json"
+    assert var_req.command_line[:4] == ("--variant", f"{GC}.base=latest_release,env=GOGC=200",
+                                        "--variant", f"{GC}=master,env=GOGC=200")
+
+    db = sqlite3.connect(tmp_path / "h.db")
+    rows = db.execute("SELECT head_ref, base_ref, exit_code FROM runs ORDER BY id").fetchall()
+    assert rows == [("master", "latest_release", 0), (f"master [{GC}]", "latest_release", 0)] * 2 + [
+        ("master", "latest_release", 0), (f"master [{GC}]", "latest_release", 1)]
+    assert db.execute("SELECT DISTINCT head_ref FROM changepoints").fetchall() == [(f"master [{GC}]",)]
+    page = (tmp_path / "trend.html").read_text()
+    assert f"master [{GC}]" in page and page.count("<svg") == 2  # a chart per series
+
+
+def test_a_variant_series_bisects_and_compares_from_its_own_nights(tmp_path):
+    """--since-last: a variant's baseline is its own series' last head; the series key and the
+    bisect line are the variant's."""
+    from refbench import nightly, variants as vr
+    from refbench.history import open_history
+    from refbench.pipeline import RunRequest
+    from test_changepoints import fake_results
+    rng = np.random.default_rng(3)
+    db = open_history(tmp_path / "h.db")
+    db.record_run(started="2026-01-01T03:00:00Z", mode="release", base_ref="latest_release", head_ref="master",
+                  results=fake_results(1, 1.0, rng), exit_code=0, machine="ci")
+    db.record_run(started="2026-01-01T03:10:00Z", mode="release", base_ref="latest_release",
+                  head_ref=f"master [{GC}]", results=fake_results(7, 1.0, rng), exit_code=0, machine="ci")
+    v = vr.parse(VARIANT, {})
+    req = nightly.NightRequest(run=RunRequest(refs=(), target="s5cmd"), machine="ci", home=tmp_path,
+                               trend=tmp_path / "t.html", draw=str, since_last=True, variants=(v,))
+    plain, var = req.watched()
+    assert (plain.key, var.key) == ("master", f"master [{GC}]") and nightly.variant_of(var.key) == GC
+    assert nightly.variant_of("master") is None
+    assert nightly.baseline(db, req, "/srv/origin.git", watched=var) == ("07" * 20, "since-last")
+    assert nightly.baseline(db, req, "/srv/origin.git", watched=plain) == ("01" * 20, "since-last")
+    assert nightly.bisect_variant(var.key, {}) == GC  # a [[variants]] table's name, when only the history is known
+    db.close()
+
+
+def test_a_failing_variant_does_not_stop_the_head_series(tmp_path, monkeypatch, capsys):
+    """A variant whose build fails (another Go, say) is a failed night of its series, recorded with
+    its error; the head's series is measured and recorded all the same, and the night exits 2."""
+    codes, outs, _ = nights_with_a_variant(tmp_path, monkeypatch, capsys, [1.0], [1.0], fail_variant=True)
+    assert codes == [2]
+    rows = sqlite3.connect(tmp_path / "h.db").execute("SELECT head_ref, exit_code, error FROM runs").fetchall()
+    assert rows[0] == ("master", 0, None) and rows[1][:2] == (f"master [{GC}]", 2) and "go1.26.8" in rows[1][2]
+
+
+@pytest.mark.parametrize("argv,says", [
+    (("--variant", "go=1.26"), "settings alone"),
+    (("--variant", "a=master", "--variant", "a=main"), "'a' is named twice"),
+    (("--variant", "nosuch"), "or the name of a [[variants]] table"),
+])
+def test_a_bad_nightly_variant_is_one_line(tmp_path, argv, says):
+    proc = run_cli("nightly", "--history", tmp_path / "h.db", "--builds-dir", tmp_path / "b", *argv)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_a_variant_night_on_the_mock(tmp_path, monkeypatch):
+    """The whole nightly on --executor mock: the variant's series is a real pipeline run whose two
+    builds carry its flags, labelled by its name, written in variants/NAME. (The mock's scenarios
+    have no {{ extra }}, and it reads a command's figures from its first word, which a variant's
+    environment would make `export`: test_variants checks that both reach the commands.)"""
+    from fakes.pipeline import mock_args, scenarios_file
+    from refbench import results as rs
+    from test_judge import BINARIES, SCENARIOS
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    proc = run_cli("nightly", "--history", tmp_path / "h.db", "--scenarios", scenarios, "-t", "fake", "--base",
+                   "v1.0.0", "--head", "new", "--out-dir", tmp_path / "night", "--builds-dir", tmp_path / "b",
+                   "-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+                   *mock_args(BINARIES, "B", 0.005), "--alarm", "verdict", "--variant", "w2=new,flags=--workers 2")
+    assert proc.returncode == 1, proc.stderr  # `new` is 8% slower: tonight's verdict, in both series
+    assert "REGRESSION tiny / list:" in proc.stdout and "REGRESSION tiny / list [w2]:" in proc.stdout
+    r = rs.load(tmp_path / "night" / "variants" / "w2" / "results.json")
+    assert [(b.label, b.ref, b.flags) for b in r.builds] == [("w2.base", "v1.0.0", ("--workers", "2")),
+                                                             ("w2", "new", ("--workers", "2"))]
+    assert all(st.comparisons[0].contender == "w2" for _, st in r.steps())
+    assert rs.load(tmp_path / "night" / "results.json").baseline == "v1.0.0"

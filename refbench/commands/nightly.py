@@ -11,7 +11,8 @@ import os
 import sys
 from pathlib import Path
 
-from .. import changepoints as cpd, nightly
+from .. import changepoints as cpd, nightly, variants as vr
+from ..config import load_config
 from ..errors import EXIT_OK
 from ..history import History, is_url, local_machine, open_history
 from ..nightly import ALARMS, NightRequest, Shift
@@ -56,6 +57,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", default=DEFAULT_BUDGET, metavar="DURATION",
                    help="time for the run's measuring: sequential sampling spent on the steps closest to a verdict "
                         f"(default {DEFAULT_BUDGET}; 'none' for the fixed-size run)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=REF[,go=GO][,flags=FLAGS][,env=K=V]",
+                   help="also watch REF under these settings (its Go, the target's flags, environment), or NAME, a "
+                   "[[variants]] table: a series of its own, labelled 'REF [NAME]', compared each night with the "
+                   "baseline under the same settings, with its own alarms and trend charts (repeatable)")
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
@@ -128,7 +133,16 @@ def night_request(args: argparse.Namespace, request: RunRequest, home: Path, tre
     return NightRequest(run=request, machine=args.machine, home=home, trend=trend, params=params, base=args.base,
                         head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
                         budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
-                        show_target=args.show_target, show_machine=args.show_machine, draw=render_trend)
+                        show_target=args.show_target, show_machine=args.show_machine, draw=render_trend,
+                        variants=night_variants(args.variant, request))
+
+
+def night_variants(specs: list[str], request: RunRequest) -> tuple[vr.Variant, ...]:
+    """The --variant series, parsed as a run parses them (names unique; NAME alone a [[variants]]
+    table of the scenarios file) before anything is measured."""
+    if not specs:
+        return ()
+    return vr.builds((), tuple(specs), load_config(request.scenarios_path()).variants)
 
 
 def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
@@ -142,30 +156,35 @@ def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
 
 
 def said(db: History, outcome, args: argparse.Namespace) -> int:
-    """A night's (or a replayed night's) outcome on stderr and stdout; its exit code."""
-    if outcome.results is None:
-        return outcome.code
-    print(f"nightly: run {outcome.run_id} recorded in {db.display} (machine {outcome.machine}); trend page "
-          f"{outcome.trend}", file=sys.stderr)
-    say_night(outcome.results, list(outcome.regressions), list(outcome.found), args.alarm, list(outcome.lasting))
+    """A night's (or a replayed night's) outcome on stderr and stdout, a variant's series after the
+    head's, each line of a variant's saying which; the night's exit code."""
+    for o in (outcome, *outcome.variants):
+        if o.results is None:
+            continue
+        series = f" [{nightly.variant_of(o.head_ref)}]" if nightly.variant_of(o.head_ref) else ""
+        print(f"nightly{series}: run {o.run_id} recorded in {db.display} (machine {o.machine}); trend page "
+              f"{o.trend}", file=sys.stderr)
+        say_night(o.results, list(o.regressions), list(o.found), args.alarm, list(o.lasting), series)
     return outcome.code
 
 
-def say_night(results, slower: list, found: list[Shift], rule: str, lasting: list[Shift] = ()) -> None:
-    """Tonight's verdicts, its regressions and the change points found, on stdout."""
+def say_night(results, slower: list, found: list[Shift], rule: str, lasting: list[Shift] = (), series: str = ""
+              ) -> None:
+    """Tonight's verdicts, its regressions and the change points found, on stdout; `series` is
+    ' [NAME]' for a variant's series (the alarm lines name it after the step)."""
     counts = results.verdict_counts()
-    print(f"nightly: {counts_line(counts)}")
+    print(f"nightly{series}: {counts_line(counts)}")
     for sc, st, c in slower:
-        print(f"REGRESSION {sc} / {st}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
+        print(f"REGRESSION {sc} / {st}{series}: {c.contender} is {fmt_pct(c.rel)} vs {c.baseline} "
               f"(95% CI {fmt_interval(c.ci_low, c.ci_high)}, p {fmt_p(c.p_value)})"
               + ("" if rule in ("verdict", "both") else " (tonight's verdict; the alarm needs a second night)"))
     for c in lasting:
         before = f"run {c.prev_run_id}" if c.prev_run_id is not None else "its baseline"
-        print(f"LASTING REGRESSION {c.scenario} / {c.step}: {fmt_pct(c.rel)}, slower since "
+        print(f"LASTING REGRESSION {c.scenario} / {c.step}{series}: {fmt_pct(c.rel)}, slower since "
               f"{c.bad_sha[:10]} (run {c.run_id}; before it {c.good_sha[:10] or 'nothing'}, {before}); "
               f"bisect: {c.bisect}")
     for c in found:
         kind = "CHANGE POINT" if c.alarm else "change point (faster)"
-        print(f"{kind} {c.scenario} / {c.step}: {fmt_pct(c.rel)} (p {fmt_p(c.pvalue)}) "
+        print(f"{kind} {c.scenario} / {c.step}{series}: {fmt_pct(c.rel)} (p {fmt_p(c.pvalue)}) "
               f"between {c.good_sha[:10]} (run {c.prev_run_id}) and {c.bad_sha[:10]} (run {c.run_id}); "
               f"bisect: {c.bisect}")
