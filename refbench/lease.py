@@ -51,12 +51,6 @@ def parse_ttl(text: str | None) -> float:
     return v if v > 0 else DEFAULT_TTL
 
 
-def lease_ttl() -> float:
-    """The lease lifetime from the environment (the backend that writes the lease is not given the
-    run's MachineSettings yet)."""
-    return parse_ttl(os.environ.get("REFBENCH_LEASE_TTL"))
-
-
 # ---- -p/--prefix -------------------------------------------------------------------------------
 _UNSAFE_CHARS = re.compile(r"[\x00-\x1f\x7f*?\[\]\\]")
 
@@ -179,7 +173,7 @@ class Lease:
     client_factory: Callable[[], object]
     bucket: str
     prefix: str  # the run's own prefix: PREFIX/<run id>
-    ttl: float = field(default_factory=lease_ttl)
+    ttl: float = DEFAULT_TTL  # the run's MachineSettings.lease_ttl (REFBENCH_LEASE_TTL)
     started: float | None = None  # the clock's now when not given
     refreshes: int = 0
     failures: int = 0

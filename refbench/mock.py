@@ -180,7 +180,7 @@ def backend_opener(root: Path, opened: list | None = None):
     """RunEnv.backend for MockBackends under `root` (one directory per run, removed when it
     closes, whatever ends the run); each one is appended to `opened` when given."""
     @contextlib.contextmanager
-    def open_backend(checked, workdir, run_id, server_cpus, reporter):
+    def open_backend(checked, workdir, run_id, server_cpus, reporter, machine=None):
         with MockBackend(Path(root) / f"mock-remote-{run_id}") as backend:
             if opened is not None:
                 opened.append(backend)

@@ -606,7 +606,7 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
         built = hooks.builds(built, workdir)
     client_cpus, server_cpus = resolve_cpus(checked.request.cpus)
     try:
-        with env.backend(checked, workdir, run_id, server_cpus, reporter) as backend:
+        with env.backend(checked, workdir, run_id, server_cpus, reporter, env.machine) as backend:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
             with watching(backend, workdir, checked, env.machine.watchdog) as watchdog:

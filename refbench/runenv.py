@@ -52,7 +52,7 @@ def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 
 # (workdir, cpus=, verbose=) -> the run's executor
 ExecutorFactory = Callable[..., Executor]
-# (checked, workdir, run id, server CPUs, reporter) -> the backend, closed on the way out
+# (checked, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
 BackendFactory = Callable[..., ContextManager]
 
 
@@ -92,18 +92,21 @@ def make_builder(checked: "Checked") -> bl.Builder:
 
 
 @contextlib.contextmanager
-def open_backend(checked: "Checked", workdir: Path, run_id: str, server_cpus, reporter: Reporter) -> Iterator:
+def open_backend(checked: "Checked", workdir: Path, run_id: str, server_cpus, reporter: Reporter,
+                 machine: MachineSettings = MachineSettings()) -> Iterator:
     """The run's backend, closed on the way out; a failing close is reported but never masks the
-    failure that ended the run."""
+    failure that ended the run. The servers it starts see the machine's pass_env too; a lease on a
+    user's bucket lives its lease_ttl."""
     from .backends import IpfsBackend, S3Backend
     request, target = checked.request, checked.target
     if target.backend == "s3":
         backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
-                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks)
+                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks,
+                                 pass_env=machine.pass_env, lease_ttl=machine.lease_ttl)
         reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                       f", objects under s3://{backend.bucket}/{backend.prefix}/")
     else:
-        backend = IpfsBackend.open(workdir, checked.cache_dir)
+        backend = IpfsBackend.open(workdir, checked.cache_dir, pass_env=machine.pass_env)
     try:
         yield backend
     finally:

@@ -185,12 +185,12 @@ def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, mon
     for k, v in server.env.items():
         if k != "S3_ENDPOINT_URL":
             monkeypatch.setenv(k, v)
-    monkeypatch.setenv("REFBENCH_LEASE_TTL", "600")
+    monkeypatch.setenv("REFBENCH_LEASE_TTL", "3")  # read once at the command line (MachineSettings): no effect here
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
     write_dead_lease(server, name, DEAD, ttl=1.0)
     client.put_object(Bucket=name, Key="outside", Body=b"mine")
     clock.advance(60)
-    backend = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000000-12345678")
+    backend = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000000-12345678", lease_ttl=600.0)
     try:
         assert [(f.prefix, f.state) for f in backend.swept] == [(DEAD, "expired")]
         assert backend.swept[0].removed == 2  # the object and its lease

@@ -219,7 +219,8 @@ def test_secrets_minio_and_kubo_do_not_inherit_them(tmp_path, monkeypatch):
     ipfs = shutil.which("ipfs")
     if ipfs:  # kubo is built per test run; its repo commands go through the same allow-list
         from refbench.backends import ipfs as ip
-        assert "child_env()" in Path(ip.__file__).read_text() and "os.environ, **self.env" not in Path(ip.__file__).read_text()
+        text = Path(ip.__file__).read_text()
+        assert "child_env(extra=self.pass_env)" in text and "os.environ, **self.env" not in text
 
 
 def test_secrets_verbose_raises_only_refbenchs_logger_not_botocores(tmp_path):
@@ -262,6 +263,18 @@ def test_secrets_only_a_users_own_bucket_passes_the_users_aws_credentials(monkey
     assert child_env(user.pass_env)["AWS_SECRET_ACCESS_KEY"] == "aws-secret"  # -b: the user's own credentials
     assert "AWS_SECRET_ACCESS_KEY" not in child_env(embedded.pass_env)
     assert "GITHUB_TOKEN" not in child_env(user.pass_env) and "REFBENCH_HISTORY_URL" not in child_env(user.pass_env)
+
+
+def test_secrets_pass_env_is_the_runs_not_read_again_below_the_command_line(monkeypatch):
+    """REFBENCH_PASS_ENV is read once, into MachineSettings.pass_env; the allow-list a server or a
+    command gets lets through the names it is given, never what the variable says later."""
+    from refbench.backends.process import child_env
+    monkeypatch.setenv("REFBENCH_TEST_SECRET", "no")
+    monkeypatch.setenv("REFBENCH_TEST_PASSED", "yes")
+    monkeypatch.setenv("REFBENCH_PASS_ENV", "REFBENCH_TEST_SECRET")
+    assert "REFBENCH_TEST_SECRET" not in child_env() and "REFBENCH_TEST_PASSED" not in child_env()
+    env = child_env(extra=frozenset({"REFBENCH_TEST_PASSED"}))
+    assert env["REFBENCH_TEST_PASSED"] == "yes" and "REFBENCH_TEST_SECRET" not in env
 
 
 # ---- 7 and 8: kill -9 of refbench leaves nothing running, and its objects go at once -------------

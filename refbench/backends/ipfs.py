@@ -74,6 +74,7 @@ class IpfsRepo:
     api: str = ""
     state: StateCache | None = None  # the scenario's cached state: `path` is then an overlay over it
     lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
+    pass_env: frozenset[str] = frozenset()  # more names ipfs sees (MachineSettings.pass_env)
 
     @property
     def env(self) -> dict[str, str]:
@@ -83,7 +84,7 @@ class IpfsRepo:
     def run(self, *args: str, timeout: float = 120) -> str:
         """An ipfs command on this repo (through the daemon's API when one runs, in its namespace)."""
         proc = subprocess.run([*self.prefix, self.binary, *args], capture_output=True, text=True,
-                              timeout=timeout, env={**child_env(), **self.env})
+                              timeout=timeout, env={**child_env(extra=self.pass_env), **self.env})
         if proc.returncode != 0:
             raise RunError(f"ipfs {' '.join(args)} failed: {proc.stderr.strip().splitlines()[-1:] or ''}")
         return proc.stdout
@@ -121,7 +122,8 @@ class IpfsRepo:
         a user namespace)."""
         argv = [*self.prefix, self.binary, "daemon", *(() if self.mode == "online" else ("--offline",))]
         with open(log_path, "w") as fh:
-            self.daemon = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, env={**child_env(), **self.env},
+            self.daemon = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
+                                           env={**child_env(extra=self.pass_env), **self.env},
                                            start_new_session=True, preexec_fn=die_with_parent)
         self.guard = group_guard(self.daemon.pid)
         deadline = time.monotonic() + timeout
@@ -177,12 +179,15 @@ class IpfsBackend:
     modes: dict[str, str] = field(default_factory=dict)  # scenario name -> the mode it ran in
     states_dir: Path | None = None  # where cached repo states live (in the build cache)
     scenario: object = None  # the open scenario (config.ScenarioSpec)
+    pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
 
     @classmethod
-    def open(cls, workdir: Path, cache_dir: Path | None = None) -> "IpfsBackend":
+    def open(cls, workdir: Path, cache_dir: Path | None = None,
+             pass_env: frozenset[str] = frozenset()) -> "IpfsBackend":
         """The run's IPFS area under its workdir, cached states under cache_dir. Close it (or use
         it as a context manager) to stop the daemons, unmount and remove the repos."""
         backend = cls.planned(workdir, cache_dir)
+        backend.pass_env = pass_env
         backend.workdir.mkdir(parents=True, exist_ok=True)
         return backend
 
@@ -215,7 +220,7 @@ class IpfsBackend:
             self.sandbox = Sandbox.open()
         for i, (label, binary) in enumerate(zip(labels, binaries)):
             repo = self.repos[label] = IpfsRepo(self._repo_path(scenario, i), binary, self.mode,
-                                                self.command_prefix())
+                                                self.command_prefix(), pass_env=self.pass_env)
             if getattr(scenario, "state", None):  # the repo is the cached state, mounted by {{ restore }}
                 repo.state = StateCache(self._states_root() / key(file_digest(binary)) /
                                         key(scenario.state, repr(scenario.fixture)))
@@ -247,7 +252,7 @@ class IpfsBackend:
             if step is None:
                 StateCache.clear(repo.state.root / "layers")  # built on an older state: rebuilt too
                 StateCache.clear(where)  # an incomplete state
-                IpfsRepo(where, repo.binary, "none", repo.prefix).init()
+                IpfsRepo(where, repo.binary, "none", repo.prefix, pass_env=repo.pass_env).init()
                 return StateJob(label, where, self.scenario.state, None, lock)
             StateCache.clear(where)
             self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
@@ -287,7 +292,7 @@ class IpfsBackend:
     def _inside(self, cmd: str) -> None:
         """A mount command in the run's mount namespace; a failure names it."""
         proc = subprocess.run([*self.sandbox.prefix(), "sh", "-c", cmd], capture_output=True, text=True,
-                              timeout=120, env=child_env())
+                              timeout=120, env=child_env(extra=self.pass_env))
         if proc.returncode != 0:
             raise RunError(f"mounting a cached IPFS state failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
                            detail=f"command: {cmd}\n{proc.stderr[-2000:]}")

@@ -82,7 +82,8 @@ class MinioServer:
     """A real MinIO server on a free loopback port, with a temp data dir and random credentials."""
 
     def __init__(self, workdir: Path, binary: str | None = None, data_parent: Path | None = None,
-                 cpus: frozenset[int] | None = None):
+                 cpus: frozenset[int] | None = None, pass_env: frozenset[str] = frozenset()):
+        self.pass_env = pass_env  # more names the server sees (MachineSettings.pass_env)
         self.cpus = cpus  # pinned here, with GOMAXPROCS to match, when the run separates server and client
         self.binary = binary or find_tool("minio")
         if not self.binary:
@@ -141,7 +142,8 @@ class MinioServer:
                 log.debug("trash purge: %s", e)
 
     def start(self, timeout: float = 60) -> "MinioServer":
-        env = {**child_env(), "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
+        env = {**child_env(extra=self.pass_env),
+               "MINIO_ROOT_USER": self.access_key, "MINIO_ROOT_PASSWORD": self.secret_key,
                "MINIO_BROWSER": "off", "MINIO_UPDATE": "off", "MINIO_CI_CD": "1",
                "MINIO_API_DELETE_CLEANUP_INTERVAL": DELETE_CLEANUP_INTERVAL,
                # request accounting reads /minio/metrics/v3 without a token (loopback only; see accounting.py)

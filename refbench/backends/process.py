@@ -13,7 +13,7 @@ import subprocess
 # commands, MinIO, kubo) sees of refbench's own environment: an allow-list, because that
 # environment can hold GITHUB_TOKEN, the user's AWS secrets or the history database's password,
 # and the benchmarked code is a pull request's. REFBENCH_PASS_ENV (names, space or comma
-# separated) lets more through on purpose.
+# separated, read once at the command line: MachineSettings.pass_env) lets more through on purpose.
 PASS_ENV = frozenset((
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP", "TMP",
     "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
@@ -35,13 +35,11 @@ def pass_env_names(text: str) -> frozenset[str]:
 
 
 def child_env(also: frozenset[str] = frozenset(), env: dict | None = None,
-              extra: frozenset[str] | None = None) -> dict[str, str]:
-    """The allow-listed part of `env` (default os.environ), plus the names in `also` and `extra`
-    (a run passes its MachineSettings.pass_env; None: REFBENCH_PASS_ENV, for the servers the
-    backends start, which are not given the run's settings yet)."""
+              extra: frozenset[str] = frozenset()) -> dict[str, str]:
+    """The allow-listed part of `env` (default os.environ), plus the names in `also` (what a
+    backend's commands need) and `extra` (the run's MachineSettings.pass_env, which the runner and
+    the backends' servers are given)."""
     env = os.environ if env is None else env
-    if extra is None:
-        extra = pass_env_names(os.environ.get("REFBENCH_PASS_ENV", ""))
     return {k: v for k, v in env.items()
             if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
 

@@ -21,7 +21,7 @@ from types import MappingProxyType
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from ..lease import Lease, check_prefix, lease_key, sweep as sweep_leases
+from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..paths import find_tool
 from ..network import NetworkProfile
@@ -85,18 +85,21 @@ class S3Backend:
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
              run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None,
-             networks: Mapping[str, NetworkProfile] = MappingProxyType({})) -> "S3Backend":
+             networks: Mapping[str, NetworkProfile] = MappingProxyType({}), pass_env: frozenset[str] = frozenset(),
+             lease_ttl: float = DEFAULT_TTL) -> "S3Backend":
         """The run's S3 area: the embedded MinIO (bucket None), started here, or the user's bucket,
         behind a shaper with a proxy per network profile in `networks` other than loopback.
-        Close it (or use it as a context manager) to remove what the run stored."""
+        Close it (or use it as a context manager) to remove what the run stored. The machine's
+        settings: `pass_env`, more names the servers see; `lease_ttl`, the life of the lease on a
+        user's bucket."""
         base = check_prefix(prefix_base)
         prefix = f"{base}/{run_id}"
         if bucket is None:
-            backend = cls._open_embedded(prefix, workdir, stored_bytes, server_cpus)
+            backend = cls._open_embedded(prefix, workdir, stored_bytes, server_cpus, pass_env)
         else:
-            backend = cls._open_user(bucket, base, prefix, endpoint)
+            backend = cls._open_user(bucket, base, prefix, endpoint, lease_ttl)
         try:
-            backend.shape(networks, workdir, server_cpus)
+            backend.shape(networks, workdir, server_cpus, pass_env)
         except BaseException:
             backend.close()
             raise
@@ -124,14 +127,14 @@ class S3Backend:
         return backend
 
     def shape(self, networks: Mapping[str, NetworkProfile], workdir: Path,
-              cpus: frozenset[int] | None = None) -> None:
+              cpus: frozenset[int] | None = None, pass_env: frozenset[str] = frozenset()) -> None:
         """Start the shaper with a proxy to the server per profile other than loopback (on the
         server's CPUs where the run separates them: the shaper stands for the network)."""
         self.networks = dict(networks)
         shaped = [p for p in networks.values() if not p.direct]
         if not shaped:
             return
-        self.shaper = Toxiproxy(workdir, cpus=cpus).start()
+        self.shaper = Toxiproxy(workdir, cpus=cpus, pass_env=pass_env).start()
         scheme = urlsplit(self.endpoint or "").scheme or "http"
         for profile in shaped:
             self.network_endpoints[profile.name] = f"{scheme}://{self.shaper.add(profile, self.endpoint or '')}"
@@ -149,9 +152,9 @@ class S3Backend:
 
     @classmethod
     def _open_embedded(cls, prefix: str, workdir: Path, stored_bytes: int,
-                       server_cpus: frozenset[int] | None) -> "S3Backend":
+                       server_cpus: frozenset[int] | None, pass_env: frozenset[str] = frozenset()) -> "S3Backend":
         server = MinioServer(workdir, data_parent=minio_data_parent(stored_bytes, workdir),
-                             cpus=server_cpus).start()
+                             cpus=server_cpus, pass_env=pass_env).start()
         backend = cls(EMBEDDED_BUCKET, prefix, server.endpoint, server, dict(server.env))
         try:
             client = backend.client()
@@ -166,7 +169,8 @@ class S3Backend:
         return backend
 
     @classmethod
-    def _open_user(cls, bucket: str, base: str, prefix: str, endpoint: str | None) -> "S3Backend":
+    def _open_user(cls, bucket: str, base: str, prefix: str, endpoint: str | None,
+                   lease_ttl: float = DEFAULT_TTL) -> "S3Backend":
         endpoint = user_endpoint(endpoint)
         backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
                       base_prefix=base)
@@ -182,7 +186,7 @@ class S3Backend:
         from botocore.exceptions import BotoCoreError, ClientError
         try:
             backend.swept = backend.sweep_dead()
-            backend.lease = Lease(backend.client, bucket, prefix).start()
+            backend.lease = Lease(backend.client, bucket, prefix, ttl=lease_ttl).start()
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code", "?")
             raise RunError(f"bucket {bucket!r}: cannot list or write under {base}/ ({code})") from None

@@ -51,7 +51,9 @@ def host_port(url: str) -> str:
 class Toxiproxy:
     """A toxiproxy server on loopback, with a proxy per network profile."""
 
-    def __init__(self, workdir: Path, binary: str | None = None, cpus: frozenset[int] | None = None):
+    def __init__(self, workdir: Path, binary: str | None = None, cpus: frozenset[int] | None = None,
+                 pass_env: frozenset[str] = frozenset()):
+        self.pass_env = pass_env  # more names the server sees (MachineSettings.pass_env)
         self.binary = binary or find_tool(TOXIPROXY)
         if not self.binary:
             raise RunError(f"{TOXIPROXY} not found (tools/bin or PATH): network profiles need it; run "
@@ -71,7 +73,7 @@ class Toxiproxy:
         config.write_text(json.dumps([{"name": sentinel, "listen": "127.0.0.1:0", "upstream": "127.0.0.1:9",
                                        "enabled": False}]))
         log_path = self._dir / "toxiproxy.log"
-        env = {**child_env(), "LOG_LEVEL": "warn"}  # its trace log writes a line per chunk of data
+        env = {**child_env(extra=self.pass_env), "LOG_LEVEL": "warn"}  # its trace log writes a line per chunk of data
         if self.cpus:
             env["GOMAXPROCS"] = str(len(self.cpus))
         with open(log_path, "w") as fh:
