@@ -200,7 +200,7 @@ class Builder:
         self.root = self.builds_dir / target.name
         self._repo: git.Repo | None = None
         self._fetched = False
-        self.go = tc.parse_choice(go) if go else tc.default_choice()
+        self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
         self._local: str | None = None  # this machine's GOVERSION
         self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
         trust.cache_key()  # now: REFBENCH_CACHE_KEY leaves the environment before any git or go runs

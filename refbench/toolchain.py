@@ -161,8 +161,8 @@ def parse_choices(text: str, what: str = "--go") -> tuple[str, ...]:
     return tuple(parse_choice(p, what) for p in parts)
 
 
-def default_choice(environ: Mapping[str, str] = os.environ) -> str:
-    """REFBENCH_GO (one value), else mod."""
+def default_choice(environ: Mapping[str, str]) -> str:
+    """REFBENCH_GO (one value), else mod: read once at the command line (runenv.environ_go)."""
     text = environ.get(ENV, "").strip()
     if not text:
         return MOD
@@ -176,7 +176,7 @@ def per_build(choices: Sequence[str], n: int, default: str | None = None) -> tup
     """The choice for each of n builds: none given -> the default for all, one -> all, else one
     per build."""
     if not choices:
-        return ((default or default_choice()),) * n
+        return ((default or MOD),) * n
     if len(choices) == 1:
         return tuple(choices) * n
     if len(choices) != n:

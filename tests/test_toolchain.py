@@ -105,6 +105,15 @@ def test_go_option_values():
         tc.default_choice({"REFBENCH_GO": "newest"})
 
 
+def test_refbench_go_is_read_at_the_command_line_only(monkeypatch):
+    """REFBENCH_GO becomes the request's go (runenv.environ_go); a build without a choice is mod,
+    whatever the variable says below the command line."""
+    monkeypatch.setenv("REFBENCH_GO", "1.25")
+    assert tc.per_build((), 2) == ("mod", "mod")
+    from refbench import runenv
+    assert runenv.environ_go() == ("go1.25",)
+
+
 def test_the_command_line_takes_go_and_refuses_a_bad_value(capsys):
     args = ["-s", "v1", "v1", "--go", "1.25,local"]
     assert request_from_args(run_parser().parse_args(args), args).go == ("go1.25", "local")

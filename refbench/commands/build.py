@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from .. import builds as bl, paths
+from .. import builds as bl, paths, runenv
 from ._args import Parser, add_go_arg
 from ..config import load_config
 from ..errors import EXIT_OK, RefbenchError
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     if target is None:
         raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
     builder = bl.Builder(target, Path(args.builds_dir).expanduser(), args.repo, args.source)
-    resolved = builder.resolve_all(args.refs, args.go or ())
+    resolved = builder.resolve_all(args.refs, args.go or runenv.environ_go())
     out = Path(args.out).expanduser().resolve()
     entries = []
     for r, label in zip(resolved, bl.unique_labels(resolved)):
