@@ -141,7 +141,8 @@ class Explainer:
             for lab, cmd, prep in zip(labels, cmds, preps):
                 self._prepare(prep, lab, execute, where)
                 data = self.workdir / f"perf-{lab.replace('/', '_')}-{k}.data"
-                got = profile.record(self.perf, cmd, data, execute, f"{where}: profiled run of {lab}")
+                server = getattr(self.backend, "server_pid", lambda _: None)(lab)  # kubo's online daemon
+                got = profile.record(self.perf, cmd, data, execute, f"{where}: profiled run of {lab}", server)
                 folded[lab] = profile.add([folded.get(lab, Counter()), got])
         note = (f"no symbols in {', '.join(stripped)}'s binary (built with -s -w): its functions cannot be named"
                 if stripped else None)

@@ -6,7 +6,9 @@ amd64 and arm64 and perf symbolises from the binary's symbol table (Go's DWARF u
 worse). A short step gives few samples, so its run is repeated and the folded stacks added.
 The stacks are folded here (`comm;outer;...;leaf count`, as inferno-collapse-perf folds them) and
 compared by each function's share of the build's samples where it is the leaf (self time): the
-function that burns the CPU, not every caller above it. A binary built with -s -w has no symbol
+function that burns the CPU, not every caller above it. Where the command is a client of a server
+that does the work (kubo's CLI and its online daemon), the server is sampled too (`perf record -p`)
+while the command runs, under a root frame of its own. A binary built with -s -w has no symbol
 table: it is said, not drawn as an empty graph.
 """
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from types import MappingProxyType
@@ -186,16 +190,55 @@ def repeats_for(mean_seconds: float | None) -> int:
 
 
 # ---- recording -------------------------------------------------------------------------------
-def record(perf: str, cmd: str, data: Path, execute: Callable[[list[str], str], None], what: str) -> Counter:
+def record(perf: str, cmd: str, data: Path, execute: Callable[[list[str], str], None], what: str,
+           attach: int | None = None) -> Counter:
     """Run `cmd` (a shell command) once under perf record and fold what it sampled. `execute`
-    runs an argv in the run's environment and raises when it fails."""
-    execute([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", str(data), "--", "sh", "-c", cmd], what)
+    runs an argv in the run's environment and raises when it fails. `attach`: a server process
+    the command talks to (kubo's online daemon, where an online `ipfs add` does its work), sampled
+    for as long as the command runs; its stacks are rooted at `<its name> (server)`."""
+    server = None
+    if attach is not None:
+        server_data = data.with_name(data.name + ".server")
+        server = subprocess.Popen([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-p", str(attach),
+                                   "-o", str(server_data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(ATTACH_SECONDS)  # perf opens the events of every thread before it samples
+    try:
+        execute([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", str(data), "--", "sh", "-c", cmd], what)
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGINT)  # perf writes its file on SIGINT
+            try:
+                server.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.communicate()
+    folded = _script(perf, data)
+    if server is not None:
+        folded.update(as_server(_script(perf, server_data)))
+    return folded
+
+
+ATTACH_SECONDS = 0.3
+
+
+def _script(perf: str, data: Path) -> Counter:
+    """Fold a perf.data file, then remove it."""
     try:
         p = subprocess.run([perf, "script", "-i", str(data), "-F", "comm,ip,sym"], capture_output=True,
                            text=True, errors="replace", timeout=600)
     finally:
         data.unlink(missing_ok=True)
     return fold(p.stdout)
+
+
+def as_server(folded: Counter) -> Counter:
+    """A server's stacks with its root frame marked, so its functions read apart from the
+    client's of the same name (`ipfs` is both the CLI and the daemon)."""
+    out: Counter = Counter()
+    for stack, n in folded.items():
+        root, _, rest = stack.partition(";")
+        out[";".join(filter(None, (f"{root} (server)", rest)))] += n
+    return out
 
 
 # ---- kubo's own profile (IPFS_PROF) ------------------------------------------------------------

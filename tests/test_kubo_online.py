@@ -115,6 +115,38 @@ def test_online_daemon_is_alone_on_loopback_and_the_cli_goes_through_its_api(tmp
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
 
 
+@pytest.mark.slow
+def test_an_online_add_is_profiled_where_it_works_in_the_daemon(tmp_path, namespaces, kubo_binaries):
+    """perf samples the online daemon beside the CLI for as long as the profiled command runs: an
+    online `ipfs add` chunks and stores in the daemon, which the profile shows as `ipfs (server)`."""
+    from refbench import profile
+    from refbench.backends import IpfsBackend
+
+    perf = profile.find_perf() or need("perf", "apt-get install linux-perf (scripts/setup.sh)")
+    backend = IpfsBackend.open(tmp_path / "work")
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(48 << 20))
+    try:
+        backend.open_scenario(scenario, ["old", "new"], kubo_binaries, tmp_path / "work")
+        env = {**os.environ, **backend.context_env("probe", "old")}
+
+        def execute(argv, what):
+            subprocess.run([*backend.command_prefix(), *argv], env=env, check=True, timeout=300)
+
+        pid = backend.server_pid("old")
+        assert pid == backend.repos["old"].daemon.pid
+        folded = profile.record(perf, f"{kubo_binaries[0]} add -Q {data} >/dev/null", tmp_path / "p.data", execute,
+                                "profiled add", pid)
+    finally:
+        backend.close()
+    server = sum(n for stack, n in folded.items() if stack.startswith("ipfs (server);"))
+    client = sum(n for stack, n in folded.items() if stack.startswith("ipfs;"))
+    assert server > client > 0, (server, client)  # the daemon did the work, the CLI sent the file
+    assert any("ipfs (server);" in s and "github.com/ipfs/" in s for s in folded), list(folded)[:5]
+    assert not list(tmp_path.glob("p.data*"))  # both perf files folded and removed
+
+
 GC_SCENARIO = '''
 [[scenarios]]
 name = "gc"

@@ -211,3 +211,13 @@ def test_only_wall_or_cpu_verdicts_that_moved_ask_for_a_profile():
     assert moved([C(verdict="faster", metric="cpu")])
     assert not moved([C(verdict="slower", metric="memory"), C(verdict="inconclusive", metric="wall")])
     assert not moved([C(verdict="no significant change")])
+
+
+def test_a_servers_stacks_are_marked_apart_from_the_clients():
+    """kubo's CLI and its online daemon are both `ipfs`: the daemon's samples are rooted at
+    `ipfs (server)`, so the functions it runs read apart from the CLI's."""
+    client = Counter({"ipfs;main.main;cmd.Run": 3})
+    server = profile.as_server(Counter({"ipfs;runtime.goexit;add.Add": 5, "ipfs": 1}))
+    assert server == Counter({"ipfs (server);runtime.goexit;add.Add": 5, "ipfs (server)": 1})
+    assert set(profile.add([client, server])) == {"ipfs;main.main;cmd.Run", "ipfs (server);runtime.goexit;add.Add",
+                                                  "ipfs (server)"}

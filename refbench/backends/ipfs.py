@@ -347,6 +347,12 @@ class IpfsBackend:
     def server_pids(self) -> list[int]:
         return [r.daemon.pid for r in list(self.repos.values()) if r.daemon is not None and r.daemon.poll() is None]
 
+    def server_pid(self, label: str) -> int | None:
+        """The build's running daemon, which a profile samples beside the CLI (None: no daemon)."""
+        repo = self.repos.get(label)
+        daemon = repo.daemon if repo else None
+        return daemon.pid if daemon is not None and daemon.poll() is None else None
+
     def watch_extra(self) -> dict:
         return {}
 
