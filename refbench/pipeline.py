@@ -86,7 +86,7 @@ class RunRequest:
     # --until-decided fixes the sampling; NO_BUDGET (--budget none): the fixed-size run
     budget: float | None = None
     max_runs: int | None = None  # None: no cap under a budget but the budget's; 60 with --until-decided alone
-    max_time: float = 600.0
+    max_time: float | None = None  # None: 600 s with --until-decided alone, the budget's share under a budget
     interleave: str | None = None
     no_shell: str = "auto"
     cpus: tuple[frozenset[int], frozenset[int] | None] | str | None = None  # --cpus: sets, 'auto', 'off'

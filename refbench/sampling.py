@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from .config import ScenarioSpec, StepSpec, selected
 
 UNTIL_DECIDED_RUNS = 60  # --until-decided without a budget: most runs per build and step
+UNTIL_DECIDED_SECONDS = 600.0  # --until-decided without a budget: most time per step
 
 
 @dataclass(frozen=True)
@@ -25,10 +26,20 @@ class Sampling:
     # most runs per build and step when sequential; None: UNTIL_DECIDED_RUNS for --until-decided
     # alone, and with a budget the budget's own limit (--max-runs must not bind before it)
     max_runs: int | None = None
-    max_time: float = 600.0  # seconds per step
+    # most seconds per step; None: UNTIL_DECIDED_SECONDS for --until-decided alone, and with a
+    # budget the step's share of it alone (a fixed cap would stop a step of 40 s rounds, a GC at
+    # full size, at a dozen runs with half the budget unspent)
+    max_time: float | None = None
     budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
     # rounds every step runs before it may stop; None: all planned rounds (-r is everyone's minimum)
     min_rounds: int | None = None
+
+    @property
+    def step_seconds(self) -> float | None:
+        """The most time a step may take (None: as long as its share of the budget lasts)."""
+        if self.max_time is not None:
+            return self.max_time
+        return None if self.budget is not None else UNTIL_DECIDED_SECONDS
 
     @property
     def sequential(self) -> bool:

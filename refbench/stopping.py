@@ -186,7 +186,8 @@ class StopRule:
             return at_most if undecided else "decided"
         if n_each >= state.n_max:
             return at_most
-        if now - state.t_step >= sampling.max_time:
+        limit = sampling.step_seconds
+        if limit is not None and now - state.t_step >= limit:
             return "max-time"
         if sampling.budget is None:
             return CONTINUE if sampling.until_decided or state.rounds < len(state.per_round) else "planned"

@@ -329,8 +329,14 @@ def test_the_stopping_rule_is_pure_and_says_why():
     same = stats.contrast_metric("wall", "b0", a, "b1", b, stats.Criteria(), looks=planned.looks())
     assert not stats.should_stop(same, stats.Criteria(), 1)  # at cv 30%, 8 runs decide nothing
     assert rule.decide(planned, [same], 1.6, progress) == (CONTINUE, planned)
-    late = rule.decide(planned, [same], 1000.0, progress)  # the clock alone ends it
+    # under a budget the step's runs, as many as its share paid for at the pilot's pace, bound it,
+    # not a clock: a step of 40 s rounds (a GC at full size) is not stopped at a dozen runs
+    assert rule.decide(planned, [same], 1000.0, progress) == (CONTINUE, planned)
+    capped = StopRule(dataclasses.replace(sampling, max_time=600.0), stats.Criteria(), family_size=1, n_builds=2)
+    late = capped.decide(planned, [same], 1000.0, progress)  # --max-time: the clock alone ends it
     assert late[0] == "max-time" and late[1].n_max == 8  # its last look spends what is left of alpha
+    assert Sampling(runs=20, warmup=0, rounds=5, until_decided=True).step_seconds == 600.0  # no budget: 10 min
+    assert sampling.step_seconds is None
     assert Progress(steps_total=3).step_done(planned).pilots == (1.6,)
 
 

@@ -86,7 +86,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-runs", type=positive, default=None,
                    help="most runs per build and step when sampling sequentially (default: what the budget pays "
                         f"for; {UNTIL_DECIDED_RUNS} with --until-decided and no budget)")
-    p.add_argument("--max-time", type=duration, default=600.0, help="--until-decided / --budget: most time per step")
+    p.add_argument("--max-time", type=duration, default=None,
+                   help="--until-decided / --budget: most time per step (default: 10m with --until-decided alone; "
+                        "under a budget, the step's share of it)")
     p.add_argument("--interleave", choices=("runs", "rounds"), default=None,
                    help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a "
                         "row (default: runs; rounds with --rounds 1, which is plain hyperfine order)")
