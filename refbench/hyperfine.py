@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from . import paths, pins
+from . import paths, pins, tools
 from .errors import RefbenchError, RunError
 from .verdict import METRICS
 
@@ -68,7 +68,7 @@ def locate() -> str | None:
     tools, a cargo build of 2.0 or 1.20, else whatever hyperfine there is. None when there is none."""
     if _runnable(pinned_path()):
         return str(pins.check("hyperfine", pinned_path()))
-    found = paths.find_tool("hyperfine")
+    found = tools.find_tool("hyperfine")
     if found and (version(found) or (0,)) >= OWN_RUN_VERSION:
         return found
     if pins.unpinned_allowed():

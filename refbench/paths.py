@@ -11,7 +11,7 @@ any directory. Caches and tools:
 
 ``--builds-dir`` / ``REFBENCH_BUILDS_DIR`` override the builds directory either way. Pinned tools
 that are built once per machine (MinIO, hyperfine, refbench-s3restore) always live in the cache
-root and are linked into the tools directory by ``refbench setup``; find_tool checks the ones
+root and are linked into the tools directory by ``refbench setup``; tools.find_tool checks the ones
 built from Go against the hashes pinned in refbench.pins.
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ import fcntl
 import hashlib
 import importlib.resources
 import os
-import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -178,18 +177,6 @@ def tool_dirs() -> list[Path]:
         if d not in out:
             out.append(d)
     return out
-
-
-def find_tool(name: str) -> str | None:
-    """A tool refbench runs: refbench's tools directories first, then PATH. A tool refbench builds
-    for itself (refbench.pins) found in its own directories, which a cache restore may have
-    filled, is used only when it is the pinned build; one on PATH is the system's own."""
-    for d in tool_dirs():
-        p = d / name
-        if p.is_file() and os.access(p, os.X_OK):
-            from . import pins  # pins builds on this module
-            return str(pins.check(name, p)) if name in pins.PINNED_TOOLS else str(p)
-    return shutil.which(name)
 
 
 def extend_path(env: dict | None = None, first: tuple[Path, ...] = ()) -> dict:

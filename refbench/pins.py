@@ -9,7 +9,7 @@ here ahead of any build, per tool version, Go and platform, and
 - `refbench setup` builds with that Go (GOTOOLCHAIN=TOOLS_GO: fetched through the module proxy
   and checked against the checksum database where the machine's Go is another) and refuses a
   result that is not the pinned one;
-- every use (paths.find_tool) checks the file again: a binary swapped in a restored cache is
+- every use (tools.find_tool) checks the file again: a binary swapped in a restored cache is
   refused, with the file, the pin and what to do.
 
 Pinned, not recorded at build time: a hash written beside the binary, in the same cache, is

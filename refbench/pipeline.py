@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
-from . import network as nw, toolchain as tc, variants as vr
+from . import network as nw, toolchain as tc, tools, variants as vr
 from .backends import make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
@@ -293,7 +293,7 @@ def valid_bucket(name: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
-def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=paths.find_tool) -> None:
+def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool) -> None:
     """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
     a network profile other than loopback (`shaped`, named in the refusal); `find_tool` is the
     RunEnv's (a mock run finds every tool, as it starts none)."""

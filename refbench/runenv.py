@@ -14,15 +14,25 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ContextManager, Iterator, Mapping
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
-from . import builds as bl, lease, paths, toolchain as tc
+from . import builds as bl, lease, toolchain as tc, tools
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
 
-if TYPE_CHECKING:  # the pipeline imports this module; its types are only named here
-    from .pipeline import Checked
+
+
+class Checked(Protocol):
+    """What the stand-ins read of the pipeline's checked run (pipeline.Checked has it): named here
+    as a protocol, since the pipeline imports this module and not the other way round."""
+    request: Any  # pipeline.RunRequest
+    target: Any  # config.TargetSpec
+    origin: Any  # the pull request's origin, or None
+    cache_dir: Path
+    prefix: str
+    stored_peak: int
+    networks: Mapping
 
 EXECUTORS = ("hyperfine", "mock")  # --executor: mock is hidden, for tests (hyperfine's --debug-mode)
 
@@ -60,8 +70,8 @@ BackendFactory = Callable[..., ContextManager]
 class RunEnv:
     executor: ExecutorFactory
     backend: BackendFactory
-    builder: Callable[["Checked"], object]  # -> a builds.Builder (resolve_all, cached, build, repo_url, go)
-    find_tool: Callable[[str], str | None] = paths.find_tool
+    builder: Callable[[Checked], object]  # -> a builds.Builder (resolve_all, cached, build, repo_url, go)
+    find_tool: Callable[[str], str | None] = tools.find_tool
     clock: Callable[[], float] = time.monotonic  # the budget's and the run's timing
     machine: MachineSettings = MachineSettings()
     reporter: Reporter = field(default_factory=Reporter)
@@ -83,7 +93,7 @@ def make_executor(workdir: Path, **kw) -> Executor:
     return HyperfineExecutor.probe(workdir, **kw)
 
 
-def make_builder(checked: "Checked") -> bl.Builder:
+def make_builder(checked: Checked) -> bl.Builder:
     """The target's builder: from the checkout around the current directory when it is the
     origin, else the request's --repo or the target's own."""
     request, target, origin = checked.request, checked.target, checked.origin
@@ -92,7 +102,7 @@ def make_builder(checked: "Checked") -> bl.Builder:
 
 
 @contextlib.contextmanager
-def open_backend(checked: "Checked", workdir: Path, run_id: str, server_cpus, reporter: Reporter,
+def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, reporter: Reporter,
                  machine: MachineSettings = MachineSettings()) -> Iterator:
     """The run's backend, closed on the way out; a failing close is reported but never masks the
     failure that ended the run. The servers it starts see the machine's pass_env too; a lease on a

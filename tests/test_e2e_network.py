@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, need, run_bench
-from refbench import accounting, paths, results as rs
+from refbench import accounting, paths, results as rs, tools
 
 pytestmark = pytest.mark.slow
 
@@ -18,7 +18,7 @@ CHEAP = ("-r", "2", "-w", "0", "--rounds", "1")  # smoke-sized: what is checked 
 
 
 def need_shaper() -> None:
-    if not paths.find_tool("toxiproxy-server"):
+    if not tools.find_tool("toxiproxy-server"):
         need("toxiproxy-server", "the network profiles' shaper (`refbench setup` installs it)")
 
 

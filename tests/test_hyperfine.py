@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need
-from refbench import hyperfine, pins
+from refbench import hyperfine, pins, tools
 from refbench.errors import RefbenchError
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -267,7 +267,7 @@ def test_setup_takes_the_pinned_wheel_links_it_and_refuses_it_swapped(tmp_path, 
         hyperfine.locate()
     from refbench import paths
     with pytest.raises(RefbenchError, match="refusing"):
-        paths.find_tool("hyperfine")
+        tools.find_tool("hyperfine")
     assert setup.ensure_hyperfine(tmp_path / "bin") == got  # setup puts the pinned one back
     assert hyperfine.locate() == got
 

@@ -12,7 +12,7 @@ import pytest
 
 import factories as fx
 from conftest import need, run_cli
-from refbench import network as nw, paths, pipeline
+from refbench import network as nw, paths, pipeline, tools
 from refbench.config import load_config
 from refbench.errors import ConfigError, RefbenchError, RunError
 from refbench.render import markdown
@@ -246,7 +246,7 @@ def http_server():
 
 
 def toxiproxy_binary() -> str:
-    found = paths.find_tool("toxiproxy-server")
+    found = tools.find_tool("toxiproxy-server")
     if not found:
         need("toxiproxy-server", "the network profiles' shaper (`refbench setup` installs it)")
     return found

@@ -228,7 +228,7 @@ def test_example_workflows_use_the_action():
 
 
 def test_paths_defaults(tmp_path, monkeypatch):
-    from refbench import paths
+    from refbench import paths, tools
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     monkeypatch.delenv("REFBENCH_BUILDS_DIR", raising=False)
@@ -252,7 +252,7 @@ def test_paths_defaults(tmp_path, monkeypatch):
     bin_dir.mkdir(parents=True)
     (bin_dir / "ipfs").write_text("#!/bin/sh\n")
     (bin_dir / "ipfs").chmod(0o755)
-    assert paths.find_tool("ipfs") == str(bin_dir / "ipfs")
+    assert tools.find_tool("ipfs") == str(bin_dir / "ipfs")
     env = paths.extend_path({"PATH": "/usr/bin"})
     assert env["PATH"] == f"{bin_dir}:/usr/bin"
     # the s3restore source hash is the one scripts/setup.sh used (cat go.mod go.sum *.go | sha256sum)

@@ -204,8 +204,8 @@ def test_secrets_minio_and_kubo_do_not_inherit_them(tmp_path, monkeypatch):
     import shutil
     from conftest import need
     from refbench.backends.minio import MinioServer
-    from refbench import paths
-    if not paths.find_tool("minio"):
+    from refbench import paths, tools
+    if not tools.find_tool("minio"):
         need("minio", "the embedded S3 server")
     for k, v in SECRETS.items():
         monkeypatch.setenv(k, v)
@@ -463,30 +463,30 @@ def _planted_tool(monkeypatch, tmp_path, name: str) -> Path:
 
 
 def test_cache_poisoning_a_swapped_minio_binary_is_refused(monkeypatch, tmp_path):
-    from refbench import paths, pins
+    from refbench import paths, pins, tools
     from refbench.backends import MinioServer
     from refbench.errors import RefbenchError
     planted = _planted_tool(monkeypatch, tmp_path, "minio")
     with pytest.raises(RefbenchError, match=r"refusing .*/bin/minio: its SHA-256 is .*pins.py.*tampered.*refbench setup"):
-        paths.find_tool("minio")
+        tools.find_tool("minio")
     with pytest.raises(RefbenchError, match="refusing"):  # the embedded server never starts it
         MinioServer(tmp_path / "data")
     # the pinned bytes pass: the same file, were its hash the pinned one
     pin = pins.pin_for("minio")
     monkeypatch.setattr(pins, "PINS", (pins.Pin("minio", pin.version, pin.build, pin.platform,
                                                  pins.sha256_of(planted)),))
-    assert paths.find_tool("minio") == str(planted)
+    assert tools.find_tool("minio") == str(planted)
 
 
 def test_cache_poisoning_a_tool_with_no_pin_here_is_refused_unless_allowed(monkeypatch, tmp_path):
-    from refbench import paths, pins
+    from refbench import paths, pins, tools
     from refbench.errors import RefbenchError
     planted = _planted_tool(monkeypatch, tmp_path, "refbench-s3restore")
     monkeypatch.setattr(pins, "current_platform", lambda: "plan9/mips")
     with pytest.raises(RefbenchError, match="no hash is pinned for refbench-s3restore .* on plan9/mips"):
-        paths.find_tool("refbench-s3restore")
+        tools.find_tool("refbench-s3restore")
     monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
-    assert paths.find_tool("refbench-s3restore") == str(planted)
+    assert tools.find_tool("refbench-s3restore") == str(planted)
 
 
 def test_every_tool_refbench_builds_is_pinned_for_the_platforms_ci_runs_on():

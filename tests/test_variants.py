@@ -7,7 +7,7 @@ import pytest
 
 from conftest import need, run_bench
 from fakes.pipeline import fake_env, scenarios_file
-from refbench import builds as bl, paths, pipeline, variants as vr
+from refbench import builds as bl, paths, pipeline, tools, variants as vr
 from refbench.commands._args import bind_flag_values
 from refbench.commands._run_options import request_from_args, run_parser
 from refbench.config import load_config
@@ -158,7 +158,7 @@ def test_the_same_binary_run_the_same_way_is_identical_and_not_measured(fake_var
 # ---- end to end: real s5cmd ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_two_numworkers_of_one_s5cmd_build_are_a_named_comparison(s5_origin, builds_dir, tmp_path):
-    if not paths.find_tool("minio"):
+    if not tools.find_tool("minio"):
         need("minio", "the embedded S3 server")
     proc = run_bench("--variant", "w4=v1.0.0,flags=--numworkers 4", "--variant", "w64=v1.0.0,flags=--numworkers 64",
                      "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir), "--quick", "--only",

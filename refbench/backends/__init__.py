@@ -16,7 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..paths import PROJECT_ROOT, find_tool
+from ..paths import PROJECT_ROOT
+from ..tools import find_tool
 from .dirs import WORKDIR_PATTERN, make_workdir, owner_dead, sweep_stale, tree_bytes, write_owner
 from .ipfs import IpfsBackend, IpfsRepo
 from .minio import (MINIO_META_BYTES, MINIO_RSS_BYTES, MinioServer, free_port,

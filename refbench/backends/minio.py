@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from ..errors import RunError
-from ..paths import find_tool
+from ..tools import find_tool
 from .dirs import sweep_stale, tree_bytes, write_owner
 from .process import child_env, server_preexec, stop_process
 

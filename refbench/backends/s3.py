@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
-from ..paths import find_tool
+from ..tools import find_tool
 from ..network import NetworkProfile
 from .minio import MinioServer, client_env, minio_data_parent
 from .process import USER_BUCKET_ENV

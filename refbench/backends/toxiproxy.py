@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from ..errors import RunError
 from ..network import NetworkProfile
-from ..paths import find_tool
+from ..tools import find_tool
 from .minio import listening_ports
 from .process import child_env, server_preexec, stop_process
 

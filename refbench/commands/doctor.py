@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import sys
 
-from .. import __version__, hyperfine, paths, profile
+from .. import __version__, hyperfine, paths, profile, tools
 from ..backends import sandbox, snapshot
 from ..errors import EXIT_ERROR, EXIT_OK
 
@@ -41,7 +41,7 @@ def checks() -> list[tuple[str, str, str, bool]]:
         out.append((MISSING, "hyperfine", f"{hf} does not say its version: {setup}", True))
     else:
         out.append(hyperfine_check(info, setup))
-    go = paths.find_tool("go")
+    go = tools.find_tool("go")
     gov = _first_line([go, "version"]) if go else None
     out.append((OK, "go", f"{gov} at {go}", True) if go else
                (MISSING, "go", f"no builds: {setup} (fetches a Go toolchain from the Go module proxy) or install Go", True))
@@ -50,17 +50,17 @@ def checks() -> list[tuple[str, str, str, bool]]:
     out.append((OK, "git", f"{_first_line([git, '--version'])} at {git}", True) if git else
                (MISSING, "git", "no --source git builds (only --source module): apt-get install git", True))
 
-    minio = paths.find_tool("minio")
+    minio = tools.find_tool("minio")
     out.append((OK, "minio", f"at {minio} (embedded S3 server)", False) if minio else
                (MISSING, "minio", f"S3 targets need -b BUCKET (no embedded MinIO): {setup}", False))
 
-    restore = paths.find_tool("refbench-s3restore")
+    restore = tools.find_tool("refbench-s3restore")
     out.append((OK, "refbench-s3restore", f"at {restore} (remove steps restore objects in batches)", False)
                if restore else
                (WARN, "refbench-s3restore", "remove steps restore their objects by one server-side copy per "
                 f"object (7-25x the cost of the remove): {setup}", False))
 
-    shaper = paths.find_tool("toxiproxy-server")
+    shaper = tools.find_tool("toxiproxy-server")
     out.append((OK, "toxiproxy-server", f"at {shaper} (network profiles: lan, region, ...)", False) if shaper else
                (WARN, "toxiproxy-server", "S3 steps under a network profile other than loopback (the bundled "
                 f"region steps, --network lan|region) are refused: {setup}", False))

@@ -35,7 +35,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .. import hyperfine, paths, pins
+from .. import hyperfine, paths, pins, tools
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
 GO_TOOLCHAIN = os.environ.get("GO_TOOLCHAIN", "go1.24.6")  # fetched only when no Go is installed
@@ -83,7 +83,7 @@ def apt_install(*packages: str) -> bool:
 
 # ---- the pieces ---------------------------------------------------------------------------
 def ensure_go(bin_dir: Path) -> str:
-    go = paths.find_tool("go")
+    go = tools.find_tool("go")
     if go:
         return go
     arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
@@ -232,8 +232,8 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     else:
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
     out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
-    out["minio"] = ensure_minio(bin_dir, go) if minio else paths.find_tool("minio")
-    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go) if minio else paths.find_tool("toxiproxy-server")
+    out["minio"] = ensure_minio(bin_dir, go) if minio else tools.find_tool("minio")
+    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go) if minio else tools.find_tool("toxiproxy-server")
     out["refbench-s3restore"] = ensure_s3restore(bin_dir, go)
     say(f"tools linked in {bin_dir}")
     return out
