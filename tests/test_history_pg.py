@@ -65,15 +65,24 @@ def pg_url():
         as_user = ["runuser", "-u", "postgres", "--"] if shutil.which("runuser") else []
         if not as_user:
             need("runuser", "running as root without runuser: cannot start PostgreSQL as another user")
-    data, port = root / "data", free_port()
+    data = root / "data"
 
-    def run(*argv):
+    def run(*argv, check=True):
         proc = subprocess.run([*as_user, *map(str, argv)], capture_output=True, text=True, timeout=180)
-        assert proc.returncode == 0, f"{argv[0]} failed: {proc.stdout}{proc.stderr}"
+        assert proc.returncode == 0 or not check, f"{argv[0]} failed: {proc.stdout}{proc.stderr}"
+        return proc.returncode
 
     run(bindir / "initdb", "-D", data, "-U", "refbench", "--auth=trust", "-E", "UTF8", "--no-locale", "--no-sync")
-    run(bindir / "pg_ctl", "-D", data, "-l", root / "server.log", "-w", "-t", "60", "-o",
-        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    # PostgreSQL cannot bind port 0 (its socket file is named by the port): the server binds a port
+    # that was free a moment ago, and one another process took in between is tried again, never shared
+    for attempt in range(5):
+        port, log = free_port(), root / f"server-{attempt}.log"
+        if run(bindir / "pg_ctl", "-D", data, "-l", log, "-w", "-t", "60", "-o",
+               f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start", check=False) == 0:
+            break
+        assert "already in use" in log.read_text(), log.read_text()[-2000:]
+    else:
+        pytest.fail("PostgreSQL found no free port on 127.0.0.1 in 5 tries")
     try:
         import psycopg
         with psycopg.connect(f"postgresql://refbench@127.0.0.1:{port}/postgres", autocommit=True) as c:
