@@ -3,7 +3,8 @@
 Layout under the builds directory (see paths.default_builds_dir()):
 
     builds/<target>/clones/<origin-slug>/   one bare clone per origin, fetched, never re-cloned
-    builds/<target>/<sha>/<binary>          the binary built from that commit (git source)
+    builds/<target>/<sha>/<binary>          the binary built from that commit (git source), or
+                                            copied from a build of another commit with the same tree
     builds/<target>/<sha>.module/<binary>   the same commit built through the Go module proxy
     builds/<target>/<sha>.go1.24.4/         built with a Go other than this machine's (GOTOOLCHAIN)
     .../build.log, build.json               how it was built; build.json is written last
@@ -21,7 +22,10 @@ pull request's code can write a cache that a trusted run restores). So:
   machine's (or job's) key and the binary still has the sealed hash. A record without a seal, with
   a seal of another key, or a binary of another hash is rebuilt. A binary shared as a CI artifact
   (`bench.py build --out DIR` then `--builds-dir DIR`) is verified the same way, under the key the
-  jobs share, and gets its executable bit back: artifacts do not keep file modes;
+  jobs share, and gets its executable bit back: artifacts do not keep file modes. A commit whose
+  tree a sealed record names (same target, Go, build command and GOFLAGS) gets a copy of that
+  binary when the tree alone makes it (Builder.tree_determined), once the copy's hash is the
+  sealed one, and a record of its own;
 - git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, and the bare clone's
   config is written anew by refbench every time it opens the clone, its hooks, alternates and
   attributes removed: nothing a cache brought into the clone is run or read;
@@ -59,7 +63,7 @@ BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buil
 SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 SEAL_PURPOSE = "refbench build record v1"
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
-SEALED_FIELDS = ("target", "sha", "source", "toolchain", "build", "goflags", "binary_sha256")
+SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
 
 
 def reproducible_goflags(toolchain: str | None) -> str:
@@ -203,6 +207,7 @@ class Builder:
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
         self._local: str | None = None  # this machine's GOVERSION
         self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
+        self._trees: dict[str, str | None] = {}  # by commit (git)
         trust.cache_key()  # now: REFBENCH_CACHE_KEY leaves the environment before any git or go runs
 
     # ---- git source -----------------------------------------------------------------------
@@ -428,9 +433,13 @@ class Builder:
             info = json.loads(meta.read_text())
         except ValueError:
             return None
-        fields = {k: info.get(k) for k in SEALED_FIELDS} if isinstance(info, dict) else {}
-        if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"]) != fields:
-            return None  # no hash, or another commit, Go, command or GOFLAGS (or an older refbench): rebuild
+        if not isinstance(info, dict) or "tree" not in info:
+            return None  # not a record, or one of a refbench from before trees were sealed: rebuild
+        fields = {k: info.get(k) for k in SEALED_FIELDS}
+        # the commit names its tree: the sealed one stands (an artifact's builder may hold no clone)
+        if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
+                                                                  tree=fields["tree"]) != fields:
+            return None  # no hash, or another commit, Go, command or GOFLAGS: rebuild
         if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
             log.warning("%s: not sealed under this machine's cache key (%s; see refbench/trust.py): rebuilding",
                         meta, "no seal" if "seal" not in info else f"sealed by key {info.get('key_id', '?')}")
@@ -444,16 +453,75 @@ class Builder:
             binary.chmod(binary.stat().st_mode | 0o111)
         return binary
 
+    def tree(self, resolved: refs.ResolvedRef) -> str | None:
+        """The git tree of the ref's commit (git source; None for the module source or a commit the
+        clone does not hold), asked once per commit."""
+        if self.source != "git":
+            return None
+        if resolved.sha not in self._trees:
+            try:
+                self._trees[resolved.sha] = self.repo().git.rev_parse("--verify", "--quiet",
+                                                                      f"{resolved.sha}^{{tree}}") or None
+            except git.GitCommandError:
+                self._trees[resolved.sha] = None
+        return self._trees[resolved.sha]
+
+    def tree_determined(self, toolchain: str | None) -> bool:
+        """Whether a build's binary is a function of the commit's tree alone: the build command is
+        `go build` under the reproducible GOFLAGS (no VCS stamp, no checkout paths), with no
+        -toolexec and no -buildvcs turned back on by the user's GOFLAGS or the command. Then two
+        commits with one tree (a rebase, a merge that changes nothing, a reworded message) build
+        the same binary, and one build serves both. Any other build command may read the commit
+        itself (`git rev-parse HEAD` in a Makefile), so its builds stay keyed by commit alone."""
+        argv = list(self.target.build)
+        if len(argv) < 2 or Path(argv[0]).name != "go" or argv[1] != "build":
+            return False
+        stamp = False
+        for flag in self._go_env(toolchain)["GOFLAGS"].split() + argv[2:]:
+            name, _, value = flag.lstrip("-").partition("=")
+            if name == "toolexec":
+                return False
+            if name == "buildvcs":
+                stamp = value != "false"  # a bare -buildvcs is true; auto stamps inside a checkout
+        return not stamp
+
+    def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict] | None:
+        """A cached build of another commit with this ref's tree, made the same way (target, Go,
+        build command, GOFLAGS) and sealed under this machine's key: its binary and its sealed
+        fields. None when the build is not determined by the tree (tree_determined) or there is
+        none. Its binary is not trusted here: the caller copies it and checks the copy's hash
+        against the sealed one."""
+        if self.source != "git" or not self.tree_determined(resolved.toolchain):
+            return None
+        want = self._sealed_fields(resolved, None)
+        if not want["tree"]:
+            return None
+        ignore = {"sha": None, "binary_sha256": None}
+        for meta in sorted(self.root.glob("*/build.json")):
+            try:
+                info = json.loads(meta.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(info, dict):
+                continue
+            fields = {k: info.get(k) for k in SEALED_FIELDS}
+            if fields["sha"] == resolved.sha or not fields["binary_sha256"] or {**fields, **ignore} != {**want, **ignore}:
+                continue
+            if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and (meta.parent / self.target.binary).is_file():
+                return meta.parent / self.target.binary, fields
+        return None
+
     def build_record(self, resolved: refs.ResolvedRef, digest: str, **extra) -> dict:
         """build.json of `resolved` built into a binary of SHA-256 `digest`: the fields the cache is
         keyed by and the hash, sealed under this machine's (or job's) key, and `extra`."""
         sealed = self._sealed_fields(resolved, digest)
         return {**sealed, **extra, "seal": trust.seal(SEAL_PURPOSE, sealed), "key_id": trust.key_id()}
 
-    def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None) -> dict:
+    def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None, **tree) -> dict:
         """What a build record must say for `resolved` as this builder builds it: the fields the seal
-        covers (SEALED_FIELDS)."""
-        return {"target": self.target.name, "sha": resolved.sha, "source": self.source,
+        covers (SEALED_FIELDS). `tree=`: the commit's tree as a record already says it, else asked."""
+        return {"target": self.target.name, "sha": resolved.sha,
+                "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
                 "toolchain": resolved.toolchain, "build": list(self.target.build),
                 "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
 
@@ -484,9 +552,14 @@ class Builder:
                 return BuiltRef(self.target.name, resolved, label, binary, self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(binary))
             t0 = time.monotonic()
-            go = self._recorded_go(resolved.toolchain)
             if d.exists():
                 shutil.rmtree(d)
+            reused = self._reuse_same_tree(resolved, d)
+            if reused:
+                log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
+                return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
+                                False, 0.0, file_sha256(reused[0]))
+            go = self._recorded_go(resolved.toolchain)
             d.mkdir(parents=True)
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
@@ -502,6 +575,35 @@ class Builder:
                 resolved, digest, ref=resolved.text, version=resolved.version, seconds=round(seconds, 2),
                 built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
+
+    def _reuse_same_tree(self, resolved: refs.ResolvedRef, d: Path) -> tuple[Path, str] | None:
+        """Put the binary of a sealed build of the same tree (same_tree_build) in `d` as this
+        commit's, with a record of its own: (the binary, the commit it was built from), or None
+        (nothing to reuse, or a copy whose hash is not the sealed one: then `d` is left empty)."""
+        twin = self.same_tree_build(resolved)
+        if not twin:
+            return None
+        src, fields = twin
+        d.mkdir(parents=True)
+        tmp_bin = d / (self.target.binary + ".tmp")
+        try:
+            shutil.copyfile(src, tmp_bin)
+        except OSError:
+            shutil.rmtree(d, ignore_errors=True)
+            return None
+        digest = file_sha256(tmp_bin)
+        if digest != fields["binary_sha256"]:
+            log.warning("%s: binary hash %s is not the %s sealed beside it: building %s instead", src, digest[:12],
+                        fields["binary_sha256"][:12], resolved.short)
+            shutil.rmtree(d, ignore_errors=True)
+            return None
+        tmp_bin.chmod(0o755)
+        binary = d / self.target.binary
+        tmp_bin.rename(binary)
+        (d / "build.json").write_text(json.dumps(self.build_record(
+            resolved, digest, ref=resolved.text, version=resolved.version, seconds=0.0, same_tree_as=fields["sha"],
+            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
+        return binary, fields["sha"]
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
         repo = self.repo()

@@ -10,7 +10,7 @@ nothing in a cache may vouch for itself; a hash stored beside a binary in the sa
 nothing, since whoever swapped the binary rewrote the hash too. So:
 
 - a built binary is used only when its build.json carries a seal: HMAC-SHA256 over the record's
-  fields (target, commit, source, Go, build command, GOFLAGS, the binary's SHA-256) under a key
+  fields (target, commit, its tree, source, Go, build command, GOFLAGS, the binary's SHA-256) under a key
   that lives outside every cache: REFBENCH_CACHE_KEY (a CI secret, given only to jobs that run
   no pull request's code; refbench removes it from its environment when it reads it, so no
   build or benchmarked command inherits it), else a key file made on first use in

@@ -34,6 +34,8 @@ def origin(tmp_path_factory):
     o.commit("two", {"main.go": MAIN.format(word="two")}, "two", tags=["v1.1.0"])
     o.commit("broken", {"main.go": "package main\n\nfunc main() { not go }\n"}, "broken", branch="broken",
              parent="two")
+    # v1.0.0's tree under another commit (a reworded message, a rebase): the same source
+    o.commit("reworded", {}, "one, reworded", branch="reworded", parent="one")
     git(o.work, "checkout", "-q", "master")
     return o
 
@@ -70,6 +72,48 @@ def test_the_same_code_gives_a_byte_identical_binary(origin, tmp_path):
     one, docs, two = (b.build(b.resolve(r), r) for r in ("v1.0.0", "v1.0.1", "v1.1.0"))
     assert one.ref.sha != docs.ref.sha and one.binary != docs.binary
     assert one.binary_sha256 == docs.binary_sha256 != two.binary_sha256
+
+
+def test_a_commit_with_the_tree_of_a_built_one_reuses_its_binary(origin, tmp_path):
+    """A `go build` under the reproducible flags reads the tree and nothing of the commit: another
+    commit of the same tree gets the built binary, copied under a sealed record of its own."""
+    b = builder(origin, tmp_path)
+    one = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    same = b.build(b.resolve("reworded"), "reworded")
+    assert one.built_now and not same.built_now and same.build_seconds == 0.0 and same.record().cached
+    assert same.ref.sha == origin.shas["reworded"] != one.ref.sha
+    assert same.binary != one.binary and same.binary_sha256 == one.binary_sha256 and run(same.binary) == "one"
+    meta = json.loads((same.binary.parent / "build.json").read_text())
+    tree = git(origin.work, "rev-parse", "v1.0.0^{tree}")
+    assert (meta["sha"], meta["tree"], meta["same_tree_as"]) == (same.ref.sha, tree, one.ref.sha)
+    assert builder(origin, tmp_path).cached(same.ref) == same.binary  # its own sealed entry from now on
+    assert b.build(b.resolve("v1.0.1"), "v1.0.1").built_now  # a README more is another tree: built
+
+
+def test_a_same_tree_binary_that_no_longer_matches_its_seal_is_not_reused(origin, tmp_path):
+    b = builder(origin, tmp_path)
+    one = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    os.chmod(one.binary, 0o755)
+    one.binary.write_bytes(one.binary.read_bytes() + b"planted")
+    same = b.build(b.resolve("reworded"), "reworded")
+    assert same.built_now and same.binary_sha256 == one.binary_sha256 and run(same.binary) == "one"
+
+
+@pytest.mark.parametrize("how", ["a build command that may read the commit", "-buildvcs back on in GOFLAGS",
+                                 "another key's record"])
+def test_a_build_that_may_depend_on_the_commit_or_is_not_sealed_here_is_not_shared_by_tree(
+        origin, tmp_path, monkeypatch, how):
+    kw = {"target": target(build=("sh", "-c", "go build -o {out} ."))} if how.startswith("a build command") else {}
+    if how.startswith("-buildvcs"):
+        monkeypatch.setenv("GOFLAGS", "-buildvcs=true")
+    b = builder(origin, tmp_path, **kw)
+    one = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    assert one.built_now
+    if how == "another key's record":
+        monkeypatch.setattr(trust, "_key", b"another-key-" + b"x" * 40)
+    assert not b.tree_determined(one.ref.toolchain) if kw or how.startswith("-buildvcs") else b.tree_determined(None)
+    same = b.build(b.resolve("reworded"), "reworded")
+    assert same.built_now and run(same.binary) == "one"
 
 
 def test_a_cached_binary_that_no_longer_matches_its_hash_is_rebuilt(origin, tmp_path):
