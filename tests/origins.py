@@ -283,7 +283,9 @@ def make_bisect_origin(root: Path, n: int = 8, slow_from: int = 5, broken: tuple
                        slow: int = 50) -> Origin:
     """A line of n commits on master (c1 .. cn, all s5cmd v2.3.0): from c<slow_from> on the binary
     sleeps `slow`% of its run time (the regression to find); the commits in `broken` do not
-    compile (bisect must skip them). c1 is tagged v1.0.0."""
+    compile (bisect must skip them). c1 is tagged v1.0.0. The line holds two trees that build:
+    c1's (s5cmd v2.3.0 as it is, the tree of the s5cmd origin's v1.1.0) and the slow one's; each
+    is built once and its binary serves every commit of that tree (builds.Builder.same_tree_build)."""
     scratch = root / "scratch"
     o = new_origin(root)
     for i in range(1, n + 1):
@@ -291,7 +293,7 @@ def make_bisect_origin(root: Path, n: int = 8, slow_from: int = 5, broken: tuple
             files = {"main.go": "package main\n\nfunc main() { this does not compile }\n"}
             msg = f"c{i}: a commit that does not build"
         else:
-            files = s5cmd_files(S5CMD_NEW, scratch, slow=slow if i >= slow_from else 0, note=f"commit {i}\n")
+            files = s5cmd_files(S5CMD_NEW, scratch, slow=slow if i >= slow_from else 0)
             msg = f"c{i}: " + ("the slow-down" if i == slow_from else "more work" if i > slow_from else "tidy up")
         o.commit(f"c{i}", files, msg, tags=["v1.0.0"] if i == 1 else ())
     return o

@@ -16,10 +16,11 @@ RUN = ("--measure-identical", "--quick", "--only", "small files/remove", "-r", "
 
 
 def release_and_a_commit(root):
-    """A test origin with v1.0.0 (commit "release") and one commit after it on master ("night1")."""
+    """A test origin with v1.0.0 (commit "release") and one commit after it on master ("night1"),
+    both with the tree of the s5cmd origin's v1.1.0: one build serves them all."""
     o = new_origin(root)
-    o.commit("release", s5cmd_files(S5CMD_NEW, root / "scratch", note="release\n"), "release 1.0.0", tags=["v1.0.0"])
-    o.commit("night1", s5cmd_files(S5CMD_NEW, root / "scratch", note="tidy up\n"), "tidy up")
+    o.commit("release", s5cmd_files(S5CMD_NEW, root / "scratch"), "release 1.0.0", tags=["v1.0.0"])
+    o.commit("night1", s5cmd_files(S5CMD_NEW, root / "scratch"), "tidy up")
     return o
 
 
@@ -39,7 +40,7 @@ def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
     assert first.returncode == 0, first.stderr[-3000:] + first.stdout
 
     # a regression lands on master during the day
-    o.commit("night2", s5cmd_files(S5CMD_NEW, scratch, slow=100, note="oops\n"), "make remove slower")
+    o.commit("night2", s5cmd_files(S5CMD_NEW, scratch, slow=100), "make remove slower")  # the bisect line's slow tree
     second = run_bench("nightly", "--since-last", *common, cwd=root)
     assert second.returncode == 1, second.stderr[-3000:] + second.stdout
     assert "REGRESSION small files / remove" in second.stdout
