@@ -153,8 +153,9 @@ def test_ctrl_c_cleans_up_prefix_and_local_files(minio, s5_origin, builds_dir, t
         # turns Ctrl-C into KeyboardInterrupt, so the run would go on, whatever refbench does
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(all_keys(client)) <= len(before):
+    while time.monotonic() < deadline and len(all_keys(client)) <= len(before) and proc.poll() is None:
         time.sleep(0.2)  # wait until the run has uploaded something under its prefix
+    assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before the Ctrl-C: {proc.stderr.read()[-3000:]}"
     assert len(all_keys(client)) > len(before), "the run never started uploading"
     time.sleep(1.0)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
@@ -286,7 +287,7 @@ def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origi
     shm = Path("/dev/shm")
     mine = None
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and mine is None:
+    while time.monotonic() < deadline and mine is None and proc.poll() is None:  # a run that died: at once
         for d in shm.glob("refbench-minio-*"):
             try:
                 if (d / "owner").read_text() == str(proc.pid):
@@ -294,7 +295,7 @@ def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origi
             except OSError:
                 pass
         time.sleep(0.2)
-    assert mine is not None, "the run never started its embedded MinIO in /dev/shm"
+    assert mine is not None, f"the run never started its embedded MinIO in /dev/shm (exit {proc.poll()})"
     time.sleep(2)
     proc.kill()
     proc.wait(timeout=30)

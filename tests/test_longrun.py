@@ -163,8 +163,9 @@ def test_a_killed_runs_objects_are_removed_by_the_next_run(minio, s5_origin, bui
                              "-o", str(tmp_path / "killed.md")], env=env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and len(all_keys()) < len(before) + 50:
+    while time.monotonic() < deadline and len(all_keys()) < len(before) + 50 and proc.poll() is None:
         time.sleep(0.2)
+    assert proc.poll() is None, f"the run ended (exit {proc.returncode}) before it was killed"
     tree = descendants(proc.pid)
     for pid in tree:  # refbench and everything it started, all at once: nothing can clean up
         try:

@@ -312,13 +312,13 @@ def test_killed_refbench_leaves_no_hyperfine_or_target_and_its_objects_are_swept
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tree: list[int] = []
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # until hyperfine is measuring the target
+    while time.monotonic() < deadline and proc.poll() is None:  # until hyperfine is measuring the target
         tree = descendants(proc.pid)
         names = {_comm(p) for p in tree}
         if "hyperfine" in names and "s5cmd" in names and len(keys("sigkill/")) > 20:
             break
         time.sleep(0.05)
-    assert "hyperfine" in {_comm(p) for p in tree}, "the run never got to hyperfine"
+    assert "hyperfine" in {_comm(p) for p in tree}, f"the run never got to hyperfine (exit {proc.poll()})"
     proc.kill()  # refbench alone: what it started must go by itself
     proc.wait(timeout=30)
     deadline = time.monotonic() + 5
