@@ -31,6 +31,7 @@ class PlannedBuild:
     """A build as a dry run knows it: the binary is the cached one, or where it will be built."""
     build: BuiltRef
     cached: bool
+    same_tree_as: str | None = None  # not cached, but a cached build of this commit of the same tree
 
 
 def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Sequence[str]) -> list[PlannedBuild]:
@@ -38,10 +39,11 @@ def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Se
     out = []
     for ref, label in zip(resolved, labels):
         cached = builder.cached(ref)
+        twin = None if cached else builder.same_tree_build(ref)
         binary = cached or builder.build_dir(ref.sha, ref.toolchain) / builder.target.binary
         out.append(PlannedBuild(BuiltRef(builder.target.name, ref, label, binary, builder.source, ref.toolchain or "",
                                          False, 0.0),
-                                cached is not None))
+                                cached is not None, twin[1]["sha"] if twin else None))
     return out
 
 
@@ -66,7 +68,9 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
     for p in builds:
         r = p.build.ref
         lines.append(f"  build {p.build.label}: {r.kind} {r.sha} -> "
-                     f"{'cached ' + str(p.build.binary) if p.cached else 'would build'}"
+                     + (f"cached {p.build.binary}" if p.cached else
+                        f"would copy the build of {p.same_tree_as} (the same tree)" if p.same_tree_as else
+                        "would build")
                      + (f" (Go: {p.build.toolchain})" if p.build.toolchain else ""))
     lines.append(f"backend: {desc}; runs {runs}, warm-up {warmup}, rounds {rounds}")
     backend = planned_backend(target, bucket, prefix, endpoint, networks=networks)

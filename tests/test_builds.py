@@ -79,6 +79,9 @@ def test_a_commit_with_the_tree_of_a_built_one_reuses_its_binary(origin, tmp_pat
     commit of the same tree gets the built binary, copied under a sealed record of its own."""
     b = builder(origin, tmp_path)
     one = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    from refbench import dryrun
+    (planned,) = dryrun.planned_builds(b, [b.resolve("reworded")], ["reworded"])  # what a dry run says
+    assert (planned.cached, planned.same_tree_as) == (False, one.ref.sha)
     same = b.build(b.resolve("reworded"), "reworded")
     assert one.built_now and not same.built_now and same.build_seconds == 0.0 and same.record().cached
     assert same.ref.sha == origin.shas["reworded"] != one.ref.sha
