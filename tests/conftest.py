@@ -91,9 +91,13 @@ def run_cli(*args, env: dict | None = None, cwd: Path | None = None) -> subproce
 
 
 # The shared smoke run's sampling, in one place: tests that compare with it (the sharded run, the
-# raw-runs check) read these instead of repeating the numbers.
+# raw-runs check) read these instead of repeating the numbers. --no-profile: none of its tests reads
+# a profile, and perf's runs of its three moved steps were half its time; a profile of a moved step
+# is explain_run's (tests/test_profile.py), and one the default --profile auto takes, the busy-CPU
+# contender's (tests/test_metrics_e2e.py).
 S5_RUNS, S5_ROUNDS = 20, 5
-S5_RUN_ARGS = ("--quick", "--only", "small files", "-r", str(S5_RUNS), "-w", "1", "--rounds", str(S5_ROUNDS))
+S5_RUN_ARGS = ("--quick", "--only", "small files", "-r", str(S5_RUNS), "-w", "1", "--rounds", str(S5_ROUNDS),
+               "--no-profile")
 
 
 @pytest.fixture(scope="session")

@@ -72,5 +72,12 @@ def test_a_contender_holding_64_mib_more_is_slower_on_memory_and_only_there(metr
 
 
 def test_a_busy_loop_contender_is_slower_on_cpu(metrics_run):
-    v = verdicts(metrics_run("busy-cpu"))
+    doc = metrics_run("busy-cpu")
+    v = verdicts(doc)
     assert v["cpu"] == "slower", v
+    # the default, --profile auto, profiles a step whose CPU verdict moved: this one, where perf is
+    from refbench import profile
+    from refbench.results import Results
+    if profile.find_perf():
+        (step,) = [st for _, st in Results.from_json(doc, "busy-cpu").steps()]
+        assert step.profiles, step.profile_note
