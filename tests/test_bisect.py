@@ -84,6 +84,14 @@ def _fake_line(tmp_path, n):
     return o
 
 
+def test_probes_take_no_profile_unless_asked():
+    """A probe is kept as its verdict: perf's runs of a probe that moved would be read by no one."""
+    argv = ["good", "master", "--only", "small files/remove"]
+    assert _search(argv)[1].profile == "off"
+    assert _search([*argv, "--profile"])[1].profile == "on"
+    assert _search([*argv, "--no-profile"])[1].profile == "off"
+
+
 def _search(argv):
     """bisect's command line -> (search, the probes' run request), as `bench.py bisect` parses it."""
     from refbench.commands import bisect as bisect_cmd

@@ -50,7 +50,10 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
     base = request_from_args(run_args, ["bisect", *argv]).replace(
         target=args.target, repo=args.repo, scenarios=args.scenarios,
         builds_dir=args.builds_dir or str(paths.default_builds_dir()),
-        until_decided=args.until_decided or run_args.until_decided)
+        until_decided=args.until_decided or run_args.until_decided,
+        # a probe is kept as its verdict alone: perf's runs of the probes that moved would be read by
+        # no one, so none is taken unless --profile asks for them
+        profile="off" if run_args.profile == "auto" else run_args.profile)
     if len(args.variant) > 1:
         raise RefbenchError("bisect takes one --variant: every build it makes runs under it")
     search = bs.Search(args.good, args.bad, args.only, verify=args.verify, max_probes=args.max_probes,
