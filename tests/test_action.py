@@ -64,12 +64,29 @@ exec {py} "$@"
     return bin_dir
 
 
+_GO_CACHES: dict[str, str] = {}
+
+
+def go_caches() -> dict[str, str]:
+    """This machine's GOCACHE and GOMODCACHE, asked once: what a runner's restored Go caches hold.
+    Without them a job's HOME of its own starts Go cold (every module downloaded from the proxy,
+    every package compiled: half a minute a build here)."""
+    if not _GO_CACHES:
+        import subprocess
+        out = subprocess.run(["go", "env", "-json", "GOCACHE", "GOMODCACHE"], capture_output=True, text=True,
+                             check=True).stdout
+        _GO_CACHES.update(json.loads(out))
+    return dict(_GO_CACHES)
+
+
 def runner(tmp_path, event_name, payload, api_url, workspace=None, home=None) -> Runner:
     import os
     home = home or tmp_path / "home"
     home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REFBENCH_"))}
+    # the job's HOME holds its caches and its cache key, as a runner's does: none from XDG_* here
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REFBENCH_", "XDG_"))}
     env["HOME"] = str(home)
+    env.update(go_caches())
     return Runner(tmp_path / "job", event_name, payload, workspace or tmp_path, api_url=api_url, token=TOKEN,
                   path_front=[stand_ins(tmp_path), ROOT / "tools" / "bin"], base_env=env)
 
@@ -166,7 +183,9 @@ def test_run_mode_on_a_pull_request_benchmarks_base_and_head_and_fills_the_env_f
     bench = checkout_of(s5_origin, tmp_path / "workspace")
     home = tmp_path / "home"
     (home / ".cache" / "refbench").mkdir(parents=True)
-    (home / ".cache" / "refbench" / "builds").symlink_to(builds_dir)  # the session's cached builds
+    # the session's builds, restored as a cache: a pull_request's job seals with a key of its own
+    # (no REFBENCH_CACHE_KEY: refbench/trust.py), so it rebuilds them, with the Go caches restored
+    (home / ".cache" / "refbench" / "builds").symlink_to(builds_dir)
     payload = event("pull_request", HEAD_SHA=s5_origin.shas["slow"], BASE_SHA=s5_origin.shas["old"])
     r = runner(tmp_path, "pull_request", payload, "https://api.github.invalid", workspace=bench.parent, home=home)
     steps = r.run({"working-directory": "benchmark", "budget": "", "quick": "true",
@@ -183,6 +202,7 @@ def test_run_mode_on_a_pull_request_benchmarks_base_and_head_and_fills_the_env_f
     assert out["exit-code"] == "0"
     results = json.loads(Path(out["results"]).read_text())
     assert [b["sha"] for b in results["builds"]] == [s5_origin.shas["old"], s5_origin.shas["slow"]]
+    assert not any(b["cached"] for b in results["builds"])  # a restored build is no pull request's to trust
     assert (r.temp / "refbench" / "pr-number").read_text() == "7\n"  # from the event
     summary = r.summary.read_text()
     assert "small files" in summary and "remove" in summary
