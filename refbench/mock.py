@@ -134,7 +134,11 @@ class MockBackend:
         return str(self.root / scenario_slug)
 
     def context_values(self, scenario_slug: str, build_label: str) -> dict:
-        return {"remote": self.remote(scenario_slug)}
+        """The S3 backend's template values (S3Backend.context_values), so the bundled scenarios
+        render: an unversioned remote that is the local directory."""
+        remote = self.remote(scenario_slug)
+        return {"remote": remote, "bucket": "mock", "endpoint": "", "versioned": False, "s3restore": "",
+                "remote_versioned": remote}
 
     def command_prefix(self) -> tuple[str, ...]:
         """Commands run as they are: no namespace to enter."""

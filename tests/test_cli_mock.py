@@ -173,3 +173,19 @@ def test_calibrate_and_nightly_run_on_the_mock_too(scenarios, tmp_path):
                     "v1.0.0", "--head", "new", "--out-dir", tmp_path / "night", *FIXED,
                     *mock_args(BINARIES, "B", 0.005), "--alarm", "verdict")
     assert night.returncode == EXIT_REGRESSION and "REGRESSION tiny / list" in night.stdout, night.stderr
+
+
+def test_the_bundled_s5cmd_scenarios_render_every_format_on_the_mock(tmp_path):
+    """Every bundled s5cmd step at --quick, judged on wall, CPU and memory, through to the PR
+    comment's format: a template that names a field the results no longer have fails here, in
+    a second, not in the slow runs (github.md.j2 asked settings.threshold_for after it moved)."""
+    proc = run_cli("--executor", "mock", "-s", "v1", "v2", "--quick", "--format", "github",
+                   "--builds-dir", tmp_path / "builds", "-o", tmp_path / "pr.md", "--json", tmp_path / "r.json",
+                   "--html", tmp_path / "r.html", "--csv", tmp_path / "r.csv", cwd=tmp_path)
+    assert proc.returncode == EXIT_OK, proc.stderr
+    r = rs.load(tmp_path / "r.json")
+    assert {"cpu", "memory"} <= set(r.judged_metrics())
+    assert len(list(r.steps())) >= 20  # every bundled step but the opt-in million
+    comment = (tmp_path / "pr.md").read_text()
+    assert "memory ±5.0%" in comment and "**Network to the S3 server:** loopback" in comment
+    assert (tmp_path / "r.html").stat().st_size and (tmp_path / "r.csv").stat().st_size
