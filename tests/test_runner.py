@@ -4,7 +4,10 @@ hyperfine may skip the shell, a verdict per metric, and failed runs kept out of 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -250,6 +253,15 @@ def test_a_budget_too_small_for_a_step_ends_it_by_budget(tmp_path, fake_hf):
     assert st.comparisons[0].verdict == Verdict.INCONCLUSIVE
 
 
+def _budgeted_trial(args) -> Verdict:
+    """One trial of the simulation below, in a directory of its process's own."""
+    root, factor, i = args
+    where = Path(root) / f"p{os.getpid()}"
+    where.mkdir(exist_ok=True)
+    _current[0] = MockExecutor(seed=f"budget-{factor}-{i}", sigma=0.07)
+    return run(where, [1.0, factor], budget=60.0, **BUDGETED).comparisons[0].verdict
+
+
 @pytest.mark.slow
 def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_path):
     """Simulation: 600 A/A steps and 200 steps 10% slower, each on a budget of a minute of 0.1 s
@@ -263,13 +275,11 @@ def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_p
     at_least(200, 0.9) of 200 steps, the count a 90%-power procedure reaches with >= 99%."""
     from test_stats_sim import alarm_bound, at_least
     trials = {1.0: 600, 1.1: 200}
-    verdicts = {1.0: [], 1.1: []}
-    for factor, n in trials.items():
-        for i in range(n):
-            ex = MockExecutor(seed=f"budget-{factor}-{i}", sigma=0.07)
-            _current[0] = ex
-            st = run(tmp_path, [1.0, factor], budget=60.0, **BUDGETED)
-            verdicts[factor].append(st.comparisons[0].verdict)
+    # the trials are independent and seeded each on its own, so the machine's two cores share them
+    # (the same verdicts in the same order as one after another: pool.map keeps the order)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        verdicts = {factor: pool.map(_budgeted_trial, [(str(tmp_path), factor, i) for i in range(n)])
+                    for factor, n in trials.items()}
     false = sum(v in (Verdict.SLOWER, Verdict.FASTER) for v in verdicts[1.0])
     same = sum(v == Verdict.SAME for v in verdicts[1.0])
     found = sum(v == Verdict.SLOWER for v in verdicts[1.1])

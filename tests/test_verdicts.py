@@ -159,7 +159,7 @@ def test_calibrate_reports_its_figures_and_detects_an_injected_30_percent(s5_ori
     out = tmp_path / "cal.md"
     proc = run_bench("calibrate", "--scenarios", CALIBRATION, "--repo", str(s5_origin.path), "--builds-dir",
                      str(builds_dir), "-s", "v1.1.0", "--only", "injected", "-K", "2", "--slowdowns", "30",
-                     "-r", "10", "-w", "1", "--until-decided", "--max-runs", "40", "-o", str(out), cwd=tmp_path)
+                     "-r", "10", "-w", "1", "--until-decided", "--max-runs", "16", "-o", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cal = json.loads(out.with_suffix(".json").read_text())
     assert cal["schema"] == "refbench/calibration" and cal["reps"] == 2 and cal["slowdowns"] == [30]
