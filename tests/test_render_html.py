@@ -163,7 +163,7 @@ def test_main_command_writes_html_and_csv(s5_run, s5_origin, builds_dir, tmp_pat
     """--html / --csv on the main command (builds are cached by s5_run: one short step)."""
     proc = run_bench("-s", "v1.0.0", "7", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                      "--quick", "--only", "small files/remove", "-r", "2", "-w", "0", "--rounds", "1", "--no-rss",
-                     "-o", str(tmp_path / "summary.md"), "--html", str(tmp_path / "r.html"),
+                     "--no-profile", "-o", str(tmp_path / "summary.md"), "--html", str(tmp_path / "r.html"),
                      "--csv", str(tmp_path / "r.csv"), "--format", "github", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert 'class="chart dist"' in (tmp_path / "r.html").read_text()

@@ -16,9 +16,11 @@ ALPHA = 0.05
 
 
 def bench(origin, builds_dir, tmp_path, *args):
+    # --no-profile: these tests judge verdicts; perf's runs of every step that moved were read by
+    # none of them (the profile tests are test_profile's and the metrics tests')
     proc = run_bench("--scenarios", CALIBRATION, "--repo", str(origin.path), "--builds-dir", str(builds_dir),
-                     "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), *args,
-                     cwd=tmp_path)
+                     "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), "--no-profile",
+                     *args, cwd=tmp_path)
     results = json.loads((tmp_path / "results.json").read_text()) if (tmp_path / "results.json").exists() else None
     return proc, results
 
@@ -159,7 +161,8 @@ def test_calibrate_reports_its_figures_and_detects_an_injected_30_percent(s5_ori
     out = tmp_path / "cal.md"
     proc = run_bench("calibrate", "--scenarios", CALIBRATION, "--repo", str(s5_origin.path), "--builds-dir",
                      str(builds_dir), "-s", "v1.1.0", "--only", "injected", "-K", "2", "--slowdowns", "30",
-                     "-r", "10", "-w", "1", "--until-decided", "--max-runs", "16", "-o", str(out), cwd=tmp_path)
+                     "-r", "10", "-w", "1", "--until-decided", "--max-runs", "16", "--no-profile", "-o", str(out),
+                     cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     cal = json.loads(out.with_suffix(".json").read_text())
     assert cal["schema"] == "refbench/calibration" and cal["reps"] == 2 and cal["slowdowns"] == [30]
