@@ -29,6 +29,7 @@ from typing import Callable, Iterable
 from . import results as rs
 
 PERF_EVENT = "cpu-clock"
+ATTACH_SECONDS = 0.3  # a server's perf record -p opens every thread's events before the command starts
 MIN_PROFILED_SECONDS = 0.5  # repeat a short step until each build's profiled runs take about this long
 MAX_REPEATS = 5
 TOP_FUNCTIONS = 5
@@ -217,8 +218,6 @@ def record(perf: str, cmd: str, data: Path, execute: Callable[[list[str], str], 
         folded.update(as_server(_script(perf, server_data)))
     return folded
 
-
-ATTACH_SECONDS = 0.3
 
 
 def _script(perf: str, data: Path) -> Counter:

@@ -345,7 +345,7 @@ class IpfsBackend:
         return self.workdir, "IPFS repos"
 
     def server_pids(self) -> list[int]:
-        return [r.daemon.pid for r in list(self.repos.values()) if r.daemon is not None and r.daemon.poll() is None]
+        return [pid for pid in map(self.server_pid, list(self.repos)) if pid is not None]
 
     def server_pid(self, label: str) -> int | None:
         """The build's running daemon, which a profile samples beside the CLI (None: no daemon)."""
