@@ -576,6 +576,7 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
     bench, reporter = runner.bench, env.reporter
     reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in checked.units),
                    [b.label for b in bench.builds])
+    reporter.info(f"sampling: {bench.sampling.describe()}")
     t_fixtures = 0.0
     try:
         for s in checked.scenarios:

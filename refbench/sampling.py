@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .config import ScenarioSpec, StepSpec, selected
+from .units import fmt_duration
 
 UNTIL_DECIDED_RUNS = 60  # --until-decided without a budget: most runs per build and step
 UNTIL_DECIDED_SECONDS = 600.0  # --until-decided without a budget: most time per step
@@ -46,6 +47,20 @@ class Sampling:
         """Look after every round and stop a step once it is decided (alpha spending keeps the
         error rates): with --until-decided or a --budget."""
         return self.until_decided or self.budget is not None
+
+    def describe(self) -> str:
+        """How the run samples, in one line for the dry run and the run's first lines: a budgeted
+        run's length is its budget, not its planned rounds, and a newcomer should know it before
+        starting one of hours."""
+        if self.budget is not None:
+            cap = f", {fmt_duration(self.max_time)} a step at most" if self.max_time is not None else ""
+            return (f"sequential within a budget of {fmt_duration(self.budget)} of measuring (set it with --budget): "
+                    f"each step stops once decided, or when its share is spent{cap}; warm-up {self.warmup}")
+        if self.until_decided:
+            return (f"sequential (--until-decided): each step stops once decided, at most "
+                    f"{self.max_runs or UNTIL_DECIDED_RUNS} runs a build or {fmt_duration(self.step_seconds)} a step; "
+                    f"warm-up {self.warmup}")
+        return f"fixed: {self.runs} runs a build, warm-up {self.warmup}, in {self.rounds} rounds"
 
     def record(self) -> dict:
         """The keys results.json's settings (and calibrate's) store these under."""

@@ -12,6 +12,7 @@ from refbench.backends import s3
 from refbench.builds import BuiltRef
 from refbench.config import load_config
 from refbench.refs import ResolvedRef
+from refbench.sampling import Sampling
 
 CFG = load_config(str(paths.bundled_scenarios()))
 CACHE = Path("/cache/builds")
@@ -98,3 +99,19 @@ def test_a_plan_renders_without_creating_anything(target, tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     plan(target, cache_dir=tmp_path / "cache")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_budgeted_run_says_its_budget_not_its_planned_rounds():
+    """A run with neither -r nor --budget is budgeted (16 kubo steps at full size: 2 h 40 min); the
+    dry run and the run's first lines say so, where they used to say '10 runs, 5 rounds'."""
+    budgeted = Sampling(runs=10, warmup=2, rounds=5, budget=16 * 600.0)
+    out = plan("kubo", sampling=budgeted)
+    assert ("backend: ipfs; sequential within a budget of 2:40:00 of measuring (set it with --budget): each step "
+            "stops once decided, or when its share is spent; warm-up 2") in out
+    assert "runs 10" not in out
+    capped = Sampling(runs=10, warmup=2, rounds=5, budget=600.0, max_time=120.0)
+    assert "10:00 of measuring" in capped.describe() and "2:00 a step at most" in capped.describe()
+    until = Sampling(runs=10, warmup=1, rounds=5, until_decided=True)
+    assert until.describe() == ("sequential (--until-decided): each step stops once decided, at most 60 runs a "
+                                "build or 10:00 a step; warm-up 1")
+    assert Sampling(runs=8, warmup=0, rounds=4).describe() == "fixed: 8 runs a build, warm-up 0, in 4 rounds"
