@@ -575,7 +575,7 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
     """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
     bench, reporter = runner.bench, env.reporter
     reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in checked.units),
-                   [b.label for b in bench.builds])
+                   [b.label for b in bench.builds], bench.sampling.budget)
     reporter.info(f"sampling: {bench.sampling.describe()}")
     t_fixtures = 0.0
     try:

@@ -27,8 +27,7 @@ class _EtaColumn(ProgressColumn):
         self.reporter = reporter
 
     def render(self, task) -> Text:
-        eta = self.reporter.eta_seconds()
-        return Text("ETA " + (fmt_duration(eta) if eta is not None else "-:--"), style="progress.remaining")
+        return Text(self.reporter.eta_text() or "ETA -:--", style="progress.remaining")
 
 
 class Reporter:
@@ -42,6 +41,7 @@ class Reporter:
         self._task = None
         self._t0 = time.monotonic()
         self._t_start: float | None = None
+        self._budget_end: float | None = None  # a budgeted run's measuring ends by then (monotonic)
         self.total = 0
         self.done = 0
         self.builds: list[str] = []
@@ -66,10 +66,13 @@ class Reporter:
             self._plain(f"refbench: warning: {msg}")
 
     # ---- the measured part of a run: interleaved rounds -------------------------------------
-    def start(self, total_rounds: int, builds: list[str] | None = None) -> None:
+    def start(self, total_rounds: int, builds: list[str] | None = None, budget: float | None = None) -> None:
+        """`total_rounds` planned; a budgeted run (`budget` seconds) adds rounds until its steps
+        decide, so its rounds say little of when it ends: its budget does."""
         self.total, self.done = max(0, total_rounds), 0
         self.builds = list(builds or [])
         self._t_start = time.monotonic()
+        self._budget_end = None if budget is None else self._t_start + budget
         if self.quiet:
             return
         if self.tty:
@@ -93,11 +96,19 @@ class Reporter:
         per_round = (time.monotonic() - self._t_start) / self.done
         return per_round * max(0, self.total - self.done)
 
+    def eta_text(self) -> str:
+        """'ETA 12:30' at the pace so far; a budgeted run's end is bounded by its budget instead:
+        'budget left 1:59:00' (the rounds' pace would promise minutes for a run of hours)."""
+        if self._budget_end is not None:
+            return f"budget left {fmt_duration(self._budget_end - time.monotonic())}"
+        eta = self.eta_seconds()
+        return f"ETA {fmt_duration(eta)}" if eta is not None else ""
+
     def progress_text(self) -> str:
         if not self.total:
             return ""
-        eta = self.eta_seconds()
-        return f"{self.done}/{self.total} rounds" + (f", ETA {fmt_duration(eta)}" if eta is not None else "")
+        eta = self.eta_text()
+        return f"{self.done}/{self.total} rounds" + (f", {eta}" if eta else "")
 
     def status(self, msg: str) -> None:
         if self.quiet:

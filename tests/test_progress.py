@@ -46,3 +46,17 @@ def test_progress_terminal_bar_shows_step_and_eta():
     assert "small files / download: round 2/3" in text and "rounds" in text
     assert re.search(r"ETA \d+:\d\d", text), "an ETA as soon as a round is done"
     assert rep.total == 4
+
+
+def test_a_budgeted_run_shows_its_budget_left_not_a_rounds_eta():
+    """A budgeted run adds rounds until its steps decide: the planned rounds' pace promised 'ETA
+    38:20' 35 min into a no-flag kubo run that had 2 h of budget left. Its budget bounds its end."""
+    out = io.StringIO()
+    rep = Reporter(force_plain=True, stream=out)
+    rep.start(4, builds=["v1", "v2"], budget=2 * 3600 + 30)
+    rep.advance()
+    rep.status("tree / get: round 19 (extra)")
+    rep.stop()
+    line = out.getvalue().splitlines()[1]
+    assert re.search(r"1/4 rounds, budget left 2:00:[23]\d", line), line
+    assert "ETA" not in line
