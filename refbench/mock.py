@@ -54,7 +54,7 @@ class MockExecutor:
 
     def __init__(self, info: HyperfineInfo = INFO_2, sigma: float = 0.05, seed: str = "0",
                  fail: dict[str, int] | None = None, names=None, seed_by: str = "call",
-                 crash_at: int | None = None):
+                 crash_at: int | None = None, interrupt_at: int | None = None):
         self.info = info
         self.sigma = sigma
         self.seed = seed
@@ -62,6 +62,7 @@ class MockExecutor:
         self.names = names  # a function (call) -> names hyperfine reports, to fake a mismatch
         self.seed_by = seed_by
         self.crash_at = crash_at
+        self.interrupt_at = interrupt_at
         self.calls: list[list[str]] = []  # the hyperfine argv of every call, as refbench would run it
         self.now = 0.0  # simulated seconds: every run's wall time and CALL_SECONDS a call (the budget's clock)
         self.shells: list[str] = []
@@ -70,6 +71,8 @@ class MockExecutor:
         self.calls.append(call.argv(self.info, Path("/mock/export.json")))
         if self.crash_at is not None and len(self.calls) == self.crash_at:
             raise MockCrash(f"a bug in the middle of a run (--mock crash={self.crash_at})")
+        if self.interrupt_at is not None and len(self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt  # as Ctrl-C (or SIGTERM, through cli's handler) arrives while hyperfine runs
         rng = random.Random(f"{self.seed}/{where}" if self.seed_by == "step" else f"{self.seed}-{len(self.calls)}")
         out = []
         names = self.names(call) if self.names else call.names
@@ -231,12 +234,13 @@ class MockSettings:
     """What `--mock KEY=VALUE` sets: seed=TEXT, sigma=FLOAT (every step's noise), build=REF:BINARY
     (the binary name a ref is built into, e.g. build=new:fake-1.08-mem3), fail=WORD:CODE (timed
     runs of commands containing WORD exit CODE), crash=N (the Nth hyperfine call raises, as a bug
-    of refbench's would)."""
+    of refbench's would), interrupt=N (Ctrl-C during the Nth hyperfine call)."""
     seed: str = "0"
     sigma: float = 0.05
     binaries: tuple[tuple[str, str], ...] = ()
     fail: tuple[tuple[str, int], ...] = ()
     crash_at: int | None = None
+    interrupt_at: int | None = None
 
     @classmethod
     def parse(cls, items) -> "MockSettings":
@@ -250,8 +254,8 @@ class MockSettings:
                     fields["seed"] = value
                 elif key == "sigma":
                     fields["sigma"] = float(value)
-                elif key == "crash":
-                    fields["crash_at"] = int(value)
+                elif key in ("crash", "interrupt"):
+                    fields[f"{key}_at"] = int(value)
                 elif key in ("build", "fail"):
                     name, colon, what = value.rpartition(":")
                     if not colon or not name:
@@ -262,12 +266,12 @@ class MockSettings:
                     raise ValueError("unknown key")
             except ValueError as e:
                 raise RefbenchError(f"--mock {item!r}: {e} (expected seed=TEXT, sigma=FLOAT, build=REF:BINARY, "
-                                    "fail=WORD:CODE or crash=N)") from None
+                                    "fail=WORD:CODE, crash=N or interrupt=N)") from None
         return cls(**{**fields, "binaries": tuple(fields["binaries"]), "fail": tuple(fields["fail"])})
 
     def executor(self) -> MockExecutor:
         return MockExecutor(sigma=self.sigma, seed=self.seed, fail=dict(self.fail), seed_by="step",
-                            crash_at=self.crash_at)
+                            crash_at=self.crash_at, interrupt_at=self.interrupt_at)
 
 
 def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockExecutor] | None = None):

@@ -510,7 +510,7 @@ class Measured:
     """What the measuring left: the scenarios that finished, and what it cost."""
     builds: list  # the builds measured (calibrate's shims, when its hook replaced them)
     scenarios: list[ScenarioResult]
-    stopped: str | None  # the watchdog's reason, when it stopped the run
+    stopped: str | None  # why the run stopped early (the watchdog's reason, or INTERRUPTED)
     backend: dict  # backend.describe()
     resources: dict  # the watchdog's peaks
     family_size: int | None
@@ -524,6 +524,7 @@ class Measured:
     server_cpus: frozenset | None
     hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
     explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
+    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP stopped it (run() raises InterruptedRun)
 
 
 @contextlib.contextmanager
@@ -571,8 +572,9 @@ def selected_steps(checked: Checked) -> Iterator[tuple]:
 
 
 def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
-                  ) -> tuple[list[ScenarioResult], WatchdogStop | None, float]:
-    """(the scenarios that finished, the watchdog's stop or None, seconds spent on fixtures)."""
+                  ) -> tuple[list[ScenarioResult], WatchdogStop | KeyboardInterrupt | None, float]:
+    """(the scenarios that finished, what stopped the run early (the watchdog, or Ctrl-C / SIGTERM)
+    or None, seconds spent on fixtures)."""
     bench, reporter = runner.bench, env.reporter
     reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in checked.units),
                    [b.label for b in bench.builds], bench.sampling.budget)
@@ -585,7 +587,7 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
             fixture = fx.ensure(s.fixture, checked.cache_dir)
             t_fixtures += env.clock() - t0
             runner.run_scenario(s, fixture, checked.step_filter)
-    except WatchdogStop as e:  # keep the steps that finished (the runner's progress); report them, then exit 2
+    except (WatchdogStop, KeyboardInterrupt) as e:  # keep the steps that finished (the runner's progress)
         return list(runner.progress.finished), e, t_fixtures
     finally:
         reporter.stop()
@@ -624,7 +626,7 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
         shutil.rmtree(workdir, ignore_errors=True)
     if stopped is not None and not done:
         raise stopped
-    return Measured(builds=built, scenarios=done, stopped=None if stopped is None else str(stopped),
+    return Measured(builds=built, scenarios=done, stopped=stop_reason(stopped), interrupted=isinstance(stopped, KeyboardInterrupt),
                     backend=described, resources=resources, family_size=runner.bench.family_size,
                     hyperfine_seconds=runner.progress.hyperfine_seconds, untimed_seconds=runner.progress.untimed_seconds,
                     untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
@@ -703,12 +705,35 @@ def run(request: RunRequest, env: RunEnv) -> rs.Results:
     m = measure_distinct(checked, built, env)
     judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.criteria,
                             request.hooks.family_per_contender)
-    return assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
-                    timing(env.clock() - t_wall, build_seconds, m))
+    results = assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
+                       timing(env.clock() - t_wall, build_seconds, m))
+    if m.interrupted:
+        raise InterruptedRun(results)
+    return results
+
+
+INTERRUPTED = "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+
+
+class InterruptedRun(KeyboardInterrupt):
+    """A run interrupted after some of its steps finished, with their results: the one caller that
+    writes files (run_and_write) writes them first, so an hour of measuring is not lost to a
+    Ctrl-C; every other caller (bisect, calibrate) stops as on any interrupt."""
+
+    def __init__(self, results: rs.Results):
+        super().__init__(INTERRUPTED)
+        self.results = results
+
+
+def stop_reason(stopped: BaseException | None) -> str | None:
+    """results.json's `stopped`: the watchdog's one line, or INTERRUPTED."""
+    if stopped is None:
+        return None
+    return INTERRUPTED if isinstance(stopped, KeyboardInterrupt) else str(stopped)
 
 
 def stop_error(results: rs.Results) -> WatchdogStop | None:
-    """The error a stopped run ends with, once what finished is written."""
+    """The error a run the watchdog stopped ends with, once what finished is written."""
     return None if results.stopped is None else WatchdogStop(results.stopped)
 
 

@@ -266,7 +266,7 @@ class Runner:
                 for i, b in enumerate(setup_builds):
                     self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: teardown for {b.label}")
-        except WatchdogStop:  # the watchdog ended the run: the steps that finished stay in progress
+        except (WatchdogStop, KeyboardInterrupt):  # the watchdog or the user ended the run: the steps that finished stay
             if results:
                 self.progress = self.progress.scenario_done(ScenarioResult(scenario, fixture, tuple(results), daemon))
             raise

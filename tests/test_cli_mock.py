@@ -13,7 +13,7 @@ import pytest
 from conftest import run_cli
 from fakes.pipeline import mock_args, scenarios_file
 from refbench import results as rs
-from refbench.errors import EXIT_CRASH, EXIT_ERROR, EXIT_OK, EXIT_REGRESSION
+from refbench.errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
 from refbench.verdict import Verdict
 from test_judge import BINARIES, SCENARIOS
 
@@ -102,6 +102,24 @@ def test_exit_codes_0_1_2_3(scenarios, tmp_path):
                     env={"REFBENCH_CRASH_DIR": str(tmp_path / "crashes")})
     assert crashed.returncode == EXIT_CRASH and "MockCrash" in crashed.stderr
     assert [p.parent for p in (tmp_path / "crashes").iterdir()] == [tmp_path / "crashes"]  # REFBENCH_CRASH_DIR
+
+
+def test_an_interrupted_run_writes_the_steps_that_finished_then_exits_130(scenarios, tmp_path):
+    """Ctrl-C (or SIGTERM) two hours into a full-size run kept nothing: now the steps that finished
+    are written, marked as stopped, and the exit is still 130. FIXED: 3 rounds a step, so the 4th
+    hyperfine call is the second step's first round."""
+    proc = bench(scenarios, tmp_path / "late", *FIXED, "--fail-on-regression", "--mock", "interrupt=4")
+    assert proc.returncode == EXIT_INTERRUPTED, proc.stderr
+    assert "interrupted: wrote the 1 step that finished" in proc.stderr and "1 slower" in proc.stderr
+    assert proc.stderr.rstrip().endswith("refbench: interrupted; cleaned up what this run created")
+    res = rs.load(tmp_path / "late" / "results.json")
+    assert [(sc.name, st.name) for sc, st in res.steps()] == [("tiny", "list")]
+    assert res.stopped == "interrupted (Ctrl-C, SIGTERM or SIGHUP)"
+    assert "This run was stopped before it finished:** interrupted" in (tmp_path / "late" / "summary.md").read_text()
+    # interrupted before any step finished: nothing to write, as before
+    early = bench(scenarios, tmp_path / "early", *FIXED, "--mock", "interrupt=2")
+    assert early.returncode == EXIT_INTERRUPTED and "wrote" not in early.stderr
+    assert not (tmp_path / "early" / "results.json").exists()
 
 
 def test_identical_refs_are_answered_without_measuring(scenarios, tmp_path):

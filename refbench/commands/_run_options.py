@@ -197,7 +197,14 @@ def run_and_write(request: RunRequest, outputs: Outputs, env: runenv.RunEnv) -> 
     """One comparison with its files written and its closing lines said; the results. A run the
     watchdog stopped fails here, after what finished is written."""
     reporter = env.reporter
-    results = pipeline.run(request, env)
+    try:
+        results = pipeline.run(request, env)
+    except pipeline.InterruptedRun as e:  # what finished is written, then the interrupt goes on (exit 130)
+        write_outputs(e.results, outputs)
+        done = sum(1 for _ in e.results.steps())
+        reporter.info(f"interrupted: wrote the {done} step{'s' if done != 1 else ''} that finished to "
+                      f"{outputs.summary} and {outputs.json}: {counts_line(e.results.verdict_counts())}")
+        raise
     write_outputs(results, outputs)
     busy = results.environment.busy_warning()
     if busy:
