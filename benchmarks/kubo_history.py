@@ -20,7 +20,7 @@ one after another, never two at once on 2 cores.
                    the state's build time, the restore's share of a GC, whether it decides
 
 Usage: .venv/bin/python benchmarks/kubo_history.py [--cases v035-online-add,...] [--out DIR]
-       [--builds-dir DIR]
+       [--builds-dir DIR] [--restore-only IPFS_BINARY]
 """
 from __future__ import annotations
 
@@ -92,35 +92,61 @@ def report(r: dict) -> None:
         print(f"  untimed seconds by kind: {json.dumps(untimed)}")
 
 
-def restore_share(doc: dict, builds: Path, repeats: int = 3) -> None:
-    """The restore's cost next to the GC it restores for: the first build's cached state (the
-    largest, before any GC), collected and put back `repeats` times, each timed on its own."""
-    sys.path.insert(0, str(ROOT))
-    from refbench.backends.sandbox import Sandbox
-    from refbench.backends.snapshot import restore_command
+def _dentries() -> int:
+    """The kernel's count of allocated dentries (/proc/sys/fs/dentry-state, first field)."""
+    return int(Path("/proc/sys/fs/dentry-state").read_text().split()[0])
 
-    binary = doc["builds"][0]["binary"]
-    repos = sorted((builds / "ipfs-states").glob("*/*/repo"), key=lambda p: p.stat().st_mtime)
+
+def restore_share(binary: str, builds: Path, repeats: int = 3) -> None:
+    """The restore's cost next to the GC it restores for, on the first build's cached state (the
+    largest, before any GC) and on each of its steps' layers: collected and put back `repeats`
+    times, each timed on its own; then the last restore's two unmounts timed apart, with the
+    dentries each frees (what sets the restore's floor: the kernel frees every dentry the GC made)."""
+    sys.path.insert(0, str(ROOT))
+    from refbench.backends.ipfs import file_digest
+    from refbench.backends.sandbox import Sandbox
+    from refbench.backends.snapshot import key, restore_command
+
+    # the binary's own states (the backend keys them by its digest), the newest first
+    repos = sorted((builds / "ipfs-states" / key(file_digest(binary))).glob("*/repo"), key=lambda p: p.stat().st_mtime)
     if not repos:
-        print("  no cached state found")
+        print(f"  no cached state of {binary} found")
         return
     state = repos[-1]
+    stacks = [("the state", [state])] + [
+        (f"layer '{json.loads((p.parent / 'state.json').read_text())['template'][:48]}...'", [p, state])
+        for p in sorted((state.parent / "layers").glob("*/upper")) if (p.parent / "state.json").exists()]
     box = Sandbox.open()
     mount, scratch = Path("/tmp/refbench-restore-probe/repo"), Path("/tmp/refbench-restore-probe/upper")
     env = {**os.environ, "IPFS_PATH": str(mount), "IPFS_TELEMETRY": "off"}
+
+    def sh(cmd: str) -> float:
+        t0 = time.monotonic()
+        subprocess.run([*box.prefix(), "sh", "-c", cmd], check=True)
+        return time.monotonic() - t0
+
     try:
-        for i in range(repeats):
-            t0 = time.monotonic()
-            subprocess.run([*box.prefix(), "sh", "-c", restore_command(mount, [state], scratch, box.user)], check=True)
-            t_restore = time.monotonic() - t0
-            t0 = time.monotonic()
-            subprocess.run([*box.prefix(), binary, "repo", "gc", "-q"], env=env, check=True, stdout=subprocess.DEVNULL)
-            t_gc = time.monotonic() - t0
-            print(f"  restore {t_restore:.3f} s (after run {i}), repo gc {t_gc:.2f} s")
-        t0 = time.monotonic()  # the restore that follows a GC: it frees what the GC wrote
-        subprocess.run([*box.prefix(), "sh", "-c", restore_command(mount, [state], scratch, box.user)], check=True)
-        t_restore = time.monotonic() - t0
-        print(f"  restore after a GC: {t_restore:.3f} s = {t_restore / t_gc:.1%} of that GC")
+        for what, lowers in stacks:
+            restore = restore_command(mount, lowers, scratch, box.user)
+            shares = []
+            for i in range(repeats if what == "the state" else 1):
+                t_restore = sh(restore)
+                t0 = time.monotonic()
+                subprocess.run([*box.prefix(), binary, "repo", "gc", "-q"], env=env, check=True,
+                               stdout=subprocess.DEVNULL)
+                t_gc = time.monotonic() - t0
+                d0 = _dentries()
+                t_ovl = sh(f"umount {mount}")
+                d1 = _dentries()
+                t_tmp = sh(f"umount {scratch}")
+                d2 = _dentries()
+                t_mount = sh(restore)  # nothing left to unmount: the mounts alone
+                total = t_ovl + t_tmp + t_mount
+                shares.append(total / t_gc)
+                print(f"  {what}: repo gc {t_gc:.2f} s; restore after it {total:.3f} s = {total / t_gc:.1%} "
+                      f"(overlay umount {t_ovl:.3f} s, {d0 - d1:,} dentries freed; tmpfs umount {t_tmp:.3f} s, "
+                      f"{d1 - d2:,} freed; mounts {t_mount:.3f} s); the restore before it {t_restore:.3f} s")
+                sys.stdout.flush()
     finally:
         box.close()
 
@@ -138,12 +164,17 @@ def arguments(doc: str, cases: dict, out: str, extra=lambda ap: None) -> tuple[a
 
 
 def main() -> None:
-    args, out = arguments(__doc__, CASES, "/tmp/kubo-history")
+    args, out = arguments(__doc__, CASES, "/tmp/kubo-history", lambda ap: ap.add_argument(
+        "--restore-only", metavar="IPFS", help="no case: the restore's share on the newest cached state, "
+        "collected by this kubo binary (the one the state was built by)"))
+    if args.restore_only:
+        restore_share(args.restore_only, Path(args.builds_dir))
+        return
     for name in args.cases.split(","):
         r = run_case(name, out, Path(args.builds_dir))
         report(r)
         if name.startswith("gc-") and "doc" in r:
-            restore_share(r["doc"], Path(args.builds_dir))
+            restore_share(r["doc"]["builds"][0]["binary"], Path(args.builds_dir))
         sys.stdout.flush()
 
 
