@@ -524,7 +524,11 @@ class Measured:
     server_cpus: frozenset | None
     hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
     explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
-    interrupted: bool = False  # Ctrl-C, SIGTERM or SIGHUP stopped it (run() raises InterruptedRun)
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C, SIGTERM or SIGHUP stopped it (run() then raises InterruptedRun)."""
+        return self.stopped == INTERRUPTED
 
 
 @contextlib.contextmanager
@@ -626,7 +630,7 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
         shutil.rmtree(workdir, ignore_errors=True)
     if stopped is not None and not done:
         raise stopped
-    return Measured(builds=built, scenarios=done, stopped=stop_reason(stopped), interrupted=isinstance(stopped, KeyboardInterrupt),
+    return Measured(builds=built, scenarios=done, stopped=stop_reason(stopped),
                     backend=described, resources=resources, family_size=runner.bench.family_size,
                     hyperfine_seconds=runner.progress.hyperfine_seconds, untimed_seconds=runner.progress.untimed_seconds,
                     untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
