@@ -58,9 +58,9 @@ def planned_backend(target: TargetSpec, bucket: str | None, prefix: str, endpoin
 
 def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpec],
                 step_filter: Callable[[ScenarioSpec, StepSpec], bool] | None, builds: Sequence[PlannedBuild], *,
-                bucket: str | None, prefix: str, endpoint: str | None, runs: int, warmup: int, rounds: int,
+                bucket: str | None, prefix: str, endpoint: str | None, sampling: Sampling,
                 cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = (),
-                networks: Mapping = MappingProxyType({}), sampling: Sampling | None = None) -> str:
+                networks: Mapping = MappingProxyType({})) -> str:
     """The dry run's report: target, builds, backend and settings, then per scenario and selected
     step the commands that would run for the first build, in the order they run; an S3 step with
     its network profile (`networks`: the run's, by name), its commands with that profile's proxy."""
@@ -73,8 +73,7 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
                         f"would copy the build of {p.same_tree_as} (the same tree)" if p.same_tree_as else
                         "would build")
                      + (f" (Go: {p.build.toolchain})" if p.build.toolchain else ""))
-    lines.append(f"backend: {desc}; " + (sampling.describe() if sampling else
-                                         f"runs {runs}, warm-up {warmup}, rounds {rounds}"))
+    lines.append(f"backend: {desc}; {sampling.describe()}")
     backend = planned_backend(target, bucket, prefix, endpoint, networks=networks)
     first = builds[0].build
     lines.append(f"commands as they would run for {first.label}, the first build "

@@ -31,7 +31,7 @@ def planned(target: str, *labels: str) -> list[dryrun.PlannedBuild]:
 def plan(target: str, step_filter=None, **kw) -> str:
     t = CFG.targets[target]
     scenarios = [s.for_quick(True) for s in CFG.scenarios_for(target)]
-    args = dict(bucket=None, prefix="refbench", endpoint=None, runs=10, warmup=2, rounds=5, cache_dir=CACHE,
+    args = dict(bucket=None, prefix="refbench", endpoint=None, sampling=Sampling(runs=10, warmup=2, rounds=5), cache_dir=CACHE,
                 target_flags=["--log", "debug"])
     return dryrun.render_plan(t, t.repo, scenarios, step_filter, planned(target, "v1.0.0", "v1.1.0"), **{**args, **kw})
 
@@ -48,7 +48,7 @@ def test_s5cmd_embedded_every_command_rendered_for_the_first_build():
     assert out.startswith("target s5cmd from https://github.com/peak/s5cmd\n")
     assert f"  build v1.0.0: tag {'1' * 40} -> would build" in out
     assert f"  build v1.1.0: tag {'2' * 40} -> cached {CACHE}/s5cmd/{'2' * 40}/s5cmd" in out
-    assert "backend: embedded MinIO on loopback; runs 10, warm-up 2, rounds 5" in out
+    assert "backend: embedded MinIO on loopback; fixed: 10 runs a build, warm-up 2, in 5 rounds" in out
     assert "scenario small files: sparse fixture, 200 files, 50.0 MiB" in out
     small = section(out, "small files")
     assert (f"  step upload: {old} --log debug cp '{CACHE}/fixtures/sparse-256Kx200/*' "
@@ -63,7 +63,7 @@ def test_s5cmd_embedded_every_command_rendered_for_the_first_build():
 def test_s5cmd_user_bucket_and_no_restore_tool_take_the_unversioned_branches(monkeypatch):
     monkeypatch.setattr(s3, "find_tool", lambda name: None)
     out = plan("s5cmd", bucket="mybucket", prefix="ci/pr-7", endpoint="http://s3.example:9000", target_flags=[])
-    assert "backend: s3://mybucket; runs 10" in out
+    assert "backend: s3://mybucket; fixed: 10 runs a build" in out
     assert "S3_ENDPOINT_URL=http://s3.example:9000" in out
     large = section(out, "large file")
     old = f"{CACHE}/s5cmd/{'1' * 40}/s5cmd"
@@ -83,7 +83,7 @@ def test_only_the_selected_steps_are_shown():
 def test_kubo_commands_carry_their_own_ipfs_path_and_the_api_placeholder():
     out = plan("kubo")
     assert "{{" not in out and "{%" not in out
-    assert "backend: ipfs; runs 10, warm-up 2, rounds 5" in out
+    assert "backend: ipfs; fixed: 10 runs a build, warm-up 2, in 5 rounds" in out
     old = f"{CACHE}/kubo/{'1' * 40}/ipfs"
     tree = section(out, "tree")
     assert re.search(rf"  step add: export IPFS_PATH='<workdir>/ipfs/tree-b0' IPFS_TELEMETRY=off; {old} "

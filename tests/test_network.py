@@ -15,6 +15,7 @@ from conftest import need, run_cli
 from refbench import network as nw, paths, pipeline, tools
 from refbench.config import load_config
 from refbench.errors import ConfigError, RefbenchError, RunError
+from refbench.sampling import Sampling
 from refbench.render import markdown
 from refbench.units import format_rate, parse_rate
 from test_config import BASE, write
@@ -183,7 +184,7 @@ def test_a_dry_run_shows_each_step_under_its_profile_with_its_proxy():
     t = BUNDLED.targets["s5cmd"]
     out = dryrun.render_plan(t, t.repo, [s.for_quick(True).with_network() for s in BUNDLED.scenarios_for("s5cmd")],
                              None, planned("s5cmd", "v1.0.0", "v1.1.0"), bucket=None, prefix="refbench",
-                             endpoint=None, runs=10, warmup=2, rounds=5, cache_dir=CACHE,
+                             endpoint=None, sampling=Sampling(runs=10, warmup=2, rounds=5), cache_dir=CACHE,
                              networks={name: BUNDLED.networks[name] for name in ("loopback", "region")})
     region = out.split("scenario large object, region:", 1)[1].split("\nscenario ", 1)[0]
     assert "  step cat [network region]: export S3_ENDPOINT_URL='http://127.0.0.1:<region-port>'; " in region
