@@ -107,7 +107,7 @@ class Comparison:
     method: str = ""  # e.g. "van Elteren, 5 rounds"
     noise: float | None = None  # robust within-round noise: σ of log times (≈ cv)
     look: int = 1  # looks so far (1 for a fixed-size run)
-    fraction: float = 1.0  # information fraction at this look (runs per build / n_max)
+    fraction: float = 1.0  # spending time at this look (runs per build / the most runs planned then): 1 spends all alpha
     z: float | None = None  # standardized test statistic (> 0: contender slower)
     crit: float | None = None  # |z| the interval's level needs at this look
     metric: str = "wall"  # what was compared: wall, cpu, memory or instructions (see METRICS)

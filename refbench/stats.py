@@ -313,14 +313,15 @@ def member_level(criteria: Criteria, metric: str, family_size: int) -> float:
     return criteria.alpha * weight / max(1, family_size)
 
 
-def exact_reaches(sizes, looks: tuple[float, ...], spending: str, level: float) -> bool:
+def exact_reaches(sizes, looks: tuple[float, ...], spending: str, level: float,
+                  spend: tuple[float, ...] | None = None) -> bool:
     """Whether the exact test can reach `level` at this design and look: its floor, read as the
     repeated p of the look (alpha spending asks more of early looks). Beyond _EXACT_RUNS the test
     is the normal approximation, whose p has no floor."""
     if sum(n + m for n, m in sizes) > _EXACT_RUNS:
         return True
     top = -ndtri(exact_floor(sizes) / 2)
-    return repeated_p(top, looks, spending) <= level
+    return repeated_p(top, looks, spending, spend) <= level
 
 
 @dataclass(frozen=True)
@@ -362,7 +363,7 @@ class ShiftFit:
 
 
 def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, ...], criteria: Criteria,
-              level: float) -> ShiftFit:
+              level: float, spend: tuple[float, ...] | None = None) -> ShiftFit:
     """The shift's test and interval for B data sets of one design (strata as aligned_fit takes
     them). The aligned-rank test by its exact distribution where that can reach `level`
     (member_level: what the run's family asks of this member) at this look; where it cannot (its
@@ -370,11 +371,12 @@ def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, .
     metrics asks 0.0044 of memory), the blocked t-test on log values, with its own estimate and
     interval. The choice depends on the design, the look and the family alone, never on the data,
     so each design's false-alarm rate is its test's. With no residual degrees of freedom (1 + 1
-    runs in one round) the rank test stays: nothing can be decided there (see reachable)."""
-    crit = _crit(looks, 1 - criteria.confidence, criteria.spending)
+    runs in one round) the rank test stays: nothing can be decided there (see reachable). spend:
+    the looks' alpha-spending times where they differ from their information (sequential_bounds)."""
+    crit = _crit(looks, 1 - criteria.confidence, criteria.spending, spend)
     sizes = [(x.shape[1], y.shape[1]) for x, y in strata]
     s_eff = sum(n * m / (n + m + 1) for n, m in sizes)
-    t = None if exact_reaches(sizes, looks, criteria.spending, level) else blocked_t(strata)
+    t = None if exact_reaches(sizes, looks, criteria.spending, level, spend) else blocked_t(strata)
     if t is None or t.df < 1:
         fit = aligned_fit(strata, crit)
         return ShiftFit(fit.shift, fit.low, fit.high, fit.z, fit.s_eff,
@@ -383,7 +385,9 @@ def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, .
         tstat = np.where(t.se > 0, t.shift / t.se, np.where(t.shift == 0, 0.0, np.sign(t.shift) * np.inf))
     # the t's tail as a normal z, so looks, repeated p-values and the family read it as the rank test's
     z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, sps.t.sf(np.abs(tstat), t.df))), _Z_CAP)
-    half = float(sps.t.isf(ndtr(-crit), t.df)) * t.se  # the interval at the rank interval's level
+    # the interval at the rank interval's level; a look that may spend no alpha (a fraction of a
+    # percent) has no bound at all, not inf x a zero se
+    half = float(sps.t.isf(ndtr(-crit), t.df)) * t.se if math.isfinite(crit) else np.full(t.se.shape, np.inf)
     low, high = t.shift - half, t.shift + half
     # an end beyond e^±_LOG_END (an early look's boundary asks for a t of thousands) is no bound
     return ShiftFit(t.shift, np.where(low < -_LOG_END, -np.inf, low), np.where(high > _LOG_END, np.inf, high), z,
@@ -432,6 +436,16 @@ def robust_noise(times, rounds=None) -> float:
     return float(s)
 
 
+def pair_noise(base_times, base_rounds, cont_times, cont_rounds) -> float | None:
+    """The noise a comparison of these two builds' runs sees (Comparison.noise), without the test:
+    what the budget plans a step's most runs from (refbench.stopping)."""
+    if not len(base_times) or not len(cont_times):
+        return None
+    if (base_rounds is None) != (cont_rounds is None):
+        base_rounds = cont_rounds = None
+    return _noise(_log(base_times), base_rounds, _log(cont_times), cont_rounds)
+
+
 def _noise(x: np.ndarray, xr, y: np.ndarray, yr) -> float | None:
     """Robust σ of log times within rounds, pooled over both builds. When every round holds one
     run per build, from the per-round differences (round effects cancel; each has variance 2σ²)."""
@@ -477,19 +491,26 @@ def _simpson(g: int) -> np.ndarray:
     return w / 3.0
 
 
-def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str) -> np.ndarray:
+def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str,
+            spend: tuple[float, ...] | None = None) -> np.ndarray:
     """Two-sided critical |z| per look (columns) for each total alpha (rows).
 
     Armitage–McPherson–Rowe recursion on the score scale S_k = Z_k·sqrt(t_k), a Brownian motion
     with independent N(0, Δt) increments under the null: the sub-density of S_k on the region
     not yet stopped is carried on a Simpson grid from look to look; at each look the boundary
     is solved (Newton, bracketed) so that the probability of first crossing there equals the
-    alpha the spending function releases there."""
+    alpha the spending function releases there. `spend`: the spending time of every look where
+    it is not its information fraction (a step whose most runs grew after a look keeps the alpha
+    that look spent: Lan & DeMets' calendar-time use, gsDesign's usTime); non-decreasing, and a
+    look that releases no alpha has no boundary (inf)."""
     t = np.asarray(fractions, float)
     if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
         raise ValueError("information fractions must be positive and increasing")
+    st = t if spend is None else np.asarray(spend, float)
+    if st.shape != t.shape or np.any(st < 0) or np.any(np.diff(st) < 0):
+        raise ValueError("spending times must be one per look, non-negative and non-decreasing")
     a_n, k_n = len(alphas), t.size
-    cum = _spent(t, alphas, spending)
+    cum = _spent(st, alphas, spending)
     inc = np.diff(np.concatenate([np.zeros((a_n, 1)), cum], axis=1), axis=1)
     out = np.full((a_n, k_n), np.inf)
     with np.errstate(divide="ignore"):
@@ -546,28 +567,37 @@ def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str) -> 
 
 
 @lru_cache(maxsize=256)
-def _bounds_cached(fractions: tuple[float, ...], alpha: float, spending: str) -> tuple[float, ...]:
-    return tuple(float(v) for v in _bounds(fractions, np.array([alpha]), spending)[0])
+def _bounds_cached(fractions: tuple[float, ...], alpha: float, spending: str,
+                   spend: tuple[float, ...] | None = None) -> tuple[float, ...]:
+    return tuple(float(v) for v in _bounds(fractions, np.array([alpha]), spending, spend)[0])
 
 
-def sequential_bounds(fractions, alpha: float, spending: str = "obrien-fleming") -> list[float]:
+def _spend_key(fractions: tuple[float, ...], spend) -> tuple[float, ...] | None:
+    """The spending times as a cache key: None where they are the information fractions."""
+    st = None if spend is None else tuple(float(v) for v in spend)
+    return None if st == fractions else st
+
+
+def sequential_bounds(fractions, alpha: float, spending: str = "obrien-fleming", spend=None) -> list[float]:
     """Two-sided critical |z| at each look for Lan–DeMets alpha spending, α/2 per side as in
     gsDesign / rpact ("obrien-fleming": each side spends 2 − 2Φ(z_{1−α/4}/√t), nearly nothing
     early, almost the fixed-size test at the end — 5 equal looks: 4.877 3.357 2.680 2.290 2.031;
     "pocock": α(t) = α·ln(1 + (e − 1)t), even boundaries). Fractions: information at each look,
-    increasing, the last usually 1; a single look at 1.0 gives z_{1−α/2}, the fixed-size test."""
+    increasing, the last usually 1; a single look at 1.0 gives z_{1−α/2}, the fixed-size test.
+    spend: each look's spending time where it differs from its fraction (_bounds)."""
     fr = tuple(float(f) for f in fractions)
-    return list(_bounds_cached(fr, float(alpha), spending))
+    return list(_bounds_cached(fr, float(alpha), spending, _spend_key(fr, spend)))
 
 
 _P_GRID = np.concatenate([np.logspace(-10, -1, 28), np.linspace(0.15, 0.95, 9)])
 
 
 @lru_cache(maxsize=256)
-def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[float, float, PchipInterpolator | None]:
+def _p_table(fractions: tuple[float, ...], spending: str,
+             spend: tuple[float, ...] | None = None) -> tuple[float, float, PchipInterpolator | None]:
     """log alpha as a function of the last look's boundary, from boundaries on a grid of alphas:
     (smallest boundary, largest boundary, interpolator)."""
-    c = _bounds(fractions, _P_GRID, spending)[:, -1]
+    c = _bounds(fractions, _P_GRID, spending, spend)[:, -1]
     ok = np.isfinite(c)
     # c falls as alpha grows; keep a strictly decreasing run for the interpolation
     cs, ls = c[ok], np.log(_P_GRID[ok])
@@ -580,22 +610,26 @@ def _p_table(fractions: tuple[float, ...], spending: str) -> tuple[float, float,
     return float(cs[0]), float(cs[-1]), PchipInterpolator(cs, ls)
 
 
-def repeated_p(z: float, fractions, spending: str = "obrien-fleming") -> float:
+def repeated_p(z: float, fractions, spending: str = "obrien-fleming", spend=None) -> float:
     """The smallest total alpha at which this look's boundary is crossed (Jennison & Turnbull's
     repeated p-value). Valid however the looks and stopping were chosen: P(some look has
     p ≤ u) ≤ u under the null, so the p of the look where sampling stopped can enter
-    Benjamini–Hochberg. One look at fraction 1 gives the fixed-size two-sided p exactly."""
+    Benjamini–Hochberg. One look at fraction 1 gives the fixed-size two-sided p exactly.
+    spend: each look's spending time where it differs from its fraction (_bounds)."""
     fr = tuple(float(f) for f in fractions)
+    st = _spend_key(fr, spend)
     az = abs(z)
     if len(fr) == 1:
         tail = 2 * float(ndtr(-az))  # alpha spent at look 1 must reach this
-        t1 = min(fr[0], 1.0)
+        t1 = min((st or fr)[0], 1.0)
+        if t1 <= 0:
+            return 1.0
         if spending == "obrien-fleming":  # 4·Φ̄(z_{1−α/4}/√t1) = tail
             return min(1.0, 4 * float(ndtr(math.sqrt(t1) * ndtri(tail / 4))))
         if spending == "pocock":
             return min(1.0, tail / math.log1p((math.e - 1) * t1))
         raise ValueError(f"unknown alpha spending {spending!r}")
-    c_min, c_max, log_alpha = _p_table(fr, spending)
+    c_min, c_max, log_alpha = _p_table(fr, spending, st)
     if log_alpha is None or az <= c_min:
         return 1.0
     if az >= c_max:
@@ -603,10 +637,11 @@ def repeated_p(z: float, fractions, spending: str = "obrien-fleming") -> float:
     return float(min(1.0, math.exp(float(log_alpha(az)))))
 
 
-def _crit(fractions: tuple[float, ...], alpha: float, spending: str) -> float:
-    if len(fractions) == 1 and fractions[0] >= 1:
+def _crit(fractions: tuple[float, ...], alpha: float, spending: str, spend=None) -> float:
+    st = _spend_key(fractions, spend)
+    if len(fractions) == 1 and (st or fractions)[0] >= 1:
         return _z(1 - alpha / 2)
-    return _bounds_cached(fractions, float(alpha), spending)[-1]
+    return _bounds_cached(fractions, float(alpha), spending, st)[-1]
 
 
 # ---- planning --------------------------------------------------------------------------------
@@ -645,12 +680,14 @@ def runs_for(effect: float, power: float, noise: float, criteria: Criteria, fami
 
 def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria: Criteria = Criteria(), *,
              base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
-             family_size: int = 1, metric: str = "wall") -> Comparison:
+             spend: tuple[float, ...] | None = None, family_size: int = 1, metric: str = "wall") -> Comparison:
     """The contender's samples against the baseline's: the shift, its interval, p and verdict, as a
     Comparison ("contrast": the statistics of two samples; "compare" is two saved runs). base_rounds / cont_rounds: the round of every sample
     (runs are compared within rounds only); looks: information fractions (runs per build so far
     / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
-    run; family_size: comparisons in the run (steps × contenders × metrics), for mde /
+    run; spend: the looks' alpha-spending times where a re-plan of the step's most runs made them
+    differ from `looks` (the fraction each look had when it was taken; None: the same);
+    family_size: comparisons in the run (steps × contenders × metrics), for mde /
     runs_needed and the level its test must be able to reach (shift_fit); metric: what the values
     are (its weight in the family)."""
     b, c = summarize(base_times), summarize(cont_times)
@@ -662,6 +699,7 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
         faster, slower_label = base_label, cont_label
     noisy = max(b.cv, c.cv) > criteria.noise_limit
     looks = tuple(float(f) for f in looks) or (1.0,)
+    spend = _spend_key(looks, spend)
     x, y = _log(base_times), _log(cont_times)
     if (base_rounds is None) != (cont_rounds is None):
         base_rounds = cont_rounds = None
@@ -673,23 +711,23 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
     needed = runs_for(criteria.threshold, criteria.power, noise, criteria, family_size, per_round) \
         if noise and criteria.threshold > 0 else None
     common = dict(factor=factor, factor_err=err, faster=faster, slower_label=slower_label,
-                  noise=noise, look=len(looks), fraction=looks[-1], metric=metric)
+                  noise=noise, look=len(looks), fraction=(spend or looks)[-1], metric=metric)
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
         return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
                           needed, method="too few runs", **common)
     level = member_level(criteria, metric, family_size)
-    fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, criteria, level)
+    fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, criteria, level, spend)
     shift, lo, hi, z = float(fit.shift[0]), float(fit.low[0]), float(fit.high[0]), float(fit.z[0])
-    p = repeated_p(z, looks, criteria.spending)
+    p = repeated_p(z, looks, criteria.spending, spend)
     rel = math.expm1(shift)
     rlo = math.expm1(lo) if math.isfinite(lo) else None
     rhi = math.expm1(hi) if math.isfinite(hi) else None
     verdict = decide(rel, rlo, rhi, p, criteria)
-    mcrit = _crit(looks, criteria.alpha / max(1, family_size), criteria.spending)
+    mcrit = _crit(looks, criteria.alpha / max(1, family_size), criteria.spending, spend)
     mde = detectable(noise, fit.s_eff, criteria, family_size, crit=mcrit) if noise is not None else None
     return Comparison(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
-                      method=fit.method, z=z, crit=_crit(looks, 1 - criteria.confidence, criteria.spending),
+                      method=fit.method, z=z, crit=_crit(looks, 1 - criteria.confidence, criteria.spending, spend),
                       **common)
 
 

@@ -333,6 +333,31 @@ def test_sequential_bounds_match_published_values_and_reduce_to_the_fixed_test()
         stats.sequential_bounds([0.5, 0.4], 0.05)
 
 
+def test_spending_times_apart_from_information_keep_each_looks_alpha():
+    """Boundaries whose looks spend alpha by spending times other than their information fractions
+    (a step's most runs grew after its first looks, StepState.spend): on simulated Brownian paths,
+    the chance of crossing by each look is what the spending function released by then, and all
+    of alpha at the end. Where the times are the fractions, the boundaries are the old ones."""
+    fr, st = (0.2, 0.35, 0.6, 1.0), (0.4, 0.55, 0.75, 1.0)
+    assert stats.sequential_bounds(fr, 0.05, spend=fr) == stats.sequential_bounds(fr, 0.05)
+    c = np.array(stats.sequential_bounds(fr, 0.05, spend=st))
+    rng = np.random.default_rng(7)
+    n = 400_000
+    s = np.cumsum(rng.normal(size=(n, len(fr))) * np.sqrt(np.diff((0.0,) + fr)), axis=1)
+    crossed = np.maximum.accumulate(np.abs(s / np.sqrt(fr)) >= c, axis=1).sum(axis=0)
+    spent = stats._spent(np.array(st), np.array([0.05]), "obrien-fleming")[0]
+    for k, alpha_k in enumerate(spent):  # each within a 99.9% binomial interval around its alpha
+        sd = math.sqrt(n * alpha_k * (1 - alpha_k))
+        assert abs(crossed[k] - n * alpha_k) <= 3.3 * sd + 1, (k, crossed[k] / n, alpha_k)
+    # read as if the looks had spent by their fractions, the same crossings are held to too little
+    naive = np.array(stats.sequential_bounds(fr, 0.05))
+    assert naive[0] > c[0] and stats.repeated_p(c[-1], fr, spend=st) == pytest.approx(0.05, rel=0.02)
+    # a look that releases no alpha (spending time as the last one's) has no boundary
+    assert math.isinf(stats.sequential_bounds((0.3, 0.5, 1.0), 0.05, spend=(0.5, 0.5, 1.0))[1])
+    with pytest.raises(ValueError):
+        stats.sequential_bounds((0.3, 0.5), 0.05, spend=(0.6, 0.5))
+
+
 def test_sequential_bounds_are_fast():
     fr = [(i + 1) / 30 for i in range(30)]
     stats._bounds(tuple(fr), np.array([0.05]), "obrien-fleming")  # warm up
