@@ -10,7 +10,8 @@ The MockExecutor builds each call's real hyperfine command line (so a test can c
 would run) and records it in `calls`, then returns per-run figures drawn from a lognormal around a
 mean read from each command's binary name: `fake-1.10` -> wall 1.10 x 0.1 s; `fake-1.00-cpu1.2` ->
 CPU 1.2 x the wall time's CPU; `fake-1.00-mem64` -> 64 MiB more peak memory; the words `sigma=0.3`
-and `scale=5` in a command give that step its own noise and length. Its clock is simulated (every
+and `scale=5` in a command give that step its own noise and length, and `pilot_sigma=0.02` the
+noise of its first two rounds (a budget's pilot that under-estimates the step's noise). Its clock is simulated (every
 run's wall time and CALL_SECONDS a call), so a budget spends mock seconds. Shell commands run
 nothing; `exit N` fails with N, and `fail` names commands whose timed runs exit non-zero.
 """
@@ -78,7 +79,7 @@ class MockExecutor:
         names = self.names(call) if self.names else call.names
         for name, cmd in zip(names, call.commands):
             wall, cpu, mem = _factors(cmd)
-            sigma, scale = _step_words(cmd, self.sigma)
+            sigma, scale = _step_words(cmd, self.sigma, pilot=_pilot_round(where))
             times = tuple(0.1 * scale * wall * rng.lognormvariate(0, sigma) for _ in range(call.runs))
             user = tuple(t * 0.5 * cpu * rng.lognormvariate(0, self.sigma / 5) for t in times)
             memory = tuple(BASE_MEMORY + int(mem * 2 ** 20) + 4096 * rng.randrange(4) for _ in times)
@@ -101,10 +102,18 @@ class MockExecutor:
         return Shell(code, "", f"exit {code}\n" if code else "", 0.0, 12345 if rss and not code else None)
 
 
-def _step_words(cmd: str, sigma: float) -> tuple[float, float]:
-    """A step's own noise and length: `sigma=0.3` and `scale=5` words in its command."""
-    words = dict(w.split("=", 1) for w in cmd.split() if w.startswith(("sigma=", "scale=")))
-    return float(words.get("sigma", sigma)), float(words.get("scale", 1.0))
+def _step_words(cmd: str, sigma: float, pilot: bool = False) -> tuple[float, float]:
+    """A step's own noise and length: `sigma=0.3` and `scale=5` words in its command, and in its
+    pilot rounds `pilot_sigma=0.02`'s noise where it has that word."""
+    words = dict(w.split("=", 1) for w in cmd.split() if w.startswith(("sigma=", "scale=", "pilot_sigma=")))
+    sigma = float(words.get("sigma", sigma))
+    return float(words.get("pilot_sigma", sigma)) if pilot else sigma, float(words.get("scale", 1.0))
+
+
+def _pilot_round(where: str) -> bool:
+    """Whether a call is a step's round 1 or 2 (the runner names them `... round N`)."""
+    m = re.search(r" round (\d+)$", where)
+    return m is not None and int(m.group(1)) <= 2
 
 
 def _factors(cmd: str) -> tuple[float, float, float]:

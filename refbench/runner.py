@@ -18,7 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
-from . import fixtures as fx, results as rs
+from . import fixtures as fx, results as rs, stats
 from .backends.process import child_env
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
@@ -137,6 +137,7 @@ class StepResult:
     hyperfine_seconds: float
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
+    spend: tuple[float, ...] | None = None  # their spending times (StepState.spend)
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
     explain: dict = field(default_factory=dict)  # the observer's fields of rs.Step (requests, profiles, ...)
     network: str | None = None  # S3: the network profile its commands ran under
@@ -145,6 +146,7 @@ class StepResult:
         """The step as the results file holds it."""
         return rs.Step(name=self.step, runs=self.runs, warmup=self.warmup, rounds=self.rounds,
                        looks=tuple(round(x, 6) for x in self.looks), stopped=self.stopped,
+                       spend=_spend_record(self.looks, self.spend),
                        builds=MappingProxyType({k: v.record() for k, v in self.samples.items()}),
                        comparisons=tuple(c for c in self.comparisons if c.metric == "wall"),
                        metric_comparisons=tuple(c for c in self.comparisons if c.metric != "wall"),
@@ -343,9 +345,11 @@ class Runner:
         while True:
             now = self.clock()
             if rule.needs_plan(state):  # the end of its pilot under a budget: fix its share and most runs
-                noise = next((c.noise for c in self.comparisons(builds, samples) if c.metric == "wall"), None)
-                state = rule.plan(state, noise, now, self.progress)
-            comps = [c for c in self.comparisons(builds, samples, state.looks()) if c.metric == "wall"] \
+                state = rule.plan(state, self.noise(builds, samples), now, self.progress)
+            elif rule.needs_replan(state):  # a later look: its most runs again, from the noise as now known
+                state = rule.replan(state, self.noise(builds, samples), now)
+            # the rule watches wall time alone: the other metrics are contrasted once, at the end
+            comps = self.comparisons(builds, samples, state.looks(), state.spend(), metrics=("wall",)) \
                 if state.on and state.rounds else []
             stopped, state = rule.decide(state, comps, now, self.progress)
             if stopped is not CONTINUE:
@@ -365,7 +369,8 @@ class Runner:
                 s.rss_kb = max(measured) // 1024
         checks = {s.check for s in samples.values()}
         looks_t = state.looks() if state.on and state.look_runs else (1.0,)
-        comps = self.comparisons(builds, samples, looks_t)
+        spend_t = state.spend() if state.on and state.look_runs else None
+        comps = self.comparisons(builds, samples, looks_t, spend_t)
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
             [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
@@ -373,17 +378,29 @@ class Runner:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
         return StepResult(scenario.name, step.name, runs, warmup, state.rounds, samples, comps, hf_seconds,
-                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, stopped=stopped,
+                          check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, spend=spend_t,
+                          stopped=stopped,
                           explain=explain, network=step.network)
 
+    def noise(self, builds: list[BuiltRef], samples: dict[str, BuildSamples]) -> float | None:
+        """The step's wall-time noise so far, the largest any contender's comparison sees: what its
+        most runs are planned from (StopRule.plan, StopRule.replan)."""
+        b0 = samples[builds[0].label]
+        found = [stats.pair_noise(b0.times, b0.rounds or None, samples[b.label].times, samples[b.label].rounds or None)
+                 for b in builds[1:]]
+        found = [v for v in found if v]
+        return max(found) if found else None
+
     def comparisons(self, builds: list[BuiltRef], samples: dict[str, BuildSamples],
-                    looks: tuple[float, ...] = (1.0,)) -> list[Comparison]:
-        """One comparison per contender and metric with a figure for every run of both builds,
-        wall first (the primary metric), each against its own threshold."""
+                    looks: tuple[float, ...] = (1.0,), spend: tuple[float, ...] | None = None,
+                    metrics: tuple[str, ...] | None = None) -> list[Comparison]:
+        """One comparison per contender and metric (of `metrics`, default all the bench measures)
+        with a figure for every run of both builds, wall first (the primary metric), each against
+        its own threshold; spend: the looks' spending times (StepState.spend)."""
         base = builds[0].label
         b0 = samples[base]
         out = []
-        for metric in self.bench.metrics:
+        for metric in self.bench.metrics if metrics is None else [m for m in self.bench.metrics if m in metrics]:
             x = b0.values(metric)
             for b in builds[1:]:
                 y = samples[b.label].values(metric)
@@ -393,7 +410,7 @@ class Runner:
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
                 out.append(contrast_metric(metric, base, x, b.label, y, self.bench.criteria,
                                            base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
-                                           looks=looks, family_size=self.bench.family_size))
+                                           looks=looks, spend=spend, family_size=self.bench.family_size))
         return out
 
     def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:
@@ -472,6 +489,13 @@ class Runner:
         if step.check:
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
+
+
+def _spend_record(looks: tuple[float, ...], spend: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """The spending times results.json keeps: only where a re-plan made them differ from the looks."""
+    if spend is None or all(abs(a - b) < 1e-9 for a, b in zip(looks, spend)):
+        return None
+    return tuple(round(x, 6) for x in spend)
 
 
 def _failed(what: str, cmd: str, proc: Shell) -> RunError:

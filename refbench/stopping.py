@@ -9,7 +9,9 @@ after every round at alpha. A step stops when every comparison is decided (signi
 family size, so it survives the run-wide adjustment, or shown equivalent), at its most runs, at
 --max-time, or, with a budget, when its share of the time left cannot pay for the runs that would
 decide it (futility: the rest goes to the steps after it). With a budget, the step's most runs are
-fixed at its first look from its noise and its share (`StopRule.plan`, refbench.budget).
+set at its first look from its noise and its share (`StopRule.plan`, refbench.budget), and may
+grow at every later look as the noise is known better (`StopRule.replan`): each look keeps the
+spending time it had when it was taken (`StepState.spend`), so the alpha it spent stays spent.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class StepState:
     allowance: float | None = None  # seconds the step may spend, fixed at its first look under a budget
     by_budget: bool = False  # whether the budget, not the noise or --max-runs, set its most runs
     look_runs: tuple[int, ...] = ()  # runs per build at every look so far
+    look_max: tuple[int, ...] = ()  # the most runs in force at every look (its spending time's denominator)
     pilot_seconds: float | None = None  # seconds to its first look under a budget (fixed with the allowance)
 
     @property
@@ -56,6 +59,21 @@ class StepState:
         """Information fractions of every look so far, against the step's most runs as now fixed."""
         return tuple(min(1.0, n / self.n_max) for n in self.look_runs) or (1.0,)
 
+    def spend(self) -> tuple[float, ...]:
+        """Alpha-spending time of every look so far: its runs over the most runs in force when it was
+        taken. Where the most runs never grew, these are `looks()`; where they grew, the earlier
+        looks keep the alpha they spent (stats._bounds), never less than the look before."""
+        out, last = [], 0.0
+        for n, m in zip(self.look_runs, self.look_max):
+            last = max(last, min(1.0, n / m))
+            out.append(last)
+        return tuple(out) or (1.0,)
+
+    def with_max(self, n_max: int, **kw) -> "StepState":
+        """The state with its most runs set to `n_max` from the look just taken on (that look's
+        spending time is read against it)."""
+        return dataclasses.replace(self, n_max=n_max, look_max=self.look_max[:-1] + (n_max,), **kw)
+
     def next_runs(self) -> int:
         """Runs per build in the next round: the planned size, then growing extra rounds."""
         if self.rounds < len(self.per_round):
@@ -64,17 +82,17 @@ class StepState:
 
     def after_round(self, n_each: int, started: float) -> "StepState":
         """The state once a round that began at `started` ended with `n_each` runs per build."""
-        return dataclasses.replace(self, look_runs=self.look_runs + (n_each,),
+        return dataclasses.replace(self, look_runs=self.look_runs + (n_each,), look_max=self.look_max + (self.n_max,),
                                    t_rounds=started if not self.look_runs else self.t_rounds)
 
     def ended(self, why: str) -> "StepState":
         """A step that stops for time (its share, --max-time) makes its last look the final one: its
         most runs become the runs it has, so the last look spends what is left of alpha. Legitimate
         because that stop follows from the noise and the clock, never from the change seen (like a
-        maximum re-estimated from a nuisance parameter); the earlier looks were held to stricter
-        boundaries than the new fractions assume, which only errs on the safe side."""
+        maximum re-estimated from a nuisance parameter); the earlier looks keep the spending times
+        they had."""
         if why in ("budget", "max-time") and self.on and self.n_each:
-            return dataclasses.replace(self, n_max=self.n_each)
+            return self.with_max(self.n_each)
         return self
 
 
@@ -144,6 +162,12 @@ class StopRule:
         budget = self.sampling.budget
         return float("inf") if budget is None else budget - (now - self.t_begin)
 
+    def needs_replan(self, state: StepState) -> bool:
+        """Whether the step's most runs may be planned again at this look (StopRule.replan): under a
+        budget, at a look after the one that planned them."""
+        return (state.on and self.sampling.budget is not None and state.allowance is not None
+                and state.rounds > state.min_rounds)
+
     def needs_plan(self, state: StepState) -> bool:
         """Whether the step just ended its planned minimum (-r, or the default budget's pilot)
         under a budget, and its plan is to be fixed now."""
@@ -159,8 +183,29 @@ class StopRule:
         cap = state.n_each + bg.affordable_runs(allowance - pilot, self.per_run(state, now), self.n_builds)
         n_max = bg.planned_max(noise, self.criteria, self.family_size, max(1, state.per_round[-1]),
                                min(sum(state.per_round), cap), min(state.n_max, cap))
-        return dataclasses.replace(state, allowance=allowance, n_max=n_max, pilot_seconds=pilot,
-                                   by_budget=n_max == cap < state.n_max_cap)  # its share set its most runs
+        return state.with_max(n_max, allowance=allowance, pilot_seconds=pilot,
+                              by_budget=n_max == cap < state.n_max_cap)  # its share set its most runs
+
+    def replan(self, state: StepState, noise: float | None, now: float) -> StepState:
+        """At a look after the plan: the step's most runs again from its noise as now estimated, the
+        pilot's being too rough to bind (16 runs: a dag-pb GC step planned 22 runs a build from
+        its pilot, stopped there undecided with a sixth of the run's budget unspent). Only
+        upward, within its share and --max-runs, and never so far that this look's spending
+        time falls below the last one's; from the noise alone, never the change seen, which
+        varies independently of it (within-round spread), so the looks keep their error rates:
+        variance-only re-estimation, as in an internal pilot design (Wittes & Brittain 1990),
+        with each look's spent alpha kept (StepState.spend)."""
+        if not self.needs_replan(state) or not noise:
+            return state
+        cap = state.n_each + bg.affordable_runs(state.allowance - (now - state.t_step), self.per_run(state, now),
+                                                self.n_builds)
+        prev_n, prev_m = state.look_runs[-2], state.look_max[-2]
+        # this look's spending time stays above the last one's, so it still spends alpha
+        cap = min(cap, state.n_max_cap, (state.n_each * prev_m - 1) // prev_n)
+        want = bg.planned_max(noise, self.criteria, self.family_size, max(1, state.per_round[-1]), state.n_max, cap)
+        if want <= state.n_max:
+            return state
+        return state.with_max(want, by_budget=want == cap < state.n_max_cap)
 
     def per_run(self, state: StepState, now: float) -> float:
         """Seconds per run at the step's pace so far."""

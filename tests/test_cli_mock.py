@@ -168,13 +168,19 @@ def test_a_budgeted_run_spends_mock_seconds_and_stops_steps_when_decided(scenari
 
 def test_a_budget_too_small_to_decide_ends_each_step_by_budget(scenarios, tmp_path):
     """At cv 30% (each step's `sigma=` word) a step needs hundreds of runs to tell 8%; a 5 s budget
-    pays for the pilot only."""
+    pays for the pilot only. Its last look is then the final one and spends what is left of alpha
+    (the first look, before the plan, spent almost none: 2 of the guard's 2000 runs), so a step may
+    still call the true +8% slower there; nothing else is called."""
     scenarios.write_text(SCENARIOS.replace("sigma=0.02", "sigma=0.3"))
     proc = bench(scenarios, tmp_path, "-w", "0", "--no-rss", "--no-profile", "--budget", "5s")
     assert proc.returncode == EXIT_OK, proc.stderr
     res = rs.load(tmp_path / "results.json")
     assert [st.stopped for _, st in res.steps()] == ["budget", "budget"]
-    assert {c.verdict for _, _, c in res.comparisons()} == {Verdict.INCONCLUSIVE}
+    assert [len(b.times) for _, st in res.steps() for b in st.builds.values()] == [10] * 4  # its planned runs
+    for _, st in res.steps():  # the first look read against the guard's 2000 runs, the last spends all
+        assert st.spend[0] == 2 / 2000 and st.spend[-1] == 1.0 and list(st.spend) == sorted(st.spend)
+    assert {c.verdict for _, _, c in res.comparisons()} <= {Verdict.INCONCLUSIVE, Verdict.SLOWER}
+    assert Verdict.INCONCLUSIVE in {c.verdict for _, _, c in res.comparisons()}
     assert res.timing.hyperfine_seconds <= 5 * 1.5  # a pilot is never cut short; nothing beyond it
 
 

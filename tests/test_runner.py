@@ -3,6 +3,7 @@ interleaving and its blocks, fixed-size vs sequential looks, stopping rules, the
 hyperfine may skip the shell, a verdict per metric, and failed runs kept out of every verdict."""
 from __future__ import annotations
 
+import collections
 import dataclasses
 import multiprocessing
 import os
@@ -253,13 +254,89 @@ def test_a_budget_too_small_for_a_step_ends_it_by_budget(tmp_path, fake_hf):
     assert st.comparisons[0].verdict == Verdict.INCONCLUSIVE
 
 
-def _budgeted_trial(args) -> Verdict:
-    """One trial of the simulation below, in a directory of its process's own."""
-    root, factor, i = args
+def test_a_pilot_that_under_estimates_the_noise_does_not_end_the_step_undecided(tmp_path, fake_hf):
+    """A pilot whose runs were quieter than the step's (a full-size dag-pb GC step planned 22 runs a
+    build from its pilot and stopped there, inconclusive, with a sixth of the budget unspent): its
+    most runs grow with the noise seen at later looks, and the step decides within its share. The
+    looks taken before they grew keep the alpha they spent: their spending times are recorded."""
+    cmd = "{{ bin }} go pilot_sigma=0.02 sigma=0.12"
+    st = run(tmp_path, [1.0, 1.0], command=cmd, budget=60.0, **BUDGETED)
+    assert st.stopped == "decided" and st.comparisons[0].verdict == Verdict.SAME, st.stopped
+    assert st.spend is not None and len(st.spend) == len(st.looks) == st.rounds
+    assert all(a < b for a, b in zip(st.spend, st.spend[1:]))  # every look spends some alpha
+    # the pilot's plan was its 20 planned runs (8/20 at its look): the step went far past them, and
+    # the looks taken under smaller plans had larger spending times than their share of the last
+    assert st.spend[1] == 8 / 20 and len(st.samples["b0"].times) > 100 and st.spend[2] > st.looks[2]
+    from refbench.stopping import StopRule
+    with pytest.MonkeyPatch.context() as mp:  # the same step, its most runs fixed by the pilot
+        mp.setattr(StopRule, "needs_replan", lambda self, state: False)
+        fixed = run(tmp_path, [1.0, 1.0], command=cmd, budget=60.0, executor=MockExecutor(), **BUDGETED)
+    assert (fixed.stopped, fixed.comparisons[0].verdict, len(fixed.samples["b0"].times)) == \
+        ("max-runs", Verdict.INCONCLUSIVE, 20)
+    assert st.record().spend == tuple(round(x, 6) for x in st.spend)
+    steady = run(tmp_path, [1.0, 1.0], budget=60.0, **BUDGETED)  # a pilot as noisy as the rest: no re-plan
+    # the first look, before the plan, was read against the budget's guard of 2000 runs
+    assert steady.stopped == "decided" and steady.record().spend[0] == 4 / 2000
+    assert steady.record().spend[1:] == steady.record().looks[1:]
+    fixed_size = run(tmp_path, [1.0, 1.0], runs=10, rounds=5)  # no looks to spend at: none recorded
+    assert fixed_size.record().spend is None
+
+
+def test_a_replan_only_grows_within_the_share_and_keeps_each_looks_spending_time():
+    from refbench.stopping import Progress, StopRule
+    sampling = Sampling(runs=20, warmup=0, rounds=5, budget=100.0, min_rounds=2)
+    rule = StopRule(sampling, stats.Criteria(), family_size=1, n_builds=2)
+    state = rule.start(20, t_step=0.0, remaining=100.0).after_round(4, 0.0).after_round(8, 0.8)
+    planned = rule.plan(state, noise=0.02, now=1.6, progress=Progress(steps_total=1))
+    assert not rule.needs_replan(state) and not rule.needs_replan(planned)  # the plan's own look
+    look3 = planned.after_round(12, 1.6)
+    assert rule.needs_replan(look3)
+    assert rule.replan(look3, noise=0.01, now=2.4) == look3  # quieter than planned: never down
+    grown = rule.replan(look3, noise=0.2, now=2.4)
+    # at most as far as keeps this look's spending time above the last one's (12/m > 8/20)
+    assert planned.n_max == 20 and 20 < grown.n_max < 12 * 20 / 8 and grown.look_max == (2000, 20, grown.n_max)
+    assert grown.spend() == pytest.approx((4 / 2000, 8 / 20, 12 / grown.n_max))
+    assert grown.looks() == pytest.approx((4 / grown.n_max, 8 / grown.n_max, 12 / grown.n_max))
+    poor = rule.replan(dataclasses.replace(look3, allowance=3.0), noise=0.2, now=2.4)  # 0.6 s left: 3 runs a build
+    assert poor.n_max == 20 and not poor.by_budget  # below its plan: the plan stands (futility ends it)
+    short = rule.replan(dataclasses.replace(look3, allowance=4.4), noise=0.2, now=2.4)  # 2 s: 10 runs a build
+    assert short.n_max == 22 and short.by_budget
+    ended = grown.ended("budget")  # a stop for time: the last look is the final one
+    assert ended.spend()[-1] == 1.0 and ended.spend()[:2] == grown.spend()[:2]
+
+
+def _budgeted_trial(args) -> tuple[Verdict, str]:
+    """One trial of the simulations below, in a directory of its process's own: its verdict and why
+    it stopped."""
+    root, factor, i, command = args
     where = Path(root) / f"p{os.getpid()}"
     where.mkdir(exist_ok=True)
     _current[0] = MockExecutor(seed=f"budget-{factor}-{i}", sigma=0.07)
-    return run(where, [1.0, factor], budget=60.0, **BUDGETED).comparisons[0].verdict
+    st = run(where, [1.0, factor], command=command, budget=60.0, **BUDGETED)
+    return st.comparisons[0].verdict, st.stopped
+
+
+def _budgeted_simulation(tmp_path, command: str) -> dict[float, list[tuple[Verdict, str]]]:
+    """600 A/A trials and 200 at +10% of `command`'s step (the verdict and the stop of each)."""
+    trials = {1.0: 600, 1.1: 200}
+    # the trials are independent and seeded each on its own, so the machine's two cores share them
+    # (the same verdicts in the same order as one after another: pool.map keeps the order)
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        return {factor: pool.map(_budgeted_trial, [(str(tmp_path), factor, i, command) for i in range(n)])
+                for factor, n in trials.items()}
+
+
+def _assert_error_rates(verdicts: dict[float, list[tuple[Verdict, str]]]) -> None:
+    from test_stats_sim import alarm_bound, at_least
+    aa, slow = [v for v, _ in verdicts[1.0]], [v for v, _ in verdicts[1.1]]
+    false = sum(v in (Verdict.SLOWER, Verdict.FASTER) for v in aa)
+    same = sum(v == Verdict.SAME for v in aa)
+    found = sum(v == Verdict.SLOWER for v in slow)
+    print(f"\nA/A: {false} false alarms, {same} no change of {len(aa)}; +10%: {found} found of {len(slow)}; "
+          f"stops: {sorted(collections.Counter(w for _, w in verdicts[1.0]).items())}")
+    assert false <= alarm_bound(len(aa)), false
+    assert same >= at_least(len(aa), 0.8), same  # the A/A answer is 'no significant change', not 🟡
+    assert found >= at_least(len(slow), 0.9), found
 
 
 @pytest.mark.slow
@@ -273,19 +350,20 @@ def test_budgeted_steps_keep_false_alarms_under_alpha_and_find_ten_percent(tmp_p
     with >= 99% (100 trials, as before, passed a 10% procedure 88% of the time). Beside it the power
     check: a procedure that never calls anything passes the bound, so +10% must be found in at least
     at_least(200, 0.9) of 200 steps, the count a 90%-power procedure reaches with >= 99%."""
-    from test_stats_sim import alarm_bound, at_least
-    trials = {1.0: 600, 1.1: 200}
-    # the trials are independent and seeded each on its own, so the machine's two cores share them
-    # (the same verdicts in the same order as one after another: pool.map keeps the order)
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        verdicts = {factor: pool.map(_budgeted_trial, [(str(tmp_path), factor, i) for i in range(n)])
-                    for factor, n in trials.items()}
-    false = sum(v in (Verdict.SLOWER, Verdict.FASTER) for v in verdicts[1.0])
-    same = sum(v == Verdict.SAME for v in verdicts[1.0])
-    found = sum(v == Verdict.SLOWER for v in verdicts[1.1])
-    assert false <= alarm_bound(trials[1.0]), false
-    assert same >= at_least(trials[1.0], 0.8), same  # the A/A answer is 'no significant change', not 🟡
-    assert found >= at_least(trials[1.1], 0.9), found
+    _assert_error_rates(_budgeted_simulation(tmp_path, "{{ bin }} go"))
+
+
+@pytest.mark.slow
+def test_steps_whose_pilot_under_estimates_the_noise_keep_their_error_rates_and_decide(tmp_path):
+    """The same simulation with pilots quieter than the step (noise 3% in the two pilot rounds, 8%
+    after), where the most runs grow after the plan (StopRule.replan): the false alarms stay
+    within the same bound, +10% is still found, and the A/A steps end decided, where with the
+    most runs fixed by the pilot about half ended at them undecided (155 of 300 here)."""
+    verdicts = _budgeted_simulation(tmp_path, "{{ bin }} go pilot_sigma=0.03 sigma=0.08")
+    _assert_error_rates(verdicts)
+    from test_stats_sim import at_most
+    undecided = sum(why != "decided" for _, why in verdicts[1.0])
+    assert undecided <= at_most(600, 0.05), undecided
 
 
 # ---- a run is one record --------------------------------------------------------------------------
