@@ -622,7 +622,8 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
                                      **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
                 runner = Runner(dataclasses.replace(make_bench(checked, built, backend, workdir, client_cpus, executor,
                                                                env), observer=observer),
-                                status=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance)
+                                status=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance,
+                                on_state=reporter.not_measuring)
                 done, stopped, t_fixtures = run_scenarios(checked, runner, env)
         # read after the backend closed, as the record always was (a server's stop may purge more)
         resources, described = watchdog.report(), backend.describe()

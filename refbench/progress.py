@@ -89,6 +89,11 @@ class Reporter:
             self._plain(f"[refbench {time.monotonic() - self._t0:7.1f}s] benchmarking: {self.total} "
                         f"interleaved rounds{who}")
 
+    def not_measuring(self, seconds: float) -> None:
+        """`seconds` went to building a state, which a budget does not count: its end moves."""
+        if self._budget_end is not None:
+            self._budget_end += seconds
+
     def eta_seconds(self) -> float | None:
         """Remaining time at the average pace of the rounds done so far (None before the first)."""
         if self._t_start is None or self.done == 0 or self.total == 0:

@@ -215,10 +215,12 @@ class Runner:
     (refbench.stopping) it replaces as it goes and the pipeline reads; each step's sampling is a
     StepState the StopRule advances."""
 
-    def __init__(self, bench: Bench, status: Callable[[str], None] | None = None, on_round=None):
+    def __init__(self, bench: Bench, status: Callable[[str], None] | None = None, on_round=None,
+                 on_state: Callable[[float], None] | None = None):
         self.bench = bench
         self.status = status or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
+        self.on_state = on_state or (lambda seconds: None)  # seconds a state took to build, cached from then on
         self.clock = bench.clock
         self.rule = StopRule(bench.sampling, bench.criteria, bench.family_size, len(bench.builds), t_begin=self.clock())
         self.progress = Progress(steps_total=bench.steps)
@@ -292,11 +294,12 @@ class Runner:
         values = {**self.values(scenario, fixture, i, build, step), "ipfs_path": str(job.path)}
         env = {**backend.context_env(scenario.slug, build.label), "IPFS_PATH": str(job.path)}
         try:
-            self.sh(shell_command(job.template, values, env), what, kind="state")
+            seconds = self.sh(shell_command(job.template, values, env), what, kind="state").seconds
         except BaseException:
             backend.state_done(job, ok=False)
             raise
         backend.state_done(job)
+        self.on_state(seconds)  # not measuring: the budget's end moves by as much
 
     def use_network(self, step: StepSpec | None) -> None:
         """S3: every command of `step` reaches the server through the network profile it names
@@ -309,14 +312,14 @@ class Runner:
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
         bench, builds, sampling = self.bench, self.bench.builds, self.bench.sampling
         self.use_network(step)
-        t_step = self.clock()  # setup and warm-ups count against its share
-        remaining = self.rule.budget_left(t_step)
-        unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
-        runs, warmup = unit.runs, unit.warmup
         if scenario.state:  # the state every run of this step restores: built once per build, cached
             for i, b in enumerate(builds):
                 self.build_state(scenario, fixture, i, b, step)
                 bench.backend.use_state(b.label, step)
+        t_step = self.clock()  # setup and warm-ups count against its share; a state built once does not
+        remaining = self.rule.budget_left(t_step, self.progress)
+        unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
+        runs, warmup = unit.runs, unit.warmup
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
         cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
         preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]

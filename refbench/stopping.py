@@ -157,10 +157,14 @@ class StopRule:
         n_max = max(cap, runs) if on else runs
         return StepState(per_round, on, n_max, min_rounds, n_max, t_step, remaining)
 
-    def budget_left(self, now: float) -> float:
-        """Seconds of the run's budget not yet spent at `now` (inf without a budget)."""
+    def budget_left(self, now: float, progress: Progress | None = None) -> float:
+        """Seconds of the run's budget not yet spent at `now` (inf without a budget). Building a
+        state (a million-block repo, a step's layer over it) is not measuring and is done once per
+        machine and build: it spends none (a first full-size GC run here lost 15 of its 40 minutes
+        to it, a second run none)."""
         budget = self.sampling.budget
-        return float("inf") if budget is None else budget - (now - self.t_begin)
+        built = progress.untimed.get("state", 0.0) if progress is not None else 0.0
+        return float("inf") if budget is None else budget - (now - self.t_begin - built)
 
     def needs_replan(self, state: StepState) -> bool:
         """Whether the step's most runs may be planned again at this look (StopRule.replan): under a
@@ -216,10 +220,10 @@ class StopRule:
         """(why the step stops now, or CONTINUE; the state after the decision). `comparisons` are
         the step's wall comparisons at `state.looks()`: the rule watches wall time, the primary
         metric; the other metrics' repeated p-values and intervals stay valid wherever it stops."""
-        why = self._why(state, comparisons, now)
+        why = self._why(state, comparisons, now, progress)
         return why, state if why is CONTINUE else state.ended(why)
 
-    def _why(self, state: StepState, comps: Sequence[Comparison], now: float) -> str | None:
+    def _why(self, state: StepState, comps: Sequence[Comparison], now: float, progress: Progress) -> str | None:
         sampling, n_each = self.sampling, state.n_each
         if not state.on:
             return CONTINUE if state.rounds < len(state.per_round) else "planned"
@@ -244,7 +248,7 @@ class StopRule:
         if n_each < sum(state.per_round):  # a pilot's noise, from 8 runs, is too rough to give up on
             return CONTINUE
         need = max((c.runs_needed or state.n_max) for c in comps)
-        left = min(state.allowance - (now - state.t_step), self.budget_left(now))
+        left = min(state.allowance - (now - state.t_step), self.budget_left(now, progress))
         if bg.futile(need, n_each + bg.affordable_runs(left, self.per_run(state, now), self.n_builds)):
             return "budget"
         return CONTINUE

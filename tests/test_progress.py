@@ -56,7 +56,10 @@ def test_a_budgeted_run_shows_its_budget_left_not_a_rounds_eta():
     rep.start(4, builds=["v1", "v2"], budget=2 * 3600 + 30)
     rep.advance()
     rep.status("tree / get: round 19 (extra)")
+    rep.not_measuring(600)  # ten minutes building a GC state: not spent of the budget
+    rep.status("garbage collection / repo gc: round 1/5")
     rep.stop()
     line = out.getvalue().splitlines()[1]
     assert re.search(r"1/4 rounds, budget left 2:00:[23]\d", line), line
     assert "ETA" not in line
+    assert re.search(r"budget left 2:10:[23]\d", out.getvalue().splitlines()[2]), out.getvalue()

@@ -426,6 +426,9 @@ def test_the_stopping_rule_is_pure_and_says_why():
     assert Sampling(runs=20, warmup=0, rounds=5, until_decided=True).step_seconds == 600.0  # no budget: 10 min
     assert sampling.step_seconds is None
     assert Progress(steps_total=3).step_done(planned).pilots == (1.6,)
+    # a state built once per machine and build (a GC's million-block repo) spends no budget
+    built = Progress(steps_total=3).spent("state", 30.0).spent("setup", 5.0)
+    assert rule.budget_left(50.0, built) == 100.0 - 20.0 and rule.budget_left(50.0) == 50.0
 
 
 def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(tmp_path, fake_hf):
