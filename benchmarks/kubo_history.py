@@ -27,8 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -117,7 +119,8 @@ def restore_share(binary: str, builds: Path, repeats: int = 3) -> None:
         (f"layer '{json.loads((p.parent / 'state.json').read_text())['template'][:48]}...'", [p, state])
         for p in sorted((state.parent / "layers").glob("*/upper")) if (p.parent / "state.json").exists()]
     box = Sandbox.open()
-    mount, scratch = Path("/tmp/refbench-restore-probe/repo"), Path("/tmp/refbench-restore-probe/upper")
+    probe = Path(tempfile.mkdtemp(prefix="refbench-restore-probe-"))
+    mount, scratch = probe / "repo", probe / "upper"
     env = {**os.environ, "IPFS_PATH": str(mount), "IPFS_TELEMETRY": "off"}
 
     def sh(cmd: str) -> float:
@@ -148,7 +151,8 @@ def restore_share(binary: str, builds: Path, repeats: int = 3) -> None:
                       f"{d1 - d2:,} freed; mounts {t_mount:.3f} s); the restore before it {t_restore:.3f} s")
                 sys.stdout.flush()
     finally:
-        box.close()
+        box.close()  # the mounts were in its namespace: they went with it, the mountpoints stay
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 def arguments(doc: str, cases: dict, out: str, extra=lambda ap: None) -> tuple[argparse.Namespace, Path]:
