@@ -374,8 +374,8 @@ class Step(_Doc):
     warmup: int | None = _f(int, default=None)
     rounds: int | None = _f(int, default=None)
     looks: tuple[float, ...] = _f(list, default=(1.0,))
-    # the looks' alpha-spending times, where the step's most runs grew after a look and so they
-    # differ from `looks` (each look's runs over the most runs planned when it was taken)
+    # the looks' alpha-spending times, where they differ from `looks`: each look's runs over the
+    # most runs planned when it was taken (before the plan, the budget's guard; then a plan that grew)
     spend: tuple[float, ...] | None = _f(list, default=None, omit_none=True)
     stopped: str | None = _f(str, default=None)
     builds: Mapping[str, Samples] = _f(dict, read=_by_label(Samples.read))

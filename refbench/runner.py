@@ -495,7 +495,8 @@ class Runner:
 
 
 def _spend_record(looks: tuple[float, ...], spend: tuple[float, ...] | None) -> tuple[float, ...] | None:
-    """The spending times results.json keeps: only where a re-plan made them differ from the looks."""
+    """The spending times results.json keeps, where they differ from the looks: a look taken before
+    the plan (read against the budget's guard) or under a smaller plan than the last."""
     if spend is None or all(abs(a - b) < 1e-9 for a, b in zip(looks, spend)):
         return None
     return tuple(round(x, 6) for x in spend)
