@@ -25,6 +25,7 @@ import random
 import re
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -307,4 +308,5 @@ def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockE
         builder=lambda checked: MockBuilder(checked.target, checked.cache_dir, binaries),
         find_tool=lambda tool: f"/mock/bin/{tool}",
         clock=lambda: made[-1].now if made else 0.0,
-        machine=dataclasses.replace(machine, watchdog="off"), reporter=reporter, perf=False)
+        machine=dataclasses.replace(machine, watchdog="off"), reporter=reporter, perf=False,
+        order_seed=lambda: zlib.crc32(settings.seed.encode()) & 0x7FFFFFFF)  # a mock run repeats itself

@@ -88,6 +88,7 @@ class RunRequest:
     max_runs: int | None = None  # None: no cap under a budget but the budget's; 60 with --until-decided alone
     max_time: float | None = None  # None: 600 s with --until-decided alone, the budget's share under a budget
     interleave: str | None = None
+    order_seed: int | None = None  # --order-seed: the rounds' orders of a run to reproduce; None: drawn (RunEnv)
     no_shell: str = "auto"
     cpus: tuple[frozenset[int], frozenset[int] | None] | str | None = None  # --cpus: sets, 'auto', 'off'
     shard: tuple[int, int] | None = None  # --shard I/N as (I, N)
@@ -126,7 +127,7 @@ class RunRequest:
         """How this run samples: the one record the bench carries and the results file stores."""
         return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
                         until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
-                        budget=self.budget)
+                        budget=self.budget, order_seed=self.order_seed)
 
     def budget_for(self, units: "tuple[StepUnit, ...]") -> float | None:
         """Seconds of measuring this run gets (before calibrate's scale), or None for a run that is
@@ -271,8 +272,16 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     for line in judge.design_warnings(units, request.rounds, request.criteria):  # before anything is measured
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, request.sampling_for(units),
+                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, drawn_orders(request, units, env),
                    networks, variants)
+
+
+def drawn_orders(request: RunRequest, units: tuple[StepUnit, ...], env: RunEnv) -> Sampling:
+    """The request's sampling for these steps, with the seed its rounds' orders are drawn from:
+    --order-seed's, else one the environment draws for this run (issue 34: a fixed order put
+    whatever favours a position on the same build in every run)."""
+    sampling = request.sampling_for(units)
+    return sampling if sampling.order_seed is not None else dataclasses.replace(sampling, order_seed=env.order_seed())
 
 
 def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:

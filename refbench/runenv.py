@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +77,7 @@ class RunEnv:
     machine: MachineSettings = MachineSettings()
     reporter: Reporter = field(default_factory=Reporter)
     perf: bool | None = None  # None: probe for perf; False: no profiles (nothing runs to profile)
+    order_seed: Callable[[], int] = lambda: secrets.randbits(31)  # each run's draw of its rounds' orders
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses

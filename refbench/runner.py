@@ -18,6 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
 
+import numpy as np
+
 from . import fixtures as fx, results as rs, stats
 from .backends.process import child_env
 from .builds import BuiltRef
@@ -167,17 +169,27 @@ class ScenarioResult:
                            daemon=self.daemon)
 
 
-def round_orders(n_builds: int, rounds: int) -> list[list[int]]:
-    """Build order per round: rotate the start, reverse every other round (A B, B A, ...)."""
-    base = list(range(n_builds))
+def round_orders(n_builds: int, rounds: int, seed: int | None = None) -> list[list[int]]:
+    """Build order per round. Rounds come in pairs, the second the first reversed (A B, B A), so
+    within a pair every build leads once and trails once and linear drift cancels. Which order a
+    pair starts with is drawn from `seed` (the run's order seed, results.json settings): whatever
+    favours a position (the first run of a hyperfine call, the first round of a step, an odd round
+    left unpaired) then lands on a build at random, as noise the statistics see, never on the same
+    build in every run. seed None: the fixed rotation (the first pair starts with the baseline)."""
     orders = []
     for r in range(rounds):
-        k = (r // 2) % n_builds
-        order = base[k:] + base[:k]
-        if r % 2 == 1:
-            order = list(reversed(order))
-        orders.append(order)
+        order = _pair_order(n_builds, r // 2, seed)
+        orders.append(list(reversed(order)) if r % 2 == 1 else order)
     return orders
+
+
+def _pair_order(n_builds: int, pair: int, seed: int | None) -> list[int]:
+    """The order a pair of rounds starts with: drawn per pair from the seed (a round's order never
+    depends on how many rounds came before it), or the fixed rotation."""
+    if seed is None:
+        k = pair % n_builds
+        return list(range(k, n_builds)) + list(range(k))
+    return [int(i) for i in np.random.default_rng([seed, pair]).permutation(n_builds)]
 
 
 def template_values(scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None,
@@ -358,7 +370,7 @@ class Runner:
             if stopped is not CONTINUE:
                 break
             r, k = state.rounds, state.next_runs()
-            order = round_orders(len(builds), r + 1)[r]
+            order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
             started = self.clock()
@@ -433,13 +445,17 @@ class Runner:
 
     def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
                          warmup: int) -> float:
-        """The warm-up runs, by hyperfine (one run each is timed and thrown away with them); a build
-        that fails there fails the step already."""
-        results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call([b.label for b in builds], cmds, preps,
-                                                                             1, warmup - 1))
+        """The warm-up runs, by hyperfine, thrown away; a build that fails there fails the step
+        already. Interleaved like a round (interleave_seq), in the order of the step's first pair of
+        rounds reversed, so that no build warms up in the server's wake of the other's warm-up and
+        then leads the first round (issue 34)."""
+        order = round_orders(len(builds), 2, self.bench.sampling.order_seed)[1]
+        seq, per_cmd = interleave_seq(order, warmup, self.bench.sampling.interleave)
+        results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call(
+            [builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0))
         warm = {b.label: BuildSamples(command=c) for b, c in zip(builds, cmds)}
-        for b, r in zip(builds, results):
-            warm[b.label].add(r, 0)
+        for pos, res in zip(seq, results):
+            warm[builds[pos].label].add(res, 0)
         self.check_exits(f"{where} warm-up", warm)
         return elapsed
 
@@ -448,10 +464,7 @@ class Runner:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
-        if self.bench.sampling.interleave == "runs":
-            seq, per_cmd = [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
-        else:
-            seq, per_cmd = order, runs
+        seq, per_cmd = interleave_seq(order, runs, self.bench.sampling.interleave)
         call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0)
         # the executor checked the results' names against the call's, so position is the build
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
@@ -492,6 +505,15 @@ class Runner:
         if step.check:
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
+
+
+def interleave_seq(order: list[int], runs: int, interleave: str) -> tuple[list[int], int]:
+    """(the builds of one hyperfine call in the order they run, runs per command): with "runs",
+    `runs` runs of each build alternating A B, B A, ... (drift between neighbours cancels); with
+    "rounds", each build's runs in a row, as plain hyperfine runs them."""
+    if interleave == "runs":
+        return [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
+    return list(order), runs
 
 
 def _spend_record(looks: tuple[float, ...], spend: tuple[float, ...] | None) -> tuple[float, ...] | None:

@@ -34,6 +34,9 @@ class Sampling:
     budget: float | None = None  # seconds for the whole run's measuring; sampling is sequential when set
     # rounds every step runs before it may stop; None: all planned rounds (-r is everyone's minimum)
     min_rounds: int | None = None
+    # draws which order each pair of interleaved rounds starts with (runner.round_orders); None:
+    # the fixed rotation. A run draws one (RunEnv.order_seed) unless --order-seed pins it
+    order_seed: int | None = None
 
     @property
     def step_seconds(self) -> float | None:
@@ -67,8 +70,9 @@ class Sampling:
         d = asdict(self)
         d["budget_seconds"] = d.pop("budget")
         d.pop("max_time")
-        if d["min_rounds"] is None:  # fixed-size and -r runs keep the settings they always had
-            d.pop("min_rounds")
+        for key in ("min_rounds", "order_seed"):  # absent where unset: the settings files always had
+            if d[key] is None:
+                d.pop(key)
         return d
 
     def unit(self, scenario: ScenarioSpec, step: StepSpec) -> "StepUnit":

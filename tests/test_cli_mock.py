@@ -55,6 +55,17 @@ def test_the_mock_is_deterministic_and_the_seed_matters(scenarios, tmp_path):
     assert runs["a"] == runs["b"] and runs["a"] != runs["c"]
 
 
+def test_the_rounds_orders_are_drawn_per_run_recorded_and_can_be_pinned(scenarios, tmp_path):
+    """Which build leads each pair of rounds is drawn from a seed per run (issue 34), which
+    results.json keeps; --order-seed repeats a run's orders. A real run draws a new one each time."""
+    from refbench import runenv
+    assert len({runenv.real().order_seed() for _ in range(20)}) > 15
+    assert bench(scenarios, tmp_path / "a", *FIXED).returncode == EXIT_OK
+    assert isinstance(rs.load(tmp_path / "a" / "results.json").settings.order_seed, int)
+    assert bench(scenarios, tmp_path / "b", *FIXED, "--order-seed", "1234").returncode == EXIT_OK
+    assert rs.load(tmp_path / "b" / "results.json").settings.order_seed == 1234
+
+
 # ---- refusals: before anything is built -------------------------------------------------------------
 @pytest.mark.parametrize("argv,says", [
     (("-b", "Not_A_Bucket"), "not a valid bucket name"),

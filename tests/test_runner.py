@@ -103,8 +103,11 @@ def test_interleave_rounds_keeps_plain_hyperfine_order(tmp_path, fake_hf):
 def test_warmups_run_in_one_hyperfine_call_before_the_rounds(tmp_path, fake_hf):
     run(tmp_path, [1.0, 1.0], runs=2, rounds=1, warmup=3)
     first = calls(fake_hf)[0]
-    assert first[first.index("--warmup") + 1] == "2" and first[first.index("--runs") + 1] == "1"
-    assert names(first) == ["b0", "b1"]
+    # interleaved as a round is, each warm-up a run of its own (issue 34): the baseline no longer
+    # warms up first and then leads the first round
+    assert first[first.index("--warmup") + 1] == "0" and first[first.index("--runs") + 1] == "1"
+    assert names(first) == ["b1", "b0", "b0", "b1", "b1", "b0"]
+    assert names(calls(fake_hf)[1])[0] == "b0"  # the first round starts with the build that warmed up last
 
 
 def test_fixed_size_run_names_a_large_slowdown(tmp_path, fake_hf):
@@ -197,7 +200,8 @@ def test_a_crashing_contender_is_an_error_not_faster(tmp_path, fake_hf):
     with pytest.raises(rn.RunError, match=r"round 1: build b1 failed in 2 of 2 runs \(exit code 139\)"):
         run(tmp_path, [1.0, 0.1], runs=4, rounds=2)
     assert all("-i" in argv for argv in calls(fake_hf))  # hyperfine exports failed runs; refbench names the build
-    with pytest.raises(rn.RunError, match=r"warm-up: build b1 failed in 1 of 1 runs"):
+    # every warm-up run is a run of the call now (interleaved), so each one's exit is checked
+    with pytest.raises(rn.RunError, match=r"warm-up: build b1 failed in 2 of 2 runs"):
         run(tmp_path, [1.0, 0.1], runs=4, rounds=2, warmup=2)
 
 

@@ -443,3 +443,58 @@ def test_json_is_flat_and_strict():
         assert all(not isinstance(v, (dict, list)) for v in d.values())
         assert {"method", "noise", "look", "fraction", "z", "crit", "p_raw"} <= set(d)
     assert d["look"] == 3 and d["fraction"] == 0.6
+
+
+# ---- who leads a round: position effects as bias, or as noise (issue 34) ------------------------
+
+def _aa_with_position_effects(orders: list[list[list[int]]], k: int, seed: int, lead: float, first: float,
+                              noise: float = 0.04) -> tuple[np.ndarray, np.ndarray]:
+    """A/A log times, (seqs, rounds, k) per build, laid out as the runner runs them: one hyperfine
+    call per round, the builds interleaved A B, B A, ... in each sequence's own round orders. The
+    first run of every call is `lead` slower (log), and the step's very first run `first` more:
+    what a server settling after the step before, or a call's cold start, would do."""
+    rng = np.random.default_rng(seed)
+    seqs, rounds = len(orders), len(orders[0])
+    x, y = noise * rng.standard_normal((2, seqs, rounds, k))
+    for s, step_orders in enumerate(orders):
+        for r, order in enumerate(step_orders):
+            leader = order[0]  # the interleaved call's first run is the leader's first
+            bump = lead + (first if r == 0 else 0.0)
+            (x if leader == 0 else y)[s, r, 0] += bump
+    return x, y
+
+
+def test_random_round_orders_turn_a_position_effect_into_noise_not_bias():
+    """With the fixed rotation, whatever the first run of a step pays lands on the baseline in every
+    run, and an odd round count leaves one more baseline-led round: identical builds measure apart,
+    the contender 'faster' (issue 34's remove steps). Drawn per pair of rounds from a seed per run,
+    the same effect lands on either build at random: the mean shift over many A/A runs is 0 within
+    its interval, and no larger than the noise it adds."""
+    seqs, rounds, k = 600, 5, 4
+    fixed = [round_orders(2, rounds)] * seqs
+    drawn = [round_orders(2, rounds, seed) for seed in range(seqs)]
+    shifts = {}
+    for name, orders in (("fixed", fixed), ("drawn", drawn)):
+        x, y = _aa_with_position_effects(orders, k, seed=34, lead=0.10, first=0.40)
+        fit = stats.shift_fit([(x[:, r, :], y[:, r, :]) for r in range(rounds)], (1.0,), CRITERIA,
+                              stats.member_level(CRITERIA, "wall", 1))
+        shifts[name] = np.asarray(fit.shift)
+    for name, s in shifts.items():
+        half = 2.58 * s.std(ddof=1) / math.sqrt(len(s))
+        print(f"{name}: mean A/A shift {s.mean():+.4f} ± {half:.4f} (99%)")
+    fixed_s, drawn_s = shifts["fixed"], shifts["drawn"]
+    assert fixed_s.mean() + 2.58 * fixed_s.std(ddof=1) / math.sqrt(seqs) < 0  # the contender looks faster
+    assert abs(drawn_s.mean()) < 2.58 * drawn_s.std(ddof=1) / math.sqrt(seqs)  # no bias left
+    # both start the pairs of rounds evenly over the runs: the baseline leads the first pair about half the time
+    leads = sum(o[0][0] == 0 for o in drawn)
+    assert at_least(seqs, 0.5) <= leads <= at_most(seqs, 0.5)
+
+
+def test_round_orders_from_a_seed_are_pairs_and_repeat():
+    for seed in (0, 1, 34, 2**31 - 1):
+        orders = round_orders(3, 9, seed)
+        assert orders == round_orders(3, 9, seed)  # a run's orders can be repeated (--order-seed)
+        assert all(sorted(o) == [0, 1, 2] for o in orders)
+        assert all(orders[r + 1] == orders[r][::-1] for r in range(0, 8, 2))  # each pair: an order and its reverse
+        assert round_orders(3, 4, seed) == orders[:4]  # a round's order does not depend on the rounds after it
+    assert len({tuple(map(tuple, round_orders(2, 8, s))) for s in range(50)}) > 10

@@ -92,6 +92,9 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--interleave", choices=("runs", "rounds"), default=None,
                    help="runs: builds alternate run by run (A B B A ...); rounds: a round's runs of one build in a "
                         "row (default: runs; rounds with --rounds 1, which is plain hyperfine order)")
+    p.add_argument("--order-seed", type=int, default=None, metavar="N",
+                   help="the seed that draws which build leads each pair of rounds (results.json settings.order_seed): "
+                        "to repeat a run's orders (default: drawn for every run)")
     p.add_argument("--no-shell", choices=("auto", "on", "off"), default="auto",
                    help="hyperfine -N (no intermediate shell): auto = where no command needs shell syntax")
     p.add_argument("--cpus", type=cpu_split, default=None, metavar="CLIENT[:SERVER]",
@@ -134,7 +137,7 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         target_flags=args.target_flags, repo=args.repo, source=args.source, go=args.go or runenv.environ_go(),
         endpoint_url=args.endpoint_url,
         until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
-        interleave=args.interleave, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
+        interleave=args.interleave, order_seed=args.order_seed, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         metric_thresholds=tuple(args.metric_threshold),
         builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, network=args.network,
