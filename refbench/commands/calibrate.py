@@ -2,7 +2,7 @@
 a second build (A/A and injected proportional slow-downs, repeated K times).
 
     bench.py calibrate -s REF [-t TARGET] [--repo ...] [--quick] [--only ...] [-K 5]
-                       [--slowdowns 5,10,20] [-o calibration.md] [--json calibration.json]
+                       [--slowdowns 5,10,20 | --aa] [-o calibration.md] [--json calibration.json]
                        [run options: -r -w --rounds --budget --until-decided --interleave --cpus ...]
 """
 from __future__ import annotations
@@ -42,7 +42,11 @@ def parser() -> argparse.ArgumentParser:
                      "to a verdict and the runs that would reach 90%% power at +10%%.")
     g = p.add_argument_group("calibrate")
     g.add_argument("-K", "--repetitions", type=int, default=5, help="how many times to repeat the run")
-    g.add_argument("--slowdowns", type=_slowdowns, default=[5, 10, 20], help="injected slow-downs in percent")
+    g.add_argument("--slowdowns", type=_slowdowns, default=None,
+                   help="injected slow-downs in percent (default 5,10,20)")
+    g.add_argument("--aa", action="store_true",
+                   help="A/A only: the build against itself under two labels, run as it is (no shim, so its CPU and "
+                        "memory are its own), to find the steps whose identical builds measure apart (bias)")
     p.set_defaults(output="calibration.md")
     return p
 
@@ -53,10 +57,14 @@ def main(argv: list[str]) -> int:
         raise RefbenchError(f"-K must be at least 1, got {args.repetitions}")
     if not args.refs or len(args.refs) != 1:
         raise RefbenchError("calibrate measures one build: give exactly one ref, -s REF")
-    arm_list = cal.arms(args.slowdowns)
+    if args.aa and args.slowdowns:
+        raise RefbenchError("calibrate --aa measures no slow-downs: drop --slowdowns, or --aa")
+    slowdowns = [] if args.aa else args.slowdowns or [5, 10, 20]
+    arm_list = cal.arms(slowdowns)
     ref = args.refs[0]
     # measure as a two-build run would: each arm its own family, the budget of two builds
-    hooks = RunHooks(builds=partial(cal.shim_builds, arm_list=arm_list), family_per_contender=True,
+    make = cal.aa_builds if args.aa else cal.shim_builds
+    hooks = RunHooks(builds=partial(make, arm_list=arm_list), family_per_contender=True,
                      budget_scale=len(arm_list) / 2)
     request = request_from_args(args, argv, hooks).replace(refs=(ref, ref))
     # the settings a repetition records, read back as calibrate's line and json say them
@@ -81,8 +89,10 @@ def main(argv: list[str]) -> int:
         out.write_text(render_calibration(c, alpha=args.alpha, settings_line=settings_line(args)))
     with writing(json_path, "the calibration's JSON"):
         json_path.write_text(json.dumps(c.to_json(), indent=2) + "\n")
-    print(f"refbench: wrote {out} and {json_path}: false alarms in {c.runs_with_false_alarm}/{c.reps} runs; "
-          + ", ".join(f"+{p}% called slower in {fmt_share(c.power_overall(p))}" for p in c.slowdowns),
+    biased = ", ".join(f"{s.scenario} / {s.step}" for s in c.biased_steps) or "none"
+    print(f"refbench: wrote {out} and {json_path}: false verdicts in {c.runs_with_false_verdict}/{c.reps} runs "
+          f"(wall: {c.runs_with_false_alarm}); biased steps: {biased}"
+          + "".join(f"; +{p}% called slower in {fmt_share(c.power_overall(p))}" for p in c.slowdowns),
           file=sys.stderr)
     return EXIT_OK
 

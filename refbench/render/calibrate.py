@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..calibrate import Calibration
 from .env import render as render_template
-from .format import fmt_share
+from .format import fmt_interval, fmt_pct, fmt_share
 
 
 def _seconds(s: float | None) -> str:
@@ -14,4 +14,4 @@ def _seconds(s: float | None) -> str:
 def render_calibration(c: Calibration, *, alpha: float, settings_line: str) -> str:
     """The note; `settings_line` spells the run options the repetitions measured with."""
     return render_template("calibrate.md.j2", c=c, pct=fmt_share, secs=_seconds, alpha=alpha,
-                           settings_line=settings_line)
+                           settings_line=settings_line, signed=fmt_pct, interval=fmt_interval)
