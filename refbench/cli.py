@@ -1,7 +1,7 @@
 """Command line: `main()` dispatches to a command (refbench/commands/), installs the signal
 handlers, and turns errors into one line and an exit code.
 
-Exit codes (README's table says the same): 0 success; 1 a judged regression with
+Exit codes (docs/exit-codes.md's table says the same): 0 success; 1 a judged regression with
 --fail-on-regression / --fail-on, or a nightly alarm, and nothing else; 2 bad input, a failed
 build or run, or no space left for the outputs; 3 refbench itself failed (any other exception:
 one line and the path of the saved traceback); 130 interrupted. Whatever the code, the run's

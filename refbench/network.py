@@ -11,7 +11,7 @@ A profile names the round-trip time, each connection's bandwidth in each directi
 `loopback` means no shaper at all (the commands reach MinIO directly); every other profile puts
 toxiproxy (backends/toxiproxy.py) between the commands and the server, with the toxics `toxics()`
 gives. toxiproxy shapes each connection on its own, as S3 limits each connection: a cap on all
-connections together is not something it can do, so a profile has none (see the README).
+connections together is not something it can do, so a profile has none (see docs/network.md).
 
 Pure: no process is started here. The scenarios file may declare more profiles (`[networks.NAME]`,
 read by `from_table`); a scenario or a step names the one it runs under, `--network` the one of
@@ -82,7 +82,7 @@ def _toxic(kind: str, stream: str, **attributes) -> dict:
     return {"name": f"{kind}_{stream}", "type": kind, "stream": stream, "toxicity": 1.0, "attributes": attributes}
 
 
-# The bundled profiles. Their reasons are in the README ("Network profiles"); in short:
+# The bundled profiles. Their reasons are in docs/network.md ("Why these figures"); in short:
 BUNDLED: Mapping[str, NetworkProfile] = MappingProxyType({
     LOOPBACK: NetworkProfile(LOOPBACK, description="the embedded MinIO on 127.0.0.1, no shaper: the default"),
     # a server on the same switch: 1 GbE, a round trip of 0.1-0.5 ms, which toxiproxy (whole

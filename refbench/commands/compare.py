@@ -23,7 +23,7 @@ def _names(old: str, new: str) -> tuple[str, str]:
     return old, new
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     p = Parser(prog="bench.py compare",
                description="compare the same steps of two saved runs (e.g. last night's and tonight's)")
     p.add_argument("old", help="results.json of the earlier run")
@@ -34,7 +34,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--json", help="also write the comparison as JSON here")
     add_fail_args(p, "step and build")
     add_stats_args(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
     cmp = compare_runs(old, new, criteria_of(args), args.match)
     if not cmp.pairs:

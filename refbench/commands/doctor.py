@@ -143,9 +143,12 @@ def where() -> list[tuple[str, str]]:
     return rows
 
 
+def parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(prog="refbench doctor", description=__doc__.split("\n\n")[0])
+
+
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="refbench doctor", description=__doc__.split("\n\n")[0])
-    p.parse_args(argv)
+    parser().parse_args(argv)
     paths.extend_path()
     for k, v in where():
         print(f"{k + ':':12} {v}")

@@ -15,7 +15,7 @@ from ..render import markdown
 from ..verdict import counts_line
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     p = Parser(prog="bench.py merge", description="merge the results files of a sharded comparison "
                 "(--shard I/N): same builds and settings required; the run-wide p-value adjustment is "
                 "recomputed over all shards. summary, report, compare and comment then read the merged file.")
@@ -27,7 +27,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("--csv", help="also write the CSV")
     p.add_argument("--allow-missing", action="store_true", help="merge even when some shard's results are missing")
     add_fail_args(p)
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     merged, warnings = merge_files([Path(s) for s in args.shards], args.allow_missing)
     for w in warnings:
         print(f"refbench: warning: {w}", file=sys.stderr)

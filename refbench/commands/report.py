@@ -12,7 +12,7 @@ from ..render.markdown import render_markdown
 from ._args import Parser
 
 
-def main(argv: list[str]) -> int:
+def parser() -> Parser:
     p = Parser(prog="bench.py report",
                description="render views of a saved results.json (any schema version this refbench reads)")
     p.add_argument("results", help="results.json of a run")
@@ -21,7 +21,11 @@ def main(argv: list[str]) -> int:
     p.add_argument("-o", "--output", help="write the markdown summary here")
     p.add_argument("--format", choices=("md", "github"), default="md",
                    help="markdown flavour: md (summary.md) or github (PR comment, within GitHub's size limit)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     results = rs.load(Path(args.results))
     write_extras(results, args.html, args.csv)
     for written in (args.html, args.csv):

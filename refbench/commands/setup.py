@@ -239,7 +239,7 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     return out
 
 
-def main(argv: list[str]) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refbench setup", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin-dir", type=Path, help=f"where to link the tools (default: {paths.tools_bin()})")
@@ -247,7 +247,11 @@ def main(argv: list[str]) -> int:
                    help="do not build hyperfine with cargo; use whatever hyperfine is installed")
     p.add_argument("--no-minio", dest="minio", action="store_false",
                    help="skip MinIO and toxiproxy (you will always pass -b BUCKET, reached over its own network)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     found = run_setup(args.bin_dir, args.build_hyperfine, args.minio)
     missing = [k for k in ("go", "hyperfine") if not found.get(k)]
     if missing:
