@@ -53,6 +53,7 @@ EOF
   cat > "$3/bin/refbench" <<'EOF'
 #!/bin/sh
 if [ "$1" = "setup" ]; then echo "harness: refbench setup stood in for (the worktree's tools are on PATH)"; exit 0; fi
+if [ -n "$HARNESS_ARGV_OUT" ] && [ "$1" = "-s" ]; then printf '%s\n' "$@" > "$HARNESS_ARGV_OUT"; exit 0; fi
 exec {py} {ROOT / 'bench.py'} "$@"
 EOF
   chmod +x "$3/bin/python" "$3/bin/refbench"
@@ -221,18 +222,21 @@ def _pr(head: str) -> dict:
     return {**_the_pr(7, sha=head), "base": {"sha": BASE}}
 
 
-def test_bench_on_a_head_that_moved_after_the_comment_builds_nothing(gh, tmp_path):
-    """The maintainer reviewed cccc… and commented `/bench --head cccc…`; the PR was pushed to
-    (dddd…) before the job started. Nothing is built or run: the check fails before the caches,
-    the set-up and the benchmark, and the run job (read-only) posts nothing."""
-    body = f"/bench --head {REVIEWED[:12]} -r 2"
-    gh.pulls = [_pr(PUSHED)]
+def test_bench_without_the_commits_of_a_check_builds_nothing(gh, tmp_path):
+    """The bench job builds only what the check job accepted (inputs base-sha and head-sha): without
+    them, or with a comment naming another head, nothing is built or run: the check fails before
+    the caches, the set-up and the benchmark, and the run job (read-only) posts nothing."""
+    body = f"/bench --head {REVIEWED} -r 2"
+    gh.pulls = [_pr(REVIEWED)]
     r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
     steps = r.run({"bench-command": body, "author-association": "MEMBER", "quick": "true"})
     done = outcomes(steps)
     check = next(s for s in steps if s.name == "Check the /bench command")
-    assert check.outcome == "failure" and "moved since the comment" in check.stderr, check.stderr
-    assert f"/bench --head {PUSHED[:12]}" in check.stderr
+    assert check.outcome == "failure" and "the /bench check gave no base commit" in check.stderr, check.stderr
+    r = runner(tmp_path / "other", "issue_comment", _bench_event(body), gh.url, home=tmp_path / "home")
+    other = next(s for s in r.run({"bench-command": body, "author-association": "MEMBER", "base-sha": BASE,
+                                   "head-sha": PUSHED}) if s.name == "Check the /bench command")
+    assert other.outcome == "failure" and "the check accepted dddddddddddd" in other.stderr, other.stderr
     for name in ("Set up hyperfine, MinIO, refbench-s3restore", "Benchmark", "Exit with refbench's exit code"):
         assert done[name].startswith("skipped (if:"), (name, done[name])
     assert not (tmp_path / "home" / ".cache" / "refbench" / "builds").exists()  # nothing was built
@@ -240,8 +244,33 @@ def test_bench_on_a_head_that_moved_after_the_comment_builds_nothing(gh, tmp_pat
     assert posted(gh) == []
 
 
+def test_a_push_between_the_check_and_the_bench_job_changes_nothing_built(gh, tmp_path):
+    """The check job accepts cccc… (the PR's head then); the PR is pushed to (dddd…); the bench job,
+    given the check job's outputs, benchmarks bbbb… against cccc… and never asks for the PR again."""
+    body = f"/bench --head {REVIEWED} -r 2"
+    gh.pulls = [_pr(REVIEWED)]
+    check = runner(tmp_path / "check", "issue_comment", _bench_event(body), gh.url)
+    done = outcomes(check.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
+    assert done["Check the /bench command"] == "success"
+    accepted = check.steps["check"]["outputs"]
+    assert accepted == {"base": BASE, "head": REVIEWED}
+
+    gh.pulls = [_pr(PUSHED)]  # the push, between the jobs
+    gh.requests.clear()
+    r = runner(tmp_path / "bench", "issue_comment", _bench_event(body), gh.url)
+    r.base_env["HARNESS_ARGV_OUT"] = str(tmp_path / "argv")  # the stand-in refbench records what it was asked
+    steps = r.run({"bench-command": body, "author-association": "MEMBER", "quick": "true",
+                   "base-sha": accepted["base"], "head-sha": accepted["head"]})
+    done = outcomes(steps)
+    assert done["Check the /bench command"] == "success" and done["Benchmark"] == "success", done
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:3] == ["-s", BASE, REVIEWED] and PUSHED not in argv, argv
+    assert argv[-2:] == ["-r", "2"]  # the comment's own options, allow-listed
+    assert not any("/pulls" in q["path"] or "/permission" in q["path"] for q in gh.requests), gh.requests
+
+
 def test_check_mode_replies_why_and_outputs_the_commits_it_accepts(gh, tmp_path):
-    body = f"/bench --head {REVIEWED[:12]} -r 2"
+    body = f"/bench --head {REVIEWED} -r 2"
     gh.pulls = [_pr(PUSHED)]
     r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
     done = outcomes(r.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
