@@ -314,3 +314,62 @@ def test_a_planted_link_definition_in_the_results_renders_as_text(gh, tmp_path):
     assert re.findall(r"<a |<img ", html) == ["<a "] and re.findall(r'href="([^"]*)"', html) == [WR["html_url"]]
     assert "\n[x]" not in body and "[y]:" not in body  # each field stays on its line, escaped
     assert "GH-\u200b123" in body and "@\u200bmallory" in body
+
+
+# ---- what the jobs with a write token install -----------------------------------------------------
+def _pip_installs(script: str) -> list[str]:
+    """Each `pip install` command of a shell script, its continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [ln.strip() for ln in joined.splitlines() if re.search(r"\bpip3?\b.*\binstall\b", ln)]
+
+
+def _write_jobs() -> list[tuple[str, dict]]:
+    """(workflow/job, job) for every job whose token may write, its own permissions or the workflow's."""
+    from ruamel.yaml import YAML
+    out = []
+    for wf in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        doc = YAML(typ="safe").load(wf.read_text())
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", doc.get("permissions"))
+            if perms == "write-all" or (isinstance(perms, dict) and "write" in perms.values()):
+                out.append((f"{wf.name}/{name}", job))
+    return out
+
+
+def test_every_job_with_a_write_token_installs_only_hash_pinned_packages():
+    """A version range in a job that holds a write token lets whoever can publish a newer release
+    of any dependency run code beside that token: every pip install there is --require-hashes
+    from the pinned file, or --no-deps of the Action's own checkout (nothing fetched)."""
+    from ruamel.yaml import YAML
+    action = YAML(typ="safe").load((ROOT / "action.yml").read_text())
+    action_scripts = [s["run"] for s in action["runs"]["steps"] if "run" in s]
+    jobs = _write_jobs()
+    assert {"bench-command.yml/check", "bench-command.yml/comment", "bench-comment.yml/comment"} <= \
+        {name for name, _ in jobs}, jobs
+    checked = 0
+    for name, job in jobs:
+        for step in job.get("steps", []):
+            scripts = [step["run"]] if "run" in step else []
+            if str(step.get("uses", "")).startswith("OWNER/refbench"):  # this repository's Action
+                scripts += action_scripts
+            for cmd in (c for s in scripts for c in _pip_installs(s)):
+                checked += 1
+                hashed = "--require-hashes" in cmd and re.search(r"-r \S*requirements/action\.txt", cmd)
+                own = "--no-deps" in cmd and re.search(r'install(?: -q)? --no-deps --no-build-isolation "\$GITHUB_ACTION_PATH"$',
+                                                        cmd)
+                assert hashed or own, f"{name}: {cmd}"
+    assert checked >= 2 * 3, checked  # the Action's two installs, in each of the three jobs
+
+    # the file: every requirement pinned to one version with hashes, refbench's dependencies all in it
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "requirements" / "action.txt").read_text())
+    reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    pinned = {}
+    for ln in reqs:
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", " ".join(ln.split()))
+        assert m, f"requirements/action.txt: not NAME==VERSION --hash=sha256:...: {ln[:120]}"
+        pinned[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    import tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps + ["setuptools"]:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", dep).group(0)).lower()
+        assert name in pinned, f"{dep} (pyproject.toml) is not pinned in requirements/action.txt"
