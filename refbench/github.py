@@ -266,14 +266,17 @@ _ALLOWED: dict[str, tuple[str, str | None]] = {
 _DURATION = re.compile(r"^(?=\d)(\d{1,2}h)?(\d{1,3}m)?(\d{1,5}s?)?$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _./-]{0,99}$")
 _FRAC = re.compile(r"^(0?\.\d{1,4}|\d{1,2}(\.\d{1,2})?%)$")
-_SHA = re.compile(r"^[0-9a-f]{7,40}$")
+# the whole commit id: a prefix names whichever commit with it a PR's author pushes (12 hex digits
+# collide in about 2^24 hashes each side), so only all 40 digits name what the maintainer reviewed
+_SHA = re.compile(r"^[0-9a-f]{40}$")
+_HEX = re.compile(r"^[0-9a-f]{1,39}$")
 
 
 @dataclass(frozen=True)
 class BenchCommand:
     """A /bench comment, checked: the refbench options it passes, and the head it names."""
     argv: tuple[str, ...]
-    head: str | None  # `--head SHA`: the PR's head commit (7 to 40 hex digits) the maintainer reviewed
+    head: str | None  # `--head SHA`: the PR's head commit (all 40 hex digits) the maintainer reviewed
 
 
 def parse_bench_command(body: str) -> list[str]:
@@ -340,8 +343,11 @@ def _check_value(opt: str, kind: str, value: str) -> str:
             raise RefbenchError(f"/bench: {opt} expects a duration like 600, 90s, 10m or 1h30m, got {value!r}")
         return value
     if kind == "sha":
+        if _HEX.fullmatch(value.lower()):
+            raise RefbenchError(f"/bench: {opt} expects the commit you reviewed as its full 40-hex SHA; a prefix "
+                                f"({len(value)} digits) is refused, since another commit can share it")
         if not _SHA.fullmatch(value.lower()):
-            raise RefbenchError(f"/bench: {opt} expects the commit you reviewed, 7 to 40 hex digits, got {value!r}")
+            raise RefbenchError(f"/bench: {opt} expects the commit you reviewed as its full 40-hex SHA, got {value!r}")
         return value.lower()
     if kind == "frac":
         if not _FRAC.fullmatch(value):
@@ -400,12 +406,29 @@ def check_bench(gh: GitHub, repo: str, pr: int, login: str, body: str) -> Accept
     if not (re.fullmatch(r"[0-9a-f]{40}", head) and re.fullmatch(r"[0-9a-f]{40}", base)):
         raise GitHubError(f"the API gave PR #{pr} no head and base commits (head {head!r}, base {base!r})")
     if cmd.head is None:
-        raise Refused(f"/bench names no commit, so nothing was built: name the head you reviewed, e.g. "
-                      f"`/bench --head {head[:12]}` (PR #{pr}'s head now), and a push after your comment is "
-                      f"never built in its place")
-    if not head.startswith(cmd.head):
+        raise Refused(f"/bench names no commit, so nothing was built: name the head you reviewed, all 40 hex "
+                      f"digits, e.g. `/bench --head {head}` (PR #{pr}'s head now), and a push after your comment "
+                      f"is never built in its place")
+    if head != cmd.head:
         raise Refused(f"PR #{pr} moved since the comment: it names {cmd.head[:12]}, the head is now {head[:12]}; "
-                      f"nothing was built. Review {head[:12]}, then comment `/bench --head {head[:12]}`")
+                      f"nothing was built. Review {head[:12]}, then comment `/bench --head {head}`")
+    return Accepted(base, head, cmd.argv)
+
+
+def accepted_by_check(body: str, base: str, head: str) -> Accepted:
+    """The /bench the check job accepted, for the job that builds it: the commits come from the
+    check job's outputs (base, head), never from the API again, so a push between the two jobs
+    changes nothing that is built. The comment is parsed again for its options only (the same
+    allow-list), and must name exactly that head. Raises Refused when they disagree."""
+    for what, sha in (("base", base), ("head", head)):
+        if not _SHA.fullmatch(sha or ""):
+            raise Refused(f"the /bench check gave no {what} commit (expected 40 hex digits, got {sha!r})")
+    try:
+        cmd = parse_bench(body)
+    except RefbenchError as e:
+        raise Refused(str(e)) from None
+    if cmd.head != head:
+        raise Refused(f"the /bench comment names {str(cmd.head)[:12]}, the check accepted {head[:12]}")
     return Accepted(base, head, cmd.argv)
 
 

@@ -6,6 +6,13 @@ server's data dir (the embedded MinIO's, or the IPFS repos) and of the run's loc
 the server processes' RSS and open file descriptors. Walking a large data dir costs time, so
 sizes are taken less often when a walk is slow (at most ~2% of one core).
 
+It also asks the S3 server whether it is still there (the backend's `server_down`: the embedded
+MinIO's process, and a bare TCP connect to the endpoint, no request): a server that has not
+answered for `server` seconds (10 by default) stops the run the same way. Without this a dead
+server took minutes to end a run: hyperfine runs a round's every command with -i, and each s5cmd
+run retries a refused connection for about a minute. The probe runs in this thread, between and
+during runs, so the timed commands pay nothing for it.
+
 When one crosses its floor (by default: available memory below 10% of the total; free disk below
 a reserve of 5% of the filesystem, at least 1 GiB, but never more than half of what the up-front
 disk check left spare; the data dir above 4x what the run was expected to store, at least that
@@ -17,7 +24,8 @@ its floor and what grew, by how much.
 
 REFBENCH_WATCHDOG overrides the floors (for tests, or a machine you know):
 ``mem=10%`` (or a size: the least available memory), ``disk=1G`` (or ``5%`` of each filesystem),
-``data=64M`` (the most the data dir may hold), ``interval=1`` (seconds), or ``off``.
+``data=64M`` (the most the data dir may hold), ``server=10`` (seconds a server may not answer),
+``interval=1`` (seconds), or ``off``.
 """
 from __future__ import annotations
 
@@ -94,6 +102,7 @@ class Limits:
     disk_floor_abs: int | None = None  # override: bytes, every filesystem
     data_max: int | None = None  # most bytes in the server's data dir
     interval: float = 1.0
+    server_after: float = 10.0  # seconds the server may not answer before the run stops
     enabled: bool = True
 
 
@@ -123,13 +132,15 @@ def parse_env(text: str | None, limits: Limits, mem_total: int) -> Limits:
                     limits.disk_floor_abs = parse_size(value)
             elif key == "data":
                 limits.data_max = parse_size(value)
+            elif key == "server":
+                limits.server_after = max(0.0, float(value.rstrip("s")))
             elif key == "interval":
                 limits.interval = max(0.05, float(value))
             else:
                 raise ValueError(f"unknown key {key!r}")
     except ValueError as e:
         raise RefbenchError(f"REFBENCH_WATCHDOG={text!r}: {e} (expected e.g. mem=10%,disk=1G,data=64M,"
-                            "interval=1, or off)") from None
+                            "server=10,interval=1, or off)") from None
     return limits
 
 
@@ -153,6 +164,8 @@ class Watchdog:
     pids: Callable[[], list[int]] = lambda: []  # server processes (RSS, open fds)
     extra: Callable[[], dict] = lambda: {}  # more figures for the record (e.g. trash purged)
     on_sample: Callable[[dict], None] | None = None  # every sample, for the soak benchmark
+    server_down: Callable[[], str | None] | None = None  # why the server is gone, None while it answers
+    server_label: str = "server"
     # state
     samples: int = 0
     mem_total: int = 0
@@ -175,6 +188,7 @@ class Watchdog:
     _armed: bool = False
     _next_walk: float = 0.0
     _walk_seconds: float = 0.0
+    _down_since: float | None = None
 
     # ---- construction -----------------------------------------------------------------------
     @classmethod
@@ -217,7 +231,8 @@ class Watchdog:
         pids = backend.server_pids if hasattr(backend, "server_pids") else (lambda: [])
         extra = backend.watch_extra if hasattr(backend, "watch_extra") else (lambda: {})
         return cls(data_dir=data_dir, data_label=label or "data dir", local_dir=workdir, disks=disks,
-                   limits=limits, pids=pids, extra=extra)
+                   limits=limits, pids=pids, extra=extra, server_down=getattr(backend, "server_down", None),
+                   server_label=getattr(backend, "server_label", "server"))
 
     # ---- running ----------------------------------------------------------------------------
     def start(self) -> "Watchdog":
@@ -305,6 +320,8 @@ class Watchdog:
                             "local_bytes": self.local_last, "disk_free": free, "server_rss": rss,
                             "server_fds": fds, **self.extra()})
         # ---- floors ----
+        if (gone := self.server_gone(now)) is not None:
+            return gone
         if self.limits.data_max is not None and self.data_last > self.limits.data_max:
             return (f"the {self.data_label} grew by {human_bytes(self.data_last - (self.data_start or 0))} "
                     f"to {human_bytes(self.data_last)}, above its limit of {human_bytes(self.limits.data_max)}"
@@ -320,6 +337,21 @@ class Watchdog:
                 return (f"free disk in {d.path} fell to {human_bytes(f)} (from {human_bytes(d.free_start)}), "
                         f"below the floor of {human_bytes(d.floor)}" + self._grew() + self._during())
         return None
+
+    def server_gone(self, now: float) -> str | None:
+        """Why the run must stop once the server has not answered for limits.server_after seconds."""
+        if self.server_down is None:
+            return None
+        down = self.server_down()
+        if down is None:
+            self._down_since = None
+            return None
+        if self._down_since is None:
+            self._down_since = now
+        if now - self._down_since < self.limits.server_after:
+            return None
+        return (f"the {self.server_label} stopped answering ({down}) for {now - self._down_since:.0f} s"
+                + self._during())
 
     def _grew(self) -> str:
         """What of the run's grew most since it started."""

@@ -53,6 +53,7 @@ EOF
   cat > "$3/bin/refbench" <<'EOF'
 #!/bin/sh
 if [ "$1" = "setup" ]; then echo "harness: refbench setup stood in for (the worktree's tools are on PATH)"; exit 0; fi
+if [ -n "$HARNESS_ARGV_OUT" ] && [ "$1" = "-s" ]; then printf '%s\n' "$@" > "$HARNESS_ARGV_OUT"; exit 0; fi
 exec {py} {ROOT / 'bench.py'} "$@"
 EOF
   chmod +x "$3/bin/python" "$3/bin/refbench"
@@ -221,18 +222,21 @@ def _pr(head: str) -> dict:
     return {**_the_pr(7, sha=head), "base": {"sha": BASE}}
 
 
-def test_bench_on_a_head_that_moved_after_the_comment_builds_nothing(gh, tmp_path):
-    """The maintainer reviewed cccc… and commented `/bench --head cccc…`; the PR was pushed to
-    (dddd…) before the job started. Nothing is built or run: the check fails before the caches,
-    the set-up and the benchmark, and the run job (read-only) posts nothing."""
-    body = f"/bench --head {REVIEWED[:12]} -r 2"
-    gh.pulls = [_pr(PUSHED)]
+def test_bench_without_the_commits_of_a_check_builds_nothing(gh, tmp_path):
+    """The bench job builds only what the check job accepted (inputs base-sha and head-sha): without
+    them, or with a comment naming another head, nothing is built or run: the check fails before
+    the caches, the set-up and the benchmark, and the run job (read-only) posts nothing."""
+    body = f"/bench --head {REVIEWED} -r 2"
+    gh.pulls = [_pr(REVIEWED)]
     r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
     steps = r.run({"bench-command": body, "author-association": "MEMBER", "quick": "true"})
     done = outcomes(steps)
     check = next(s for s in steps if s.name == "Check the /bench command")
-    assert check.outcome == "failure" and "moved since the comment" in check.stderr, check.stderr
-    assert f"/bench --head {PUSHED[:12]}" in check.stderr
+    assert check.outcome == "failure" and "the /bench check gave no base commit" in check.stderr, check.stderr
+    r = runner(tmp_path / "other", "issue_comment", _bench_event(body), gh.url, home=tmp_path / "home")
+    other = next(s for s in r.run({"bench-command": body, "author-association": "MEMBER", "base-sha": BASE,
+                                   "head-sha": PUSHED}) if s.name == "Check the /bench command")
+    assert other.outcome == "failure" and "the check accepted dddddddddddd" in other.stderr, other.stderr
     for name in ("Set up hyperfine, MinIO, refbench-s3restore", "Benchmark", "Exit with refbench's exit code"):
         assert done[name].startswith("skipped (if:"), (name, done[name])
     assert not (tmp_path / "home" / ".cache" / "refbench" / "builds").exists()  # nothing was built
@@ -240,8 +244,33 @@ def test_bench_on_a_head_that_moved_after_the_comment_builds_nothing(gh, tmp_pat
     assert posted(gh) == []
 
 
+def test_a_push_between_the_check_and_the_bench_job_changes_nothing_built(gh, tmp_path):
+    """The check job accepts cccc… (the PR's head then); the PR is pushed to (dddd…); the bench job,
+    given the check job's outputs, benchmarks bbbb… against cccc… and never asks for the PR again."""
+    body = f"/bench --head {REVIEWED} -r 2"
+    gh.pulls = [_pr(REVIEWED)]
+    check = runner(tmp_path / "check", "issue_comment", _bench_event(body), gh.url)
+    done = outcomes(check.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
+    assert done["Check the /bench command"] == "success"
+    accepted = check.steps["check"]["outputs"]
+    assert accepted == {"base": BASE, "head": REVIEWED}
+
+    gh.pulls = [_pr(PUSHED)]  # the push, between the jobs
+    gh.requests.clear()
+    r = runner(tmp_path / "bench", "issue_comment", _bench_event(body), gh.url)
+    r.base_env["HARNESS_ARGV_OUT"] = str(tmp_path / "argv")  # the stand-in refbench records what it was asked
+    steps = r.run({"bench-command": body, "author-association": "MEMBER", "quick": "true",
+                   "base-sha": accepted["base"], "head-sha": accepted["head"]})
+    done = outcomes(steps)
+    assert done["Check the /bench command"] == "success" and done["Benchmark"] == "success", done
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert argv[:3] == ["-s", BASE, REVIEWED] and PUSHED not in argv, argv
+    assert argv[-2:] == ["-r", "2"]  # the comment's own options, allow-listed
+    assert not any("/pulls" in q["path"] or "/permission" in q["path"] for q in gh.requests), gh.requests
+
+
 def test_check_mode_replies_why_and_outputs_the_commits_it_accepts(gh, tmp_path):
-    body = f"/bench --head {REVIEWED[:12]} -r 2"
+    body = f"/bench --head {REVIEWED} -r 2"
     gh.pulls = [_pr(PUSHED)]
     r = runner(tmp_path, "issue_comment", _bench_event(body), gh.url)
     done = outcomes(r.run({"mode": "check", "bench-command": body, "author-association": "MEMBER"}))
@@ -285,3 +314,62 @@ def test_a_planted_link_definition_in_the_results_renders_as_text(gh, tmp_path):
     assert re.findall(r"<a |<img ", html) == ["<a "] and re.findall(r'href="([^"]*)"', html) == [WR["html_url"]]
     assert "\n[x]" not in body and "[y]:" not in body  # each field stays on its line, escaped
     assert "GH-\u200b123" in body and "@\u200bmallory" in body
+
+
+# ---- what the jobs with a write token install -----------------------------------------------------
+def _pip_installs(script: str) -> list[str]:
+    """Each `pip install` command of a shell script, its continuation lines joined."""
+    joined = re.sub(r"\\\n\s*", " ", script)
+    return [ln.strip() for ln in joined.splitlines() if re.search(r"\bpip3?\b.*\binstall\b", ln)]
+
+
+def _write_jobs() -> list[tuple[str, dict]]:
+    """(workflow/job, job) for every job whose token may write, its own permissions or the workflow's."""
+    from ruamel.yaml import YAML
+    out = []
+    for wf in sorted((ROOT / ".github" / "workflows").glob("*.yml")):
+        doc = YAML(typ="safe").load(wf.read_text())
+        for name, job in doc["jobs"].items():
+            perms = job.get("permissions", doc.get("permissions"))
+            if perms == "write-all" or (isinstance(perms, dict) and "write" in perms.values()):
+                out.append((f"{wf.name}/{name}", job))
+    return out
+
+
+def test_every_job_with_a_write_token_installs_only_hash_pinned_packages():
+    """A version range in a job that holds a write token lets whoever can publish a newer release
+    of any dependency run code beside that token: every pip install there is --require-hashes
+    from the pinned file, or --no-deps of the Action's own checkout (nothing fetched)."""
+    from ruamel.yaml import YAML
+    action = YAML(typ="safe").load((ROOT / "action.yml").read_text())
+    action_scripts = [s["run"] for s in action["runs"]["steps"] if "run" in s]
+    jobs = _write_jobs()
+    assert {"bench-command.yml/check", "bench-command.yml/comment", "bench-comment.yml/comment"} <= \
+        {name for name, _ in jobs}, jobs
+    checked = 0
+    for name, job in jobs:
+        for step in job.get("steps", []):
+            scripts = [step["run"]] if "run" in step else []
+            if str(step.get("uses", "")).startswith("OWNER/refbench"):  # this repository's Action
+                scripts += action_scripts
+            for cmd in (c for s in scripts for c in _pip_installs(s)):
+                checked += 1
+                hashed = "--require-hashes" in cmd and re.search(r"-r \S*requirements/action\.txt", cmd)
+                own = "--no-deps" in cmd and re.search(r'install(?: -q)? --no-deps --no-build-isolation "\$GITHUB_ACTION_PATH"$',
+                                                        cmd)
+                assert hashed or own, f"{name}: {cmd}"
+    assert checked >= 2 * 3, checked  # the Action's two installs, in each of the three jobs
+
+    # the file: every requirement pinned to one version with hashes, refbench's dependencies all in it
+    text = re.sub(r"\\\n\s*", " ", (ROOT / "requirements" / "action.txt").read_text())
+    reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    pinned = {}
+    for ln in reqs:
+        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", " ".join(ln.split()))
+        assert m, f"requirements/action.txt: not NAME==VERSION --hash=sha256:...: {ln[:120]}"
+        pinned[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    import tomllib
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in deps + ["setuptools"]:
+        name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", dep).group(0)).lower()
+        assert name in pinned, f"{dep} (pyproject.toml) is not pinned in requirements/action.txt"

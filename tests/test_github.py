@@ -302,12 +302,21 @@ def test_parse_command_subcommand_checks_the_author():
 
 def test_parse_bench_command_takes_the_head_it_names_apart():
     from refbench.github import parse_bench
-    cmd = parse_bench("/bench --head 1A2B3C4D5E -r 20 --quick")
-    assert (cmd.argv, cmd.head) == (("-r", "20", "--quick"), "1a2b3c4d5e")
+    cmd = parse_bench("/bench --head " + "1A2B3C4D5E" * 4 + " -r 20 --quick")
+    assert (cmd.argv, cmd.head) == (("-r", "20", "--quick"), "1a2b3c4d5e" * 4)
     assert parse_bench("/bench -r 3").head is None
     for bad in ("/bench --head 123", "/bench --head zzzzzzz", "/bench --head 'abc1234; id'", "/bench --head " + "a" * 41):
         with pytest.raises(RefbenchError, match="--head expects the commit you reviewed"):
             parse_bench(bad)
+
+
+@pytest.mark.parametrize("digits", [7, 12, 39])
+def test_a_head_prefix_is_refused_saying_so(digits):
+    """A prefix names whichever commit with it the PR's author pushes (12 hex digits collide in
+    about 2^24 hashes each side): only the full 40-hex SHA names what the maintainer reviewed."""
+    from refbench.github import parse_bench
+    with pytest.raises(RefbenchError, match=f"full 40-hex SHA; a prefix \\({digits} digits\\) is refused"):
+        parse_bench(f"/bench --head {'1a2b3c4d5e' * 4}"[:len("/bench --head ") + digits] + " -r 3")
 
 
 HEAD_SHA, BASE_SHA = "c" * 40, "b" * 40
@@ -326,7 +335,7 @@ def check(gh, body, commenter="maintainer", *extra):
 def test_check_command_accepts_write_access_and_the_head_as_it_is(gh, tmp_path):
     gh.pulls = [the_pr()]
     refs = tmp_path / "refs"
-    ok = check(gh, f"/bench --head {HEAD_SHA[:10]} -r 20", "maintainer", "--refs-out", str(refs))
+    ok = check(gh, f"/bench --head {HEAD_SHA} -r 20", "maintainer", "--refs-out", str(refs))
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines() == ["-r", "20"] and refs.read_text() == f"{BASE_SHA} {HEAD_SHA}\n"
     assert any(q["path"] == "/api/v3/repos/acme/tool/collaborators/maintainer/permission" for q in gh.requests)
@@ -346,12 +355,45 @@ def test_check_command_refuses_a_commenter_without_write_access(gh, tmp_path, wh
 
 def test_check_command_refuses_a_head_that_moved_or_is_not_named(gh):
     gh.pulls = [the_pr(sha="d" * 40)]  # pushed to after the comment
-    moved = check(gh, f"/bench --head {HEAD_SHA[:12]} -r 5", "maintainer", "--reply")
+    moved = check(gh, f"/bench --head {HEAD_SHA} -r 5", "maintainer", "--reply")
     assert moved.returncode == 2 and "moved since the comment" in moved.stderr and moved.stdout == ""
-    assert f"/bench --head {'d' * 12}" in gh.requests[-1]["body"]["body"]
+    assert f"/bench --head {'d' * 40}`" in gh.requests[-1]["body"]["body"]
     unnamed = check(gh, "/bench -r 5")
     assert unnamed.returncode == 2 and "names no commit" in unnamed.stderr
     assert [q["method"] for q in gh.requests].count("POST") == 1  # no --reply: no reply
+
+
+def test_check_command_refuses_a_12_hex_prefix_of_the_head_in_one_line(gh, tmp_path):
+    """Even when the prefix is the PR's head as it is now: another commit can share it."""
+    gh.pulls = [the_pr()]
+    refs = tmp_path / "refs"
+    short = check(gh, f"/bench --head {HEAD_SHA[:12]} -r 5", "maintainer", "--refs-out", str(refs), "--reply")
+    assert short.returncode == 2 and short.stdout == "" and not refs.exists()
+    (line,) = short.stderr.strip().splitlines()
+    assert "full 40-hex SHA" in line and "prefix (12 digits) is refused" in line, line
+    (reply,) = [q for q in gh.requests if q["method"] == "POST"]
+    assert "was not run" in reply["body"]["body"] and "40-hex" in reply["body"]["body"]
+
+
+def test_the_building_job_takes_the_commits_the_check_accepted_and_asks_the_api_nothing(gh, tmp_path):
+    """The check job accepted cccc…; the PR was pushed to (dddd…) before the bench job ran. The
+    bench job builds cccc…: it reads the check job's outputs, not the PR's head."""
+    gh.pulls = [the_pr(sha="d" * 40)]
+    refs = tmp_path / "refs"
+    args = ("--check-command", "--repo", "acme/tool", "--pr", "7", "--refs-out", str(refs))
+    env = {"GITHUB_API_URL": gh.url, "GITHUB_TOKEN": TOKEN}
+    ok = bench("comment", *args, "--accepted-base", BASE_SHA, "--accepted-head", HEAD_SHA, env=env,
+               stdin=f"/bench --head {HEAD_SHA} -r 5")
+    assert ok.returncode == 0, ok.stderr
+    assert refs.read_text() == f"{BASE_SHA} {HEAD_SHA}\n" and ok.stdout.splitlines() == ["-r", "5"]
+    assert gh.requests == []  # neither the PR nor the commenter's role was read again
+    for body, base, head, says in ((f"/bench --head {'d' * 40}", BASE_SHA, HEAD_SHA, "the check accepted cccc"),
+                                   (f"/bench --head {HEAD_SHA}", BASE_SHA, HEAD_SHA[:12], "no head commit"),
+                                   (f"/bench --head {HEAD_SHA}", "", HEAD_SHA, "no base commit")):
+        refs.unlink(missing_ok=True)
+        bad = bench("comment", *args, "--accepted-base", base, "--accepted-head", head, env=env, stdin=body)
+        assert bad.returncode == 2 and says in bad.stderr and not refs.exists(), bad.stderr
+        assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_example_workflows_pass_actionlint():
@@ -375,6 +417,10 @@ def test_example_workflows_pass_actionlint():
     for writer, mode in ((check, "check"), (command_comment, "comment")):
         assert f"mode: {mode}" in writer and "checkout" not in writer and "secrets." not in writer
     assert "needs: check" in command_bench and "bench-command: ${{ github.event.comment.body }}" in command_bench
+    # the bench job builds what the check job accepted, handed over as its outputs
+    assert "head-sha: ${{ steps.check.outputs.head-sha }}" in check
+    assert "base-sha: ${{ needs.check.outputs.base-sha }}" in command_bench
+    assert "head-sha: ${{ needs.check.outputs.head-sha }}" in command_bench
     # nightly.yml: the job that runs the benchmark reads; the one that pushes runs none of it
     night, push = text["nightly.yml"].split("\n  history:\n")
     assert ": write" not in night and "contents: write" in push

@@ -33,6 +33,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def unreachable(endpoint: str, timeout: float = 2.0) -> str | None:
+    """Why nothing answers at an http(s) endpoint now ("connection refused", "no answer in 2 s"),
+    or None when a TCP connection is accepted there. A bare connect sends no request, so the
+    server's request accounting counts none; a server that is stopped (SIGSTOP) but whose socket
+    still accepts looks alive here."""
+    from urllib.parse import urlsplit
+    parts = urlsplit(endpoint)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return f"no port in {endpoint!r}"
+    try:
+        with socket.create_connection((parts.hostname or "127.0.0.1", port), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return "connection refused"
+    except socket.timeout:
+        return f"no answer in {timeout:g} s"
+    except OSError as e:
+        return e.strerror or str(e)
+
+
 def listening_ports(pid: int) -> list[int]:
     """The TCP ports process pid listens on at 127.0.0.1, from /proc: how refbench learns which
     port a server bound itself (127.0.0.1:0), so no other process can take it between a choice and
@@ -173,6 +195,14 @@ class MinioServer:
             time.sleep(0.1)
         self.stop()
         raise RunError(f"embedded MinIO did not become ready within {timeout:.0f}s")
+
+    def exited(self) -> str | None:
+        """Why the server is gone ("its process exited with code 1", "... killed by signal 9"), or
+        None while its process runs (or before it started)."""
+        code = self.proc.poll() if self.proc is not None else None
+        if code is None:
+            return None
+        return f"its process {self.proc.pid} " + (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
 
     @staticmethod
     def _ready(port: int) -> bool:

@@ -25,7 +25,7 @@ from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_
 from ..errors import RunError
 from ..tools import find_tool
 from ..network import NetworkProfile
-from .minio import MinioServer, client_env, minio_data_parent
+from .minio import MinioServer, client_env, minio_data_parent, unreachable
 from .process import USER_BUCKET_ENV
 from .toxiproxy import Toxiproxy
 
@@ -278,7 +278,7 @@ class S3Backend:
         delete there only adds a marker), so stored data does not pile up across scenarios."""
         slug, self._scenario = getattr(self, "_scenario", None), None
         self.network = None
-        if slug and self.versioned_bucket:
+        if slug and self.versioned_bucket and not self.left_to_sweep():
             self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
 
     def remove_prefix(self, settle: float = 10.0) -> int:
@@ -340,6 +340,29 @@ class S3Backend:
             client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
         return len(entries)
 
+    # ---- is the server there (the watchdog asks, cleanup too) ----
+    @property
+    def server_label(self) -> str:
+        return f"embedded MinIO at {self.endpoint}" if self.server is not None else f"S3 server {self.endpoint}"
+
+    def server_down(self) -> str | None:
+        """Why the server cannot be reached now, or None while it answers: the embedded server's
+        process exited, or nothing accepts a connection at the endpoint. AWS (no endpoint) is not
+        asked. The watchdog's thread asks once a second, so the timed commands pay nothing for it."""
+        if self.server is not None and (gone := self.server.exited()):
+            return gone
+        return unreachable(self.endpoint) if self.endpoint else None
+
+    def left_to_sweep(self) -> bool:
+        """True when the server is gone: cleanup is skipped (each request would wait on a dead
+        endpoint), and on a user's bucket the prefix and its lease stay until the lease expires
+        and the next run under -p sweeps them, as after a killed run."""
+        down = self.server_down()
+        if down:
+            log.info("%s is gone (%s): s3://%s/%s/ is left for the next run's sweep", self.server_label, down,
+                     self.bucket, self.prefix)
+        return down is not None
+
     # ---- what the watchdog samples ----
     def watch_dir(self) -> tuple[Path | None, str]:
         if self.server is None:
@@ -372,7 +395,7 @@ class S3Backend:
                 self.shaper.stop()
             if self.lease is not None:
                 self.lease.stop()
-            if self.server is None:
+            if self.server is None and not self.left_to_sweep():
                 n = self.remove_prefix()
                 log.info("removed %d objects under s3://%s/%s/", n, self.bucket, self.prefix)
         finally:

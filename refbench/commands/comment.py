@@ -12,7 +12,8 @@ from pathlib import Path
 from .. import results as rs
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError, writing
 from ..github import (DEFAULT_API, DEFAULT_BOT_LOGIN, TRUSTED_ASSOCIATIONS, REPO_NAME, GitHub, GitHubError, Refused,
-                      check_bench, comment_body, parse_bench_command, post_or_update, pull_request_of, refusal_body)
+                      accepted_by_check, check_bench, comment_body, parse_bench_command, post_or_update,
+                      pull_request_of, refusal_body)
 from ..render.markdown import render_markdown
 from ._args import Parser
 
@@ -45,6 +46,11 @@ def parser() -> argparse.ArgumentParser:
                    "commenter (--commenter) has write access or more, and it names PR --pr's head as it is now "
                    "(`/bench --head SHA`); prints its allowed arguments, one per line, and writes 'BASE HEAD' to "
                    "--refs-out; refused: exit 2 with the reason")
+    p.add_argument("--accepted-base", help="with --check-command in the job that builds: the base commit the check "
+                   "job accepted (its output); with --accepted-head, nothing is asked of the API")
+    p.add_argument("--accepted-head", help="with --check-command in the job that builds: the head commit (40 hex "
+                   "digits) the check job accepted; the comment must name exactly it, and the PR's head is not "
+                   "read again, so a push after the check changes nothing that is built")
     p.add_argument("--commenter", help="with --check-command: the login that wrote the comment")
     p.add_argument("--refs-out", help="with --check-command: the file that gets the PR's base and head commits")
     p.add_argument("--reply", action="store_true",
@@ -67,23 +73,27 @@ def api(args: argparse.Namespace, say_where: str = "") -> tuple[GitHub, str]:
 
 
 def check_command(args: argparse.Namespace) -> int:
-    """--check-command: a /bench judged before anything of the pull request runs."""
-    if not args.commenter:
-        raise RefbenchError("--check-command needs --commenter (the login that wrote the comment)")
-    gh, repo = api(args)
-    try:
-        accepted = check_bench(gh, repo, args.pr, args.commenter, sys.stdin.read())
-    except Refused as e:
-        if args.reply:
-            gh.create_comment(repo, args.pr, refusal_body(str(e)))
-        raise
+    """--check-command: a /bench judged before anything of the pull request runs; with
+    --accepted-base/--accepted-head, the one the check job accepted, taken as it was."""
+    if args.accepted_base is not None or args.accepted_head is not None:
+        accepted = accepted_by_check(sys.stdin.read(), args.accepted_base or "", args.accepted_head or "")
+    else:
+        if not args.commenter:
+            raise RefbenchError("--check-command needs --commenter (the login that wrote the comment)")
+        gh, repo = api(args)
+        try:
+            accepted = check_bench(gh, repo, args.pr, args.commenter, sys.stdin.read())
+        except Refused as e:
+            if args.reply:
+                gh.create_comment(repo, args.pr, refusal_body(str(e)))
+            raise
     if args.refs_out:
         with writing(Path(args.refs_out), "the /bench commits"):
             Path(args.refs_out).write_text(f"{accepted.base} {accepted.head}\n")
     for a in accepted.argv:
         print(a)
-    print(f"refbench: /bench accepted from {args.commenter}: {accepted.base[:12]} vs {accepted.head[:12]}",
-          file=sys.stderr)
+    who = f" from {args.commenter}" if args.commenter else " by the check job"
+    print(f"refbench: /bench accepted{who}: {accepted.base[:12]} vs {accepted.head[:12]}", file=sys.stderr)
     return EXIT_OK
 
 
