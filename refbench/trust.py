@@ -35,12 +35,14 @@ import hmac
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from .errors import RefbenchError
 
-KEY_ENV = "REFBENCH_CACHE_KEY"
-_key: bytes | None = None  # from KEY_ENV, read once (and removed from the environment)
+KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
+KEY_FILE_ENV = "REFBENCH_CACHE_KEY_FILE"
+_key: bytes | None = None  # from KEY_FILE_ENV's file, read once
 
 
 def key_file() -> Path:
@@ -55,29 +57,55 @@ def _load_file(path: Path) -> bytes:
         text = path.read_text().strip()
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(32) + "\n")
         return _load_file(path)
     except OSError as e:
-        raise RefbenchError(f"cannot read the cache key {path}: {e.strerror} (set {KEY_ENV} instead)") from None
+        raise RefbenchError(f"cannot read the cache key {path}: {e.strerror} (name another file in {KEY_FILE_ENV})") from None
     if len(text) < 32:
         raise RefbenchError(f"the cache key {path} holds {len(text)} characters, expected at least 32 "
                             f"(delete it and refbench makes a new one)")
     return text.encode()
 
 
-def cache_key() -> bytes:
-    """The sealing key: REFBENCH_CACHE_KEY (read once, then dropped from os.environ so no child
-    process sees it), else the key file, made on first use."""
-    global _key
+def _load_given(path: Path) -> bytes:
+    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
+    it): a regular file of this user's, not a link, readable by no one else (mode 0600 or stricter)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise RefbenchError(f"{KEY_FILE_ENV}: cannot open {path}: {e.strerror} (a link is refused)") from None
+    with os.fdopen(fd) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise RefbenchError(f"{KEY_FILE_ENV}: {path} must be a regular file of this user's with mode 0600, "
+                                f"found mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}")
+        value = fh.read().strip()
+    if len(value) < 16:
+        raise RefbenchError(f"{KEY_FILE_ENV}: {path} holds {len(value)} characters, expected at least 16 "
+                            "(a random secret, e.g. `openssl rand -hex 32`)")
+    return value.encode()
+
+
+def refuse_key_in_environment() -> None:
+    """A RefbenchError when REFBENCH_CACHE_KEY is set: removing it from os.environ does not remove it
+    from /proc/<refbench's pid>/environ, which every process refbench starts can read, so a key
+    given that way is a key given to the code under test. cli.main asks this before anything runs."""
     if KEY_ENV in os.environ:
-        value = os.environ.pop(KEY_ENV)
-        if value:
-            if len(value) < 16:
-                raise RefbenchError(f"{KEY_ENV} holds {len(value)} characters, expected at least 16 "
-                                    "(a random secret, e.g. `openssl rand -hex 32`)")
-            _key = value.encode()
+        raise RefbenchError(f"{KEY_ENV} is set: a key in the environment is readable by every process refbench "
+                            f"starts (/proc/PID/environ); write it to a file of mode 0600 and name that file in "
+                            f"{KEY_FILE_ENV}")
+
+
+def cache_key() -> bytes:
+    """The sealing key: the file REFBENCH_CACHE_KEY_FILE names (read once), else the key file of
+    this machine (key_file), made on first use. REFBENCH_CACHE_KEY is refused
+    (refuse_key_in_environment)."""
+    global _key
+    refuse_key_in_environment()
+    if _key is None and os.environ.get(KEY_FILE_ENV):
+        _key = _load_given(Path(os.environ[KEY_FILE_ENV]))
     return _key if _key is not None else _load_file(key_file())
 
 
