@@ -331,7 +331,10 @@ class Builder:
         with _locked(self.clone_dir.with_suffix(".lock")):
             listing = subprocess.run([git_bin, *safe_git_args(), "rev-list", "--objects", "--no-walk", sha],
                                      capture_output=True, env=src)
-            packed = subprocess.run([git_bin, *safe_git_args(), "pack-objects", "--stdout", "-q"],
+            # no delta search, no compression: the pack lives for one run, and this is 4x faster
+            # (0.27 s instead of 1.16 s for s5cmd's 974-file tree; benchmarks/trust_cost.py)
+            packed = subprocess.run([git_bin, *safe_git_args(), "pack-objects", "--stdout", "-q", "--window=0",
+                                     "--compression=0"],
                                     input=listing.stdout, capture_output=True, env=src) if listing.returncode == 0 else None
         indexed = subprocess.run([git_bin, *safe_git_args(), "index-pack", "--stdin", "--strict"], input=packed.stdout,
                                  capture_output=True, env={**env, "GIT_DIR": str(scratch)}) if packed else None
