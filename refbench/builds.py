@@ -26,9 +26,15 @@ pull request's code can write a cache that a trusted run restores). So:
   tree a sealed record names (same target, Go, build command and GOFLAGS) gets a copy of that
   binary when the tree alone makes it (Builder.tree_determined), once the copy's hash is the
   sealed one, and a record of its own;
-- git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, and the bare clone's
-  config is written anew by refbench every time it opens the clone, its hooks, alternates and
-  attributes removed: nothing a cache brought into the clone is run or read;
+- git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, on the clone named
+  outright (GIT_DIR: never a directory above it); a clone holding anything refbench never makes
+  (commondir, worktrees, hooks, alternates, attributes, grafts, a link: clone_faults) is cloned
+  anew, and its config is written anew each time it is opened; its branches and tags are pruned to
+  the origin's on every fetch, other refs deleted;
+- nothing is built from the clone itself: each commit's objects are copied into a fresh
+  repository where git computes every id from the content (Builder.verified), and the build, the
+  tree and the go.mod it is keyed by come from there, so an object replaced under its id fails;
+- builds get an allow-listed environment with no cache directory on PATH (tools.child_env);
 - `go mod verify` runs before every build, so a module cache restored with a changed module fails
   the build, naming it, instead of building it in.
 """

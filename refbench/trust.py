@@ -11,22 +11,29 @@ nothing, since whoever swapped the binary rewrote the hash too. So:
 
 - a built binary is used only when its build.json carries a seal: HMAC-SHA256 over the record's
   fields (target, commit, its tree, source, Go, build command, GOFLAGS, the binary's SHA-256) under a key
-  that lives outside every cache: REFBENCH_CACHE_KEY (a CI secret, given only to jobs that run
-  no pull request's code; refbench removes it from its environment when it reads it, so no
-  build or benchmarked command inherits it), else a key file made on first use in
-  $XDG_CONFIG_HOME/refbench/cache-key (mode 0600). A record without a seal, or sealed under
-  another key, is rebuilt. A job without the secret (a pull request's) makes a key of its own:
-  it reuses what it built itself and rebuilds what it restored, and it can seal nothing a
-  trusted job accepts;
+  that lives outside every cache and every environment: the file REFBENCH_CACHE_KEY_FILE names (a
+  CI secret written by the job step that needs it, mode 0600, given only to jobs whose every ref
+  is merged code: scripts/key-gate.sh), else a key file made on first use in
+  $XDG_CONFIG_HOME/refbench/cache-key (mode 0600). REFBENCH_CACHE_KEY is refused
+  (refuse_key_in_environment): /proc/<pid>/environ keeps a variable after os.environ drops it,
+  and every child can read its parent's. A record without a seal, or sealed under another key, is
+  rebuilt. A job without the secret (a pull request's) makes a key of its own: it reuses what it
+  built itself and rebuilds what it restored, and it can seal nothing a trusted job accepts;
+- kubo's GC states are sealed the same way, over the SHA-256 of their content (backends/snapshot.py);
 - the tools refbench installs (MinIO, toxiproxy, refbench-s3restore, built reproducibly; hyperfine,
-  the binary its wheel ships) are checked against hashes pinned in code (refbench.pins);
-- git never runs a hook or reads a config from a cached clone (builds.Builder.repo), and
-  `go mod verify` checks the Go module cache before every build (builds.Builder).
+  the binary its wheel ships) are checked against hashes pinned in code (refbench.pins) at every
+  use, and no cache directory is ever on PATH (refbench.tools);
+- a cached clone holding anything git reads to go elsewhere or run something (commondir,
+  worktrees, hooks, alternates, links, ...) is cloned anew, and each commit built is re-hashed into
+  a fresh repository first (builds.clone_faults, builds.Builder.verified); `go mod verify` checks
+  the Go module cache before every build (builds.Builder).
 
-Not defended: a pull request's code running as the same user on a persistent machine (a
-self-hosted runner without isolation) can read the key file and change anything the user can;
-there no cache check helps, and such runners must not run untrusted code. Go toolchains that
-GOTOOLCHAIN fetched into the module cache are not re-verified once unpacked.
+Not defended: code running beside the key (a job that builds unmerged code must not have it: as
+root, any process's memory is readable), and a pull request's code running as the same user on a
+persistent machine (a self-hosted runner without isolation), which can read the key file and
+change anything the user can; there no cache check helps, and such runners must not run
+untrusted code. Go toolchains that GOTOOLCHAIN fetched into the module cache are not re-verified
+once unpacked. The README's "The cache's threat model" says what is verified where.
 """
 from __future__ import annotations
 

@@ -34,19 +34,22 @@ def _clone_git(clone: Path, *args: str) -> str:
 
 # ---- cached clones ----------------------------------------------------------------------------
 def test_a_planted_commondir_with_an_ext_remote_runs_no_command(origin, tmp_path):
-    """commondir sends git to another directory, whose config allows ext:: and names an origin that
-    is a shell command: refbench's own fetch ran it."""
+    """A commondir made GitPython take the clone for a linked worktree and run git in the directory
+    above it, where a planted .git allows ext:: and names an origin that is a shell command:
+    refbench's own fetch ran it."""
     first = builder(origin, tmp_path)
     first.resolve("v1.0.0")
-    evil, ran = tmp_path / "evil.git", tmp_path / "ext-ran"
+    evil, ran = first.clone_dir.parent / ".git", tmp_path / "ext-ran"
     subprocess.run(["git", "init", "-q", "--bare", str(evil)], check=True)
     with open(evil / "config", "a") as fh:
         fh.write(f'[protocol "ext"]\n\tallow = always\n[remote "origin"]\n\turl = "ext::sh -c touch% {ran}"\n'
                  "\tfetch = +refs/heads/*:refs/remotes/origin/*\n")
     (first.clone_dir / "commondir").write_text(str(evil) + "\n")
     again = builder(origin, tmp_path)
-    resolved = again.resolve("v1.1.0")
-    assert not ran.exists(), "the planted ext:: remote ran"
+    try:
+        resolved = again.resolve("v1.1.0")
+    finally:
+        assert not ran.exists(), "the planted ext:: remote ran"
     assert resolved.sha == git(origin.work, "rev-parse", "v1.1.0^{commit}")
     assert not (again.clone_dir / "commondir").exists()
 
