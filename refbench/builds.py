@@ -308,6 +308,8 @@ class Builder:
         go.mod a build is keyed by, come from this repository, never from the clone itself.
         Made once per commit and run, removed when the builder goes."""
         if sha not in self._verified:
+            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
+                raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
             try:
                 self._verified[sha] = self._verify_into_scratch(sha)
             except BuildError as e:
@@ -324,8 +326,6 @@ class Builder:
         return self._verified[sha]
 
     def _verify_into_scratch(self, sha: str) -> git.Repo:
-        if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
-            raise BuildError(f"not a full commit id: {sha!r}")
         scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=self.root))
         weakref.finalize(self, shutil.rmtree, scratch, True)
         git_bin, env = tools.git(), tools.child_env()
@@ -597,7 +597,7 @@ class Builder:
             try:
                 self._trees[resolved.sha] = self.verified(resolved.sha).git.rev_parse(
                     "--verify", "--quiet", f"{resolved.sha}^{{tree}}") or None
-            except (git.GitCommandError, BuildError):
+            except (git.GitCommandError, RefbenchError):
                 self._trees[resolved.sha] = None
         return self._trees[resolved.sha]
 
