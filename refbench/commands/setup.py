@@ -227,10 +227,10 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     """Install or locate everything; returns {tool: path or None}."""
     bin_dir = Path(bin_dir or paths.tools_bin())
     paths.cache_root().mkdir(parents=True, exist_ok=True)
-    # what setup runs needs no key and finds no program in a cache directory (refbench.tools)
+    # what setup runs needs no key (cli.main has refused one in the environment, and has taken the
+    # cache directories out of PATH: refbench.tools) and builds with pins.build_env's clean PATH
     os.environ.pop(trust.KEY_FILE_ENV, None)
     trust.refuse_key_in_environment()
-    os.environ["PATH"] = tools.clean_path()
     out: dict[str, str | None] = {}
     go = out["go"] = ensure_go(bin_dir)
     say(subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip())
