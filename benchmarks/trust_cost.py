@@ -2,6 +2,7 @@
 """What the cache's trust checks cost (issue 35): figures for the README's threat model.
 
     benchmarks/trust_cost.py clone [--repo PATH]   verifying a cached clone in a warm `--source git` re-run
+    benchmarks/trust_cost.py tree DIR              verifying one commit holding DIR (a kubo-sized tree)
     benchmarks/trust_cost.py state [--files N]     checking a sealed kubo GC state (manifest of its content)
 
 clone: a warm re-run of a two-ref comparison whose builds are all cached does, per ref, what it
@@ -11,6 +12,10 @@ commit's closure, index-pack --strict into a fresh repository). Both are timed o
 over a clone made by an earlier one, as a new run would. Without --repo, the origin is made
 here from the s5cmd sources in the Go module cache (v2.2.2 and v2.3.0, each with `go mod vendor`
 as s5cmd's repository keeps its vendor/), since GitHub is out of reach; say so with the figure.
+
+tree: the cost of Builder.verified for one commit of a bigger tree, e.g. MinIO's source from the
+module cache (about the size of kubo's repository, which is out of reach here): what verifying
+adds to a cold kubo build.
 
 state: a synthetic flatfs-like tree of N files of 4 KiB (default 200,000: a fifth of the seed's
 million blocks, to spare a shared machine 4 GB of writes) in blocks/XX/ directories, hashed by
@@ -94,6 +99,29 @@ def clone_cost(repo: str | None) -> None:
                   f"{t3 - t2:.2f} s: the trust checks add {t1 - t0 + t3 - t2:.2f} s")
 
 
+def tree_cost(tree: Path) -> None:
+    with tempfile.TemporaryDirectory(prefix="trust-cost-tree-") as tmp:
+        tmp = Path(tmp)
+        work = tmp / "work"
+        shutil.copytree(tree, work, symlinks=True)
+        _git(tmp, "init", "-q", "-b", "master", str(work))
+        _git(work, "add", "-A", "-f")
+        _git(work, "commit", "-q", "-m", "tree")
+        _git(work, "tag", "v1.0.0")
+        files = _git(work, "ls-tree", "-r", "HEAD", "--name-only").count("\n") + 1
+        size = int(_git(work, "count-objects", "-v").split("size: ")[1].split()[0])
+        target = TargetSpec(name="tree", repo=str(work), binary="x", build=("go", "build", "-o", "{out}", "."),
+                            backend="s3")
+        b = bl.Builder(target, tmp / "builds", repo_url=str(work))
+        sha = b._resolve_commit("v1.0.0").sha
+        for attempt in range(3):
+            b._verified.clear()
+            t0 = time.monotonic()
+            b.verified(sha)
+            print(f"tree: {tree.name}: {files} files ({size / 1024:.0f} MiB of loose objects): verify "
+                  f"{time.monotonic() - t0:.2f} s (run {attempt + 1})")
+
+
 def state_cost(n: int) -> None:
     with tempfile.TemporaryDirectory(prefix="trust-cost-state-") as tmp:
         where = Path(tmp) / "repo"
@@ -120,11 +148,15 @@ def main() -> int:
     sub = p.add_subparsers(dest="what", required=True)
     c = sub.add_parser("clone")
     c.add_argument("--repo", help="a local clone of the s5cmd repository (default: one made from the module cache)")
+    t = sub.add_parser("tree")
+    t.add_argument("dir", type=Path)
     s = sub.add_parser("state")
     s.add_argument("--files", type=int, default=200_000)
     args = p.parse_args()
     if args.what == "clone":
         clone_cost(args.repo)
+    elif args.what == "tree":
+        tree_cost(args.dir)
     else:
         state_cost(args.files)
     return 0

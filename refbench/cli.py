@@ -29,6 +29,15 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def main(argv: list[str] | None = None) -> int:
+    path = os.environ.get("PATH")
+    try:
+        return _main(argv)
+    finally:  # an in-process caller (a test, an embedding) gets its own PATH back
+        if path is not None:
+            os.environ["PATH"] = path
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:

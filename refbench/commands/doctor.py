@@ -146,7 +146,6 @@ def where() -> list[tuple[str, str]]:
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="refbench doctor", description=__doc__.split("\n\n")[0])
     p.parse_args(argv)
-    os.environ["PATH"] = tools.clean_path()  # as cli.main: no cache directory on PATH
     for k, v in where():
         print(f"{k + ':':12} {v}")
     print()
