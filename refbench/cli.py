@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import commands, paths
+from . import commands, paths, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 from .runenv import MachineSettings
 
@@ -29,6 +29,15 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 def main(argv: list[str] | None = None) -> int:
+    path = os.environ.get("PATH")
+    try:
+        return _main(argv)
+    finally:  # an in-process caller (a test, an embedding) gets its own PATH back
+        if path is not None:
+            os.environ["PATH"] = path
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:
@@ -37,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         if verbose:
             logging.getLogger("refbench").setLevel(logging.DEBUG)
         _install_signal_handlers()
-        from . import hyperfine
-        # the pinned hyperfine `refbench setup` builds, then refbench's tools directories, then PATH
-        paths.extend_path(first=(hyperfine.pinned_path().parent,))
+        # no cache directory on the PATH of anything refbench starts: a restored cache may hold a
+        # `go`, `git` or `sh` of anyone's; refbench finds its own tools by path (refbench.tools)
+        os.environ["PATH"] = tools.clean_path()
+        trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
             return commands.dispatch(argv[0], argv[1:])
         from .commands import run

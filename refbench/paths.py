@@ -11,8 +11,9 @@ any directory. Caches and tools:
 
 ``--builds-dir`` / ``REFBENCH_BUILDS_DIR`` override the builds directory either way. Pinned tools
 that are built once per machine (MinIO, hyperfine, refbench-s3restore) always live in the cache
-root and are linked into the tools directory by ``refbench setup``; tools.find_tool checks the ones
-built from Go against the hashes pinned in refbench.pins.
+root and are linked into the tools directory by ``refbench setup``; tools.find_tool checks them
+against the hashes pinned in refbench.pins at every use. No cache directory is ever put on PATH
+(refbench.tools).
 """
 from __future__ import annotations
 
@@ -121,6 +122,13 @@ def cache_root() -> Path:
     return Path(base) / "refbench"
 
 
+def data_root() -> Path:
+    """$XDG_DATA_HOME/refbench (default ~/.local/share/refbench): what `refbench setup` installs
+    that must not live in a cache (a Go toolchain it fetched), since no cache is trusted to run."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "refbench"
+
+
 def default_builds_dir() -> Path:
     """REFBENCH_BUILDS_DIR, else builds/ in the checkout, else $XDG_CACHE_HOME/refbench/builds."""
     env = os.environ.get("REFBENCH_BUILDS_DIR")
@@ -152,14 +160,37 @@ def is_cache_dir(path: Path) -> bool:
 
 @contextlib.contextmanager
 def locked(path: Path):
-    """Serialise concurrent refbench processes working on the same clone, build or fixture."""
+    """Serialise concurrent refbench processes working on the same clone, build or fixture. The
+    lock file is opened with O_NOFOLLOW: it sits in a cache, where a restored link to one of the
+    user's files would otherwise be opened (and, before, truncated) in its place."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as e:
+        if not path.is_symlink():
+            raise
+        path.unlink()  # a link where refbench keeps its lock: the link goes, not what it names
+        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `path` whole through a new file renamed over it: a link at `path` (a cache may hold
+    one pointing at any of the user's files) is replaced, never written through."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
 
 
 def tools_bin() -> Path:
@@ -168,25 +199,3 @@ def tools_bin() -> Path:
     if env:
         return Path(env).expanduser()
     return CHECKOUT / "tools" / "bin" if CHECKOUT else cache_root() / "bin"
-
-
-def tool_dirs() -> list[Path]:
-    """Directories searched before PATH, in order."""
-    out = []
-    for d in (tools_bin(), cache_root() / "bin"):
-        if d not in out:
-            out.append(d)
-    return out
-
-
-def extend_path(env: dict | None = None, first: tuple[Path, ...] = ()) -> dict:
-    """Put `first` and refbench's tools directories in front of PATH (os.environ by default), so
-    every command refbench or hyperfine starts finds the same hyperfine, go, minio, s3restore."""
-    env = os.environ if env is None else env
-    parts = [p for p in env.get("PATH", "").split(os.pathsep) if p]
-    front = []
-    for d in (*first, *tool_dirs()):
-        if d.is_dir() and str(d) not in parts and str(d) not in front:
-            front.append(str(d))
-    env["PATH"] = os.pathsep.join(front + parts)
-    return env

@@ -123,7 +123,7 @@ def pin_for(tool: str, platform: str | None = None) -> Pin | None:
 def cached_path(tool: str) -> Path:
     """Where `refbench setup` keeps the pinned binary: its name says version, build and platform, so
     a binary made otherwise (an older refbench's) is never taken for it. hyperfine's sits in a bin/
-    of its own under its own name: that directory goes first on PATH (cli.main)."""
+    of its own under its own name (found there by hyperfine.locate, never through PATH)."""
     base = paths.cache_root() / f"{tool}-{version_of(tool)}-{build_of(tool)}-{current_platform().replace('/', '-')}"
     return base / "bin" / "hyperfine" if tool == "hyperfine" else base
 
@@ -131,13 +131,15 @@ def cached_path(tool: str) -> Path:
 def build_env(base: dict | None = None) -> dict:
     """The environment of a reproducible tool build: the proxy, checksum database and cache
     settings kept, every variable that changes the output (GOFLAGS, GOAMD64, CGO_*, GOEXPERIMENT,
-    ...) replaced by ours."""
+    ...) replaced by ours, and PATH without refbench's cache directories (refbench.tools)."""
     base = dict(os.environ if base is None else base)
     env = {k: v for k, v in base.items()
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
            or k in ("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
                     "GONOPROXY", "GOTMPDIR")}
     env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO)
+    from .tools import clean_path  # not at the top: tools imports this module
+    env["PATH"] = clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
     env.update({"GOAMD64": "v1"} if current_platform().endswith("/amd64") else {})
     return env
 

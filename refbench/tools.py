@@ -1,5 +1,16 @@
-"""Finding a tool refbench runs: its own tools directories first (where `refbench setup` links
-them), then PATH; a tool refbench builds for itself is checked against its pin on every use.
+"""Finding a tool refbench runs, by absolute path, never through a cache directory on PATH.
+
+A restored cache may hold anything (the threat model is refbench.trust's): `~/.cache/refbench/bin`
+or the hyperfine wheel's bin/ with a `go`, `git`, `sh` or `go1.26.8` in it. So no directory of
+refbench's caches is on the PATH refbench searches or gives to what it starts (clean_path: cli.main
+takes them out of its own PATH at start), and
+
+- a tool refbench pins (refbench.pins: MinIO, toxiproxy, refbench-s3restore, hyperfine) is taken
+  from the cache or refbench's tools directory only when its file is the pinned build, checked at
+  every use (find_tool), or else from PATH;
+- every other tool (git, go, curl, ...) comes from that clean PATH, as an absolute path
+  (which, git, go), or, for Go alone, from the toolchain `refbench setup` fetched into refbench's
+  data directory (not a cache) when the machine has none.
 
 Apart from paths.py because the check needs pins.py, which builds on paths.py.
 """
@@ -7,16 +18,90 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 from . import paths, pins
+from .errors import BuildError
+
+
+def _within(d: str, roots: tuple[str, ...]) -> bool:
+    return any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+
+def cache_dirs() -> tuple[str, ...]:
+    """The directories no PATH refbench uses may hold: the cache root (every tool it keeps, the
+    hyperfine wheel's bin/) and the tools directory (its links into the cache), as given and resolved."""
+    out: list[str] = []
+    for d in (paths.cache_root(), paths.tools_bin()):
+        for form in (os.path.abspath(d), os.path.realpath(d)):
+            if form not in out:
+                out.append(form)
+    return tuple(out)
+
+
+def clean_path(path: str | None = None) -> str:
+    """`path` (default: PATH) without any directory in or under refbench's caches (cache_dirs), nor
+    an empty or relative entry (the current directory)."""
+    roots = cache_dirs()
+    parts = (os.environ.get("PATH", "") if path is None else path).split(os.pathsep)
+    return os.pathsep.join(p for p in parts if p and os.path.isabs(p) and not _within(os.path.abspath(p), roots)
+                           and not _within(os.path.realpath(p), roots))
+
+
+def which(name: str) -> str | None:
+    """The absolute path of `name` on the clean PATH, or None."""
+    found = shutil.which(name, path=clean_path())
+    return os.path.abspath(found) if found else None
+
+
+def git() -> str:
+    """The git refbench runs (absolute, from the clean PATH)."""
+    found = which("git")
+    if not found:
+        raise BuildError("git not found on PATH (install git)")
+    return found
+
+
+def go() -> str | None:
+    """The go refbench runs: the clean PATH's, else the toolchain `refbench setup` fetched."""
+    return which("go") or next((str(p) for p in setup_go_candidates() if p.is_file() and os.access(p, os.X_OK)), None)
+
+
+def setup_go_candidates() -> list[Path]:
+    """Where `refbench setup` puts a Go it fetched: refbench's data directory, not a cache."""
+    return sorted(paths.data_root().glob("go*.linux-*/bin/go"), reverse=True)
+
+
+# what a build (go, git) needs beyond process.PASS_ENV: the C toolchain for cgo, the proxies and
+# certificates the module downloads go through, and go's own settings for private modules
+BUILD_ENV = frozenset((
+    "CC", "CXX", "AR", "PKG_CONFIG", "PKG_CONFIG_PATH", "GOINSECURE", "GOVCS", "GONOSUMCHECK", "GOEXPERIMENT",
+    "GOARM", "GO386", "GOARM64", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSH_COMMAND", "SSH_AUTH_SOCK", "GIT_ASKPASS", "NETRC",
+))
+
+
+def child_env(base: dict | None = None) -> dict[str, str]:
+    """The environment of a build or a git command refbench runs: the allow-list the benchmarked
+    commands get (backends.process.PASS_ENV) with BUILD_ENV and CGO_*, and the clean PATH. So a
+    secret of the job (a history URL's password, a token) never reaches `go` or a build script,
+    and no cache directory is searched for a program."""
+    from .backends import process  # not at the top: backends/__init__ imports this module
+    env = process.child_env(BUILD_ENV, base)
+    env.update({k: v for k, v in (os.environ if base is None else base).items() if k.startswith("CGO_")})
+    env["PATH"] = clean_path(env.get("PATH", ""))
+    return env
 
 
 def find_tool(name: str) -> str | None:
-    """A tool refbench runs: refbench's tools directories first, then PATH. A tool refbench builds
-    for itself (refbench.pins) found in its own directories, which a cache restore may have
-    filled, is used only when it is the pinned build; one on PATH is the system's own."""
-    for d in paths.tool_dirs():
-        p = d / name
-        if p.is_file() and os.access(p, os.X_OK):
-            return str(pins.check(name, p)) if name in pins.PINNED_TOOLS else str(p)
-    return shutil.which(name)
+    """A tool refbench runs, as an absolute path. A tool refbench pins (refbench.pins) in the cache
+    or refbench's tools directory, which a cache restore may have filled, is used only when it is the
+    pinned build (checked now, at this use); else it, like every other tool, comes from the clean
+    PATH (the system's own). Nothing else in a cache directory is ever found."""
+    if name in pins.PINNED_TOOLS:
+        for p in (pins.cached_path(name), paths.tools_bin() / name):
+            if p.is_file() and os.access(p, os.X_OK):
+                return str(pins.check(name, p))
+    if name == "go":
+        return go()
+    return which(name)

@@ -11,22 +11,29 @@ nothing, since whoever swapped the binary rewrote the hash too. So:
 
 - a built binary is used only when its build.json carries a seal: HMAC-SHA256 over the record's
   fields (target, commit, its tree, source, Go, build command, GOFLAGS, the binary's SHA-256) under a key
-  that lives outside every cache: REFBENCH_CACHE_KEY (a CI secret, given only to jobs that run
-  no pull request's code; refbench removes it from its environment when it reads it, so no
-  build or benchmarked command inherits it), else a key file made on first use in
-  $XDG_CONFIG_HOME/refbench/cache-key (mode 0600). A record without a seal, or sealed under
-  another key, is rebuilt. A job without the secret (a pull request's) makes a key of its own:
-  it reuses what it built itself and rebuilds what it restored, and it can seal nothing a
-  trusted job accepts;
+  that lives outside every cache and every environment: the file REFBENCH_CACHE_KEY_FILE names (a
+  CI secret written by the job step that needs it, mode 0600, given only to jobs whose every ref
+  is merged code: scripts/key-gate.sh), else a key file made on first use in
+  $XDG_CONFIG_HOME/refbench/cache-key (mode 0600). REFBENCH_CACHE_KEY is refused
+  (refuse_key_in_environment): /proc/<pid>/environ keeps a variable after os.environ drops it,
+  and every child can read its parent's. A record without a seal, or sealed under another key, is
+  rebuilt. A job without the secret (a pull request's) makes a key of its own: it reuses what it
+  built itself and rebuilds what it restored, and it can seal nothing a trusted job accepts;
+- kubo's GC states are sealed the same way, over the SHA-256 of their content (backends/snapshot.py);
 - the tools refbench installs (MinIO, toxiproxy, refbench-s3restore, built reproducibly; hyperfine,
-  the binary its wheel ships) are checked against hashes pinned in code (refbench.pins);
-- git never runs a hook or reads a config from a cached clone (builds.Builder.repo), and
-  `go mod verify` checks the Go module cache before every build (builds.Builder).
+  the binary its wheel ships) are checked against hashes pinned in code (refbench.pins) at every
+  use, and no cache directory is ever on PATH (refbench.tools);
+- a cached clone holding anything git reads to go elsewhere or run something (commondir,
+  worktrees, hooks, alternates, links, ...) is cloned anew, and each commit built is re-hashed into
+  a fresh repository first (builds.clone_faults, builds.Builder.verified); `go mod verify` checks
+  the Go module cache before every build (builds.Builder).
 
-Not defended: a pull request's code running as the same user on a persistent machine (a
-self-hosted runner without isolation) can read the key file and change anything the user can;
-there no cache check helps, and such runners must not run untrusted code. Go toolchains that
-GOTOOLCHAIN fetched into the module cache are not re-verified once unpacked.
+Not defended: code running beside the key (a job that builds unmerged code must not have it: as
+root, any process's memory is readable), and a pull request's code running as the same user on a
+persistent machine (a self-hosted runner without isolation), which can read the key file and
+change anything the user can; there no cache check helps, and such runners must not run
+untrusted code. Go toolchains that GOTOOLCHAIN fetched into the module cache are not re-verified
+once unpacked. The README's "The cache's threat model" says what is verified where.
 """
 from __future__ import annotations
 
@@ -35,12 +42,14 @@ import hmac
 import json
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from .errors import RefbenchError
 
-KEY_ENV = "REFBENCH_CACHE_KEY"
-_key: bytes | None = None  # from KEY_ENV, read once (and removed from the environment)
+KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
+KEY_FILE_ENV = "REFBENCH_CACHE_KEY_FILE"
+_key: bytes | None = None  # from KEY_FILE_ENV's file, read once
 
 
 def key_file() -> Path:
@@ -55,29 +64,55 @@ def _load_file(path: Path) -> bytes:
         text = path.read_text().strip()
     except FileNotFoundError:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as fh:
             fh.write(secrets.token_hex(32) + "\n")
         return _load_file(path)
     except OSError as e:
-        raise RefbenchError(f"cannot read the cache key {path}: {e.strerror} (set {KEY_ENV} instead)") from None
+        raise RefbenchError(f"cannot read the cache key {path}: {e.strerror} (name another file in {KEY_FILE_ENV})") from None
     if len(text) < 32:
         raise RefbenchError(f"the cache key {path} holds {len(text)} characters, expected at least 32 "
                             f"(delete it and refbench makes a new one)")
     return text.encode()
 
 
-def cache_key() -> bytes:
-    """The sealing key: REFBENCH_CACHE_KEY (read once, then dropped from os.environ so no child
-    process sees it), else the key file, made on first use."""
-    global _key
+def _load_given(path: Path) -> bytes:
+    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
+    it): a regular file of this user's, not a link, readable by no one else (mode 0600 or stricter)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        raise RefbenchError(f"{KEY_FILE_ENV}: cannot open {path}: {e.strerror} (a link is refused)") from None
+    with os.fdopen(fd) as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+            raise RefbenchError(f"{KEY_FILE_ENV}: {path} must be a regular file of this user's with mode 0600, "
+                                f"found mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}")
+        value = fh.read().strip()
+    if len(value) < 16:
+        raise RefbenchError(f"{KEY_FILE_ENV}: {path} holds {len(value)} characters, expected at least 16 "
+                            "(a random secret, e.g. `openssl rand -hex 32`)")
+    return value.encode()
+
+
+def refuse_key_in_environment() -> None:
+    """A RefbenchError when REFBENCH_CACHE_KEY is set: removing it from os.environ does not remove it
+    from /proc/<refbench's pid>/environ, which every process refbench starts can read, so a key
+    given that way is a key given to the code under test. cli.main asks this before anything runs."""
     if KEY_ENV in os.environ:
-        value = os.environ.pop(KEY_ENV)
-        if value:
-            if len(value) < 16:
-                raise RefbenchError(f"{KEY_ENV} holds {len(value)} characters, expected at least 16 "
-                                    "(a random secret, e.g. `openssl rand -hex 32`)")
-            _key = value.encode()
+        raise RefbenchError(f"{KEY_ENV} is set: a key in the environment is readable by every process refbench "
+                            f"starts (/proc/PID/environ); write it to a file of mode 0600 and name that file in "
+                            f"{KEY_FILE_ENV}")
+
+
+def cache_key() -> bytes:
+    """The sealing key: the file REFBENCH_CACHE_KEY_FILE names (read once), else the key file of
+    this machine (key_file), made on first use. REFBENCH_CACHE_KEY is refused
+    (refuse_key_in_environment)."""
+    global _key
+    refuse_key_in_environment()
+    if _key is None and os.environ.get(KEY_FILE_ENV):
+        _key = _load_given(Path(os.environ[KEY_FILE_ENV]))
     return _key if _key is not None else _load_file(key_file())
 
 

@@ -247,14 +247,14 @@ def test_paths_defaults(tmp_path, monkeypatch):
     assert paths.bundled_scenarios().is_file() and paths.bundled_scenarios().parent == paths.PACKAGE_DIR
     (tmp_path / "refbench.toml").write_text("")
     assert paths.default_scenarios(tmp_path) == tmp_path / "refbench.toml"
-    # tools: the tools directory before PATH (a tool refbench pins is checked too: test_security)
+    # tools: nothing but a pinned, hash-checked tool is taken from a cache directory, and no cache
+    # directory is on PATH (issue 35; the pinned tools' checks: test_security, test_trust_cache)
     bin_dir = tmp_path / "xdg" / "refbench" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "ipfs").write_text("#!/bin/sh\n")
     (bin_dir / "ipfs").chmod(0o755)
-    assert tools.find_tool("ipfs") == str(bin_dir / "ipfs")
-    env = paths.extend_path({"PATH": "/usr/bin"})
-    assert env["PATH"] == f"{bin_dir}:/usr/bin"
+    assert tools.find_tool("ipfs") != str(bin_dir / "ipfs")
+    assert tools.clean_path(f"{bin_dir}:/usr/bin") == "/usr/bin"
     # the s3restore source hash is the one scripts/setup.sh used (cat go.mod go.sum *.go | sha256sum)
     src = paths.PACKAGE_DIR / "tools_src" / "s3restore"
     import hashlib

@@ -143,10 +143,12 @@ def test_cache_poisoning_jobs_that_run_pr_code_only_restore_caches():
         saves = "uses: actions/cache@" in step
         restore_only = "uses: actions/cache/restore@" in step
         assert saves or restore_only, step
-        if saves:  # a cache that saves at the end of the job: only on events that run no PR code
-            assert f"&& {trusted}" in step, step
+        if saves:  # a cache that saves at the end of the job: only a trusted job (issue 35: merged refs only)
+            assert "&& steps.trust.outputs.trusted == 'true'" in step, step
         else:
-            assert f"&& !{trusted}" in step, step
+            assert "&& steps.trust.outputs.trusted != 'true'" in step, step
+    gate = next(s for s in _action_steps() if "id: trust" in s)
+    assert f"TRUSTED_EVENT: ${{{{ {trusted} }}}}" in gate and "key-gate.sh" in gate, gate
     command = (ROOT / ".github" / "workflows" / "bench-command.yml").read_text()
     # the head the comment names is checked before any of the PR's code runs (a job of its own, and
     # the run again), and that commit is what gets built: never pull/N/head as it is later

@@ -21,18 +21,27 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
+import os
 import shlex
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import paths, trust
 from ..errors import RunError
 
+log = logging.getLogger(__name__)
+
 STATE_FILE = "state.json"  # written last: a state or layer without it is incomplete, rebuilt
+SEAL_PURPOSE = "refbench ipfs state v1"
+#: what kubo loads code from at start ($IPFS_PATH/plugins/*.so): never in a state refbench trusts
+REFUSED = ("plugins",)
+_checked: dict[tuple, str | None] = {}  # (state, its state.json's identity) -> why not ready, or None
 
 
 def key(*parts: str) -> str:
@@ -40,10 +49,57 @@ def key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+#: a canonical archive of a state: names sorted, no owner, times or atime/ctime, the overlay's own
+#: attributes kept (a whiteout's or an opaque directory's); GNU tar 1.28+ (--sort)
+TAR_CANONICAL = ("--sort=name", "--format=posix", "--numeric-owner", "--owner=0", "--group=0", "--mtime=@0",
+                 "--pax-option=delete=atime,delete=ctime", "--xattrs", "--xattrs-include=user.overlay.*",
+                 "--xattrs-include=trusted.overlay.*")
+
+
+def manifest(where: Path) -> str:
+    """SHA-256 of the state at `where` (all but its STATE_FILE) as one canonical tar stream
+    (TAR_CANONICAL): every entry's name, kind, mode, a link's target, a device's number, the
+    overlay's attributes and every file's content, with no owner and no time. Content, not a
+    listing of sizes and times, which a cache can copy onto planted files. tar walks the million
+    files of the seed's state in C; hashing its stream takes about 11 s for 1 M blocks (4 GB) warm
+    (benchmarks/trust_cost.py): a Python walk of the same took 105 s."""
+    tar = shutil.which("tar", path=os.environ.get("PATH", "")) or "tar"
+    top = sorted(name for name in os.listdir(where) if name != STATE_FILE)
+    h = hashlib.sha256()
+    if not top:
+        return h.hexdigest()
+    proc = subprocess.Popen([tar, *TAR_CANONICAL, "-C", str(where), "-cf", "-", "--", *top],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": os.environ.get("PATH", ""),
+                                                                                 "LC_ALL": "C"})
+    assert proc.stdout is not None
+    for chunk in iter(lambda: proc.stdout.read(1 << 20), b""):
+        h.update(chunk)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.wait() != 0:
+        raise RunError(f"cannot read the cached IPFS state {where} to check it: tar exited {proc.returncode}: "
+                       f"{(err.strip().splitlines() or ['?'])[-1]}")
+    return h.hexdigest()
+
+
+def refused(where: Path) -> str | None:
+    """Why the state at `where` (a repo, or a layer whose repo is upper/) is never used, or None."""
+    for base in (where, where / "upper"):
+        for name in REFUSED:
+            if os.path.lexists(base / name):
+                return f"it holds {(base / name).relative_to(where)}/ (kubo loads plugins from there at start)"
+    return None
+
+
 @dataclass(frozen=True)
 class StateCache:
     """One build's cached state: root/repo (the repo the recipe filled) and root/layers/KEY/upper
-    (a step's layer over it), each complete once its STATE_FILE exists."""
+    (a step's layer over it), each complete once its STATE_FILE exists and trusted once that file's
+    seal holds. The seal (refbench.trust) is an HMAC under the cache key of the state's manifest
+    (its content's hash) and what built it: a restored cache may hold a state anyone made (wrong
+    results in every report, kubo's plugins/ loaded at start), so a state counts as ready only when
+    its seal holds under this machine's (or job's) key and its content is still the sealed one,
+    checked once per state and refbench run (about 11 s for the seed's 4 GB, benchmarks/trust_cost.py);
+    any other state is rebuilt, and one with a plugins/ directory is refused."""
     root: Path
 
     @property
@@ -54,12 +110,57 @@ class StateCache:
         return self.root / "layers" / layer_key
 
     @staticmethod
+    def why_not_ready(where: Path) -> str | None:
+        """None when the state at `where` is complete, sealed under this key, and still the
+        content sealed; else why not (logged by ready). Checked once per state, state.json and run."""
+        meta = where / STATE_FILE
+        try:
+            st = os.lstat(meta)
+        except FileNotFoundError:
+            return "incomplete (no state.json)"
+        ident = (str(where), st.st_ino, st.st_size, st.st_mtime_ns)
+        if ident not in _checked:
+            _checked[ident] = StateCache._check(where, meta)
+        return _checked[ident]
+
+    @staticmethod
+    def _check(where: Path, meta: Path) -> str | None:
+        if not stat.S_ISREG(os.lstat(meta).st_mode):
+            return "its state.json is not a file"
+        why = refused(where)
+        if why:
+            return why
+        try:
+            info = json.loads(meta.read_text())
+        except (OSError, ValueError):
+            return "its state.json is not JSON"
+        if not isinstance(info, dict) or not isinstance(info.get("manifest"), str):
+            return "its state.json has no manifest (made before states were sealed)"
+        fields = {k: v for k, v in info.items() if k not in ("seal", "key_id")}
+        if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
+            return "not sealed under this machine's cache key" if "seal" not in info else \
+                f"sealed under another key ({info.get('key_id', '?')})"
+        got = manifest(where)
+        if got != info["manifest"]:
+            return f"its content hashes to {got[:12]}, not the sealed {info['manifest'][:12]}"
+        return None
+
+    @staticmethod
     def ready(where: Path) -> bool:
-        return (where / STATE_FILE).exists()
+        why = StateCache.why_not_ready(where)
+        if why and why != "incomplete (no state.json)":
+            log.warning("cached IPFS state %s is not used: %s; building it again", where, why)
+        return why is None
 
     @staticmethod
     def mark(where: Path, **facts) -> None:
-        (where / STATE_FILE).write_text(json.dumps({"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts}))
+        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key."""
+        why = refused(where)
+        if why:
+            raise RunError(f"the IPFS state built at {where} is refused: {why}")
+        fields = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts, "manifest": manifest(where)}
+        paths.replace_file(where / STATE_FILE, json.dumps(
+            {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}))
 
     @staticmethod
     def claim(where: Path) -> contextlib.ExitStack | None:

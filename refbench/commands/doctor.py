@@ -129,7 +129,7 @@ def where() -> list[tuple[str, str]]:
             ("scenarios", f"{scen}" + (" (./refbench.toml)" if scen.name == paths.USER_SCENARIOS else " (bundled; "
                                        f"put your own in ./{paths.USER_SCENARIOS} or pass --scenarios)")),
             ("builds dir", f"{paths.default_builds_dir()} (--builds-dir or REFBENCH_BUILDS_DIR to move it)"),
-            ("tools dir", f"{paths.tools_bin()} (then PATH)"),
+            ("tools dir", f"{paths.tools_bin()} (pinned tools only, hash-checked; then PATH)"),
             ("cache", str(paths.cache_root()))]
     co = bl.go_checkout()
     if co:
@@ -149,7 +149,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     parser().parse_args(argv)
-    paths.extend_path()
     for k, v in where():
         print(f"{k + ':':12} {v}")
     print()

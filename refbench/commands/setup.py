@@ -18,7 +18,10 @@ What a pip-installed user lacks, from the package registries only (never GitHub)
 - GNU time, only while the hyperfine found cannot report peak memory itself.
 
 Everything built is kept in $XDG_CACHE_HOME/refbench and linked into the tools directory
-(paths.tools_bin(): tools/bin in a checkout, else the cache's bin/). scripts/setup.sh (`make
+(paths.tools_bin(): tools/bin in a checkout, else the cache's bin/); refbench runs each only after
+checking it against its pin, and never puts either directory on PATH. A Go fetched here goes to
+$XDG_DATA_HOME/refbench, not a cache. setup runs nothing with the cache key: it refuses
+REFBENCH_CACHE_KEY and drops REFBENCH_CACHE_KEY_FILE before it starts anything. scripts/setup.sh (`make
 setup`) calls this, so there is one implementation.
 """
 from __future__ import annotations
@@ -35,7 +38,7 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .. import hyperfine, paths, pins, tools
+from .. import hyperfine, paths, pins, tools, trust
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
 GO_TOOLCHAIN = os.environ.get("GO_TOOLCHAIN", "go1.24.6")  # fetched only when no Go is installed
@@ -83,12 +86,16 @@ def apt_install(*packages: str) -> bool:
 
 # ---- the pieces ---------------------------------------------------------------------------
 def ensure_go(bin_dir: Path) -> str:
-    go = tools.find_tool("go")
+    """The Go refbench builds with (tools.go: the machine's, on PATH); where there is none, a Go
+    toolchain fetched from the Go module proxy into refbench's data directory, not a cache: no
+    cache is trusted to hold a program refbench runs (refbench.tools). `bin_dir` is not used for it."""
+    go = tools.go()
     if go:
         return go
     arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
-    dest = paths.cache_root() / f"{GO_TOOLCHAIN}.linux-{arch}"
+    dest = paths.data_root() / f"{GO_TOOLCHAIN}.linux-{arch}"
     if not (dest / "bin" / "go").is_file():
+        dest.parent.mkdir(parents=True, exist_ok=True)
         proxy = (os.environ.get("GOPROXY") or "https://proxy.golang.org").split(",")[0].split("|")[0]
         if proxy in ("direct", "off"):
             proxy = "https://proxy.golang.org"
@@ -115,9 +122,7 @@ def ensure_go(bin_dir: Path) -> str:
             tmp.rename(dest)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)
-    _link(dest / "bin" / "go", "go", bin_dir)
-    _link(dest / "bin" / "gofmt", "gofmt", bin_dir)
-    return str(bin_dir / "go")
+    return str(dest / "bin" / "go")
 
 
 LOST_WITH_1_X = ("each run's own peak memory (1.x reports a running maximum across builds: memory "
@@ -222,7 +227,10 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     """Install or locate everything; returns {tool: path or None}."""
     bin_dir = Path(bin_dir or paths.tools_bin())
     paths.cache_root().mkdir(parents=True, exist_ok=True)
-    os.environ["PATH"] = os.pathsep.join([str(bin_dir), os.environ.get("PATH", "")])
+    # what setup runs needs no key (cli.main has refused one in the environment, and has taken the
+    # cache directories out of PATH: refbench.tools) and builds with pins.build_env's clean PATH
+    os.environ.pop(trust.KEY_FILE_ENV, None)
+    trust.refuse_key_in_environment()
     out: dict[str, str | None] = {}
     go = out["go"] = ensure_go(bin_dir)
     say(subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip())

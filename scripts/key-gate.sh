@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Whether a job may hold refbench's cache key (refbench/trust.py): only when every ref it builds is
+# merged code, i.e. reachable from the default branch or from a release tag (v*) of the checkout.
+# A job that builds anything else (a PR number, a PR's branch, a commit of a fork) runs code no
+# maintainer merged, and that code could read the key and forge seals, whatever the job's event.
+#
+#   scripts/key-gate.sh CHECKOUT DEFAULT_BRANCH [REF...]
+#
+# Exit 0: every ref is merged. Exit 1, with one line on stdout saying why not: any other case,
+# including a ref that cannot be found, an unknown default branch, a shallow checkout (where
+# reachability cannot be told) or no refs at all (the default: a PR's base and head).
+# Used by action.yml (step "Decide whether this job may hold the cache key") and bench-sharded.yml.
+set -uo pipefail
+repo=$1 default=$2
+shift 2
+no() { echo "$*"; exit 1; }
+g() { git -C "$repo" -c core.hooksPath=/dev/null -c core.fsmonitor=false "$@"; }
+[[ $# -gt 0 ]] || no "no refs given: the default builds a pull request's head"
+[[ "$(g rev-parse --is-shallow-repository 2>/dev/null)" == "false" ]] ||
+  no "$repo is a shallow checkout or none (checkout with fetch-depth: 0 to tell merged code)"
+if [[ -z "$default" ]]; then
+  default=$(g symbolic-ref -q --short refs/remotes/origin/HEAD 2>/dev/null) && default=${default#origin/}
+fi
+[[ -n "$default" ]] || no "the default branch is not known"
+base=$(g rev-parse -q --verify "refs/remotes/origin/$default^{commit}" 2>/dev/null ||
+       g rev-parse -q --verify "refs/heads/$default^{commit}" 2>/dev/null) || no "no branch $default in $repo"
+for ref in "$@"; do
+  [[ "$ref" =~ ^#?[0-9]{1,6}$ ]] && no "$ref is a pull request"
+  [[ "$ref" == "latest_release" ]] && continue  # a release tag by definition
+  sha=""
+  case "$ref" in
+    HEAD) sha=$(g rev-parse -q --verify "HEAD^{commit}") ;;  # what the checkout holds
+    *) sha=$(g rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null ||
+             g rev-parse -q --verify "refs/remotes/origin/$ref^{commit}" 2>/dev/null ||
+             { [[ "$ref" =~ ^[0-9a-fA-F]{7,40}$ ]] && g rev-parse -q --verify "$ref^{commit}" 2>/dev/null; }) ;;
+  esac
+  [[ -n "$sha" ]] || no "$ref is not a tag, branch or commit of $repo"
+  g merge-base --is-ancestor "$sha" "$base" 2>/dev/null && continue
+  [[ -n "$(g tag --list 'v[0-9]*' --contains "$sha" 2>/dev/null | head -n 1)" ]] && continue
+  no "$ref (${sha:0:12}) is not reachable from $default or a release tag"
+done
+exit 0

@@ -1,0 +1,351 @@
+"""Issue 35: each way around the cache's trust boundary, planted in a throw-away cache, and shown
+to fail. Each test failed on the code before the fix (the commit that added it says how).
+
+Cached clones (builds.Builder.repo, verified), tools and PATH (refbench.tools), the key
+(refbench.trust, action.yml, bench-sharded.yml, scripts/key-gate.sh), kubo's cached states
+(backends/snapshot.py), and the lows (lock files and configs written through links, the build's
+environment)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+
+from conftest import run_bench
+from origins import git
+from refbench import builds as bl, trust
+from refbench.backends import snapshot
+from refbench.backends.snapshot import StateCache
+from test_builds import MAIN, builder, origin, run, target  # noqa: F401  (origin: a pytest fixture)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _clone_git(clone: Path, *args: str) -> str:
+    return subprocess.run(["git", "--git-dir", str(clone), *args], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+# ---- cached clones ----------------------------------------------------------------------------
+def test_a_planted_commondir_with_an_ext_remote_runs_no_command(origin, tmp_path):
+    """A commondir made GitPython take the clone for a linked worktree and run git in the directory
+    above it, where a planted .git allows ext:: and names an origin that is a shell command:
+    refbench's own fetch ran it."""
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0")
+    evil, ran = first.clone_dir.parent / ".git", tmp_path / "ext-ran"
+    subprocess.run(["git", "init", "-q", "--bare", str(evil)], check=True)
+    with open(evil / "config", "a") as fh:
+        fh.write(f'[protocol "ext"]\n\tallow = always\n[remote "origin"]\n\turl = "ext::sh -c touch% {ran}"\n'
+                 "\tfetch = +refs/heads/*:refs/remotes/origin/*\n")
+    (first.clone_dir / "commondir").write_text(str(evil) + "\n")
+    again = builder(origin, tmp_path)
+    try:
+        resolved = again.resolve("v1.1.0")
+    finally:
+        assert not ran.exists(), "the planted ext:: remote ran"
+    assert resolved.sha == git(origin.work, "rev-parse", "v1.1.0^{commit}")
+    assert not (again.clone_dir / "commondir").exists()
+
+
+def test_a_commondir_naming_the_users_checkout_leaves_it_alone(origin, tmp_path):
+    """The builds directory sits in a checkout by default: a commondir naming its .git made
+    refbench's `fetch --prune` delete the checkout's own tag."""
+    user = tmp_path / "checkout"
+    subprocess.run(["git", "clone", "-q", str(origin.path), str(user)], check=True)
+    git(user, "tag", "my-local-tag")
+    first = builder(origin, user / "builds")
+    first.resolve("v1.0.0")
+    (first.clone_dir / "commondir").write_text(str(user / ".git") + "\n")
+    builder(origin, user / "builds").resolve("v1.1.0")
+    assert "my-local-tag" in git(user, "tag", "--list").split()
+    assert not (user / ".git" / "worktrees").exists()
+
+
+def _explode(clone: Path) -> None:
+    """Every object of the clone as a loose file (a fetch leaves packs), as a planted cache may."""
+    for pack in sorted((clone / "objects" / "pack").glob("*.pack")):
+        data = pack.read_bytes()
+        pack.unlink()
+        pack.with_suffix(".idx").unlink()
+        subprocess.run(["git", "--git-dir", str(clone), "unpack-objects", "-q"], input=data, check=True)
+
+
+def test_a_blob_replaced_under_its_id_is_not_built(origin, tmp_path):
+    """The commit's and the tree's ids still match, so nothing but re-hashing the blob tells: a
+    trusted job built the attacker's main.go, sealed and ran it."""
+    first = builder(origin, tmp_path)
+    first.resolve("v1.1.0")
+    clone = first.clone_dir
+    _explode(clone)
+    blob = _clone_git(clone, "rev-parse", "v1.1.0:main.go")
+    evil = MAIN.format(word="evil").encode()
+    loose = clone / "objects" / blob[:2] / blob[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"blob %d\0" % len(evil) + evil))
+    assert _clone_git(clone, "cat-file", "-p", blob).startswith("package main")  # git itself serves it
+    again = builder(origin, tmp_path)
+    built = again.build(again.resolve("v1.1.0"), "v1.1.0")
+    assert run(built.binary) == "two"
+
+
+def test_a_planted_release_tag_does_not_survive_the_fetch(origin, tmp_path):
+    """The Action builds from its checkout, whose fetch pruned nothing: a planted v99.0.0 was
+    what latest_release picked."""
+    first = builder(origin, tmp_path, checkout=True)
+    first.resolve("v1.0.0")
+    _clone_git(first.clone_dir, "update-ref", "refs/tags/v99.0.0", origin.shas["broken"])
+    _clone_git(first.clone_dir, "update-ref", "refs/heads/v1.1.0", origin.shas["broken"])
+    again = builder(origin, tmp_path, checkout=True)
+    latest = again.resolve("latest_release")
+    assert "v99.0.0" not in latest.display and latest.sha == git(origin.work, "rev-parse", "v1.1.0^{commit}")
+    assert "refs/heads/v1.1.0" not in _clone_git(again.clone_dir, "for-each-ref", "--format=%(refname)")
+
+
+@pytest.mark.parametrize("planted", ["worktrees", "objects/info/alternates", "info/grafts", "link"])
+def test_a_clone_holding_what_refbench_never_makes_is_cloned_anew(origin, tmp_path, planted):
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0")
+    clone = first.clone_dir
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if planted == "worktrees":
+        (clone / "worktrees" / "x").mkdir(parents=True)
+        (clone / "worktrees" / "x" / "gitdir").write_text(str(elsewhere / ".git") + "\n")
+    elif planted == "link":
+        (clone / "refs" / "evil").symlink_to(elsewhere)
+    else:
+        (clone / planted).parent.mkdir(parents=True, exist_ok=True)
+        (clone / planted).write_text(f"{elsewhere}\n")
+    assert bl.clone_faults(clone)
+    again = builder(origin, tmp_path)
+    assert again.resolve("v1.1.0").sha == git(origin.work, "rev-parse", "v1.1.0^{commit}")
+    assert bl.clone_faults(again.clone_dir) == []
+
+
+def test_a_clone_config_or_lock_that_is_a_link_is_replaced_not_written_through(origin, tmp_path):
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0")
+    precious = tmp_path / "precious"
+    precious.write_text("years of work\n")
+    (first.clone_dir / "config").unlink()
+    (first.clone_dir / "config").symlink_to(precious)
+    lock = first.clone_dir.with_suffix(".lock")
+    lock.unlink()
+    lock.symlink_to(precious)
+    again = builder(origin, tmp_path)
+    again.resolve("v1.1.0")
+    assert precious.read_text() == "years of work\n"
+    assert not (again.clone_dir / "config").is_symlink() and not lock.is_symlink()
+
+
+# ---- tools and PATH -----------------------------------------------------------------------------
+def _plant(dirs: list[Path], marker: Path, names=("go", "git", "sh", "go1.26.8")) -> None:
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (d / name).write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat /proc/$$/environ >> {marker}\nexit 1\n")
+            (d / name).chmod(0o755)
+
+
+def test_a_planted_go_or_git_in_a_cache_directory_never_runs(origin, tmp_path, monkeypatch):
+    """~/.cache/refbench/bin and the hyperfine wheel's bin/ were put first on PATH, and the Action
+    caches both: what they held ran as go, git or sh."""
+    from refbench import pins
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    marker = tmp_path / "planted-ran"
+    cache_bins = [xdg / "refbench" / "bin", pins.cached_path("hyperfine").parent]
+    _plant(cache_bins, marker)
+    proc = run_bench("doctor", env={"XDG_CACHE_HOME": str(xdg),
+                                    "PATH": os.pathsep.join([*map(str, cache_bins), os.environ["PATH"]])})
+    assert not marker.exists(), marker.read_text()
+    assert "go" in proc.stdout
+    # and a build in this process, with the cache's bin/ first on the PATH it was given
+    monkeypatch.setenv("PATH", os.pathsep.join([*map(str, cache_bins), os.environ["PATH"]]))
+    b = builder(origin, tmp_path / "builds")
+    built = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    assert run(built.binary) == "one"
+    assert not marker.exists(), marker.read_text()
+
+
+def test_setup_runs_nothing_with_the_key_in_its_environment(tmp_path):
+    marker = tmp_path / "planted-ran"
+    planted = tmp_path / "bin"
+    _plant([planted], marker, names=("go",))
+    proc = run_bench("setup", "--no-minio", "--no-build-hyperfine", timeout=300,
+                     env={"REFBENCH_CACHE_KEY": "k" * 40, "XDG_CACHE_HOME": str(tmp_path / "xdg"),
+                          "PATH": f"{planted}:{os.environ['PATH']}"})
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "REFBENCH_CACHE_KEY_FILE" in proc.stderr
+    assert not marker.exists() or "k" * 40 not in marker.read_text()
+
+
+def test_a_build_gets_an_allow_listed_environment(origin, tmp_path, monkeypatch):
+    """The nightly's history URL (with its password) and any token reached every `go` a build ran."""
+    monkeypatch.setenv("REFBENCH_HISTORY_URL", "postgresql://u:hunter2@db/x")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp_secret")
+    t = target(build=("sh", "-c", "env > {out}.env && go build -o {out} ."))
+    b = builder(origin, tmp_path, target=t)
+    built = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    seen = Path(str(built.binary.parent / "hello.tmp.env")).read_text()
+    assert "hunter2" not in seen and "ghp_secret" not in seen
+    assert "PATH=" in seen and "GOFLAGS=" in seen
+
+
+# ---- the key ------------------------------------------------------------------------------------
+_CHILD_READS_PARENT = (
+    "import subprocess, sys\n"
+    "from refbench import trust\n"
+    "from refbench.errors import RefbenchError\n"
+    "try:\n"
+    "    trust.cache_key()\n"
+    "except RefbenchError as e:\n"
+    "    print('REFUSED', e); sys.exit(0)\n"
+    "out = subprocess.run(['sh', '-c', 'cat /proc/$PPID/environ /proc/$PPID/cmdline'], capture_output=True, env={})\n"
+    "sys.stdout.write(out.stdout.decode(errors='replace'))\n"
+    "print('KEY_ID', trust.key_id())\n")
+
+
+def test_a_child_cannot_read_the_key_from_refbenchs_environ(tmp_path):
+    """The key was popped from os.environ, but /proc/<pid>/environ keeps what the process started with."""
+    secret = "s3cr3t-" + "x" * 40
+    base = {**os.environ, "PYTHONPATH": str(ROOT), "XDG_CONFIG_HOME": str(tmp_path / "cfg")}
+    given = subprocess.run([sys.executable, "-c", _CHILD_READS_PARENT], capture_output=True, text=True,
+                           env={**base, "REFBENCH_CACHE_KEY": secret})
+    assert given.returncode == 0, given.stderr
+    assert secret not in given.stdout and "REFUSED" in given.stdout  # given in the environment: refused
+    key_file = tmp_path / "key"
+    key_file.write_text(secret + "\n")
+    key_file.chmod(0o600)
+    from_file = subprocess.run([sys.executable, "-c", _CHILD_READS_PARENT], capture_output=True, text=True,
+                               env={**base, "REFBENCH_CACHE_KEY_FILE": str(key_file)})
+    assert from_file.returncode == 0, from_file.stderr
+    assert secret not in from_file.stdout and "KEY_ID" in from_file.stdout
+    import hashlib
+    assert hashlib.sha256(b"refbench key id\0" + secret.encode()).hexdigest()[:12] in from_file.stdout
+    key_file.chmod(0o644)  # readable by others: refused
+    loose = subprocess.run([sys.executable, "-c", _CHILD_READS_PARENT], capture_output=True, text=True,
+                           env={**base, "REFBENCH_CACHE_KEY_FILE": str(key_file)})
+    assert "REFUSED" in loose.stdout and "0600" in loose.stdout
+
+
+def _steps(text: str) -> list[str]:
+    return text.split("\n    - ")
+
+
+def test_the_key_is_in_no_environment_of_the_action_or_the_sharded_workflow():
+    """The Setup step got the key, the Benchmark step had it in its environment, and
+    bench-sharded.yml passed the secret to bench.py whatever it built."""
+    action = (ROOT / "action.yml").read_text()
+    sharded = (ROOT / ".github" / "workflows" / "bench-sharded.yml").read_text()
+    for text in (action, sharded):
+        assert "REFBENCH_CACHE_KEY:" not in text
+        for step in _steps(text):
+            if "cache-key }}" in step.split("description:")[0] or "secrets.REFBENCH_CACHE_KEY" in step:
+                # the only step that sees the secret writes it to a 0600 file, and runs nothing else
+                assert "umask 077" in step and "refbench" not in step.split("run:")[1].replace("refbench-key", ""), step
+                assert "trusted == 'true'" in step, step
+    setup = next(s for s in _steps(action) if s.startswith("name: Set up hyperfine"))
+    assert "KEY" not in setup
+    assert "REFBENCH_CACHE_KEY_FILE: ${{ steps.key.outputs.file }}" in action
+    assert "key-gate.sh" in sharded and "fetch-depth: 0" in sharded
+
+
+@pytest.fixture(scope="module")
+def gate_repo(tmp_path_factory):
+    """A checkout with a default branch, a release tag on an older commit, a merged commit, and an
+    unmerged branch (a PR's)."""
+    root = tmp_path_factory.mktemp("gate")
+    origin_dir = root / "origin"
+    git(root, "init", "-q", "-b", "main", str(origin_dir))
+    for n in ("one", "two"):
+        (origin_dir / "f").write_text(n)
+        git(origin_dir, "add", "f")
+        git(origin_dir, "commit", "-q", "-m", n)
+    git(origin_dir, "tag", "v1.0.0", "HEAD~1")
+    git(origin_dir, "checkout", "-q", "-b", "feature")
+    (origin_dir / "f").write_text("unmerged")
+    git(origin_dir, "commit", "-q", "-am", "unmerged")
+    git(origin_dir, "checkout", "-q", "main")
+    checkout = root / "checkout"
+    subprocess.run(["git", "clone", "-q", str(origin_dir), str(checkout)], check=True)
+    return checkout
+
+
+def _gate(repo: Path, *refs: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(ROOT / "scripts" / "key-gate.sh"), str(repo), "main", *refs],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("refs,trusted", [
+    (("v1.0.0", "main"), True), (("latest_release", "HEAD"), True), (("v1.0.0", "feature"), False),
+    (("v1.0.0", "17"), False), (("v1.0.0", "#17"), False), ((), False), (("v1.0.0", "no-such-ref"), False)])
+def test_a_job_building_unmerged_code_gets_no_key(gate_repo, refs, trusted):
+    proc = _gate(gate_repo, *refs)
+    assert (proc.returncode == 0) == trusted, proc.stdout + proc.stderr
+    if not trusted:
+        assert len(proc.stdout.strip().splitlines()) == 1, proc.stdout
+    unmerged = git(gate_repo, "rev-parse", "origin/feature")
+    assert _gate(gate_repo, "v1.0.0", unmerged[:12]).returncode == 1
+
+
+def test_the_key_gate_refuses_a_shallow_checkout(gate_repo, tmp_path):
+    shallow = tmp_path / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{gate_repo}", str(shallow)], check=True)
+    proc = _gate(shallow, "main")
+    assert proc.returncode == 1 and "shallow" in proc.stdout
+
+
+# ---- kubo's cached states ----------------------------------------------------------------------
+def _state(tmp_path: Path) -> Path:
+    where = tmp_path / "state" / "repo"
+    (where / "blocks" / "AB").mkdir(parents=True)
+    (where / "blocks" / "AB" / "CIQA.data").write_bytes(b"block one")
+    (where / "config").write_text("{}")
+    return where
+
+
+def test_a_state_with_a_bare_state_json_is_not_ready(tmp_path):
+    """A state counted as ready once state.json existed: anyone could make one."""
+    where = _state(tmp_path)
+    (where / "state.json").write_text(json.dumps({"built_at": "now", "template": "t"}))
+    assert not StateCache.ready(where)
+    assert StateCache.claim(where) is not None
+
+
+def test_a_sealed_state_whose_content_changed_is_not_ready(tmp_path, monkeypatch):
+    where = _state(tmp_path)
+    StateCache.mark(where, template="t")
+    assert StateCache.ready(where)
+    # a block swapped for another of the same size and times, and the state.json copied over
+    block = where / "blocks" / "AB" / "CIQA.data"
+    st = block.stat()
+    block.write_bytes(b"block two")
+    os.utime(block, ns=(st.st_atime_ns, st.st_mtime_ns))
+    snapshot._checked.clear()  # a new run: what a cache restored is checked again
+    assert not StateCache.ready(where)
+
+
+def test_a_state_sealed_under_another_key_is_not_ready(tmp_path, monkeypatch):
+    where = _state(tmp_path)
+    monkeypatch.setattr(trust, "_key", b"a-pull-requests-own-key-0123456789")
+    StateCache.mark(where, template="t")
+    monkeypatch.setattr(trust, "_key", b"the-trusted-jobs-key-0123456789abcd")
+    assert not StateCache.ready(where)
+
+
+def test_a_state_with_plugins_is_refused(tmp_path):
+    """kubo loads $IPFS_PATH/plugins/*.so at start."""
+    where = _state(tmp_path)
+    StateCache.mark(where, template="t")
+    (where / "plugins").mkdir()
+    (where / "plugins" / "evil.so").write_bytes(b"\x7fELF")
+    snapshot._checked.clear()
+    assert not StateCache.ready(where)
