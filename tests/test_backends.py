@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -241,3 +242,36 @@ def test_listening_ports_names_only_the_process_own_sockets():
         assert port in mine and other not in mine
     assert port not in listening_ports(os.getpid())  # closed: no longer this process's
     assert listening_ports(2 ** 22 + 1) == []  # no such process
+
+
+def test_drop_page_cache_evicts_a_binarys_pages_so_the_next_run_reads_it_anew(tmp_path):
+    """The runner drops every build's binary from the page cache before a step's warm-ups (issue
+    34): byte-identical binaries otherwise start from page-cache states of their own. fincore
+    (util-linux, installed by make setup) says how much of the file is resident."""
+    import shutil
+    import subprocess
+
+    from refbench.backends.process import drop_page_cache
+
+    fincore = shutil.which("fincore")
+    if fincore is None:
+        pytest.fail("fincore (util-linux) is not installed: run make setup")
+    # beside the checkout, where builds live: a tmpfs /tmp keeps its pages whatever one advises
+    where = Path(tempfile.mkdtemp(dir=Path(__file__).resolve().parent.parent, prefix=".pagecache-"))
+    f = where / "binary"
+    f.write_bytes(os.urandom(4 << 20))
+    os.sync()
+    f.read_bytes()  # resident now
+
+    def resident() -> int:
+        out = subprocess.run([fincore, "--bytes", "--noheadings", "--output", "RES", str(f)],
+                             capture_output=True, text=True, check=True).stdout
+        return int(out.split()[0])
+
+    assert resident() > 0
+    assert drop_page_cache(f) is True
+    assert resident() == 0
+    f.read_bytes()
+    assert resident() == 4 << 20  # read back whole
+    assert drop_page_cache(where / "missing") is False
+    shutil.rmtree(where)
