@@ -118,8 +118,9 @@ def _machine(m: tuple) -> str:
     return f"{cpu or 'unknown CPU'} x{cpus or '?'}" + (f", {mem / 1024 ** 3:.0f} GiB" if mem else "")
 
 
-def _settings(r: Results, drop=("shard",)) -> dict:
-    """The settings as the file holds them, less what may differ between shards."""
+def _settings(r: Results, drop=("shard", "order_seed")) -> dict:
+    """The settings as the file holds them, less what may differ between shards (each shard draws
+    its own rounds' orders)."""
     return {k: v for k, v in r.settings.to_json().items() if k not in drop}
 
 
@@ -195,13 +196,15 @@ def merge(shards: list[tuple[str, Results]], allow_missing: bool = False) -> tup
         raise RefbenchError("nothing to merge")
     warnings = check(shards, allow_missing)
     first = shards[0][1]
-    settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards))
+    settings = dataclasses.replace(first.settings, shard=None, shard_steps=None, merged_shards=len(shards),
+                                   order_seed=None)  # each shard's own is in `shards`
     judged = judge.rejudge(_ordered_scenarios(shards), first.labels, judge.recorded(settings))
     merged = first.replace(
         refbench=__version__, created=rs.created_now(), command_line=("merge", *[name for name, _ in shards]),
         environment=_environment(shards), settings=settings, scenarios=judged.scenarios,
         scoreboard=rs.frozen(judged.scoreboard), timing=_timing(shards), resources=None, stopped=None,
         shards=tuple(rs.frozen({"file": name, "shard": r.settings.shard, "host": r.environment.host,
+                                "order_seed": r.settings.order_seed,
                                 "created": r.created, "steps": [f"{sc.name}/{st.name}" for sc, st in r.steps()]})
                      for name, r in shards))
     return merged, warnings

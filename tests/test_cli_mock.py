@@ -164,6 +164,18 @@ def test_shards_measure_as_the_whole_run_and_merge_into_it(scenarios, tmp_path):
     assert joined.settings.family_size == whole.settings.family_size  # a shard's family is the whole run's
 
 
+def test_shards_that_drew_their_own_rounds_orders_merge(scenarios, tmp_path):
+    """Shards on runners of their own each draw the orders of their rounds (issue 34): merge takes
+    them, and the merged settings name no one seed, each shard's its own."""
+    for i in (1, 2):
+        assert bench(scenarios, tmp_path / f"s{i}", *FIXED, "--shard", f"{i}/2", "--order-seed", str(100 + i)
+                     ).returncode == EXIT_OK
+    merged = run_cli("merge", *(tmp_path / f"s{i}" / "results.json" for i in (1, 2)), "-o", tmp_path / "m.json")
+    assert merged.returncode in (EXIT_OK, EXIT_REGRESSION), merged.stderr
+    joined = rs.load(tmp_path / "m.json")
+    assert joined.settings.order_seed is None and [s["order_seed"] for s in joined.shards] == [101, 102]
+
+
 # ---- budgets, on the mock's simulated clock -----------------------------------------------------------
 def test_a_budgeted_run_spends_mock_seconds_and_stops_steps_when_decided(scenarios, tmp_path):
     proc = bench(scenarios, tmp_path, "-w", "0", "--no-rss", "--no-profile", "--budget", "2m")
