@@ -64,7 +64,12 @@ def test_a_contender_holding_64_mib_more_is_slower_on_memory_and_only_there(metr
     v = verdicts(doc)
     assert set(v) >= {"wall", "cpu", "memory"}
     assert v["memory"] == "slower", v
-    assert [m for m, verdict in v.items() if verdict == "slower"] == ["memory"], v
+    # CPU time is not what holding memory costs. Wall time is, a little: mapping 64 MiB costs page-table
+    # work in every run, measured at +1.6% on average over 8 runs of this step (old code and new), which
+    # 3 of the 8 called slower, so "no wall change" is no property of this contender; its wall verdict
+    # is left out, not asserted either way (it was the test's one flaky assertion: issue 34's A/A runs)
+    assert [m for m, verdict in v.items() if verdict == "slower" and m != "wall"] == ["memory"], v
+    assert v["cpu"] in ("no significant change", "inconclusive"), v
     step = doc["scenarios"][0]["steps"][0]
     mem = next(c for c in step["comparisons"] if c["metric"] == "memory")
     base, cont = (step["builds"][k]["memory_bytes"] for k in (mem["baseline"], mem["contender"]))
