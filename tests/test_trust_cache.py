@@ -258,6 +258,24 @@ def test_the_key_is_in_no_environment_of_the_action_or_the_sharded_workflow():
     assert "key-gate.sh" in sharded and "fetch-depth: 0" in sharded
 
 
+def test_no_go_toolchain_from_a_cache_runs_in_the_action():
+    """Go runs a toolchain unpacked in the module cache (golang.org/toolchain@.../bin/go) as it finds
+    it: it checks one only when it downloads it. A planted one ran, and read the key's path from
+    /proc/$PPID/environ (the second reading of issue 35). The Action saves none, and deletes any a
+    restore brought before anything runs go."""
+    steps = _steps((ROOT / "action.yml").read_text())
+    for step in steps:
+        if "~/go/pkg/mod\n" in step + "\n" and "actions/cache" in step:
+            assert "!~/go/pkg/mod/golang.org/toolchain@*" in step and \
+                "!~/go/pkg/mod/cache/download/golang.org/toolchain" in step, step
+    names = [s.split("\n", 1)[0] for s in steps]
+    drop = next(i for i, n in enumerate(names) if n.startswith("name: Drop Go toolchains"))
+    assert all(i < drop for i, s in enumerate(steps) if "actions/cache" in s and "go/pkg/mod" in s)
+    first_go = next(i for i, s in enumerate(steps) if "refbench setup" in s or "bench.py" in s)
+    assert drop < first_go
+    assert 'rm -rf "$d"' in steps[drop] and "golang.org/toolchain@*" in steps[drop]
+
+
 @pytest.fixture(scope="module")
 def gate_repo(tmp_path_factory):
     """A checkout with a default branch, a release tag on an older commit, a merged commit, and an
