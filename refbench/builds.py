@@ -303,14 +303,9 @@ class Builder:
         if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
                                                                   tree=fields["tree"]) != fields:
             return None  # no hash, or another commit, Go, command or GOFLAGS: rebuild
-        if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
-            log.warning("%s: not sealed under this machine's cache key (%s; see refbench/trust.py): rebuilding",
-                        meta, "no seal" if "seal" not in info else f"sealed by key {info.get('key_id', '?')}")
-            return None
-        got = file_sha256(binary)
-        if got != fields["binary_sha256"]:
-            log.warning("%s: binary hash %s is not the %s sealed in %s: rebuilding", binary, got[:12],
-                        fields["binary_sha256"][:12], meta)
+        why = trust.gate(SEAL_PURPOSE, fields, info, "binary_sha256", lambda: file_sha256(binary))
+        if why:
+            log.warning("%s: %s (see refbench/trust.py): rebuilding", binary, why)
             return None
         if not os.access(binary, os.X_OK):
             binary.chmod(binary.stat().st_mode | 0o111)
@@ -348,12 +343,12 @@ class Builder:
                 stamp = value != "false"  # a bare -buildvcs is true; auto stamps inside a checkout
         return not stamp
 
-    def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict] | None:
+    def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict, str] | None:
         """A cached build of another commit with this ref's tree, made the same way (target, Go,
-        build command, GOFLAGS) and sealed under this machine's key: its binary and its sealed
-        fields. None when the build is not determined by the tree (tree_determined) or there is
-        none. Its binary is not trusted here: the caller copies it and checks the copy's hash
-        against the sealed one."""
+        build command, GOFLAGS) and sealed under this machine's key: its binary, its sealed fields
+        and the seal. None when the build is not determined by the tree (tree_determined) or there
+        is none. Its binary is not trusted here: the caller copies it and passes the copy through
+        trust.gate."""
         if self.source != "git" or not self.tree_determined(resolved.toolchain):
             return None
         want = self._sealed_fields(resolved, None)
@@ -371,7 +366,7 @@ class Builder:
             if fields["sha"] == resolved.sha or not fields["binary_sha256"] or {**fields, **ignore} != {**want, **ignore}:
                 continue
             if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and (meta.parent / self.target.binary).is_file():
-                return meta.parent / self.target.binary, fields
+                return meta.parent / self.target.binary, fields, info["seal"]
         return None
 
     def build_record(self, resolved: refs.ResolvedRef, digest: str, **extra) -> dict:
@@ -446,7 +441,7 @@ class Builder:
         twin = self.same_tree_build(resolved)
         if not twin:
             return None
-        src, fields = twin
+        src, fields, seal = twin
         d.mkdir(parents=True)
         tmp_bin = d / (self.target.binary + ".tmp")
         try:
@@ -454,12 +449,12 @@ class Builder:
         except OSError:
             shutil.rmtree(d, ignore_errors=True)
             return None
-        digest = file_sha256(tmp_bin)
-        if digest != fields["binary_sha256"]:
-            log.warning("%s: binary hash %s is not the %s sealed beside it: building %s instead", src, digest[:12],
-                        fields["binary_sha256"][:12], resolved.short)
+        why = trust.gate(SEAL_PURPOSE, fields, {"seal": seal}, "binary_sha256", lambda: file_sha256(tmp_bin))
+        if why:  # the copy, not the file it was copied from: that one may change in between
+            log.warning("%s: %s: building %s instead", src, why, resolved.short)
             shutil.rmtree(d, ignore_errors=True)
             return None
+        digest = fields["binary_sha256"]
         tmp_bin.chmod(0o755)
         binary = d / self.target.binary
         tmp_bin.rename(binary)
