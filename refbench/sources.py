@@ -223,7 +223,7 @@ class Clone:
         the clone under its old id, a tree or commit that is not what its id says, or an object
         missing fails here, and the clone is cloned anew once. Everything built, and the tree and
         go.mod a build is keyed by, come from this repository, never from the clone itself.
-        Made once per commit and run, removed when the builder goes."""
+        Made once per commit and run, removed when this Clone (and the Builder holding it) goes."""
         if sha not in self._verified:
             if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
                 raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
