@@ -16,7 +16,6 @@ import dataclasses
 import sys
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Callable, Mapping
 
 import git
@@ -146,14 +145,14 @@ def commit_line(builder: bl.Builder, good: str, bad: str) -> list[tuple[str, str
     return line
 
 
-def prepare(search: Search, base: RunRequest) -> Line:
+def prepare(search: Search, base: RunRequest, env: runenv.RunEnv | None = None) -> Line:
     """Resolve GOOD and BAD in the target's origin (the checkout around the current directory when
-    it is the target's) and list the commits between them."""
+    it is the target's) and list the commits between them, with the builder of `env` (default:
+    this machine's RunEnv), the one every probe builds with."""
     scenarios = base.scenarios_path()
     cfg = load_config(scenarios)
     target, origin = choose_target(cfg, base.target, base.repo, "git")
-    builder = bl.Builder(target, Path(base.builds_dir), origin.url if origin else base.repo,
-                         pr_remote=origin.remote if origin else None, checkout=origin is not None)
+    builder = (env or runenv.real()).builder(runenv.BuildSite(base.replace(source="git"), target, origin))
     good, bad = builder.resolve(search.good), builder.resolve(search.bad)
     commits = commit_line(builder, good.sha, bad.sha)
     if not commits:
@@ -224,13 +223,15 @@ def verify_bad(line: Line, state: State, run: Run, say) -> State:
     return dataclasses.replace(state, threshold=threshold)
 
 
-def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None) -> Outcome:
+def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None,
+           env: runenv.RunEnv | None = None) -> Outcome:
     """Search the commits between GOOD and BAD, each probe a comparison through `run` (default:
-    pipeline.run on this machine's RunEnv)."""
+    pipeline.run on `env`, default this machine's RunEnv, whose builder also lists the commits)."""
     say = say or _say
-    run = run or (lambda request, reporter: pipeline.run(request, runenv.real(reporter=reporter)))
+    env = env or runenv.real()
+    run = run or (lambda request, reporter: pipeline.run(request, env.with_reporter(reporter)))
     t0 = time.monotonic()
-    line = prepare(search, base)
+    line = prepare(search, base, env)
     n = len(line.commits)
     say(f"{n} commits after {line.good.short} up to {line.bad.short}; step {search.step!r}{under(line.variant)}; "
         f"at most ~{max(1, (n - 1).bit_length())} probes")

@@ -1,4 +1,4 @@
-"""Check out and build refs of a target, caching binaries by commit.
+"""Build refs of a target with `go build`, caching binaries by commit: the build cache's layout.
 
 Layout under the builds directory (see paths.default_builds_dir()):
 
@@ -26,14 +26,8 @@ pull request's code can write a cache that a trusted run restores). So:
   tree a sealed record names (same target, Go, build command and GOFLAGS) gets a copy of that
   binary when the tree alone makes it (Builder.tree_determined), once the copy's hash is the
   sealed one, and a record of its own;
-- git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, on the clone named
-  outright (GIT_DIR: never a directory above it); a clone holding anything refbench never makes
-  (commondir, worktrees, hooks, alternates, attributes, grafts, a link: clone_faults) is cloned
-  anew, and its config is written anew each time it is opened; its branches and tags are pruned to
-  the origin's on every fetch, other refs deleted;
-- nothing is built from the clone itself: each commit's objects are copied into a fresh
-  repository where git computes every id from the content (Builder.verified), and the build, the
-  tree and the go.mod it is keyed by come from there, so an object replaced under its id fails;
+- the sources come from refbench.sources, which verifies them: nothing is built from the cached
+  clone itself, only from a repository of the commit's objects with every id computed anew;
 - builds get an allow-listed environment with no cache directory on PATH (tools.child_env);
 - `go mod verify` runs before every build, so a module cache restored with a changed module fails
   the build, naming it, instead of building it in.
@@ -42,25 +36,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tempfile
 import time
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
-from . import paths, refs, results, toolchain as tc, tools, trust
+from . import paths, refs, results, sources, toolchain as tc, tools, trust
 from .config import TargetSpec
 from .errors import BuildError, RefbenchError, RefError
+from .sources import (  # noqa: F401  (the names other modules import from here)
+    ALLOWED_INFO, CLONE_ENTRIES, KEPT_REFS, SAFE_GIT, Checkout, clone_config, clone_faults, clone_git_env,
+    go_checkout, origin_slug, own_clone, safe_git_args)
+from .sources import absolute as _absolute, git_msg as _git_msg
 from .toolchain import go_version
 
 log = logging.getLogger(__name__)
@@ -106,128 +101,7 @@ class BuiltRef:
 
 
 file_sha256 = paths.file_sha256
-
-
-@dataclass(frozen=True)
-class Checkout:
-    """A git checkout of a Go module, e.g. the project refbench is vendored in or the Action's."""
-    root: Path  # top-level directory: the origin refbench builds from
-    module: str  # the module its go.mod declares
-    remote: str | None  # its `origin` remote, where PR refs (refs/pull/N/head) are fetched from
-
-    @property
-    def url(self) -> str:
-        return str(self.root)
-
-
-_MODULE_RE = re.compile(r'^\s*module\s+"?([^\s"]+)"?', re.MULTILINE)
-
-
-def go_checkout(start: Path | None = None) -> Checkout | None:
-    """The git checkout around `start` (default: the current directory) when its top level has a
-    go.mod, with the module it declares; None outside a checkout or without go.mod."""
-    def git_out(*args: str) -> str | None:
-        try:
-            p = subprocess.run(_absolute(["git", *safe_git_args(), *args]), cwd=start or os.getcwd(),
-                               capture_output=True, text=True, timeout=30, env=tools.child_env())
-        except (OSError, subprocess.SubprocessError):
-            return None
-        return p.stdout.strip() if p.returncode == 0 else None
-
-    top = git_out("rev-parse", "--show-toplevel")
-    if not top:
-        return None
-    try:
-        text = (Path(top) / "go.mod").read_text(errors="replace")
-    except OSError:
-        return None
-    m = _MODULE_RE.search(re.sub(r"//[^\n]*", "", text))
-    if not m:
-        return None
-    remote = git_out("config", "--get", "remote.origin.url")
-    if remote and "://" not in remote and not re.match(r"^[\w.-]+@[\w.-]+:", remote) and not os.path.isabs(remote):
-        remote = os.path.normpath(os.path.join(top, remote))  # a relative path remote
-    return Checkout(Path(top), m.group(1), remote or None)
-
-
-def safe_git_args() -> list[str]:
-    """`-c core.hooksPath=/dev/null -c core.fsmonitor=false` for a git command line."""
-    return [a for opt in SAFE_GIT for a in ("-c", opt)]
-
-
-def clone_config(url: str) -> str:
-    """The whole config of a bare clone, as refbench writes it: the origin and nothing else."""
-    if any(c in url for c in "\n\r\0"):
-        raise RefError(f"an origin URL with a line break or NUL cannot be written to a git config: {url!r}")
-    quoted = '"' + url.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
-            f'[remote "origin"]\n\turl = {quoted}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n')
-
-
-#: what the top level of a bare clone refbench made holds (git init, fetch, pack-refs); anything
-#: else was put there by someone else
-CLONE_ENTRIES = frozenset({"HEAD", "config", "description", "objects", "refs", "packed-refs", "FETCH_HEAD",
-                           "ORIG_HEAD", "shallow", "info", "logs", "branches"})
-#: what refbench's clones hold under info/ and objects/info/: no attributes, grafts, alternates
-ALLOWED_INFO = {"info": frozenset({"exclude", "refs"}),
-                "objects/info": frozenset({"packs", "commit-graph", "commit-graphs", "multi-pack-index"})}
-#: the environment of every git command on a cached clone: the clone named outright (no search
-#: upwards into the checkout a builds directory sits in), and no replace refs (refs/replace/*
-#: would swap one object for another under its id)
-def clone_git_env(d: Path) -> dict:
-    return {"GIT_DIR": str(d), "GIT_NO_REPLACE_OBJECTS": "1", "GIT_CEILING_DIRECTORIES": str(d.parent)}
-
-
-def clone_faults(d: Path) -> list[str]:
-    """What makes the bare clone at `d` something refbench did not make: a symbolic link or special
-    file anywhere in it, an entry git reads to go elsewhere or run something (commondir, gitdir,
-    worktrees, hooks, config.worktree, info/attributes, info/grafts, objects/info/alternates, ...),
-    or anything else refbench never writes. Empty: only what git init and fetch make. A restored
-    cache may hold any of them (the threat model is refbench.trust's): a `commondir` naming the
-    user's checkout made refbench's `fetch --prune` run there, one naming a config of its own ran
-    an `ext::` remote's command. Read with lstat only: nothing in the clone is followed."""
-    if d.is_symlink() or not d.is_dir():
-        return [f"{d} is not a directory"]
-    faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
-              if name not in CLONE_ENTRIES]
-    for rel, allowed in ALLOWED_INFO.items():
-        sub = d / rel
-        if sub.is_dir() and not sub.is_symlink():
-            faults += [f"{rel}/{name}: not something refbench's clones hold" for name in sorted(os.listdir(sub))
-                       if name not in allowed]
-    for top, dirs, files in os.walk(d):
-        for name in dirs + files:
-            mode = os.lstat(os.path.join(top, name)).st_mode
-            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                faults.append(f"{os.path.relpath(os.path.join(top, name), d)}: a link or special file")
-    return faults
-
-
-def own_clone(d: Path, url: str) -> None:
-    """Write the bare clone's config anew (refbench's own: the origin and nothing else), through a
-    new file renamed over the old, so a `config` that is a link to elsewhere is replaced, not
-    written through. What else a restored cache may have put in the clone is clone_faults'."""
-    paths.replace_file(d / "config", clone_config(url))
-
-
-def origin_slug(url: str) -> str:
-    """A readable, unique directory name for an origin URL or path."""
-    norm = url.rstrip("/")
-    if "://" not in norm and not re.match(r"^[\w.-]+@", norm):
-        norm = os.path.abspath(os.path.expanduser(norm))
-    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", norm.split("/")[-1].removesuffix(".git"))[-40:]
-    return f"{tail}-{hashlib.sha256(norm.encode()).hexdigest()[:10]}"
-
-
-_locked = paths.locked  # one lock helper for builds and fixtures
-
-
-def _remove(d: Path) -> None:
-    """Remove a directory (or a link or file in its place) without following any link in it."""
-    if d.is_symlink() or d.is_file():
-        d.unlink()
-    elif d.exists():
-        shutil.rmtree(d)
+_locked = paths.locked  # one lock helper for builds, clones and fixtures
 
 
 class Builder:
@@ -249,167 +123,30 @@ class Builder:
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
         self.source = source
-        self.offline = offline
-        # where PR refs and unknown commits come from when the origin is a local checkout (its remote)
-        self.pr_remote = pr_remote
-        # the origin is a working checkout (not a bare mirror): also take its remote-tracking
-        # branches and whatever it has checked out (a detached PR merge commit in CI)
-        self.checkout = checkout
         self.root = self.builds_dir / target.name
-        self._repo: git.Repo | None = None
-        self._fetched = False
+        # where the sources come from and are verified: git's whole part (refbench.sources)
+        self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
         self._local: str | None = None  # this machine's GOVERSION
         self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
         self._trees: dict[str, str | None] = {}  # by commit (git)
-        self._verified: dict[str, git.Repo] = {}  # by commit: its checked objects (verified())
         trust.cache_key()  # now: a key given in the environment is refused before any git or go runs
 
-    # ---- git source -----------------------------------------------------------------------
+    # ---- git source: refbench.sources' -------------------------------------------------------
     @property
     def clone_dir(self) -> Path:
-        return self.root / "clones" / origin_slug(self.repo_url)
+        return self.sources.clone_dir
 
     def repo(self) -> git.Repo:
-        """The cached bare clone, opened as refbench's own: one with anything refbench never makes
-        in it (clone_faults) is removed and cloned anew, its config is written anew, and every git
-        command on it names it outright (clone_git_env). Its objects are trusted for nothing that
-        is built: verified() checks those of each commit built."""
-        if self._repo is None:
-            d = self.clone_dir
-            git.refresh(tools.git())  # GitPython runs this absolute git, not whichever PATH names first
-            with _locked(d.with_suffix(".lock")):
-                faults = clone_faults(d) if os.path.lexists(d) else []
-                if faults:
-                    log.warning("%s holds what refbench never puts in a clone (%s): cloning %s anew", d,
-                                "; ".join(faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else ""),
-                                self.repo_url)
-                    _remove(d)
-                if not (d / "HEAD").exists():
-                    log.info("initialising clone of %s in %s", self.repo_url, d)
-                    _remove(d)
-                    d.mkdir(parents=True)
-                    subprocess.run([tools.git(), *safe_git_args(), "init", "--quiet", "--bare", str(d)], check=True,
-                                   capture_output=True, env=tools.child_env())
-                    shutil.rmtree(d / "hooks", ignore_errors=True)  # git init's samples: no clone of ours has hooks
-                own_clone(d, self.repo_url)
-                repo = git.Repo(d)
-                repo.git.set_persistent_git_options(c=list(SAFE_GIT))
-                repo.git.update_environment(**clone_git_env(d))
-                self._repo = repo
-        return self._repo
+        """The cached clone, opened as refbench's own (sources.Clone.repo)."""
+        return self.sources.repo()
 
     def verified(self, sha: str) -> git.Repo:
-        """A repository holding exactly the objects of commit `sha` and its tree, each one's id
-        computed anew by git from its content (`pack-objects` of the closure in the cached clone,
-        `index-pack --strict` into a fresh bare repository, shallow at `sha`): a blob replaced in
-        the clone under its old id, a tree or commit that is not what its id says, or an object
-        missing fails here, and the clone is cloned anew once. Everything built, and the tree and
-        go.mod a build is keyed by, come from this repository, never from the clone itself.
-        Made once per commit and run, removed when the builder goes."""
-        if sha not in self._verified:
-            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
-                raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
-            try:
-                self._verified[sha] = self._verify_into_scratch(sha)
-            except BuildError as e:
-                if self.offline:
-                    raise
-                log.warning("%s; cloning %s anew", e, self.repo_url)
-                with _locked(self.clone_dir.with_suffix(".lock")):
-                    _remove(self.clone_dir)
-                self._repo, self._fetched = None, False
-                self.fetch()
-                if not refs._rev(self.repo(), sha):
-                    self._fetch_commit(sha)
-                self._verified[sha] = self._verify_into_scratch(sha)
-        return self._verified[sha]
-
-    def _verify_into_scratch(self, sha: str) -> git.Repo:
-        scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=self.root))
-        weakref.finalize(self, shutil.rmtree, scratch, True)
-        git_bin, env = tools.git(), tools.child_env()
-        subprocess.run([git_bin, *safe_git_args(), "init", "--quiet", "--bare", str(scratch)], check=True,
-                       capture_output=True, env=env)
-        shutil.rmtree(scratch / "hooks", ignore_errors=True)
-        paths.replace_file(scratch / "shallow", sha + "\n")  # its parents are not needed, nor fetched
-        src = {**env, **clone_git_env(self.clone_dir)}
-        with _locked(self.clone_dir.with_suffix(".lock")):
-            listing = subprocess.run([git_bin, *safe_git_args(), "rev-list", "--objects", "--no-walk", sha],
-                                     capture_output=True, env=src)
-            # no delta search, no compression: the pack lives for one run, and this is 4x faster
-            # (0.27 s instead of 1.16 s for s5cmd's 974-file tree; benchmarks/trust_cost.py)
-            packed = subprocess.run([git_bin, *safe_git_args(), "pack-objects", "--stdout", "-q", "--window=0",
-                                     "--compression=0"],
-                                    input=listing.stdout, capture_output=True, env=src) if listing.returncode == 0 else None
-        indexed = subprocess.run([git_bin, *safe_git_args(), "index-pack", "--stdin", "--strict"], input=packed.stdout,
-                                 capture_output=True, env={**env, "GIT_DIR": str(scratch)}) if packed else None
-        if not indexed or indexed.returncode != 0:
-            failed = indexed or packed or listing
-            why = (failed.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
-            raise BuildError(f"the cached clone {self.clone_dir} does not hold commit {sha[:12]} and its files as "
-                             f"their ids say ({why.removeprefix('fatal: ')})", sha=None)
-        repo = git.Repo(scratch)
-        repo.git.set_persistent_git_options(c=list(SAFE_GIT))
-        repo.git.update_environment(**clone_git_env(scratch))
-        if repo.git.rev_parse("--verify", "--quiet", f"{sha}^{{commit}}") != sha:
-            raise BuildError(f"the cached clone {self.clone_dir}: {sha[:12]} is not a commit", sha=None)
-        return repo
+        """Commit `sha`'s objects, each id computed anew (sources.Clone.verified)."""
+        return self.sources.verified(sha)
 
     def fetch(self) -> None:
-        """Bring branches and tags up to date (once per run): the clone's branches and tags become
-        the origin's, pruned, so none a cache planted (a tag v99.0.0 that latest_release would
-        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted."""
-        if self._fetched or self.offline:
-            return
-        r = self.repo()
-        with _locked(self.clone_dir.with_suffix(".lock")):
-            try:
-                stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
-                         if not n.startswith(KEPT_REFS)]
-                for name in stray:
-                    r.git.update_ref("--no-deref", "-d", name)
-                tags = "+refs/tags/*:refs/tags/*"
-                if self.checkout:  # its remote-tracking branches first; its own branches win
-                    r.git.fetch("--quiet", "--force", "--prune", "--update-shallow", "origin",
-                                "+refs/remotes/origin/*:refs/remotes/origin/*", tags, "+HEAD:refs/refbench/checkout-head")
-                # --update-shallow: an origin that is itself a shallow clone (CI checkouts) would
-                # otherwise have its tags and branches silently rejected. A checkout's branches
-                # come on top of its remote-tracking ones, just pruned to the origin's: not again
-                r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
-                            *(() if self.checkout else ("--prune",)),
-                            "+refs/heads/*:refs/remotes/origin/*", *(() if self.checkout else (tags,)))
-            except git.GitCommandError as e:
-                raise RefError(f"cannot fetch {self.repo_url}: {_git_msg(e)}") from None
-            with contextlib.suppress(git.GitCommandError):
-                head = r.git.ls_remote("--symref", "origin", "HEAD")
-                m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
-                if m:
-                    r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
-        self._fetched = True
-
-    def _fetch_pr(self, number: int) -> None:
-        if self.offline:
-            return
-        r = self.repo()
-        with _locked(self.clone_dir.with_suffix(".lock")):
-            try:
-                r.git.fetch("--quiet", "--force", "--update-shallow", self.pr_remote or "origin",
-                            f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
-            except git.GitCommandError as e:
-                msg = _git_msg(e)
-                if "couldn't find remote ref" in msg or "not our ref" in msg:
-                    raise RefError(f"PR #{number} not found in {self.pr_remote or self.repo_url} "
-                                   f"(no refs/pull/{number}/head)") from None
-                raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {msg}") from None
-
-    def _fetch_commit(self, sha: str) -> None:
-        if self.offline:
-            return
-        for remote in ("origin",) + ((self.pr_remote,) if self.pr_remote else ()):
-            with contextlib.suppress(git.GitCommandError):
-                self.repo().git.fetch("--quiet", "--update-shallow", remote, sha)
-                return
+        self.sources.fetch()
 
     def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
         """The commit `text` names, with the Go that builds it (`go`: a --go value, else the
@@ -425,16 +162,7 @@ class Builder:
         ref = refs.classify(text)
         if self.source == "module":
             return self._resolve_module(ref)
-        self.fetch()
-        if ref.kind == "pr":
-            self._fetch_pr(ref.pr)
-        try:
-            return refs.resolve(self.repo(), text)
-        except RefError:
-            if ref.kind in ("commit",):
-                self._fetch_commit(text)
-                return refs.resolve(self.repo(), text)
-            raise
+        return self.sources.resolve(text)
 
     # ---- module source --------------------------------------------------------------------
     def _scratch_module(self, where: Path, toolchain: str | None = None) -> Path:
@@ -575,14 +303,9 @@ class Builder:
         if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
                                                                   tree=fields["tree"]) != fields:
             return None  # no hash, or another commit, Go, command or GOFLAGS: rebuild
-        if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
-            log.warning("%s: not sealed under this machine's cache key (%s; see refbench/trust.py): rebuilding",
-                        meta, "no seal" if "seal" not in info else f"sealed by key {info.get('key_id', '?')}")
-            return None
-        got = file_sha256(binary)
-        if got != fields["binary_sha256"]:
-            log.warning("%s: binary hash %s is not the %s sealed in %s: rebuilding", binary, got[:12],
-                        fields["binary_sha256"][:12], meta)
+        why = trust.gate(SEAL_PURPOSE, fields, info, "binary_sha256", lambda: file_sha256(binary))
+        if why:
+            log.warning("%s: %s (see refbench/trust.py): rebuilding", binary, why)
             return None
         if not os.access(binary, os.X_OK):
             binary.chmod(binary.stat().st_mode | 0o111)
@@ -620,12 +343,12 @@ class Builder:
                 stamp = value != "false"  # a bare -buildvcs is true; auto stamps inside a checkout
         return not stamp
 
-    def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict] | None:
+    def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict, str] | None:
         """A cached build of another commit with this ref's tree, made the same way (target, Go,
-        build command, GOFLAGS) and sealed under this machine's key: its binary and its sealed
-        fields. None when the build is not determined by the tree (tree_determined) or there is
-        none. Its binary is not trusted here: the caller copies it and checks the copy's hash
-        against the sealed one."""
+        build command, GOFLAGS) and sealed under this machine's key: its binary, its sealed fields
+        and the seal. None when the build is not determined by the tree (tree_determined) or there
+        is none. Its binary is not trusted here: the caller copies it and passes the copy through
+        trust.gate."""
         if self.source != "git" or not self.tree_determined(resolved.toolchain):
             return None
         want = self._sealed_fields(resolved, None)
@@ -643,7 +366,7 @@ class Builder:
             if fields["sha"] == resolved.sha or not fields["binary_sha256"] or {**fields, **ignore} != {**want, **ignore}:
                 continue
             if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and (meta.parent / self.target.binary).is_file():
-                return meta.parent / self.target.binary, fields
+                return meta.parent / self.target.binary, fields, info["seal"]
         return None
 
     def build_record(self, resolved: refs.ResolvedRef, digest: str, **extra) -> dict:
@@ -718,7 +441,7 @@ class Builder:
         twin = self.same_tree_build(resolved)
         if not twin:
             return None
-        src, fields = twin
+        src, fields, seal = twin
         d.mkdir(parents=True)
         tmp_bin = d / (self.target.binary + ".tmp")
         try:
@@ -726,12 +449,12 @@ class Builder:
         except OSError:
             shutil.rmtree(d, ignore_errors=True)
             return None
-        digest = file_sha256(tmp_bin)
-        if digest != fields["binary_sha256"]:
-            log.warning("%s: binary hash %s is not the %s sealed beside it: building %s instead", src, digest[:12],
-                        fields["binary_sha256"][:12], resolved.short)
+        why = trust.gate(SEAL_PURPOSE, fields, {"seal": seal}, "binary_sha256", lambda: file_sha256(tmp_bin))
+        if why:  # the copy, not the file it was copied from: that one may change in between
+            log.warning("%s: %s: building %s instead", src, why, resolved.short)
             shutil.rmtree(d, ignore_errors=True)
             return None
+        digest = fields["binary_sha256"]
         tmp_bin.chmod(0o755)
         binary = d / self.target.binary
         tmp_bin.rename(binary)
@@ -823,16 +546,6 @@ def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
     return labels
 
 
-def _absolute(argv: list[str]) -> list[str]:
-    """`argv` with a leading bare `go` or `git` made the absolute path refbench.tools finds (never a
-    cache directory's); FileNotFoundError when there is none."""
-    if argv and argv[0] in ("go", "git"):
-        found = tools.go() if argv[0] == "go" else tools.which("git")
-        if not found:
-            raise FileNotFoundError(argv[0])
-        return [found, *argv[1:]]
-    return argv
-
 
 def _read_gomod_file(path: str | None) -> tc.GoMod | None:
     """A module's go.mod as the module proxy served it (the GoMod path `go list -m -json` gives)."""
@@ -842,8 +555,3 @@ def _read_gomod_file(path: str | None) -> tc.GoMod | None:
         return None
 
 
-def _git_msg(e: git.GitCommandError) -> str:
-    text = (e.stderr or str(e)).strip().replace("stderr:", "").strip().strip("'").strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
-    return (fatal[0] if fatal else lines[-1] if lines else "git failed").removeprefix("fatal: ")

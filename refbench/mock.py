@@ -224,7 +224,11 @@ class MockBuilder:
         return hashlib.sha1(text.encode()).hexdigest()
 
     def resolve_all(self, texts, go=()) -> list[ResolvedRef]:
-        return [ResolvedRef(t, "tag", self.sha(t), t, toolchain=MOCK_GO) for t in texts]
+        return [self.resolve(t) for t in texts]
+
+    def resolve(self, text: str, go: str | None = None) -> ResolvedRef:
+        """The made-up commit of `text` (nightly resolves its head through the run's builder)."""
+        return ResolvedRef(text, "tag", self.sha(text), text, toolchain=MOCK_GO)
 
     def build_dir(self, sha: str, toolchain: str | None = None) -> Path:
         return self.builds_dir / "mock" / sha

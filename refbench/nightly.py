@@ -39,7 +39,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from . import builds as bl, changepoints as cpd, variants as vr
+from . import builds as bl, changepoints as cpd, runenv, variants as vr
 from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
@@ -527,18 +527,21 @@ def keep(db: History, record: NightRecord, results: Results | None, where: Path)
 
 
 # ---- the night ------------------------------------------------------------------------------
-def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str], None] = _stderr) -> NightOutcome:
+def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str], None] = _stderr,
+          env: runenv.RunEnv | None = None) -> NightOutcome:
     """Tonight's comparison of each series (the head, then each variant's), recorded in the
     history (a failed one too, with its error), the lasting regressions and new change points it
     completes, the trend page redrawn. A series that fails does not stop the others: the night
     raises the first failure once every series is recorded. A record the history cannot take is
-    kept beside the results (keep) and the night exits 2."""
+    kept beside the results (keep) and the night exits 2. `env`: the RunEnv whose builder resolves
+    the head (default: this machine's), the one `measure` runs on."""
     started = _now()
     scenarios = req.run.scenarios_path()
     target = load_config(scenarios).targets.get(req.run.target)
     if target is None:
         raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
-    builder = bl.Builder(target, Path(req.run.builds_dir), req.run.repo)
+    # git: the head is resolved to a commit, whatever source the comparison builds from
+    builder = (env or runenv.real()).builder(runenv.BuildSite(req.run.replace(source="git"), target))
     night_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     outcomes, failure = [], None
     for w in req.watched():

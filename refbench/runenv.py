@@ -95,6 +95,20 @@ def make_executor(workdir: Path, **kw) -> Executor:
     return HyperfineExecutor.probe(workdir, **kw)
 
 
+@dataclass(frozen=True)
+class BuildSite:
+    """What a builder is made from where no run is checked (nightly's baseline, bisect's line of
+    commits, `refbench build`): the fields of Checked that RunEnv.builder reads, so those commands
+    get their builder from the run's RunEnv, as a run does, and never make a Builder of their own."""
+    request: Any  # a pipeline.RunRequest: .repo, .source, .builds_dir
+    target: Any  # config.TargetSpec
+    origin: Any = None  # the checkout around the current directory when it is the origin
+
+    @property
+    def cache_dir(self) -> Path:
+        return Path(self.request.builds_dir).expanduser().resolve()  # as pipeline.check settles it
+
+
 def make_builder(checked: Checked) -> bl.Builder:
     """The target's builder: from the checkout around the current directory when it is the
     origin, else the request's --repo or the target's own."""

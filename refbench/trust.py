@@ -20,12 +20,13 @@ nothing, since whoever swapped the binary rewrote the hash too. So:
   rebuilt. A job without the secret (a pull request's) makes a key of its own: it reuses what it
   built itself and rebuilds what it restored, and it can seal nothing a trusted job accepts;
 - kubo's GC states are sealed the same way, over the SHA-256 of their content (backends/snapshot.py);
+  both pass one check before a run uses them, gate: the seal, then the content's hash;
 - the tools refbench installs (MinIO, toxiproxy, refbench-s3restore, built reproducibly; hyperfine,
   the binary its wheel ships) are checked against hashes pinned in code (refbench.pins) at every
   use, and no cache directory is ever on PATH (refbench.tools);
 - a cached clone holding anything git reads to go elsewhere or run something (commondir,
   worktrees, hooks, alternates, links, ...) is cloned anew, and each commit built is re-hashed into
-  a fresh repository first (builds.clone_faults, builds.Builder.verified); `go mod verify` checks
+  a fresh repository first (sources.clone_faults, sources.Clone.verified); `go mod verify` checks
   the Go module cache before every build (builds.Builder).
 
 Not defended: code running beside the key (a job that builds unmerged code must not have it: as
@@ -44,6 +45,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Callable, Mapping
 
 from .errors import RefbenchError
 
@@ -131,3 +133,21 @@ def seal(purpose: str, fields: dict) -> str:
 def sealed(purpose: str, fields: dict, mac: object) -> bool:
     """Whether `mac` is the seal of `fields` under this machine's (or job's) key."""
     return isinstance(mac, str) and hmac.compare_digest(mac, seal(purpose, fields))
+
+
+def gate(purpose: str, fields: dict, record: Mapping, digest_field: str, content: Callable[[], str]) -> str | None:
+    """Why something restored from a cache may not enter this run, or None when it may: the one
+    check every sealed thing passes (a built binary and its build.json, a copy of another commit's
+    binary of the same tree, kubo's GC state and its state.json). `record`'s seal must hold over
+    `fields` under this machine's (or job's) key, and what is on disk must still hash
+    (`content()`, asked only once the seal holds: hashing a 4 GB state is the slow part) to the
+    digest the sealed `fields[digest_field]` names. A record is trusted for nothing else: whoever
+    swapped the content could rewrite any hash beside it, but not the seal."""
+    if not sealed(purpose, fields, record.get("seal")):
+        return "not sealed under this machine's cache key" if "seal" not in record else \
+            f"sealed under another key ({record.get('key_id', '?')})"
+    want = fields.get(digest_field)
+    got = content()
+    if not isinstance(want, str) or got != want:
+        return f"its content hashes to {got[:12]}, not the sealed {str(want)[:12]}"
+    return None

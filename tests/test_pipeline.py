@@ -167,7 +167,7 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     seen = []
 
     class Builder:
-        def __init__(self, target, root, repo):
+        def __init__(self, target, root, repo, *_, **__):  # as RunEnv.builder makes it (runenv.make_builder)
             seen.append(target.name)
             self.repo_url = target.repo
 

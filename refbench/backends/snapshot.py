@@ -137,13 +137,7 @@ class StateCache:
         if not isinstance(info, dict) or not isinstance(info.get("manifest"), str):
             return "its state.json has no manifest (made before states were sealed)"
         fields = {k: v for k, v in info.items() if k not in ("seal", "key_id")}
-        if not trust.sealed(SEAL_PURPOSE, fields, info.get("seal")):
-            return "not sealed under this machine's cache key" if "seal" not in info else \
-                f"sealed under another key ({info.get('key_id', '?')})"
-        got = manifest(where)
-        if got != info["manifest"]:
-            return f"its content hashes to {got[:12]}, not the sealed {info['manifest'][:12]}"
-        return None
+        return trust.gate(SEAL_PURPOSE, fields, info, "manifest", lambda: manifest(where))
 
     @staticmethod
     def ready(where: Path) -> bool:

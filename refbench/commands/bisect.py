@@ -65,7 +65,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
 def main(argv: list[str]) -> int:
     args, search, base = parse(argv)
     env = run_env(args)
-    outcome = bs.bisect(search, base, run=lambda request, reporter: pipeline.run(request, env.with_reporter(reporter)))
+    outcome = bs.bisect(search, base, run=lambda request, reporter: pipeline.run(request, env.with_reporter(reporter)),
+                        env=env)
     bs.print_outcome(outcome)
     if args.log:
         Path(args.log).write_text(json.dumps(outcome.to_json(), indent=1))

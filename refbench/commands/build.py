@@ -16,6 +16,7 @@ from pathlib import Path
 from .. import builds as bl, paths, runenv
 from ._args import Parser, add_go_arg
 from ..config import load_config
+from ..pipeline import RunRequest
 from ..errors import EXIT_OK, RefbenchError
 
 MANIFEST = "refbench-builds.json"
@@ -43,7 +44,10 @@ def main(argv: list[str]) -> int:
     target = cfg.targets.get(args.target)
     if target is None:
         raise RefbenchError(f"unknown target {args.target!r} (declared in {cfg.path}: {', '.join(cfg.targets)})")
-    builder = bl.Builder(target, Path(args.builds_dir).expanduser(), args.repo, args.source)
+    # built as a run builds (RunEnv.builder), from --repo or the target's own origin
+    request = RunRequest(refs=tuple(args.refs), target=target.name, repo=args.repo, source=args.source,
+                         builds_dir=args.builds_dir)
+    builder = runenv.real().builder(runenv.BuildSite(request, target))
     resolved = builder.resolve_all(args.refs, args.go or runenv.environ_go())
     out = Path(args.out).expanduser().resolve()
     entries = []

@@ -152,7 +152,7 @@ def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
     def measure(tonight: RunRequest, summary: Path, json_path: Path):
         return run_and_write(tonight, Outputs(summary=summary, json=json_path), env)
 
-    return said(db, nightly.night(db, req, measure), args)
+    return said(db, nightly.night(db, req, measure, env=env), args)
 
 
 def said(db: History, outcome, args: argparse.Namespace) -> int:

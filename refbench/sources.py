@@ -1,0 +1,363 @@
+"""Getting a target's sources from git, and verifying them: everything refbench does with git.
+
+A cached bare clone per origin (builds/<target>/clones/<origin-slug>/) is fetched, never re-cloned,
+and trusted for nothing that is built (the threat model is docs/threat-model.md's):
+
+- git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, on the clone named
+  outright (GIT_DIR: never a directory above it); a clone holding anything refbench never makes
+  (commondir, worktrees, hooks, alternates, attributes, grafts, a link: clone_faults) is cloned
+  anew, and its config is written anew each time it is opened; its branches and tags are pruned to
+  the origin's on every fetch, other refs deleted (Clone.fetch);
+- nothing is built from the clone itself: each commit's objects are copied into a fresh
+  repository where git computes every id from the content (Clone.verified), and the build, the
+  tree and the go.mod it is keyed by come from there, so an object replaced under its id fails.
+
+What is built from these sources, and how, is refbench.builds'.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from . import paths, refs, tools
+from .errors import BuildError, RefError
+
+log = logging.getLogger(__name__)
+#: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
+SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+#: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
+#: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
+#: deleted before a fetch
+KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
+
+
+@dataclass(frozen=True)
+class Checkout:
+    """A git checkout of a Go module, e.g. the project refbench is vendored in or the Action's."""
+    root: Path  # top-level directory: the origin refbench builds from
+    module: str  # the module its go.mod declares
+    remote: str | None  # its `origin` remote, where PR refs (refs/pull/N/head) are fetched from
+
+    @property
+    def url(self) -> str:
+        return str(self.root)
+
+
+_MODULE_RE = re.compile(r'^\s*module\s+"?([^\s"]+)"?', re.MULTILINE)
+
+
+def go_checkout(start: Path | None = None) -> Checkout | None:
+    """The git checkout around `start` (default: the current directory) when its top level has a
+    go.mod, with the module it declares; None outside a checkout or without go.mod."""
+    def git_out(*args: str) -> str | None:
+        try:
+            p = subprocess.run(absolute(["git", *safe_git_args(), *args]), cwd=start or os.getcwd(),
+                               capture_output=True, text=True, timeout=30, env=tools.child_env())
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    top = git_out("rev-parse", "--show-toplevel")
+    if not top:
+        return None
+    try:
+        text = (Path(top) / "go.mod").read_text(errors="replace")
+    except OSError:
+        return None
+    m = _MODULE_RE.search(re.sub(r"//[^\n]*", "", text))
+    if not m:
+        return None
+    remote = git_out("config", "--get", "remote.origin.url")
+    if remote and "://" not in remote and not re.match(r"^[\w.-]+@[\w.-]+:", remote) and not os.path.isabs(remote):
+        remote = os.path.normpath(os.path.join(top, remote))  # a relative path remote
+    return Checkout(Path(top), m.group(1), remote or None)
+
+
+def safe_git_args() -> list[str]:
+    """`-c core.hooksPath=/dev/null -c core.fsmonitor=false` for a git command line."""
+    return [a for opt in SAFE_GIT for a in ("-c", opt)]
+
+
+def clone_config(url: str) -> str:
+    """The whole config of a bare clone, as refbench writes it: the origin and nothing else."""
+    if any(c in url for c in "\n\r\0"):
+        raise RefError(f"an origin URL with a line break or NUL cannot be written to a git config: {url!r}")
+    quoted = '"' + url.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return ("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n"
+            f'[remote "origin"]\n\turl = {quoted}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n')
+
+
+#: what the top level of a bare clone refbench made holds (git init, fetch, pack-refs); anything
+#: else was put there by someone else
+CLONE_ENTRIES = frozenset({"HEAD", "config", "description", "objects", "refs", "packed-refs", "FETCH_HEAD",
+                           "ORIG_HEAD", "shallow", "info", "logs", "branches"})
+#: what refbench's clones hold under info/ and objects/info/: no attributes, grafts, alternates
+ALLOWED_INFO = {"info": frozenset({"exclude", "refs"}),
+                "objects/info": frozenset({"packs", "commit-graph", "commit-graphs", "multi-pack-index"})}
+#: the environment of every git command on a cached clone: the clone named outright (no search
+#: upwards into the checkout a builds directory sits in), and no replace refs (refs/replace/*
+#: would swap one object for another under its id)
+def clone_git_env(d: Path) -> dict:
+    return {"GIT_DIR": str(d), "GIT_NO_REPLACE_OBJECTS": "1", "GIT_CEILING_DIRECTORIES": str(d.parent)}
+
+
+def clone_faults(d: Path) -> list[str]:
+    """What makes the bare clone at `d` something refbench did not make: a symbolic link or special
+    file anywhere in it, an entry git reads to go elsewhere or run something (commondir, gitdir,
+    worktrees, hooks, config.worktree, info/attributes, info/grafts, objects/info/alternates, ...),
+    or anything else refbench never writes. Empty: only what git init and fetch make. A restored
+    cache may hold any of them (the threat model is refbench.trust's): a `commondir` naming the
+    user's checkout made refbench's `fetch --prune` run there, one naming a config of its own ran
+    an `ext::` remote's command. Read with lstat only: nothing in the clone is followed."""
+    if d.is_symlink() or not d.is_dir():
+        return [f"{d} is not a directory"]
+    faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
+              if name not in CLONE_ENTRIES]
+    for rel, allowed in ALLOWED_INFO.items():
+        sub = d / rel
+        if sub.is_dir() and not sub.is_symlink():
+            faults += [f"{rel}/{name}: not something refbench's clones hold" for name in sorted(os.listdir(sub))
+                       if name not in allowed]
+    for top, dirs, files in os.walk(d):
+        for name in dirs + files:
+            mode = os.lstat(os.path.join(top, name)).st_mode
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                faults.append(f"{os.path.relpath(os.path.join(top, name), d)}: a link or special file")
+    return faults
+
+
+def own_clone(d: Path, url: str) -> None:
+    """Write the bare clone's config anew (refbench's own: the origin and nothing else), through a
+    new file renamed over the old, so a `config` that is a link to elsewhere is replaced, not
+    written through. What else a restored cache may have put in the clone is clone_faults'."""
+    paths.replace_file(d / "config", clone_config(url))
+
+
+def origin_slug(url: str) -> str:
+    """A readable, unique directory name for an origin URL or path."""
+    norm = url.rstrip("/")
+    if "://" not in norm and not re.match(r"^[\w.-]+@", norm):
+        norm = os.path.abspath(os.path.expanduser(norm))
+    tail = re.sub(r"[^A-Za-z0-9._-]+", "_", norm.split("/")[-1].removesuffix(".git"))[-40:]
+    return f"{tail}-{hashlib.sha256(norm.encode()).hexdigest()[:10]}"
+
+
+_locked = paths.locked  # one lock helper for builds, clones and fixtures
+
+
+def _remove(d: Path) -> None:
+    """Remove a directory (or a link or file in its place) without following any link in it."""
+    if d.is_symlink() or d.is_file():
+        d.unlink()
+    elif d.exists():
+        shutil.rmtree(d)
+
+
+class Clone:
+    """The cached bare clone of one origin under `root` (builds/<target>/), and the commits
+    verified out of it. `offline`: never fetch. `pr_remote`: where PR refs and unknown commits
+    come from when the origin is a local checkout (its remote). `checkout`: the origin is a working
+    checkout (not a bare mirror): also take its remote-tracking branches and whatever it has
+    checked out (a detached PR merge commit in CI)."""
+
+    def __init__(self, root: Path, repo_url: str, offline: bool = False, pr_remote: str | None = None,
+                 checkout: bool = False):
+        self.root = root
+        self.repo_url = repo_url
+        self.offline = offline
+        self.pr_remote = pr_remote
+        self.checkout = checkout
+        self._repo: git.Repo | None = None
+        self._fetched = False
+        self._verified: dict[str, git.Repo] = {}  # by commit: its checked objects (verified())
+
+    @property
+    def clone_dir(self) -> Path:
+        return self.root / "clones" / origin_slug(self.repo_url)
+
+    def repo(self) -> git.Repo:
+        """The cached bare clone, opened as refbench's own: one with anything refbench never makes
+        in it (clone_faults) is removed and cloned anew, its config is written anew, and every git
+        command on it names it outright (clone_git_env). Its objects are trusted for nothing that
+        is built: verified() checks those of each commit built."""
+        if self._repo is None:
+            d = self.clone_dir
+            git.refresh(tools.git())  # GitPython runs this absolute git, not whichever PATH names first
+            with _locked(d.with_suffix(".lock")):
+                faults = clone_faults(d) if os.path.lexists(d) else []
+                if faults:
+                    log.warning("%s holds what refbench never puts in a clone (%s): cloning %s anew", d,
+                                "; ".join(faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else ""),
+                                self.repo_url)
+                    _remove(d)
+                if not (d / "HEAD").exists():
+                    log.info("initialising clone of %s in %s", self.repo_url, d)
+                    _remove(d)
+                    d.mkdir(parents=True)
+                    subprocess.run([tools.git(), *safe_git_args(), "init", "--quiet", "--bare", str(d)], check=True,
+                                   capture_output=True, env=tools.child_env())
+                    shutil.rmtree(d / "hooks", ignore_errors=True)  # git init's samples: no clone of ours has hooks
+                own_clone(d, self.repo_url)
+                repo = git.Repo(d)
+                repo.git.set_persistent_git_options(c=list(SAFE_GIT))
+                repo.git.update_environment(**clone_git_env(d))
+                self._repo = repo
+        return self._repo
+
+    def verified(self, sha: str) -> git.Repo:
+        """A repository holding exactly the objects of commit `sha` and its tree, each one's id
+        computed anew by git from its content (`pack-objects` of the closure in the cached clone,
+        `index-pack --strict` into a fresh bare repository, shallow at `sha`): a blob replaced in
+        the clone under its old id, a tree or commit that is not what its id says, or an object
+        missing fails here, and the clone is cloned anew once. Everything built, and the tree and
+        go.mod a build is keyed by, come from this repository, never from the clone itself.
+        Made once per commit and run, removed when this Clone (and the Builder holding it) goes."""
+        if sha not in self._verified:
+            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
+                raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
+            try:
+                self._verified[sha] = self._verify_into_scratch(sha)
+            except BuildError as e:
+                if self.offline:
+                    raise
+                log.warning("%s; cloning %s anew", e, self.repo_url)
+                with _locked(self.clone_dir.with_suffix(".lock")):
+                    _remove(self.clone_dir)
+                self._repo, self._fetched = None, False
+                self.fetch()
+                if not refs._rev(self.repo(), sha):
+                    self.fetch_commit(sha)
+                self._verified[sha] = self._verify_into_scratch(sha)
+        return self._verified[sha]
+
+    def _verify_into_scratch(self, sha: str) -> git.Repo:
+        scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=self.root))
+        weakref.finalize(self, shutil.rmtree, scratch, True)
+        git_bin, env = tools.git(), tools.child_env()
+        subprocess.run([git_bin, *safe_git_args(), "init", "--quiet", "--bare", str(scratch)], check=True,
+                       capture_output=True, env=env)
+        shutil.rmtree(scratch / "hooks", ignore_errors=True)
+        paths.replace_file(scratch / "shallow", sha + "\n")  # its parents are not needed, nor fetched
+        src = {**env, **clone_git_env(self.clone_dir)}
+        with _locked(self.clone_dir.with_suffix(".lock")):
+            listing = subprocess.run([git_bin, *safe_git_args(), "rev-list", "--objects", "--no-walk", sha],
+                                     capture_output=True, env=src)
+            # no delta search, no compression: the pack lives for one run, and this is 4x faster
+            # (0.27 s instead of 1.16 s for s5cmd's 974-file tree; benchmarks/trust_cost.py)
+            packed = subprocess.run([git_bin, *safe_git_args(), "pack-objects", "--stdout", "-q", "--window=0",
+                                     "--compression=0"],
+                                    input=listing.stdout, capture_output=True, env=src) if listing.returncode == 0 else None
+        indexed = subprocess.run([git_bin, *safe_git_args(), "index-pack", "--stdin", "--strict"], input=packed.stdout,
+                                 capture_output=True, env={**env, "GIT_DIR": str(scratch)}) if packed else None
+        if not indexed or indexed.returncode != 0:
+            failed = indexed or packed or listing
+            why = (failed.stderr.decode(errors="replace").strip().splitlines() or ["git failed"])[-1]
+            raise BuildError(f"the cached clone {self.clone_dir} does not hold commit {sha[:12]} and its files as "
+                             f"their ids say ({why.removeprefix('fatal: ')})", sha=None)
+        repo = git.Repo(scratch)
+        repo.git.set_persistent_git_options(c=list(SAFE_GIT))
+        repo.git.update_environment(**clone_git_env(scratch))
+        if repo.git.rev_parse("--verify", "--quiet", f"{sha}^{{commit}}") != sha:
+            raise BuildError(f"the cached clone {self.clone_dir}: {sha[:12]} is not a commit", sha=None)
+        return repo
+
+    def fetch(self) -> None:
+        """Bring branches and tags up to date (once per run): the clone's branches and tags become
+        the origin's, pruned, so none a cache planted (a tag v99.0.0 that latest_release would
+        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted."""
+        if self._fetched or self.offline:
+            return
+        r = self.repo()
+        with _locked(self.clone_dir.with_suffix(".lock")):
+            try:
+                stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
+                         if not n.startswith(KEPT_REFS)]
+                for name in stray:
+                    r.git.update_ref("--no-deref", "-d", name)
+                tags = "+refs/tags/*:refs/tags/*"
+                if self.checkout:  # its remote-tracking branches first; its own branches win
+                    r.git.fetch("--quiet", "--force", "--prune", "--update-shallow", "origin",
+                                "+refs/remotes/origin/*:refs/remotes/origin/*", tags, "+HEAD:refs/refbench/checkout-head")
+                # --update-shallow: an origin that is itself a shallow clone (CI checkouts) would
+                # otherwise have its tags and branches silently rejected. A checkout's branches
+                # come on top of its remote-tracking ones, just pruned to the origin's: not again
+                r.git.fetch("--quiet", "--force", "--update-shallow", "origin",
+                            *(() if self.checkout else ("--prune",)),
+                            "+refs/heads/*:refs/remotes/origin/*", *(() if self.checkout else (tags,)))
+            except git.GitCommandError as e:
+                raise RefError(f"cannot fetch {self.repo_url}: {git_msg(e)}") from None
+            with contextlib.suppress(git.GitCommandError):
+                head = r.git.ls_remote("--symref", "origin", "HEAD")
+                m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
+                if m:
+                    r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
+        self._fetched = True
+
+    def fetch_pr(self, number: int) -> None:
+        if self.offline:
+            return
+        r = self.repo()
+        with _locked(self.clone_dir.with_suffix(".lock")):
+            try:
+                r.git.fetch("--quiet", "--force", "--update-shallow", self.pr_remote or "origin",
+                            f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
+            except git.GitCommandError as e:
+                msg = git_msg(e)
+                if "couldn't find remote ref" in msg or "not our ref" in msg:
+                    raise RefError(f"PR #{number} not found in {self.pr_remote or self.repo_url} "
+                                   f"(no refs/pull/{number}/head)") from None
+                raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {msg}") from None
+
+    def fetch_commit(self, sha: str) -> None:
+        if self.offline:
+            return
+        for remote in ("origin",) + ((self.pr_remote,) if self.pr_remote else ()):
+            with contextlib.suppress(git.GitCommandError):
+                self.repo().git.fetch("--quiet", "--update-shallow", remote, sha)
+                return
+
+    def resolve(self, text: str) -> refs.ResolvedRef:
+        """The commit `text` names in the origin, fetched first (a PR's head, or an unknown
+        commit, by name)."""
+        ref = refs.classify(text)
+        self.fetch()
+        if ref.kind == "pr":
+            self.fetch_pr(ref.pr)
+        try:
+            return refs.resolve(self.repo(), text)
+        except RefError:
+            if ref.kind in ("commit",):
+                self.fetch_commit(text)
+                return refs.resolve(self.repo(), text)
+            raise
+
+
+def absolute(argv: list[str]) -> list[str]:
+    """`argv` with a leading bare `go` or `git` made the absolute path refbench.tools finds (never a
+    cache directory's); FileNotFoundError when there is none."""
+    if argv and argv[0] in ("go", "git"):
+        found = tools.go() if argv[0] == "go" else tools.which("git")
+        if not found:
+            raise FileNotFoundError(argv[0])
+        return [found, *argv[1:]]
+    return argv
+
+
+
+def git_msg(e: git.GitCommandError) -> str:
+    text = (e.stderr or str(e)).strip().replace("stderr:", "").strip().strip("'").strip()
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if ln.startswith(("fatal:", "error:"))]
+    return (fatal[0] if fatal else lines[-1] if lines else "git failed").removeprefix("fatal: ")
