@@ -91,8 +91,11 @@ def latest_release(tags: list[str]) -> str | None:
     return max(stable, key=semver_key) if stable else None
 
 
-def resolve(repo: git.Repo, text: str, remote: str = "origin") -> ResolvedRef:
-    """Resolve against a clone whose tags and branches have been fetched (see builds.fetch_ref)."""
+def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None) -> ResolvedRef:
+    """Resolve against a clone whose tags and branches have been fetched (see builds.fetch_ref).
+    `head`: the ref HEAD resolves to where refbench fetched it itself (a checkout's HEAD, which
+    may be detached), else the origin's default branch; never the clone's own HEAD file, which a
+    restored cache may have written (issue 35's second reading)."""
     ref = classify(text)
     if ref.kind == "pr":
         name = f"refs/refbench/pull/{ref.pr}"
@@ -107,7 +110,7 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin") -> ResolvedRef:
         sha = _rev(repo, f"refs/tags/{tag}")
         return ResolvedRef(text, "latest_release", sha, f"latest_release ({tag})")
     if ref.kind == "head":
-        sha = _rev(repo, f"refs/remotes/{remote}/HEAD") or _rev(repo, "HEAD")
+        sha = _rev(repo, head) if head else _rev(repo, f"refs/remotes/{remote}/HEAD")
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
         return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")

@@ -41,6 +41,7 @@ SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 #: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
 #: deleted before a fetch
 KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
+CHECKOUT_HEAD = "refs/refbench/checkout-head"  # a checkout's HEAD, fetched anew by every fetch in checkout mode
 
 
 @dataclass(frozen=True)
@@ -283,13 +284,13 @@ class Clone:
         with _locked(self.clone_dir.with_suffix(".lock")):
             try:
                 stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
-                         if not n.startswith(KEPT_REFS)]
+                         if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
                 tags = "+refs/tags/*:refs/tags/*"
                 if self.checkout:  # its remote-tracking branches first; its own branches win
                     r.git.fetch("--quiet", "--force", "--prune", "--update-shallow", "origin",
-                                "+refs/remotes/origin/*:refs/remotes/origin/*", tags, "+HEAD:refs/refbench/checkout-head")
+                                "+refs/remotes/origin/*:refs/remotes/origin/*", tags, f"+HEAD:{CHECKOUT_HEAD}")
                 # --update-shallow: an origin that is itself a shallow clone (CI checkouts) would
                 # otherwise have its tags and branches silently rejected. A checkout's branches
                 # come on top of its remote-tracking ones, just pruned to the origin's: not again
@@ -335,12 +336,14 @@ class Clone:
         self.fetch()
         if ref.kind == "pr":
             self.fetch_pr(ref.pr)
+        # HEAD: the checkout's own, as this fetch brought it, never the clone's HEAD file
+        head = CHECKOUT_HEAD if self.checkout else None
         try:
-            return refs.resolve(self.repo(), text)
+            return refs.resolve(self.repo(), text, head=head)
         except RefError:
             if ref.kind in ("commit",):
                 self.fetch_commit(text)
-                return refs.resolve(self.repo(), text)
+                return refs.resolve(self.repo(), text, head=head)
             raise
 
 

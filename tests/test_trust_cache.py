@@ -367,3 +367,28 @@ def test_a_state_with_plugins_is_refused(tmp_path):
     (where / "plugins" / "evil.so").write_bytes(b"\x7fELF")
     snapshot._checked.clear()
     assert not StateCache.ready(where)
+
+
+def test_head_in_a_checkout_is_the_checkouts_never_the_cached_clones_head_file(origin, tmp_path):
+    """The second reading's first HIGH: with the origin a checkout on a detached HEAD (actions/checkout
+    of a tag or SHA) and no origin/HEAD, `-s HEAD` resolved to the bare clone's own HEAD file, which
+    a restored cache wrote: the attacker's commit, planted in the clone, passed verification (its
+    objects are consistent) and was built and sealed by a trusted job. HEAD is now the checkout's,
+    as every fetch brings it; a planted checkout-head in a plain clone is pruned."""
+    co = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", str(origin.path), str(co))
+    git(co, "checkout", "-q", "--detach", "v1.0.0")
+    git(co, "remote", "remove", "origin")  # the checkout knows no default branch of its own
+    b = bl.Builder(target(), tmp_path / "builds", repo_url=str(co), checkout=True)
+    b.fetch()  # the clone, as a cache keeps it
+    clone = b.clone_dir
+    # the attacker's commit in the clone, and the clone's HEAD file pointing at it
+    evil = tmp_path / "evil"
+    git(tmp_path, "clone", "-q", str(origin.path), str(evil))
+    (evil / "main.go").write_text(MAIN.format(word="evil"))
+    git(evil, "commit", "-qam", "evil")
+    evil_sha = git(evil, "rev-parse", "HEAD")
+    subprocess.run(["git", f"--git-dir={clone}", "fetch", "-q", str(evil), "HEAD"], check=True)
+    (clone / "HEAD").write_text(evil_sha + "\n")
+    again = bl.Builder(target(), tmp_path / "builds", repo_url=str(co), checkout=True)
+    assert again.resolve("HEAD", go="local").sha == origin.shas["one"]
