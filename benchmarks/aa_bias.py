@@ -32,10 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from refbench import calibrate as cal, results as rs  # noqa: E402
-from refbench.verdict import Verdict  # noqa: E402
 
 SEED_SCENARIOS = ("small files", "large file", "very large file")
-MOVED = (Verdict.SLOWER, Verdict.FASTER)
 
 
 def origin(repo: str | None, scratch: Path) -> str:
@@ -63,7 +61,7 @@ def summarise(runs: list[rs.Results]) -> dict:
         for sc, st in r.steps():
             for c in (*st.comparisons, *st.metric_comparisons):
                 by_key[(sc.name, st.name, c.metric)].append(c)
-                moved |= c.verdict in MOVED
+                moved |= c.verdict.moved
         any_false += moved
     checked = len(by_key)
     rows = []

@@ -103,12 +103,12 @@ def bias_of(metric: str, comps: list, checked: int) -> Bias | None:
     comps = [c for c in comps if c is not None and c.rel is not None]
     if not comps:
         return None
-    false = sum(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for c in comps)
+    false = sum(c.verdict.moved for c in comps)
     logs = [math.log1p(c.rel) for c in comps]
     mean = statistics.fmean(logs)
     if len(comps) == 1:
         c = comps[0]
-        return Bias(metric, c.rel, c.ci_low, c.ci_high, c.verdict in (Verdict.SLOWER, Verdict.FASTER), false, 1)
+        return Bias(metric, c.rel, c.ci_low, c.ci_high, c.verdict.moved, false, 1)
     se = statistics.stdev(logs) / math.sqrt(len(logs))
     t95 = float(scipy_t.ppf(0.975, len(logs) - 1))
     t_adj = float(scipy_t.ppf(1 - 0.025 / max(1, checked), len(logs) - 1))
@@ -238,7 +238,7 @@ def analyse(results: list[Results], arm_list: list[Arm], criteria: stats.Criteri
     steps = [_step(sc, name, sts, slowdowns, criteria, n_max, family, per_round) for (sc, name), sts in keyed.items()]
     checked = sum(len(aa_comparisons(sts)) for sts in keyed.values())
     steps = [with_bias(s, sts, checked, criteria.threshold) for s, sts in zip(steps, keyed.values())]
-    any_false = sum(any(c.contender == AA and c.verdict in (Verdict.SLOWER, Verdict.FASTER)
+    any_false = sum(any(c.contender == AA and c.verdict.moved
                         for _, st in res.steps() for c in (*st.comparisons, *st.metric_comparisons))
                     for res in results)
     return Calibration(target, ref, len(results), slowdowns, run_settings, tuple(steps), false_runs,
