@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from refbench import calibrate as cal, results as rs  # noqa: E402
+from folios import aa_binaries, cache_evicting_load, exec_filled, rewritten  # noqa: E402
 
 SEED_SCENARIOS = ("small files", "large file", "very large file")
 
@@ -84,6 +85,10 @@ def main() -> int:
     p.add_argument("--builds-dir", help="a build cache to keep between invocations")
     p.add_argument("--slowdown", type=int, default=0, help="also run calibrate's +P%% arm, -K repetitions")
     p.add_argument("--extra", default="", help="more options for every run, e.g. '--no-profile'")
+    p.add_argument("--just-built", action="store_true",
+                   help="before every run, the baseline run once from a cold cache and the contender's pages "
+                        "written anew (dirty), as a cached baseline and a contender just built are (issue 34)")
+    p.add_argument("--load", type=int, default=0, help="N cache-evicting processes beside every run")
     p.add_argument("--json", help="write the figures here")
     a = p.parse_args()
     only = a.only or list(SEED_SCENARIOS)
@@ -94,7 +99,16 @@ def main() -> int:
     for k in range(a.K):
         out = scratch / f"run-{k}"
         out.mkdir()
-        runs.append(aa_run(a.bench, repo, builds, only, out, a.extra.split()))
+        if a.just_built:
+            base, cont = aa_binaries(a.bench, repo, builds, out)
+            exec_filled(base, "version")
+            rewritten(cont)
+        load = cache_evicting_load(a.load, 3600)
+        try:
+            runs.append(aa_run(a.bench, repo, builds, only, out, a.extra.split()))
+        finally:
+            for proc in load:
+                proc.kill()
         print(f"run {k + 1}/{a.K} done at {time.monotonic() - t0:.0f} s", file=sys.stderr)
     fig = summarise(runs)
     if a.slowdown:

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from . import fixtures as fx, results as rs, stats
-from .backends.process import child_env, drop_page_cache
+from .backends.process import child_env, settle_page_cache
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
@@ -343,8 +343,8 @@ class Runner:
             for b, v in ctx:
                 self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
         hf_seconds = 0.0
-        for b in builds:  # every build's binary read back from disk the same way by the runs below
-            drop_page_cache(b.binary)
+        for b in builds:  # every build's binary in the page cache the same way for the runs below
+            settle_page_cache(b.binary)
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.

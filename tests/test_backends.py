@@ -244,34 +244,38 @@ def test_listening_ports_names_only_the_process_own_sockets():
     assert listening_ports(2 ** 22 + 1) == []  # no such process
 
 
-def test_drop_page_cache_evicts_a_binarys_pages_so_the_next_run_reads_it_anew(tmp_path):
-    """The runner drops every build's binary from the page cache before a step's warm-ups (issue
-    34): byte-identical binaries otherwise start from page-cache states of their own. fincore
-    (util-linux, installed by make setup) says how much of the file is resident."""
+def test_settle_page_cache_leaves_a_binary_wholly_resident_even_when_it_was_dirty(tmp_path):
+    """The runner settles every build's binary before a step's warm-ups (issue 34): written back,
+    dropped, read back whole. A file just written (dirty pages, which a drop alone cannot evict)
+    and a file half in the cache both end wholly resident. fincore (util-linux, installed by make
+    setup) says how much of the file is resident; tests/test_page_cache.py checks the folios."""
     import shutil
     import subprocess
 
-    from refbench.backends.process import drop_page_cache
+    from refbench.backends.process import settle_page_cache
 
     fincore = shutil.which("fincore")
     if fincore is None:
         pytest.fail("fincore (util-linux) is not installed: run make setup")
     # beside the checkout, where builds live: a tmpfs /tmp keeps its pages whatever one advises
     where = Path(tempfile.mkdtemp(dir=Path(__file__).resolve().parent.parent, prefix=".pagecache-"))
-    f = where / "binary"
-    f.write_bytes(os.urandom(4 << 20))
+    dirty, half = where / "dirty", where / "half"
+    dirty.write_bytes(os.urandom(4 << 20))  # not synced: dirty
+    half.write_bytes(os.urandom(4 << 20))
     os.sync()
-    f.read_bytes()  # resident now
+    fd = os.open(half, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.pread(fd, 1 << 20, 0)  # a quarter read back
+    os.close(fd)
 
-    def resident() -> int:
+    def resident(f) -> int:
         out = subprocess.run([fincore, "--bytes", "--noheadings", "--output", "RES", str(f)],
                              capture_output=True, text=True, check=True).stdout
         return int(out.split()[0])
 
-    assert resident() > 0
-    assert drop_page_cache(f) is True
-    assert resident() == 0
-    f.read_bytes()
-    assert resident() == 4 << 20  # read back whole
-    assert drop_page_cache(where / "missing") is False
+    assert resident(half) < 4 << 20
+    for f in (dirty, half):
+        assert settle_page_cache(f) is True
+        assert resident(f) == 4 << 20  # read back whole
+    assert settle_page_cache(where / "missing") is False
     shutil.rmtree(where)
