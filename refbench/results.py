@@ -156,6 +156,9 @@ class Build(_Doc):
     # a named variant's own target flags and environment (variants.py); absent where none were set
     flags: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
     env: Mapping[str, str] | None = _f(dict, default=None, omit_none=True)
+    # an implementation's registry (kind 'implementation', implementations.py); absent for a ref's build,
+    # and in files written before implementations existed: the default reads them as refs' builds
+    registry: str | None = _f(str, default=None, omit_none=True)
 
 
 def _read_summary(value, where) -> Summary:

@@ -55,7 +55,7 @@ from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
 # the plain figures live in figures.py (results.py reads them without numpy); re-exported here
-from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, summarize  # noqa: F401
+from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, not_supported, summarize  # noqa: F401
 from .verdict import METRICS, Verdict
 
 SPENDINGS = ("obrien-fleming", "pocock")
