@@ -74,6 +74,8 @@ class Implementation:
     requirements: tuple[str, ...] = ()  # pypi: `name==version --hash=sha256:...` lines, the whole closure
     module: str = ""  # go: the module path
     module_sum: str = ""  # go: the module's go.sum hash, h1:...
+    # go: the built binary's SHA-256 by "GO GOOS/GOARCH" (a reproducible build: pins.build_env), where pinned
+    binary_sha256: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # its defaults, exported before its commands
     # scenario name -> {"setup"/"teardown": template, "steps": {step name: {field: template}}}
     scenarios: Mapping[str, Mapping] = field(default_factory=dict)
@@ -135,6 +137,9 @@ def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError
         reqs = _requirements(t, where, fail, base)
     elif not text("module_sum", required=True).startswith("h1:"):
         raise fail(f"{where}.module_sum", "the module's go.sum hash, h1:...", t.get("module_sum"))
+    binaries = t.get("binary_sha256", {})
+    if not isinstance(binaries, dict) or not all(isinstance(v, str) and len(v) == 64 for v in binaries.values()):
+        raise fail(f"{where}.binary_sha256", 'a table of "GO GOOS/GOARCH" = SHA-256', binaries)
     env = t.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise fail(f"{where}.env", "a table of strings", env)
@@ -142,6 +147,7 @@ def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError
         name=name, version=text("version", required=True), registry=registry, package=text("package", required=True),
         program=text("program", required=True), backend=text("backend", default="s3"), requirements=reqs,
         module=text("module", default=text("package")), module_sum=text("module_sum"),
+        binary_sha256=MappingProxyType(dict(binaries)),
         env=MappingProxyType(dict(env)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
         description=text("description"), license=text("license"), origin=origin)
 
@@ -368,6 +374,11 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")
+    want = impl.binary_sha256.get(f"{pins.TOOLS_GO} {pins.current_platform()}")
+    if want and paths.file_sha256(program) != want:
+        raise RefbenchError(f"refusing {impl.spec}: built with {pins.TOOLS_GO}, its SHA-256 is "
+                            f"{paths.file_sha256(program)[:16]}…, {want[:16]}… is pinned ({impl.origin}): not the "
+                            f"pinned bytes (a GOFLAGS/GOAMD64/CGO setting leaking in?)")
     return program, pins.TOOLS_GO
 
 
