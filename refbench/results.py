@@ -631,8 +631,9 @@ class Results(_Doc):
 
     def differing_toolchains(self) -> dict[str, str]:
         """Each build's Go (label -> toolchain) when the builds were not all built with the same
-        one, else {}: the Go is then a cause of any difference, and the summary says so."""
-        gos = {b.label: b.toolchain for b in self.builds if b.toolchain}
+        one, else {}: the Go is then a cause of any difference, and the summary says so. An
+        implementation (kind 'implementation') is another program: its Python or Go is not the question."""
+        gos = {b.label: b.toolchain for b in self.builds if b.toolchain and b.kind != "implementation"}
         return gos if len(set(gos.values())) > 1 else {}
 
     def daemon_modes(self) -> dict[str, tuple[str, ...]]:

@@ -181,6 +181,7 @@ def test_a_ref_beside_an_implementation_through_the_mock(scenarios, tmp_path):
     assert "other-cli 3.1" not in next(st for _, st in res.steps() if st.name == "list").builds
     summary = (tmp_path / "summary.md").read_text()
     assert "other-cli 3.1" in summary and "not supported" in summary and "1 not supported" in summary
+    assert "differ in Go version" not in summary  # another program: its Python is not a cause to warn of
     assert "other-cli 3.1" in (tmp_path / "report.html").read_text()
     rows = list(csv.DictReader((tmp_path / "results.csv").open()))
     assert {r.get("contender") or r.get("build") for r in rows} >= {"other-cli 3.1"}
@@ -189,6 +190,12 @@ def test_a_ref_beside_an_implementation_through_the_mock(scenarios, tmp_path):
     assert bench(scenarios, again, "-s", "v1.0.0", "--impl", "other-cli").returncode == EXIT_OK
     cmp = run_cli("compare", tmp_path / "results.json", again / "results.json")
     assert cmp.returncode == EXIT_OK and "other-cli 3.1" in cmp.stdout, cmp.stderr
+
+
+def test_a_dry_run_lists_each_implementation_with_its_pins(scenarios, tmp_path):
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "--dry-run")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert "implementation other-cli 3.1: PyPI other-cli, 1 files pinned by SHA-256 -> would install" in proc.stdout
 
 
 def test_the_baseline_may_be_an_implementation(scenarios, tmp_path):

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         checked, res = pipeline.plan(request, env)
         print_plan(request, checked.target, checked.scenarios, checked.step_filter, res.builder, res.refs,
-                   res.labels, checked.sampling, checked.networks)
+                   res.labels, checked.sampling, checked.networks, checked.implementations)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), env)
     if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
@@ -52,11 +52,13 @@ def print_list(cfg, quick: bool, network: str | None = None) -> None:
                   + ", ".join(st.name + (f" [{st.network}]" if st.network else "") for st in steps))
 
 
-def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, sampling, networks=None) -> None:
+def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, sampling, networks=None,
+               implementations=()) -> None:
     from .. import dryrun  # the plan, with every command rendered as it would run
     print(dryrun.render_plan(
         target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
         dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,
         endpoint=args.endpoint_url, sampling=sampling,
         cache_dir=builder.builds_dir, target_flags=shlex.split(args.target_flags or ""),
-        hyperfine_flags=shlex.split(args.hyperfine_flags or ""), networks=networks or {}))
+        hyperfine_flags=shlex.split(args.hyperfine_flags or ""), networks=networks or {},
+        implementations=implementations))
