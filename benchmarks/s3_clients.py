@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT))
 from refbench import results as rs  # noqa: E402
 
 README = {  # MB/s, s5cmd vs aws-cli, as the README's charts show them
-    ("s3 clients: small files", "upload"): (1350, 70),
-    ("s3 clients: large file", "upload"): (1400, 120),
-    ("s3 clients: large file", "download"): (4300, 380),
+    ("s3 clients, small files", "upload"): (1350, 70),
+    ("s3 clients, large file", "upload"): (1400, 120),
+    ("s3 clients, large file", "download"): (4300, 380),
 }
 CLIENTS = ("aws-cli", "s3cmd", "s4cmd", "rclone")
 

@@ -388,7 +388,7 @@ def select_scenarios(scenarios: list[ScenarioSpec], only: list[str], implementat
     opt-in scenario (sync over 1 M objects) runs only when --only names it or one of its steps as
     'scenario/step': a step name alone, shared with everyday scenarios, does not bring it in.
     Without --only, a run with implementations runs the scenarios one of them has commands for
-    (the bundled `s3 clients: ...` ones, opt-in otherwise)."""
+    (the bundled `s3 clients, ...` ones, opt-in otherwise)."""
     if not only and implementations:
         return [s for s in scenarios if any(i.supports(s.name, st.name) for i in implementations
                                              for st in s.steps)], None

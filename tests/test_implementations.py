@@ -90,7 +90,7 @@ def test_the_bundled_clients_are_pinned_by_version_and_hash_and_none_is_agpl():
     # every bundled command is a template of the s3 clients scenarios, one per step it supports
     from refbench.config import load_config
     cfg = load_config(ROOT / "refbench" / "scenarios.toml")
-    clients = {s.name: s for s in cfg.scenarios if s.name.startswith("s3 clients: ")}
+    clients = {s.name: s for s in cfg.scenarios if s.name.startswith("s3 clients, ")}
     for impl in b.values():
         for sc in clients.values():
             assert all(impl.supports(sc.name, st.name) for st in sc.steps), (impl.name, sc.name)
@@ -313,7 +313,7 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
     out = tmp_path / "out"
     from conftest import run_bench
     proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
-                     "--only", "s3 clients: small files", "--quick", "-r", "3", "-w", "1", "--rounds", "3",
+                     "--only", "s3 clients, small files", "--quick", "-r", "3", "-w", "1", "--rounds", "3",
                      "--budget", "none", "--no-profile", "-o", str(out / "summary.md"),
                      "--json", str(out / "results.json"), cwd=tmp_path)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]

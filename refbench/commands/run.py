@@ -47,6 +47,8 @@ def print_list(cfg, quick: bool, network: str | None = None) -> None:
                      if f.kind == "tree" else f"{f.kind} {format_size(f.size)} x {f.count}")
             how = f"; daemon {s.daemon_mode}" + (", cached state" if s.state else "") if t.backend == "ipfs" else ""
             how += f"; opt-in: runs with --only {s.name!r}" if s.opt_in else ""
+            clients = [i.label for i in cfg.implementations.values() if any(i.supports(s.name, st.name) for st in s.steps)]
+            how += f" or with --impl ({', '.join(clients)})" if clients else ""
             steps = s.with_network(network).steps if t.backend == "s3" else s.steps
             print(f"  {s.name}: {shape}{how}; steps: "
                   + ", ".join(st.name + (f" [{st.network}]" if st.network else "") for st in steps))
