@@ -829,6 +829,9 @@ def scoreboard(steps, labels) -> dict[str, dict] | None:
         return None
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
     for comparisons in steps:
+        comparisons = list(comparisons)
+        if any(c.verdict == Verdict.NOT_SUPPORTED for c in comparisons):
+            continue  # over the steps every build ran: a geomean of other steps ranks nothing
         for c in comparisons:
             ratios[c.contender].append(c.ratio)
         ratios[labels[0]].append(1.0)

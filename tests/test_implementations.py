@@ -327,3 +327,42 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
     impl = res.builds[1]  # run by absolute path from its sealed install, never found on PATH
     assert os.path.isabs(impl.binary) and "/implementations/s3cmd-2.4.0-" in impl.binary
     assert (impl.kind, impl.registry) == ("implementation", "pypi")
+
+
+def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
+    for i in (1, 2):
+        proc = bench(scenarios, tmp_path / f"s{i}", "-s", "v1.0.0", "--impl", "other-cli", "--shard", f"{i}/2")
+        assert proc.returncode == EXIT_OK, proc.stderr
+    merged = run_cli("merge", *(tmp_path / f"s{i}" / "results.json" for i in (1, 2)), "-o", tmp_path / "m.json")
+    assert merged.returncode == EXIT_OK, merged.stderr
+    joined = rs.load(tmp_path / "m.json")
+    assert [(b.label, b.kind) for b in joined.builds] == [("v1.0.0", "tag"), ("other-cli 3.1", "implementation")]
+    verdicts = {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in joined.steps()}
+    assert verdicts == {"list": [Verdict.NOT_SUPPORTED], "copy": [Verdict.SLOWER]}
+
+
+THIRD = SCENARIOS + """
+[implementations.third-cli]
+version = "0.9"
+registry = "go"
+package = "example.com/third/cmd/third"
+program = "third"
+module_sum = "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+
+  [implementations.third-cli.scenarios.tiny.steps.copy]
+  command = "{{ bin }} copy {{ fixture }} {{ work }}"
+"""
+
+
+def test_the_scoreboard_ranks_refs_and_implementations_alike(tmp_path, monkeypatch):
+    path = scenarios_file(monkeypatch, tmp_path, THIRD)
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "--impl", "third-cli",
+                 binaries={"v1.0.0": "fake-1.00", "other-cli": "fake-2.00", "third-cli": "fake-0.50"})
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert res.builds[2].source == "go" and res.builds[2].label == "third-cli 0.9"
+    # over the steps every build ran (copy): third-cli's half the time is 0.5, not diluted by list's 1.0
+    assert {k: round(v["geomean_vs_baseline"], 1) for k, v in res.scoreboard.items()} == \
+        {"v1.0.0": 1.0, "other-cli 3.1": 2.0, "third-cli 0.9": 0.5}
+    board = (tmp_path / "summary.md").read_text().split("### Scoreboard", 1)[1]
+    assert board.index("| third-cli 0.9") < board.index("| v1.0.0") < board.index("| other-cli 3.1")
