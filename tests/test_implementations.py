@@ -366,3 +366,9 @@ def test_the_scoreboard_ranks_refs_and_implementations_alike(tmp_path, monkeypat
         {"v1.0.0": 1.0, "other-cli 3.1": 2.0, "third-cli 0.9": 0.5}
     board = (tmp_path / "summary.md").read_text().split("### Scoreboard", 1)[1]
     assert board.index("| third-cli 0.9") < board.index("| v1.0.0") < board.index("| other-cli 3.1")
+
+
+def test_results_written_before_implementations_still_load_as_refs_builds():
+    old = rs.load(ROOT / "tests" / "data" / "results-demo.json")
+    assert old.builds and all(b.registry is None and b.kind != impls.KIND for b in old.builds)
+    assert "registry" not in json.dumps(old.to_json()["builds"])  # a ref's build writes no registry key
