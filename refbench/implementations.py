@@ -60,6 +60,7 @@ SCENARIO_FIELDS = ("setup", "teardown")
 BUILD_REQUIREMENTS = ("setuptools", "wheel", "packaging")
 KIND = "implementation"  # results.Build.kind of an implementation's build
 GO_FLAGS = "-mod=mod -trimpath -buildvcs=false"
+VARIANT_PREFIX = "impl:"  # --variant NAME=impl:aws-cli,env=K=V: a named variant of an implementation
 
 
 @dataclass(frozen=True)
@@ -400,10 +401,11 @@ class ImplBuild:
     implementation: Implementation
     installed: Installed
     target: str
+    name: str | None = None  # a named variant's (--variant NAME=impl:...): its label everywhere
 
     @property
     def label(self) -> str:
-        return self.implementation.label
+        return self.name or self.implementation.label
 
     @property
     def binary(self) -> Path:

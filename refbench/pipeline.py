@@ -185,7 +185,8 @@ class Checked:
     # S3: the network profiles the selected steps run under, by name (loopback among them: no shaper)
     networks: dict = field(default_factory=dict)
     variants: tuple = ()  # variants.Variant per ref's build, baseline first: the -s refs, then --variant's
-    implementations: tuple = ()  # implementations.Implementation per --impl, in its order
+    implementations: tuple = ()  # implementations.Implementation per --impl, then per --variant NAME=impl:...
+    impl_variants: tuple = ()  # the variant of each of them (None for a plain --impl): its name and env
 
 
 def load_target(request: RunRequest):
@@ -241,7 +242,9 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     reporter = env.reporter
     cfg, target, origin, all_scenarios = load_target(request)
     variants = vr.builds(request.refs, request.variants, cfg.variants) if request.refs or request.variants else ()
-    chosen = implementations_of(request, cfg, target)
+    on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
+    variants = tuple(v for v in variants if v not in on_impls)
+    chosen, impl_variants = implementations_of(request, cfg, target, on_impls)
     if len(variants) + len(chosen) < 2:
         raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...] (or --variant NAME=REF,..., "
                             "or --impl NAME)")
@@ -282,23 +285,30 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
                    local_root, cache_dir, fixture_need, run_need, stored_peak, units, drawn_orders(request, units, env),
-                   networks, variants, chosen)
+                   networks, variants, chosen, impl_variants)
 
 
-def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec) -> tuple:
-    """The request's --impl, each the declared implementation it names, of the target's backend;
-    settings that only mean something for a ref refused with one line."""
-    chosen = tuple(impls.choose(spec, cfg.implementations) for spec in request.implementations)
+def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_impls: tuple = ()) -> tuple:
+    """(the request's --impl, then its variants on implementations (`--variant NAME=impl:aws-cli,env=K=V`),
+    each the declared implementation it names, of the target's backend; each one's variant or None).
+    Settings that only mean something for a ref are refused with one line."""
+    for v in on_impls:
+        if v.go or v.flags:
+            raise RefbenchError(f"--variant {v.name}={v.ref}: an implementation takes env= only (go= builds a ref; "
+                                f"flags= are the target's)")
+    chosen = tuple(impls.choose(spec, cfg.implementations) for spec in request.implementations) + \
+        tuple(impls.choose(v.ref.removeprefix(impls.VARIANT_PREFIX), cfg.implementations) for v in on_impls)
+    named = (None,) * len(request.implementations) + on_impls
     for impl in chosen:
         if impl.backend != target.backend:
             raise RefbenchError(f"--impl {impl.spec}: a {impl.backend} client; {target.name!r} uses the "
                                 f"{target.backend} backend")
-    labels = [i.label for i in chosen]
+    labels = [v.name if v else i.label for i, v in zip(chosen, named)]
     if len(set(labels)) != len(labels):
         raise RefbenchError(f"--impl: {labels[0]} given twice; a second copy of one install compares nothing")
     if chosen and request.source == "module" and not request.refs:
         raise RefbenchError("--source module applies to refs; an implementation comes from its own registry")
-    return chosen
+    return chosen, named
 
 
 def drawn_orders(request: RunRequest, units: tuple[StepUnit, ...], env: RunEnv) -> Sampling:
@@ -487,8 +497,8 @@ def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tup
         reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
         built.append(b)
     installed = []
-    for impl in (checked.implementations if checked else ()):
-        b = impls.ImplBuild(impl, env.install(impl, reporter.info), checked.target.name)
+    for impl, v in zip(checked.implementations, checked.impl_variants) if checked else ():
+        b = impls.ImplBuild(impl, env.install(impl, reporter.info), checked.target.name, v.name if v else None)
         reporter.info(f"  {b.label}: {'installed in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> "
                       f"{b.binary}")
         installed.append(b)
@@ -600,7 +610,9 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
     settings = variant_settings(checked, built)
-    settings["build_env"] = {**settings["build_env"], **implementation_env(built, workdir)}
+    own = implementation_env(built, workdir)  # then a variant's env over an implementation's defaults
+    settings["build_env"] = {**settings["build_env"], **{lab: {**e, **settings["build_env"].get(lab, {})}
+                                                         for lab, e in own.items()}}
     return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
                  sampling=checked.sampling, criteria=request.criteria,
                  target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
@@ -613,7 +625,8 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
 def named_variants(checked: Checked) -> dict:
     """label -> variant of the named ones (a named variant is labelled by its name; a ref given with
     -s has no settings of its own); none where a hook replaced the builds (calibrate's shims)."""
-    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants if v.name}
+    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants + checked.impl_variants
+                                                    if v and v.name}
 
 
 def variant_settings(checked: Checked, built: list) -> dict:

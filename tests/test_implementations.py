@@ -372,3 +372,19 @@ def test_results_written_before_implementations_still_load_as_refs_builds():
     old = rs.load(ROOT / "tests" / "data" / "results-demo.json")
     assert old.builds and all(b.registry is None and b.kind != impls.KIND for b in old.builds)
     assert "registry" not in json.dumps(old.to_json()["builds"])  # a ref's build writes no registry key
+
+
+def test_a_named_variant_of_an_implementation_runs_it_with_its_environment(scenarios, tmp_path):
+    """The settings its docs recommend for bulk transfers, as a build of its own: named, env only."""
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli",
+                 "--variant", "other-bulk=impl:other-cli,env=OTHER_THREADS=16")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "other-cli 3.1", "other-bulk"]
+    bulk = res.builds[2]
+    assert (bulk.kind, bulk.ref, dict(bulk.env)) == ("implementation", "other-cli@3.1", {"OTHER_THREADS": "16"})
+    copy = next(st for _, st in res.steps() if st.name == "copy")
+    assert "OTHER_THREADS=16" in copy.builds["other-bulk"].command and "HOME=" in copy.builds["other-bulk"].command
+    assert "OTHER_THREADS" not in copy.builds["other-cli 3.1"].command
+    bad = bench(scenarios, tmp_path / "bad", "-s", "v1.0.0", "--variant", "x=impl:other-cli,go=1.25")
+    assert bad.returncode == EXIT_ERROR and "an implementation takes env= only" in bad.stderr
