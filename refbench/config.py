@@ -12,6 +12,7 @@ from typing import Any
 
 import jinja2
 
+from . import implementations as impls
 from .errors import ConfigError
 from .network import BUNDLED as BUNDLED_NETWORKS, LOOPBACK, NetworkProfile, effective, from_table
 from .variants import Variant, from_table as variant_from_table
@@ -140,6 +141,9 @@ class Config:
     # every network profile a step may name: the bundled ones and the file's [networks.NAME]
     networks: dict[str, NetworkProfile] = field(default_factory=lambda: dict(BUNDLED_NETWORKS))
     variants: dict[str, Variant] = field(default_factory=dict)  # [[variants]]: --variant NAME picks one
+    # --impl NAME picks one: the bundled implementations (implementations.toml), then the file's
+    # [implementations.NAME], which take precedence
+    implementations: dict[str, impls.Implementation] = field(default_factory=dict)
 
     def scenarios_for(self, target: str) -> list[ScenarioSpec]:
         return [s for s in self.scenarios if s.target == target]
@@ -283,8 +287,10 @@ def load_config(path: str | Path) -> Config:
                 for i, t in enumerate(ld.get(data, "variants", "", list, default=[]))]
     if len({v.name for v in variants}) != len(variants):
         raise ld.fail("variants", "names unique among the variants", [v.name for v in variants])
+    declared = {**impls.bundled(), **impls.tables(ld.get(data, "implementations", "", dict, default={}), path,
+                                                  str(path))}
     return Config(path=path, targets=targets, scenarios=tuple(scenarios), networks=networks,
-                  variants={v.name: v for v in variants})
+                  variants={v.name: v for v in variants}, implementations=declared)
 
 
 def _step(ld: _Loader, st: Any, where: str) -> StepSpec:

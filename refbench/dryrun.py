@@ -56,11 +56,24 @@ def planned_backend(target: TargetSpec, bucket: str | None, prefix: str, endpoin
     return IpfsBackend.planned(workdir)
 
 
+def implementation_lines(implementations: Sequence) -> list[str]:
+    """One line per implementation: its registry and pins, and whether a sealed install is cached."""
+    from . import implementations as impls
+    out = []
+    for impl in implementations:
+        hit = impls.cached(impl)
+        pinned = f"{len(impl.requirements)} files pinned by SHA-256" if impl.registry == "pypi" else \
+            f"module {impl.module_sum}"
+        out.append(f"  implementation {impl.label}: {impls.REGISTRY_NAMES[impl.registry]} {impl.package}, {pinned} -> "
+                   + (f"cached {hit.program}" if hit else "would install"))
+    return out
+
+
 def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpec],
                 step_filter: Callable[[ScenarioSpec, StepSpec], bool] | None, builds: Sequence[PlannedBuild], *,
                 bucket: str | None, prefix: str, endpoint: str | None, sampling: Sampling,
                 cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = (),
-                networks: Mapping = MappingProxyType({})) -> str:
+                networks: Mapping = MappingProxyType({}), implementations: Sequence = ()) -> str:
     """The dry run's report: target, builds, backend and settings, then per scenario and selected
     step the commands that would run for the first build, in the order they run; an S3 step with
     its network profile (`networks`: the run's, by name), its commands with that profile's proxy."""
@@ -73,7 +86,10 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
                         f"would copy the build of {p.same_tree_as} (the same tree)" if p.same_tree_as else
                         "would build")
                      + (f" (Go: {p.build.toolchain})" if p.build.toolchain else ""))
+    lines += implementation_lines(implementations)
     lines.append(f"backend: {desc}; {sampling.describe()}")
+    if not builds:  # implementations alone: their commands are their own (implementations.toml)
+        return "\n".join(lines)
     backend = planned_backend(target, bucket, prefix, endpoint, networks=networks)
     first = builds[0].build
     lines.append(f"commands as they would run for {first.label}, the first build "

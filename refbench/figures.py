@@ -141,6 +141,15 @@ def identical(base_label: str, cont_label: str) -> Comparison:
                       look=0, fraction=0.0)
 
 
+def not_supported(base_label: str, cont_label: str) -> Comparison:
+    """The comparison of a step one side has no command for (an implementation's unsupported step):
+    no figures, no p (left out of the run's adjustment), verdict `not supported`."""
+    return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
+                      p_value=None, verdict=Verdict.NOT_SUPPORTED, noisy=False, mde=None, runs_needed=None, factor=1.0,
+                      factor_err=0.0, faster=base_label, slower_label=cont_label, method=Verdict.NOT_SUPPORTED.value,
+                      look=0, fraction=0.0)
+
+
 def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
     """hyperfine's relative speed and its propagated standard error."""
     ratio = slow.mean / fast.mean

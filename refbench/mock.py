@@ -118,7 +118,8 @@ def _pilot_round(where: str) -> bool:
 
 
 def _factors(cmd: str) -> tuple[float, float, float]:
-    word = os.path.basename(cmd.split()[0]) if cmd.split() else ""
+    # the first word naming a mock binary: an implementation's command has its environment exported first
+    word = next((os.path.basename(w) for w in cmd.split() if "fake-" in w), "")
     m = re.search(r"fake-([\d.]+)(?:-cpu([\d.]+))?(?:-mem(\d+))?", word)
     if not m:
         return 1.0, 1.0, 0.0
@@ -288,6 +289,16 @@ class MockSettings:
                             crash_at=self.crash_at, interrupt_at=self.interrupt_at)
 
 
+def mock_install(impl, binaries: dict):
+    """An implementation as if installed: its program a mock binary (`--mock build=NAME:fake-1.30`
+    maps it, by name or NAME@VERSION), nothing fetched."""
+    from .implementations import Installed
+    name = binaries.get(impl.spec) or binaries.get(impl.name) or DEFAULT_BINARY
+    program = Path("/mock/impl") / impl.name / name
+    return Installed(impl, program.parent, program, hashlib.sha256(f"{impl.pin}{name}".encode()).hexdigest(),
+                     False, 0.0, "python3.11" if impl.registry == "pypi" else MOCK_GO)
+
+
 def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockExecutor] | None = None):
     """The RunEnv of `--executor mock`: a seeded MockExecutor per run (the first run's seed is the
     settings' own, so a shard measures as the whole run did; a later run of the same command, a
@@ -313,4 +324,5 @@ def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockE
         find_tool=lambda tool: f"/mock/bin/{tool}",
         clock=lambda: made[-1].now if made else 0.0,
         machine=dataclasses.replace(machine, watchdog="off"), reporter=reporter, perf=False,
-        order_seed=lambda: zlib.crc32(settings.seed.encode()) & 0x7FFFFFFF)  # a mock run repeats itself
+        order_seed=lambda: zlib.crc32(settings.seed.encode()) & 0x7FFFFFFF,  # a mock run repeats itself
+        install=lambda impl, say=None: mock_install(impl, binaries))

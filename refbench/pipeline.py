@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Callable, Iterator
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
-from . import network as nw, toolchain as tc, tools, variants as vr
+from . import implementations as impls, network as nw, toolchain as tc, tools, variants as vr
 from .backends import make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
@@ -102,6 +102,10 @@ class RunRequest:
     daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
     network: str | None = None  # --network: the profile of every S3 step that names none (network.py); None: loopback
     variants: tuple[str, ...] = ()  # --variant values: builds after the -s refs, named (variants.py)
+    # --impl NAME[@VERSION]: implementations (implementations.py), builds of another kind; after the
+    # refs, or before them (the baseline an implementation) with impl_first
+    implementations: tuple[str, ...] = ()
+    impl_first: bool = False
     profile: str = "auto"  # CPU profiles: auto (steps that moved), on (--profile), off (--no-profile)
     verbose: bool = False
     command_line: tuple[str, ...] = ()  # recorded in results.json
@@ -111,6 +115,7 @@ class RunRequest:
         object.__setattr__(self, "refs", tuple(self.refs or ()))
         object.__setattr__(self, "only", tuple(self.only or ()))
         object.__setattr__(self, "variants", tuple(self.variants or ()))
+        object.__setattr__(self, "implementations", tuple(self.implementations or ()))
         object.__setattr__(self, "command_line", tuple(self.command_line))
         if self.runs_given is None:
             object.__setattr__(self, "runs_given", self.runs is not None)
@@ -179,7 +184,9 @@ class Checked:
     sampling: Sampling  # how they are sampled: what the runner follows and results.json records
     # S3: the network profiles the selected steps run under, by name (loopback among them: no shaper)
     networks: dict = field(default_factory=dict)
-    variants: tuple = ()  # variants.Variant per build, baseline first: the -s refs, then --variant's
+    variants: tuple = ()  # variants.Variant per ref's build, baseline first: the -s refs, then --variant's
+    implementations: tuple = ()  # implementations.Implementation per --impl, then per --variant NAME=impl:...
+    impl_variants: tuple = ()  # the variant of each of them (None for a plain --impl): its name and env
 
 
 def load_target(request: RunRequest):
@@ -234,12 +241,16 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     run would stop for lack of disk, and does not need the tools."""
     reporter = env.reporter
     cfg, target, origin, all_scenarios = load_target(request)
-    variants = vr.builds(request.refs, request.variants, cfg.variants)
-    if len(variants) < 2:
-        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...] (or --variant NAME=REF,...)")
+    variants = vr.builds(request.refs, request.variants, cfg.variants) if request.refs or request.variants else ()
+    on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
+    variants = tuple(v for v in variants if v not in on_impls)
+    chosen, impl_variants = implementations_of(request, cfg, target, on_impls)
+    if len(variants) + len(chosen) < 2:
+        raise RefbenchError("give at least two refs to compare: -s OLD NEW [MORE ...] (or --variant NAME=REF,..., "
+                            "or --impl NAME)")
     for v in variants:
         refs.classify(v.ref)  # refuse a malformed ref before anything runs
-    scenarios, step_filter = select_scenarios(all_scenarios, list(request.only))
+    scenarios, step_filter = select_scenarios(all_scenarios, list(request.only), chosen)
     family = (scenarios, step_filter)  # a shard's verdicts belong to the whole comparison's family
     if request.shard:
         scenarios, step_filter = shard.select(scenarios, step_filter, request.shard, request.runs,
@@ -259,7 +270,8 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
-                                               target.backend == "s3" and not request.bucket, len(variants))
+                                               target.backend == "s3" and not request.bucket,
+                                               len(variants) + len(chosen))
     try:
         fx.check_disk(cache_dir, fixture_need, "generating the fixtures")
         fx.check_disk(local_root or Path(tempfile.gettempdir()), run_need,
@@ -273,7 +285,30 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
         reporter.warn(line)
     return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
                    local_root, cache_dir, fixture_need, run_need, stored_peak, units, drawn_orders(request, units, env),
-                   networks, variants)
+                   networks, variants, chosen, impl_variants)
+
+
+def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_impls: tuple = ()) -> tuple:
+    """(the request's --impl, then its variants on implementations (`--variant NAME=impl:aws-cli,env=K=V`),
+    each the declared implementation it names, of the target's backend; each one's variant or None).
+    Settings that only mean something for a ref are refused with one line."""
+    for v in on_impls:
+        if v.go or v.flags:
+            raise RefbenchError(f"--variant {v.name}={v.ref}: an implementation takes env= only (go= builds a ref; "
+                                f"flags= are the target's)")
+    chosen = tuple(impls.choose(spec, cfg.implementations) for spec in request.implementations) + \
+        tuple(impls.choose(v.ref.removeprefix(impls.VARIANT_PREFIX), cfg.implementations) for v in on_impls)
+    named = (None,) * len(request.implementations) + on_impls
+    for impl in chosen:
+        if impl.backend != target.backend:
+            raise RefbenchError(f"--impl {impl.spec}: a {impl.backend} client; {target.name!r} uses the "
+                                f"{target.backend} backend")
+    labels = [v.name if v else i.label for i, v in zip(chosen, named)]
+    if len(set(labels)) != len(labels):
+        raise RefbenchError(f"--impl: {labels[0]} given twice; a second copy of one install compares nothing")
+    if chosen and request.source == "module" and not request.refs:
+        raise RefbenchError("--source module applies to refs; an implementation comes from its own registry")
+    return chosen, named
 
 
 def drawn_orders(request: RunRequest, units: tuple[StepUnit, ...], env: RunEnv) -> Sampling:
@@ -358,10 +393,15 @@ def choose_target(cfg, name: str | None, repo: str | None, source: str, cwd: Pat
     return target, origin
 
 
-def select_scenarios(scenarios: list[ScenarioSpec], only: list[str]):
+def select_scenarios(scenarios: list[ScenarioSpec], only: list[str], implementations: tuple = ()):
     """Return (scenarios, step filter) for --only NAME: scenario, step, or 'scenario/step'. An
     opt-in scenario (sync over 1 M objects) runs only when --only names it or one of its steps as
-    'scenario/step': a step name alone, shared with everyday scenarios, does not bring it in."""
+    'scenario/step': a step name alone, shared with everyday scenarios, does not bring it in.
+    Without --only, a run with implementations runs the scenarios one of them has commands for
+    (the bundled `s3 clients, ...` ones, opt-in otherwise)."""
+    if not only and implementations:
+        return [s for s in scenarios if any(i.supports(s.name, st.name) for i in implementations
+                                             for st in s.steps)], None
     if not only:
         return [s for s in scenarios if not s.opt_in], None
     wanted = [o.strip().lower() for o in only]
@@ -432,6 +472,8 @@ def resolve(checked: Checked, env: RunEnv) -> Resolved:
     builder = env.builder(checked)
     if origin:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
+    if not checked.variants:  # implementations alone: no ref to resolve
+        return Resolved(builder, [], [])
     reporter.info(f"resolving {len(checked.variants)} refs of {target.name} from "
                   f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
     # each build's Go: its variant's own, else --go's for its position, else the builder's choice
@@ -443,8 +485,9 @@ def resolve(checked: Checked, env: RunEnv) -> Resolved:
     return Resolved(builder, resolved, labels)
 
 
-def build_all(res: Resolved, env: RunEnv) -> tuple[list, float]:
-    """(builds in the request's order, seconds spent building)."""
+def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tuple[list, float]:
+    """(builds in the request's order, seconds spent building and installing): the refs' builds and
+    the implementations' installs (env.install), in the order the command line gave the kinds."""
     reporter, t0 = env.reporter, env.clock()
     built = []
     for r, lab in zip(res.refs, res.labels):
@@ -453,7 +496,13 @@ def build_all(res: Resolved, env: RunEnv) -> tuple[list, float]:
         b = res.builder.build(r, lab)
         reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
         built.append(b)
-    return built, env.clock() - t0
+    installed = []
+    for impl, v in zip(checked.implementations, checked.impl_variants) if checked else ():
+        b = impls.ImplBuild(impl, env.install(impl, reporter.info), checked.target.name, v.name if v else None)
+        reporter.info(f"  {b.label}: {'installed in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> "
+                      f"{b.binary}")
+        installed.append(b)
+    return impls.merge(built, installed, checked.request.impl_first if checked else False), env.clock() - t0
 
 
 # ---- identical binaries ----------------------------------------------------------------------
@@ -470,10 +519,13 @@ def identical_contenders(checked: Checked, built: list) -> frozenset[int]:
     --measure-identical (an A/A check) or when a hook replaces the builds (calibrate's shims)."""
     if checked.request.measure_identical or checked.request.hooks.builds:
         return frozenset()
+    if impls.implementation_of(built[0]):
+        return frozenset()
     base = built[0].binary_sha256
+    variant = dict(zip([b.label for b in built if not impls.implementation_of(b)], checked.variants))
     return frozenset(i for i, b in enumerate(built[1:], 1)
-                     if base and b.binary_sha256 == base and same_commands(checked.scenarios, i)
-                     and checked.variants[i].same_run(checked.variants[0]))
+                     if base and b.binary_sha256 == base and not impls.implementation_of(b)
+                     and same_commands(checked.scenarios, i) and variant[b.label].same_run(checked.variants[0]))
 
 
 def unmeasured(checked: Checked, built: list) -> Measured:
@@ -557,11 +609,15 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
+    settings = variant_settings(checked, built)
+    own = implementation_env(built, workdir)  # then a variant's env over an implementation's defaults
+    settings["build_env"] = {**settings["build_env"], **{lab: {**e, **settings["build_env"].get(lab, {})}
+                                                         for lab, e in own.items()}}
     return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
                  sampling=checked.sampling, criteria=request.criteria,
                  target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                  verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
-                 **variant_settings(checked, built),
+                 **settings,
                  family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
                  clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
 
@@ -569,7 +625,8 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
 def named_variants(checked: Checked) -> dict:
     """label -> variant of the named ones (a named variant is labelled by its name; a ref given with
     -s has no settings of its own); none where a hook replaced the builds (calibrate's shims)."""
-    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants if v.name}
+    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants + checked.impl_variants
+                                                    if v and v.name}
 
 
 def variant_settings(checked: Checked, built: list) -> dict:
@@ -578,6 +635,18 @@ def variant_settings(checked: Checked, built: list) -> dict:
     by_label = {b.label: named[b.label] for b in built if b.label in named}
     return {"build_flags": {lab: v.flags for lab, v in by_label.items() if v.flags},
             "build_env": {lab: dict(v.env) for lab, v in by_label.items() if v.env}}
+
+
+def implementation_env(built: list, workdir: Path) -> dict:
+    """Each implementation's environment by label: a HOME of the run's own (made here, empty: no
+    credentials but the run's), its defaults (implementations.runtime_env)."""
+    out = {}
+    for i, b in enumerate(built):
+        if impl := impls.implementation_of(b):
+            home = workdir / "home" / f"b{i}"
+            home.mkdir(parents=True, exist_ok=True)
+            out[b.label] = impls.runtime_env(impl, home)
+    return out
 
 
 def selected_steps(checked: Checked) -> Iterator[tuple]:
@@ -715,7 +784,7 @@ def run(request: RunRequest, env: RunEnv) -> rs.Results:
     t_wall = env.clock()
     checked = validate(request, env)
     res = resolve(checked, env)
-    built, build_seconds = build_all(res, env)
+    built, build_seconds = build_all(res, env, checked)
     m = measure_distinct(checked, built, env)
     judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.criteria,
                             request.hooks.family_per_contender)

@@ -156,6 +156,9 @@ class Build(_Doc):
     # a named variant's own target flags and environment (variants.py); absent where none were set
     flags: tuple[str, ...] | None = _f(list, default=None, omit_none=True)
     env: Mapping[str, str] | None = _f(dict, default=None, omit_none=True)
+    # an implementation's registry (kind 'implementation', implementations.py); absent for a ref's build,
+    # and in files written before implementations existed: the default reads them as refs' builds
+    registry: str | None = _f(str, default=None, omit_none=True)
 
 
 def _read_summary(value, where) -> Summary:
@@ -628,8 +631,9 @@ class Results(_Doc):
 
     def differing_toolchains(self) -> dict[str, str]:
         """Each build's Go (label -> toolchain) when the builds were not all built with the same
-        one, else {}: the Go is then a cause of any difference, and the summary says so."""
-        gos = {b.label: b.toolchain for b in self.builds if b.toolchain}
+        one, else {}: the Go is then a cause of any difference, and the summary says so. An
+        implementation (kind 'implementation') is another program: its Python or Go is not the question."""
+        gos = {b.label: b.toolchain for b in self.builds if b.toolchain and b.kind != "implementation"}
         return gos if len(set(gos.values())) > 1 else {}
 
     def daemon_modes(self) -> dict[str, tuple[str, ...]]:

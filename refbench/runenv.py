@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
-from . import builds as bl, lease, toolchain as tc, tools
+from . import builds as bl, implementations as impls, lease, toolchain as tc, tools
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
@@ -78,6 +78,8 @@ class RunEnv:
     reporter: Reporter = field(default_factory=Reporter)
     perf: bool | None = None  # None: probe for perf; False: no profiles (nothing runs to profile)
     order_seed: Callable[[], int] = lambda: secrets.randbits(31)  # each run's draw of its rounds' orders
+    # (implementation, say) -> its pinned install (implementations.Installed): from its registry, sealed
+    install: Callable[..., Any] = impls.install
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses

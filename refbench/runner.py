@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import fixtures as fx, results as rs, stats
+from . import fixtures as fx, implementations as impls, results as rs, stats
 from .backends.process import child_env, settle_page_cache
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
@@ -270,17 +270,17 @@ class Runner:
             for i, b in enumerate(builds):
                 self.build_state(scenario, fixture, i, b, None)
             setup_builds = builds[:1] if backend.shared_context else builds
-            if scenario.setup:
-                for i, b in enumerate(setup_builds):
+            for i, b in enumerate(setup_builds):  # an implementation's own setup, where it is one
+                if setup := impls.scenario_template(b, scenario, "setup"):
                     self.status(f"{scenario.name}: setup ({b.label})")
-                    self.sh(self.shell(scenario, b, scenario.setup, self.values(scenario, fixture, i, b, None)),
+                    self.sh(self.shell(scenario, b, setup, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: setup for {b.label}")
             for step in scenario.selected_steps(step_filter):
                 results.append(self.run_step(scenario, fixture, step))
             self.use_network(None)
-            if scenario.teardown:
-                for i, b in enumerate(setup_builds):
-                    self.sh(self.shell(scenario, b, scenario.teardown, self.values(scenario, fixture, i, b, None)),
+            for i, b in enumerate(setup_builds):
+                if teardown := impls.scenario_template(b, scenario, "teardown"):
+                    self.sh(self.shell(scenario, b, teardown, self.values(scenario, fixture, i, b, None)),
                             f"{scenario.name}: teardown for {b.label}")
         except (WatchdogStop, KeyboardInterrupt):  # the watchdog or the user ended the run: the steps that finished stay
             if results:
@@ -322,7 +322,12 @@ class Runner:
 
     # ---- step -----------------------------------------------------------------------------
     def run_step(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec) -> StepResult:
-        bench, builds, sampling = self.bench, self.bench.builds, self.bench.sampling
+        bench, sampling = self.bench, self.bench.sampling
+        # the builds that can do the step: an implementation without a command for it is `not
+        # supported` (no run, no failure); without the baseline, or with no contender, nothing is compared
+        builds = [b for b in bench.builds if impls.supports(b, scenario, step)]
+        if builds[:1] != bench.builds[:1] or len(builds) < 2:
+            return self.unsupported_step(scenario, step)
         self.use_network(step)
         if scenario.state:  # the state every run of this step restores: built once per build, cached
             for i, b in enumerate(builds):
@@ -333,15 +338,16 @@ class Runner:
         unit = sampling.unit(scenario, step)  # a scenario may pin its runs (300G: 1 run)
         runs, warmup = unit.runs, unit.warmup
         vals = [self.values(scenario, fixture, i, b, step) for i, b in enumerate(builds)]
-        cmds = [self.shell(scenario, b, step.command, v) for b, v in zip(builds, vals)]
-        preps = [self.shell(scenario, b, step.prepare, v) if step.prepare else None for b, v in zip(builds, vals)]
+        cmds = [self.shell(scenario, b, impls.step_template(b, scenario, step, "command"), v) for b, v in zip(builds, vals)]
+        preps = [self.shell(scenario, b, p, v) if (p := impls.step_template(b, scenario, step, "prepare")) else None
+                 for b, v in zip(builds, vals)]
         samples = {b.label: BuildSamples(command=c, prepare=p) for b, c, p in zip(builds, cmds, preps)}
         where = f"{scenario.name} / {step.name}"
         # setup/cleanup run once per backend context: once for a shared bucket, per build for IPFS
         ctx = list(zip(builds, vals))[:1] if bench.backend.shared_context else list(zip(builds, vals))
-        if step.setup:
-            for b, v in ctx:
-                self.sh(self.shell(scenario, b, step.setup, v), f"{where}: setup for {b.label}")
+        for b, v in ctx:
+            if setup := impls.step_template(b, scenario, step, "setup"):
+                self.sh(self.shell(scenario, b, setup, v), f"{where}: setup for {b.label}")
         hf_seconds = 0.0
         for b in builds:  # every build's binary in the page cache the same way for the runs below
             settle_page_cache(b.binary)
@@ -391,13 +397,28 @@ class Runner:
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
             [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
-        if step.cleanup:  # after the observer's profiled runs, which leave what a timed run leaves
-            for b, v in ctx:
-                self.sh(self.shell(scenario, b, step.cleanup, v), f"{where}: cleanup for {b.label}")
+        for b, v in ctx:  # after the observer's profiled runs, which leave what a timed run leaves
+            if cleanup := impls.step_template(b, scenario, step, "cleanup"):
+                self.sh(self.shell(scenario, b, cleanup, v), f"{where}: cleanup for {b.label}")
+        comps = self.with_unsupported(comps)
         return StepResult(scenario.name, step.name, runs, warmup, state.rounds, samples, comps, hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, spend=spend_t,
                           stopped=stopped,
                           explain=explain, network=step.network)
+
+    def unsupported_step(self, scenario: ScenarioSpec, step: StepSpec) -> StepResult:
+        """A step the baseline, or every contender, has no command for: each contender `not supported`."""
+        base = self.bench.builds[0].label
+        return StepResult(scenario.name, step.name, 0, 0, 0, {}, [stats.not_supported(base, b.label)
+                                                               for b in self.bench.builds[1:]], 0.0,
+                          stopped="not supported", network=step.network)
+
+    def with_unsupported(self, comps: list[Comparison]) -> list[Comparison]:
+        """The step's comparisons in the builds' order, `not supported` for the contenders it has no command for."""
+        base, by = self.bench.builds[0].label, {}
+        for c in comps:
+            by.setdefault(c.contender, []).append(c)
+        return [c for b in self.bench.builds[1:] for c in by.get(b.label, [stats.not_supported(base, b.label)])]
 
     def noise(self, builds: list[BuiltRef], samples: dict[str, BuildSamples]) -> float | None:
         """The step's wall-time noise so far, the largest any contender's comparison sees: what its
@@ -504,7 +525,7 @@ class Runner:
             self.sh(prep, f"{what} (prepare)", kind="warmup")
         with around if around is not None else contextlib.nullcontext():  # the observer's counters, if any
             s.rss_kb = self.sh(cmd, what, kind="warmup", rss=rss).rss_kb
-        if step.check:
+        if step.check:  # the scenario's own check for every build: one check, whatever made the files
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
 

@@ -55,7 +55,7 @@ from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
 # the plain figures live in figures.py (results.py reads them without numpy); re-exported here
-from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, summarize  # noqa: F401
+from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, not_supported, summarize  # noqa: F401
 from .verdict import METRICS, Verdict
 
 SPENDINGS = ("obrien-fleming", "pocock")
@@ -829,6 +829,9 @@ def scoreboard(steps, labels) -> dict[str, dict] | None:
         return None
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
     for comparisons in steps:
+        comparisons = list(comparisons)
+        if any(c.verdict == Verdict.NOT_SUPPORTED for c in comparisons):
+            continue  # over the steps every build ran: a geomean of other steps ranks nothing
         for c in comparisons:
             ratios[c.contender].append(c.ratio)
         ratios[labels[0]].append(1.0)

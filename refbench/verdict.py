@@ -40,6 +40,9 @@ class Verdict(StrEnum):
     # a contender whose binary is byte-identical to the baseline's, with the same commands: not
     # measured, counted as no change (the same code cannot be slower; measuring would only add noise)
     IDENTICAL = "identical binary"
+    # an implementation (implementations.py) that has no command for the step: nothing to compare,
+    # never a failure of the run
+    NOT_SUPPORTED = "not supported"
 
     @property
     def marker(self) -> str:
@@ -68,9 +71,13 @@ class Verdict(StrEnum):
 
 
 _MARKERS = {Verdict.SLOWER: "🔴", Verdict.FASTER: "🟢", Verdict.SAME: "⚪", Verdict.INCONCLUSIVE: "🟡",
-            Verdict.IDENTICAL: "🟰"}
-_SEVERITY = {Verdict.SLOWER: 0, Verdict.FASTER: 1, Verdict.INCONCLUSIVE: 2, Verdict.SAME: 3, Verdict.IDENTICAL: 4}
-_WORDS = {Verdict.SAME: "same", Verdict.INCONCLUSIVE: "unsure", Verdict.IDENTICAL: "identical"}
+            Verdict.IDENTICAL: "🟰", Verdict.NOT_SUPPORTED: "➖"}
+_SEVERITY = {Verdict.SLOWER: 0, Verdict.FASTER: 1, Verdict.INCONCLUSIVE: 2, Verdict.SAME: 3, Verdict.IDENTICAL: 4,
+             Verdict.NOT_SUPPORTED: 5}
+_WORDS = {Verdict.SAME: "same", Verdict.INCONCLUSIVE: "unsure", Verdict.IDENTICAL: "identical",
+          Verdict.NOT_SUPPORTED: "unsupported"}
+#: verdicts a counts line names only where some comparison has them
+_ONLY_WHEN_PRESENT = (Verdict.IDENTICAL, Verdict.NOT_SUPPORTED)
 # most severe first: the order a cut PR comment keeps rows in and says what it left out
 BY_SEVERITY = tuple(sorted(Verdict, key=lambda v: v.severity))
 
@@ -89,7 +96,7 @@ def counts_phrase(counts: Mapping[str, int], *, markers: bool = False, sep: str 
     identical binary only when a contender was not measured (with the note that says why)."""
     return sep.join(f"{v.marker + ' ' if markers else ''}{counts[v]} {v}"
                     + (f" {identical_note}" if v == Verdict.IDENTICAL and identical_note else "")
-                    for v in Verdict if v != Verdict.IDENTICAL or counts.get(v))
+                    for v in Verdict if v not in _ONLY_WHEN_PRESENT or counts.get(v))
 
 
 def counts_line(counts: Mapping[str, int]) -> str:

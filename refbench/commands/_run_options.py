@@ -115,6 +115,11 @@ def run_parser() -> argparse.ArgumentParser:
                    help="a build named NAME, after the -s refs: REF with its own Go (as --go), the target's own "
                         "flags (after -sf's) and environment; or NAME alone for a [[variants]] table of the "
                         "scenarios file (repeatable; the name labels it everywhere)")
+    p.add_argument("--impl", action="append", default=[], metavar="NAME[@VERSION]",
+                   help="an implementation to compare beside the refs: another program doing the target's job "
+                        "(aws-cli, s3cmd, s4cmd, rclone, or one a scenarios file declares as "
+                        "[implementations.NAME]), installed pinned from its own registry and labelled 'NAME VERSION' "
+                        "(repeatable; after the -s refs, or the baseline when --impl comes before -s)")
     p.add_argument("--network", default=None, metavar="PROFILE",
                    help="the network profile of every S3 step that names none of its own: loopback (the default: "
                         "the embedded MinIO directly), lan, region, or one the scenarios file declares "
@@ -130,7 +135,12 @@ def run_parser() -> argparse.ArgumentParser:
 
 def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> RunRequest:
     """The run options of parsed `run_parser` arguments (also a subcommand's, built on run_parser)."""
+    impl = tuple(getattr(args, "impl", None) or ())
+    if impl and args.go:
+        raise RefbenchError(f"--go applies to refs: --impl {impl[0]} is installed pinned from its registry, not built "
+                            f"with a Go of the run's choosing")
     return RunRequest(
+        implementations=impl, impl_first=impl_before_refs(argv),
         refs=tuple(args.refs or ()), target=args.target, scenarios=args.scenarios, only=tuple(args.only),
         quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
         prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
@@ -145,6 +155,14 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         verbose=args.verbose,
         command_line=tuple(argv),
         hooks=hooks)
+
+
+def impl_before_refs(argv) -> bool:
+    """Whether the first --impl comes before the first -s on the command line: the baseline is
+    then an implementation."""
+    words = [w.split("=")[0] for w in argv]
+    first = lambda names: next((i for i, w in enumerate(words) if w in names), len(words))  # noqa: E731
+    return first(("--impl",)) < first(("-s", "--s5cmd", "--refs"))
 
 
 def run_env(args: argparse.Namespace, reporter: Reporter | None = None) -> runenv.RunEnv:

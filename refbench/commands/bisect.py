@@ -54,6 +54,9 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
         # a probe is kept as its verdict alone: perf's runs of the probes that moved would be read by
         # no one, so none is taken unless --profile asks for them
         profile="off" if run_args.profile == "auto" else run_args.profile)
+    if base.implementations:  # an implementation is pinned at one version: there is no history to walk
+        raise RefbenchError(f"bisect walks a ref's commits; --impl {base.implementations[0]} is an implementation, "
+                            f"installed at its pinned version")
     if len(args.variant) > 1:
         raise RefbenchError("bisect takes one --variant: every build it makes runs under it")
     search = bs.Search(args.good, args.bad, args.only, verify=args.verify, max_probes=args.max_probes,

@@ -27,7 +27,7 @@ def main(argv: list[str]) -> int:
     if args.dry_run:
         checked, res = pipeline.plan(request, env)
         print_plan(request, checked.target, checked.scenarios, checked.step_filter, res.builder, res.refs,
-                   res.labels, checked.sampling, checked.networks)
+                   res.labels, checked.sampling, checked.networks, checked.implementations)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), env)
     if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
@@ -47,16 +47,20 @@ def print_list(cfg, quick: bool, network: str | None = None) -> None:
                      if f.kind == "tree" else f"{f.kind} {format_size(f.size)} x {f.count}")
             how = f"; daemon {s.daemon_mode}" + (", cached state" if s.state else "") if t.backend == "ipfs" else ""
             how += f"; opt-in: runs with --only {s.name!r}" if s.opt_in else ""
+            clients = [i.label for i in cfg.implementations.values() if any(i.supports(s.name, st.name) for st in s.steps)]
+            how += f" or with --impl ({', '.join(clients)})" if clients else ""
             steps = s.with_network(network).steps if t.backend == "s3" else s.steps
             print(f"  {s.name}: {shape}{how}; steps: "
                   + ", ".join(st.name + (f" [{st.network}]" if st.network else "") for st in steps))
 
 
-def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, sampling, networks=None) -> None:
+def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, sampling, networks=None,
+               implementations=()) -> None:
     from .. import dryrun  # the plan, with every command rendered as it would run
     print(dryrun.render_plan(
         target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
         dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,
         endpoint=args.endpoint_url, sampling=sampling,
         cache_dir=builder.builds_dir, target_flags=shlex.split(args.target_flags or ""),
-        hyperfine_flags=shlex.split(args.hyperfine_flags or ""), networks=networks or {}))
+        hyperfine_flags=shlex.split(args.hyperfine_flags or ""), networks=networks or {},
+        implementations=implementations))

@@ -11,7 +11,8 @@ from ..verdict import Verdict, counts_phrase
 from . import format as f
 
 VERDICT_COLOURS = {Verdict.SLOWER: "#cf222e", Verdict.FASTER: "#1a7f37", Verdict.SAME: "#6e7781",
-                   Verdict.INCONCLUSIVE: "#bf8700", Verdict.IDENTICAL: "#8c959f"}
+                   Verdict.INCONCLUSIVE: "#bf8700", Verdict.IDENTICAL: "#8c959f",
+                   Verdict.NOT_SUPPORTED: "#d0d7de"}
 
 
 @lru_cache(maxsize=None)

@@ -43,7 +43,8 @@ def more_seconds(st: Step, c: Comparison) -> float | None:
     return max(0, need - done) * per_pair
 
 
-DECIDED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.IDENTICAL)  # in the order the line names them
+DECIDED = (Verdict.SLOWER, Verdict.FASTER, Verdict.SAME, Verdict.IDENTICAL,  # in the order the line names them
+           Verdict.NOT_SUPPORTED)
 
 
 def decision_line(results: Results) -> str | None:

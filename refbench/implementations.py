@@ -1,0 +1,468 @@
+"""Implementations: other programs doing the target's job (aws-cli or rclone beside s5cmd), as builds.
+
+A run compares builds; an implementation is one more kind of build. It is not built from a ref:
+it is installed pinned from its own registry and hash-checked, then runs the same scenario
+through its own commands, on the same fixture and server, against the same check. Everything
+after the builds (verdicts, scoreboard, outputs) takes it as it takes a ref's build, labelled
+`name version`.
+
+Pinned. A bundled implementation (refbench/implementations.toml) is pinned in refbench's code:
+- PyPI (aws-cli v1, s3cmd, s4cmd): a requirements file per implementation and version
+  (refbench/impl_pins/), every file of the closure with its SHA-256, installed with
+  `pip install --require-hashes --no-deps` into a venv of its own under refbench's cache. pip
+  refuses any file whose hash is not listed;
+- the Go module proxy (rclone): the module's go.sum hash (h1:), compared with what `go mod
+  download -json` reports (which the checksum database vouches for) before `go install` builds it.
+A user's own, declared in a scenarios file as [implementations.NAME], is pinned the same way by
+the version and hashes it declares.
+
+Sealed like a build. An install is used only when its record passes trust.gate: sealed under this
+machine's (or job's) key over the name, version, pins and a digest of every file of the install
+(tree_digest). A restored cache whose files changed is installed anew. Python programs run with
+PYTHONPYCACHEPREFIX in the run's own directory, so no byte code in the cache is ever read (and
+none is written there: the digest stays the install's).
+
+Run by absolute path (the venv's or GOBIN's program), never found on PATH, with a HOME of the
+run's own (runtime_env): no ~/.aws, ~/.s3cfg or rclone config of the user's, and no instance
+metadata. A step an implementation declares no command for is `not supported`, never a failure.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Mapping
+
+from . import paths, pins, trust
+from .errors import ConfigError, RefbenchError
+
+log = logging.getLogger(__name__)
+
+REGISTRIES = ("pypi", "go")
+REGISTRY_NAMES = {"pypi": "PyPI", "go": "the Go module proxy"}
+SEAL_PURPOSE = "refbench implementation install v1"
+#: the fields of impl.json the seal covers
+SEALED_FIELDS = ("name", "version", "registry", "pin", "platform", "program", "content_sha256")
+#: what a step may declare for itself; the check is always the scenario's: one check for every build
+STEP_FIELDS = ("command", "prepare", "setup", "cleanup")
+SCENARIO_FIELDS = ("setup", "teardown")
+#: installed first, then used to build any sdist in the closure (--no-build-isolation): so a
+#: build dependency is hash-checked too, never fetched unpinned by an isolated build
+BUILD_REQUIREMENTS = ("setuptools", "wheel", "packaging")
+KIND = "implementation"  # results.Build.kind of an implementation's build
+GO_FLAGS = "-mod=mod -trimpath -buildvcs=false"
+VARIANT_PREFIX = "impl:"  # --variant NAME=impl:aws-cli,env=K=V: a named variant of an implementation
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """One program at one version, pinned, with its commands for the scenarios it runs."""
+    name: str
+    version: str
+    registry: str  # REGISTRIES
+    package: str  # PyPI project, or the Go package path `go install` builds
+    program: str  # the executable's file name in the install's bin/
+    backend: str = "s3"
+    requirements: tuple[str, ...] = ()  # pypi: `name==version --hash=sha256:...` lines, the whole closure
+    module: str = ""  # go: the module path
+    module_sum: str = ""  # go: the module's go.sum hash, h1:...
+    # go: the built binary's SHA-256 by "GO GOOS/GOARCH" (a reproducible build: pins.build_env), where pinned
+    binary_sha256: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)  # its defaults, exported before its commands
+    # scenario name -> {"setup"/"teardown": template, "steps": {step name: {field: template}}}
+    scenarios: Mapping[str, Mapping] = field(default_factory=dict)
+    description: str = ""
+    license: str = ""
+    origin: str = "bundled"  # bundled, or the scenarios file that declared it
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}"
+
+    @property
+    def spec(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    @property
+    def pin(self) -> str:
+        """One digest of everything the install is pinned by: its cache key and sealed field."""
+        text = "\n".join(sorted(self.requirements)) if self.registry == "pypi" else f"{self.module} {self.module_sum}"
+        return hashlib.sha256(f"{self.registry}\0{self.package}\0{self.version}\0{text}".encode()).hexdigest()
+
+    def supports(self, scenario: str, step: str) -> bool:
+        return bool(self._step(scenario, step).get("command"))
+
+    def _step(self, scenario: str, step: str) -> Mapping:
+        return self.scenarios.get(scenario, {}).get("steps", {}).get(step, {})
+
+    def step_template(self, scenario: str, step: str, what: str, default: str | None) -> str | None:
+        """The implementation's own template for a step's `what` (STEP_FIELDS), else the scenario's
+        (a prepare like `rm -rf {{ dest }}` serves every build)."""
+        own = self._step(scenario, step)
+        return own[what] if what in own else default
+
+    def scenario_template(self, scenario: str, what: str) -> str | None:
+        """Its own scenario setup / teardown: the scenario's use the target's program."""
+        return self.scenarios.get(scenario, {}).get(what)
+
+
+# ---- declarations --------------------------------------------------------------------------
+def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError], origin: str,
+               base: Path | None = None) -> Implementation:
+    """An [implementations.NAME] table (bundled or a user's): every error names the key."""
+    if not isinstance(t, dict):
+        raise fail(where, "a table")
+
+    def text(key, required=False, default=""):
+        v = t.get(key, default)
+        if (required and key not in t) or not isinstance(v, str):
+            raise fail(f"{where}.{key}", "a string" + (" (required)" if required else ""), t.get(key))
+        return v
+
+    registry = text("registry", required=True)
+    if registry not in REGISTRIES:
+        raise fail(f"{where}.registry", f"one of {', '.join(REGISTRIES)}", registry)
+    if "mc" == name or "AGPL" in text("license").upper():
+        raise fail(f"{where}.license", "a client not under the AGPL (refbench runs none)", t.get("license"))
+    reqs: tuple[str, ...] = ()
+    if registry == "pypi":
+        reqs = _requirements(t, where, fail, base)
+    elif not text("module_sum", required=True).startswith("h1:"):
+        raise fail(f"{where}.module_sum", "the module's go.sum hash, h1:...", t.get("module_sum"))
+    binaries = t.get("binary_sha256", {})
+    if not isinstance(binaries, dict) or not all(isinstance(v, str) and len(v) == 64 for v in binaries.values()):
+        raise fail(f"{where}.binary_sha256", 'a table of "GO GOOS/GOARCH" = SHA-256', binaries)
+    env = t.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise fail(f"{where}.env", "a table of strings", env)
+    return Implementation(
+        name=name, version=text("version", required=True), registry=registry, package=text("package", required=True),
+        program=text("program", required=True), backend=text("backend", default="s3"), requirements=reqs,
+        module=text("module", default=text("package")), module_sum=text("module_sum"),
+        binary_sha256=MappingProxyType(dict(binaries)),
+        env=MappingProxyType(dict(env)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
+        description=text("description"), license=text("license"), origin=origin)
+
+
+def _requirements(t: dict, where: str, fail, base: Path | None) -> tuple[str, ...]:
+    """The closure's pinned lines: `requirements` (a list) or `requirements_file` (beside the file
+    that declares it). Every line must carry a hash: pip --require-hashes would refuse it anyway,
+    but here the file and key are named."""
+    if "requirements_file" in t:
+        p = (base or Path(".")) / str(t["requirements_file"])
+        try:
+            lines = [ln.strip() for ln in p.read_text().splitlines()]
+        except OSError as e:
+            raise fail(f"{where}.requirements_file", f"a readable file ({e.strerror})", str(p)) from None
+    else:
+        lines = t.get("requirements")
+        if not isinstance(lines, list) or not all(isinstance(x, str) for x in lines):
+            raise fail(f"{where}.requirements", "a list of `name==version --hash=sha256:...` lines (required)", lines)
+    lines = [ln for ln in lines if ln and not ln.startswith("#")]
+    bad = [ln for ln in lines if "==" not in ln or "--hash=sha256:" not in ln]
+    if not lines or bad:
+        raise fail(f"{where}.requirements", "every line `name==version --hash=sha256:...`", bad[:1] or lines)
+    return tuple(lines)
+
+
+def _scenarios(t: object, where: str, fail) -> Mapping:
+    if not isinstance(t, dict):
+        raise fail(where, "a table of scenario names")
+    out = {}
+    for sc, body in t.items():
+        w = f"{where}.{sc!r}"
+        if not isinstance(body, dict):
+            raise fail(w, "a table")
+        steps = body.get("steps", {})
+        if not isinstance(steps, dict):
+            raise fail(f"{w}.steps", "a table of step names")
+        for st, fields in steps.items():
+            if not isinstance(fields, dict) or not all(k in STEP_FIELDS and isinstance(v, str) for k, v in fields.items()):
+                raise fail(f"{w}.steps.{st}", f"a table of templates ({', '.join(STEP_FIELDS)})", fields)
+        for k in SCENARIO_FIELDS:
+            if k in body and not isinstance(body[k], str):
+                raise fail(f"{w}.{k}", "a template", body[k])
+        out[sc] = MappingProxyType({**{k: body[k] for k in SCENARIO_FIELDS if k in body},
+                                    "steps": MappingProxyType({k: MappingProxyType(v) for k, v in steps.items()})})
+    return MappingProxyType(out)
+
+
+def bundled_file() -> Path:
+    return Path(__file__).with_name("implementations.toml")
+
+
+def load_file(path: Path, origin: str) -> dict[str, Implementation]:
+    """Every [implementations.NAME] of a TOML file, by name."""
+    data = tomllib.loads(path.read_text())
+    return tables(data.get("implementations", {}), path, origin)
+
+
+def tables(t: object, path: Path, origin: str) -> dict[str, Implementation]:
+    def fail(key, expected, got=None):
+        return ConfigError(f"{path}: {key}: expected {expected}" + ("" if got is None else f", got {got!r}"))
+    if not isinstance(t, dict):
+        raise fail("implementations", "a table of implementation names")
+    return {name: from_table(name, body, f"implementations.{name}", fail, origin, path.parent)
+            for name, body in t.items()}
+
+
+def bundled() -> dict[str, Implementation]:
+    return load_file(bundled_file(), "bundled")
+
+
+def choose(spec: str, declared: Mapping[str, Implementation]) -> Implementation:
+    """The implementation `NAME[@VERSION]` names among the declared ones (the bundled, then the
+    scenarios file's, which take precedence); a RefbenchError (one line) otherwise."""
+    name, _, version = spec.partition("@")
+    impl = declared.get(name)
+    if impl is None:
+        raise RefbenchError(f"--impl {spec}: unknown implementation {name!r} (known: {', '.join(sorted(declared))}; "
+                            f"declare others as [implementations.NAME] in a scenarios file)")
+    if version and version.lstrip("v") != impl.version.lstrip("v"):
+        raise RefbenchError(f"--impl {spec}: {name} is pinned at {impl.version} ({impl.origin}); another version "
+                            f"needs its own pins: declare [implementations.{name}] with version and hashes")
+    return impl
+
+
+# ---- install -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Installed:
+    impl: Implementation
+    root: Path  # the install (a venv, or a GOBIN's parent)
+    program: Path  # absolute path of the program the commands run
+    content_sha256: str
+    built_now: bool
+    seconds: float
+    toolchain: str  # the Python or Go that installed it
+
+
+def install_dir(impl: Implementation) -> Path:
+    plat = pins.current_platform().replace("/", "-")
+    return paths.cache_root() / "implementations" / f"{impl.name}-{impl.version}-{impl.pin[:12]}-{plat}"
+
+
+def tree_digest(root: Path) -> str:
+    """SHA-256 over every file of an install: relative path, executable bit and content, and a
+    link's target: what the seal vouches for."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, root)
+            if os.path.islink(p):
+                h.update(f"L {rel} {os.readlink(p)}\n".encode())
+            else:
+                h.update(f"F {rel} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
+    return h.hexdigest()
+
+
+def _fields(impl: Implementation, program: str, digest: str) -> dict:
+    return {"name": impl.name, "version": impl.version, "registry": impl.registry, "pin": impl.pin,
+            "platform": pins.current_platform(), "program": program, "content_sha256": digest}
+
+
+def cached(impl: Implementation) -> Installed | None:
+    """The sealed install of `impl`, when its record passes trust.gate; None otherwise."""
+    d = install_dir(impl)
+    try:
+        record = json.loads((d / "impl.json").read_text())
+    except (OSError, ValueError):
+        return None
+    fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
+    why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    if why:
+        log.warning("%s: %s: installing %s again", d, why, impl.label)
+        return None
+    program = d / "root" / fields["program"]
+    return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
+
+
+def install(impl: Implementation, say: Callable[[str], None] | None = None) -> Installed:
+    """The pinned install of `impl`: the sealed one in the cache, else installed from its registry
+    (hash-checked) and sealed. A failure removes what it left."""
+    d = install_dir(impl)
+    with paths.locked(d.with_name(d.name + ".lock")):
+        hit = cached(impl)
+        if hit:
+            return hit
+        if say:
+            say(f"installing {impl.label} from {REGISTRY_NAMES[impl.registry]} (pinned, hash-checked)")
+        shutil.rmtree(d, ignore_errors=True)
+        (d / "root").mkdir(parents=True)
+        t0 = time.monotonic()
+        try:
+            program, toolchain = (_install_pypi if impl.registry == "pypi" else _install_go)(impl, d)
+        except BaseException:
+            shutil.rmtree(d, ignore_errors=True)
+            raise
+        rel = str(program.relative_to(d / "root"))
+        digest = tree_digest(d / "root")
+        fields = _fields(impl, rel, digest)
+        record = {**fields, "toolchain": toolchain, "seconds": round(time.monotonic() - t0, 2),
+                  "key_id": trust.key_id(), "seal": trust.seal(SEAL_PURPOSE, fields)}
+        (d / "impl.json").write_text(json.dumps(record, indent=2))
+        return Installed(impl, d / "root", program, digest, True, time.monotonic() - t0, toolchain)
+
+
+def _run(argv: list[str], what: str, env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    if p.returncode != 0:
+        raise RefbenchError(f"{what} failed (exit {p.returncode})", detail=f"{' '.join(argv)}\n{p.stderr[-3000:]}")
+    return p
+
+
+def _pip_env(d: Path) -> dict:
+    """No pip configuration of the user's (an index, a cache of someone else's), byte code kept out
+    of the install."""
+    from .tools import child_env
+    return {**child_env(), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PYTHONPYCACHEPREFIX": str(d / "pycache-install")}
+
+
+def _install_pypi(impl: Implementation, d: Path) -> tuple[Path, str]:
+    """A venv of its own (no pip in it: refbench's pip installs into it by --python), the build
+    requirements first, then the closure, each file checked against its pinned hash."""
+    root, env = d / "root", _pip_env(d)
+    _run([sys.executable, "-m", "venv", "--without-pip", str(root)], f"creating a venv for {impl.label}", env)
+    py = root / "bin" / "python"
+    build = [ln for ln in impl.requirements if ln.split("==")[0].strip().lower() in BUILD_REQUIREMENTS]
+    pip = [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-compile",
+           "--require-hashes", "--no-deps", "--no-cache-dir"]
+    for group, extra in ((build, []), (impl.requirements, ["--no-build-isolation"])):
+        if group:
+            reqs = d / "requirements.txt"
+            reqs.write_text("\n".join(group) + "\n")
+            _run(pip + extra + ["-r", str(reqs)], f"pip install of {impl.label} (hash-checked)", env)
+            reqs.unlink()
+    shutil.rmtree(d / "pycache-install", ignore_errors=True)
+    program = root / "bin" / impl.program
+    if not program.is_file():
+        raise RefbenchError(f"{impl.label}: the install has no bin/{impl.program} (implementations: program)")
+    return program, f"python{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def module_sum(impl: Implementation, go: str, env: dict) -> str:
+    """The module's go.sum hash as the module proxy serves it (checked by go against the checksum
+    database on download)."""
+    p = _run([go, "mod", "download", "-json", f"{impl.module}@{impl.version}"], f"go mod download of {impl.spec}",
+             env, cwd=Path(env.get("GOTMPDIR") or "/"))
+    return json.loads(p.stdout).get("Sum", "")
+
+
+def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
+    """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
+    after the module's hash is the pinned one."""
+    from .tools import go as find_go
+    go = find_go()
+    if not go:
+        raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
+    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin")}
+    got = module_sum(impl, go, env)
+    if got != impl.module_sum:
+        raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} is "
+                            f"pinned ({impl.origin}): not the pinned source")
+    _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    program = d / "root" / "bin" / impl.program
+    if not program.is_file():
+        raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")
+    want = impl.binary_sha256.get(f"{pins.TOOLS_GO} {pins.current_platform()}")
+    if want and paths.file_sha256(program) != want:
+        raise RefbenchError(f"refusing {impl.spec}: built with {pins.TOOLS_GO}, its SHA-256 is "
+                            f"{paths.file_sha256(program)[:16]}…, {want[:16]}… is pinned ({impl.origin}): not the "
+                            f"pinned bytes (a GOFLAGS/GOAMD64/CGO setting leaking in?)")
+    return program, pins.TOOLS_GO
+
+
+# ---- running -------------------------------------------------------------------------------
+def runtime_env(impl: Implementation, home: Path) -> dict[str, str]:
+    """What an implementation's commands run with besides the run's own environment: a HOME of the
+    run's (no ~/.aws, ~/.s3cfg, rclone config of the user's), no instance metadata, no config file
+    of the user's elsewhere, byte code kept in the run's own directory, then its own defaults."""
+    return {"HOME": str(home), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(home / ".aws" / "config"),
+            "AWS_SHARED_CREDENTIALS_FILE": str(home / ".aws" / "credentials"), "AWS_DEFAULT_REGION": "us-east-1",
+            "XDG_CONFIG_HOME": str(home / ".config"), "RCLONE_CONFIG": str(home / ".config" / "rclone" / "rclone.conf"),
+            "PYTHONPYCACHEPREFIX": str(home / ".pycache"), **impl.env}
+
+
+@dataclass(frozen=True)
+class ImplBuild:
+    """An installed implementation as a run's build: what the runner, the verdicts and every view
+    read of a build (label, binary, its hash, how long it took), so downstream cannot tell the kinds apart."""
+    implementation: Implementation
+    installed: Installed
+    target: str
+    name: str | None = None  # a named variant's (--variant NAME=impl:...): its label everywhere
+
+    @property
+    def label(self) -> str:
+        return self.name or self.implementation.label
+
+    @property
+    def binary(self) -> Path:
+        return self.installed.program
+
+    @property
+    def binary_sha256(self) -> str:
+        return self.installed.content_sha256  # the whole install's, as sealed
+
+    @property
+    def built_now(self) -> bool:
+        return self.installed.built_now
+
+    @property
+    def build_seconds(self) -> float:
+        return self.installed.seconds
+
+    @property
+    def toolchain(self) -> str:
+        return self.installed.toolchain
+
+    @property
+    def source(self) -> str:
+        return self.implementation.registry
+
+    def record(self):
+        from . import results
+        impl = self.implementation
+        return results.Build(label=self.label, ref=impl.spec, kind=KIND, sha=impl.pin, display=self.label,
+                             version=impl.version, binary=str(self.binary), source=impl.registry,
+                             toolchain=self.toolchain, cached=not self.built_now,
+                             build_seconds=round(self.build_seconds, 3), binary_sha256=self.binary_sha256,
+                             registry=impl.registry)
+
+
+def implementation_of(build) -> Implementation | None:
+    return getattr(build, "implementation", None)
+
+
+def step_template(build, scenario, step, what: str) -> str | None:
+    """The template `build` runs for a step's `what`: an implementation's own, else the scenario's."""
+    impl = implementation_of(build)
+    default = getattr(step, what)
+    return default if impl is None else impl.step_template(scenario.name, step.name, what, default)
+
+
+def scenario_template(build, scenario, what: str) -> str | None:
+    impl = implementation_of(build)
+    return getattr(scenario, what) if impl is None else impl.scenario_template(scenario.name, what)
+
+
+def supports(build, scenario, step) -> bool:
+    impl = implementation_of(build)
+    return impl is None or impl.supports(scenario.name, step.name)
+
+
+def merge(refs: list, impls: list, impl_first: bool) -> list:
+    """The run's builds in the order the command line gave its kinds: refs then implementations,
+    or implementations first (the baseline an implementation)."""
+    return list(impls) + list(refs) if impl_first else list(refs) + list(impls)

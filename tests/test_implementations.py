@@ -1,0 +1,390 @@
+"""Implementations (refbench/implementations.py): other programs beside the refs, as builds.
+
+Fast: the bundled pins and their refusals, the seal every cached install passes (an install stood in
+by a few files), and whole mixed runs through cli.main on the mock executor: a ref beside an
+implementation, the baseline an implementation, a step one has no command for (`not supported`),
+and bad input (one line, exit 2). Slow: a real install from PyPI and from the Go module proxy,
+hash-checked and refused when a hash differs, and a mixed run end to end on MinIO.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import need, run_cli
+from fakes.pipeline import mock_args, scenarios_file
+from refbench import implementations as impls, pins, results as rs
+from refbench.errors import EXIT_ERROR, EXIT_OK, ConfigError, RefbenchError
+from refbench.verdict import Verdict
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXED = ("-r", "4", "--rounds", "2", "-w", "0", "--no-rss", "--no-profile", "--budget", "none")
+
+# a target and a scenario, and a user's own implementation of it: `copy` has its command; `list` has none
+SCENARIOS = """
+[targets.fake]
+repo = "https://example.invalid/fake"
+build = ["go", "build", "-o", "{out}", "."]
+binary = "fake"
+backend = "s3"
+
+[[scenarios]]
+name = "tiny"
+target = "fake"
+fixture = { kind = "sparse", size = "1K", count = 2 }
+setup = "{{ bin }} put {{ fixture }}"
+
+  [[scenarios.steps]]
+  name = "list"
+  command = "{{ bin }} ls {{ fixture }}"
+
+  [[scenarios.steps]]
+  name = "copy"
+  command = "{{ bin }} cp {{ fixture }} {{ work }}"
+  check = "echo same-check-for-every-build"
+
+[implementations.other-cli]
+version = "3.1"
+registry = "pypi"
+package = "other-cli"
+program = "other"
+requirements = ["other-cli==3.1 --hash=sha256:0000000000000000000000000000000000000000000000000000000000000000"]
+
+  [implementations.other-cli.scenarios.tiny]
+  setup = "{{ bin }} upload {{ fixture }}"
+  [implementations.other-cli.scenarios.tiny.steps.copy]
+  command = "{{ bin }} copy --own-defaults {{ fixture }} {{ work }}"
+"""
+
+
+@pytest.fixture
+def scenarios(tmp_path, monkeypatch) -> Path:
+    return scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+
+
+def bench(scenarios: Path, out: Path, *argv, binaries=None):
+    binaries = binaries or {"v1.0.0": "fake-1.00", "other-cli": "fake-2.00"}
+    return run_cli("-t", "fake", "--scenarios", scenarios, "--builds-dir", scenarios.parent / "builds",
+                   *mock_args(binaries, "I", 0.005), "-o", out / "summary.md", "--json", out / "results.json",
+                   "--html", out / "report.html", "--csv", out / "results.csv", *FIXED, *argv)
+
+
+# ---- the bundled pins ---------------------------------------------------------------------------
+def test_the_bundled_clients_are_pinned_by_version_and_hash_and_none_is_agpl():
+    b = impls.bundled()
+    assert {"aws-cli", "s3cmd", "s4cmd", "rclone"} <= set(b) and "mc" not in b
+    assert b["aws-cli"].label == "aws-cli 1.46.2" and b["aws-cli"].registry == "pypi"
+    for name in ("aws-cli", "s3cmd", "s4cmd"):  # every file of the closure, each with its hash
+        reqs = b[name].requirements
+        assert reqs and all("==" in ln and "--hash=sha256:" in ln for ln in reqs), name
+        assert any(ln.startswith(b[name].package + "==" + b[name].version) for ln in reqs), name
+    rclone = b["rclone"]
+    assert rclone.registry == "go" and rclone.module_sum.startswith("h1:")
+    assert rclone.binary_sha256[f"{pins.TOOLS_GO} linux/amd64"]
+    assert all("AGPL" not in i.license.upper() for i in b.values())
+    # every bundled command is a template of the s3 clients scenarios, one per step it supports
+    from refbench.config import load_config
+    cfg = load_config(ROOT / "refbench" / "scenarios.toml")
+    clients = {s.name: s for s in cfg.scenarios if s.name.startswith("s3 clients, ")}
+    for impl in b.values():
+        for sc in clients.values():
+            assert all(impl.supports(sc.name, st.name) for st in sc.steps), (impl.name, sc.name)
+
+
+def test_a_table_is_refused_naming_its_key(tmp_path):
+    def load(body: str):
+        p = tmp_path / "x.toml"
+        p.write_text(body)
+        return impls.load_file(p, str(p))
+
+    with pytest.raises(ConfigError, match=r"implementations.x.registry: expected a string \(required\)"):
+        load('[implementations.x]\nversion = "1"\npackage = "x"\nprogram = "x"\n')
+    with pytest.raises(ConfigError, match=r"implementations.x.registry: expected one of pypi, go, got 'npmjs'"):
+        load('[implementations.x]\nregistry = "npmjs"\nversion = "1"\npackage = "x"\nprogram = "x"\n')
+    with pytest.raises(ConfigError, match="implementations.x.requirements: expected every line"):
+        load('[implementations.x]\nregistry = "pypi"\nversion = "1"\npackage = "x"\nprogram = "x"\n'
+             'requirements = ["x==1"]\n')
+    with pytest.raises(ConfigError, match="not under the AGPL"):
+        load('[implementations.mc]\nregistry = "go"\nversion = "1"\npackage = "m"\nprogram = "mc"\n'
+             'module_sum = "h1:x"\nlicense = "AGPL-3.0"\n')
+
+
+def test_choose_names_what_is_known_and_what_is_pinned():
+    b = impls.bundled()
+    assert impls.choose("rclone@v1.76.0", b) is b["rclone"] and impls.choose("aws-cli@1.46.2", b) is b["aws-cli"]
+    with pytest.raises(RefbenchError, match="unknown implementation 'mc' .known: aws-cli, rclone, s3cmd, s4cmd"):
+        impls.choose("mc", b)
+    with pytest.raises(RefbenchError, match="rclone is pinned at v1.76.0"):
+        impls.choose("rclone@v1.75.0", b)
+
+
+# ---- the seal ----------------------------------------------------------------------------------
+def test_an_install_is_sealed_reused_and_installed_again_when_its_files_change(tmp_path, monkeypatch):
+    """The registry stood in by a function that writes a program: what is checked is the cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    made = []
+
+    def fake_pypi(impl, d):
+        (d / "root" / "bin").mkdir(parents=True)
+        program = d / "root" / "bin" / impl.program
+        program.write_text("#!/bin/sh\necho pinned\n")
+        program.chmod(0o755)
+        made.append(impl.name)
+        return program, "python3.11"
+
+    monkeypatch.setattr(impls, "_install_pypi", fake_pypi)
+    impl = impls.bundled()["s3cmd"]
+    first = impls.install(impl)
+    assert first.built_now and made == ["s3cmd"] and first.program.is_absolute()
+    record = json.loads((impls.install_dir(impl) / "impl.json").read_text())
+    assert record["seal"] and record["content_sha256"] == impls.tree_digest(first.root)
+    again = impls.install(impl)
+    assert not again.built_now and made == ["s3cmd"]  # cached: its seal and its files hold
+    first.program.write_text("#!/bin/sh\necho planted\n")  # a restored cache changed a file
+    assert impls.cached(impl) is None
+    third = impls.install(impl)
+    assert third.built_now and made == ["s3cmd", "s3cmd"] and "pinned" in third.program.read_text()
+    # a record sealed under another key (another job's cache) is not trusted either
+    (tmp_path / "config" / "refbench" / "cache-key").write_text("f" * 64 + "\n")
+    monkeypatch.setattr("refbench.trust._key", None)
+    assert impls.cached(impl) is None
+
+
+def test_each_implementation_runs_with_a_home_of_the_runs_own(tmp_path):
+    env = impls.runtime_env(impls.bundled()["aws-cli"], tmp_path / "home")
+    assert env["HOME"] == str(tmp_path / "home") and env["AWS_EC2_METADATA_DISABLED"] == "true"
+    assert all(str(tmp_path / "home") in env[k] for k in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE",
+                                                          "RCLONE_CONFIG", "PYTHONPYCACHEPREFIX"))
+    assert not any(k.startswith("AWS_ACCESS") or "SECRET" in k for k in env)  # the run's keys come from the backend
+
+
+# ---- mixed runs on the mock ---------------------------------------------------------------------
+def test_a_ref_beside_an_implementation_through_the_mock(scenarios, tmp_path):
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "other-cli 3.1"] and res.baseline == "v1.0.0"
+    impl = res.builds[1]
+    assert (impl.kind, impl.registry, impl.ref, impl.version) == ("implementation", "pypi", "other-cli@3.1", "3.1")
+    verdicts = {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in res.steps()}
+    assert verdicts == {"list": [Verdict.NOT_SUPPORTED], "copy": [Verdict.SLOWER]}  # fake-2.00: twice the time
+    # its own commands, with its own defaults and the run's HOME; the check is the scenario's
+    copy = next(st for _, st in res.steps() if st.name == "copy")
+    assert "copy --own-defaults" in copy.builds["other-cli 3.1"].command
+    assert "HOME=" in copy.builds["other-cli 3.1"].command and "HOME=" not in copy.builds["v1.0.0"].command
+    assert "other-cli 3.1" not in next(st for _, st in res.steps() if st.name == "list").builds
+    summary = (tmp_path / "summary.md").read_text()
+    assert "other-cli 3.1" in summary and "not supported" in summary and "1 not supported" in summary
+    assert "differ in Go version" not in summary  # another program: its Python is not a cause to warn of
+    assert "other-cli 3.1" in (tmp_path / "report.html").read_text()
+    rows = list(csv.DictReader((tmp_path / "results.csv").open()))
+    assert {r.get("contender") or r.get("build") for r in rows} >= {"other-cli 3.1"}
+    # compare takes it as it takes a build
+    again = tmp_path / "again"
+    assert bench(scenarios, again, "-s", "v1.0.0", "--impl", "other-cli").returncode == EXIT_OK
+    cmp = run_cli("compare", tmp_path / "results.json", again / "results.json")
+    assert cmp.returncode == EXIT_OK and "other-cli 3.1" in cmp.stdout, cmp.stderr
+
+
+def test_a_dry_run_lists_each_implementation_with_its_pins(scenarios, tmp_path):
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "--dry-run")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    assert "implementation other-cli 3.1: PyPI other-cli, 1 files pinned by SHA-256 -> would install" in proc.stdout
+
+
+def test_the_baseline_may_be_an_implementation(scenarios, tmp_path):
+    proc = bench(scenarios, tmp_path, "--impl", "other-cli", "-s", "v1.0.0")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert res.baseline == "other-cli 3.1" and [b.label for b in res.builds] == ["other-cli 3.1", "v1.0.0"]
+    verdicts = {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in res.steps()}
+    # the baseline cannot list: nothing to compare there; the ref copies in half the time
+    assert verdicts == {"list": [Verdict.NOT_SUPPORTED], "copy": [Verdict.FASTER]}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("-s", "v1.0.0", "--impl", "nosuch"), "--impl nosuch: unknown implementation 'nosuch'"),
+    (("-s", "v1.0.0", "--impl", "other-cli@9"), "other-cli is pinned at 3.1"),
+    (("-s", "v1.0.0", "--impl", "other-cli", "--go", "1.25"), "--go applies to refs: --impl other-cli"),
+    (("--impl", "other-cli"), "give at least two refs to compare"),
+    (("-s", "v1.0.0", "--impl", "other-cli", "--impl", "other-cli"), "other-cli 3.1 given twice"),
+])
+def test_bad_input_is_one_line_and_exit_2(scenarios, tmp_path, argv, message):
+    proc = bench(scenarios, tmp_path, *argv)
+    assert proc.returncode == EXIT_ERROR and message in proc.stderr, proc.stderr
+    assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("refbench: error")]) == 1
+
+
+def test_a_missing_registry_in_the_scenarios_file_is_one_line_and_exit_2(tmp_path, monkeypatch):
+    path = scenarios_file(monkeypatch, tmp_path, SCENARIOS.replace('registry = "pypi"\n', ""))
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert "implementations.other-cli.registry: expected a string (required)" in proc.stderr
+
+
+def test_bisect_takes_no_implementation(tmp_path):
+    proc = run_cli("bisect", "v1.0.0", "v2.0.0", "--only", "small files", "--impl", "aws-cli")
+    assert proc.returncode == EXIT_ERROR and "bisect walks a ref's commits; --impl aws-cli" in proc.stderr
+
+
+# ---- real registries (slow) ----------------------------------------------------------------------
+def _user_impl(tmp_path: Path, body: str, name: str) -> impls.Implementation:
+    p = tmp_path / "impl.toml"
+    p.write_text(body)
+    return impls.load_file(p, str(p))[name]
+
+
+@pytest.mark.slow
+def test_pypi_installs_pinned_and_refuses_a_file_whose_hash_differs(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    s3cmd = impls.bundled()["s3cmd"]
+    got = impls.install(s3cmd)
+    assert got.built_now and got.program == impls.install_dir(s3cmd) / "root" / "bin" / "s3cmd"
+    assert not list(got.root.rglob("__pycache__"))  # no byte code in the sealed install
+    home = tmp_path / "home"
+    home.mkdir()
+    import subprocess
+    out = subprocess.run([str(got.program), "--version"], capture_output=True, text=True,
+                         env={**impls.runtime_env(s3cmd, home), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0 and "2.4.0" in out.stdout + out.stderr
+    assert not list(got.root.rglob("__pycache__"))  # running it wrote none into the install either
+    assert not impls.install(s3cmd).built_now
+    # one hash changed: pip refuses the file, nothing is left in the cache
+    bad = [ln if not ln.startswith("s3cmd==") else ln[:-8] + "00000000" for ln in s3cmd.requirements]
+    import dataclasses
+    tampered = dataclasses.replace(s3cmd, requirements=tuple(bad))
+    with pytest.raises(RefbenchError, match="pip install of s3cmd 2.4.0 .hash-checked. failed") as e:
+        impls.install(tampered)
+    assert "DO NOT MATCH" in e.value.detail.upper() or "hash" in e.value.detail.lower()
+    assert not impls.install_dir(tampered).exists()
+
+
+TOXIPROXY = """
+[implementations.toxiproxy]
+version = "v2.12.0"
+registry = "go"
+module = "github.com/Shopify/toxiproxy/v2"
+package = "github.com/Shopify/toxiproxy/v2/cmd/server"
+program = "server"
+module_sum = "{sum}"
+binary_sha256 = {{ "{go} linux/amd64" = "{binary}" }}
+"""
+
+
+@pytest.mark.slow
+def test_the_go_module_proxy_installs_pinned_and_refuses_another_hash(tmp_path, monkeypatch):
+    """A small module (toxiproxy's server, whose reproducible binary pins.py pins) as a user declares it."""
+    from refbench.tools import find_tool
+    if not find_tool("go"):
+        need("go", "building an implementation from the Go module proxy")
+    if pins.current_platform() != "linux/amd64":
+        pytest.skip("the binary pin below is linux/amd64's")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    binary = pins.pin_for("toxiproxy-server", "linux/amd64").sha256
+    real_sum = "h1:" + "x" * 43
+    probe = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary=binary), "toxiproxy")
+    from refbench.tools import go
+    real_sum = impls.module_sum(probe, go(), {**pins.build_env(), "GOFLAGS": impls.GO_FLAGS})
+    assert real_sum.startswith("h1:")
+    with pytest.raises(RefbenchError, match="refusing toxiproxy@v2.12.0: the module proxy's hash is h1:"):
+        impls.install(probe)  # the declared h1:xxx is not the module's
+    good = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary=binary), "toxiproxy")
+    got = impls.install(good)
+    assert got.built_now and pins.sha256_of(got.program) == binary
+    wrong = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary="0" * 64), "toxiproxy")
+    shutil.rmtree(impls.install_dir(wrong), ignore_errors=True)
+    with pytest.raises(RefbenchError, match="not the pinned bytes"):
+        impls.install(wrong)
+    assert not impls.install_dir(wrong).exists()
+
+
+@pytest.mark.slow
+def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path):
+    """s5cmd's fixture commit beside s3cmd on the embedded MinIO: one fixture, one check, both decided."""
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    out = tmp_path / "out"
+    from conftest import run_bench
+    proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--only", "s3 clients, small files", "--quick", "-r", "3", "-w", "1", "--rounds", "3",
+                     "--budget", "none", "--no-profile", "-o", str(out / "summary.md"),
+                     "--json", str(out / "results.json"), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    res = rs.load(out / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "s3cmd 2.4.0"]
+    steps = {st.name: st for _, st in res.steps()}
+    assert set(steps) == {"upload", "download", "remove"}
+    assert all(c.verdict != Verdict.NOT_SUPPORTED for st in steps.values() for c in st.comparisons)
+    download = steps["download"]
+    assert {b.check for b in download.builds.values()} == {"identical"} and not download.check_differs
+    impl = res.builds[1]  # run by absolute path from its sealed install, never found on PATH
+    assert os.path.isabs(impl.binary) and "/implementations/s3cmd-2.4.0-" in impl.binary
+    assert (impl.kind, impl.registry) == ("implementation", "pypi")
+
+
+def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
+    for i in (1, 2):
+        proc = bench(scenarios, tmp_path / f"s{i}", "-s", "v1.0.0", "--impl", "other-cli", "--shard", f"{i}/2")
+        assert proc.returncode == EXIT_OK, proc.stderr
+    merged = run_cli("merge", *(tmp_path / f"s{i}" / "results.json" for i in (1, 2)), "-o", tmp_path / "m.json")
+    assert merged.returncode == EXIT_OK, merged.stderr
+    joined = rs.load(tmp_path / "m.json")
+    assert [(b.label, b.kind) for b in joined.builds] == [("v1.0.0", "tag"), ("other-cli 3.1", "implementation")]
+    verdicts = {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in joined.steps()}
+    assert verdicts == {"list": [Verdict.NOT_SUPPORTED], "copy": [Verdict.SLOWER]}
+
+
+THIRD = SCENARIOS + """
+[implementations.third-cli]
+version = "0.9"
+registry = "go"
+package = "example.com/third/cmd/third"
+program = "third"
+module_sum = "h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+
+  [implementations.third-cli.scenarios.tiny.steps.copy]
+  command = "{{ bin }} copy {{ fixture }} {{ work }}"
+"""
+
+
+def test_the_scoreboard_ranks_refs_and_implementations_alike(tmp_path, monkeypatch):
+    path = scenarios_file(monkeypatch, tmp_path, THIRD)
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "--impl", "third-cli",
+                 binaries={"v1.0.0": "fake-1.00", "other-cli": "fake-2.00", "third-cli": "fake-0.50"})
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert res.builds[2].source == "go" and res.builds[2].label == "third-cli 0.9"
+    # over the steps every build ran (copy): third-cli's half the time is 0.5, not diluted by list's 1.0
+    assert {k: round(v["geomean_vs_baseline"], 1) for k, v in res.scoreboard.items()} == \
+        {"v1.0.0": 1.0, "other-cli 3.1": 2.0, "third-cli 0.9": 0.5}
+    board = (tmp_path / "summary.md").read_text().split("### Scoreboard", 1)[1]
+    assert board.index("| third-cli 0.9") < board.index("| v1.0.0") < board.index("| other-cli 3.1")
+
+
+def test_results_written_before_implementations_still_load_as_refs_builds():
+    old = rs.load(ROOT / "tests" / "data" / "results-demo.json")
+    assert old.builds and all(b.registry is None and b.kind != impls.KIND for b in old.builds)
+    assert "registry" not in json.dumps(old.to_json()["builds"])  # a ref's build writes no registry key
+
+
+def test_a_named_variant_of_an_implementation_runs_it_with_its_environment(scenarios, tmp_path):
+    """The settings its docs recommend for bulk transfers, as a build of its own: named, env only."""
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli",
+                 "--variant", "other-bulk=impl:other-cli,env=OTHER_THREADS=16")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "other-cli 3.1", "other-bulk"]
+    bulk = res.builds[2]
+    assert (bulk.kind, bulk.ref, dict(bulk.env)) == ("implementation", "other-cli@3.1", {"OTHER_THREADS": "16"})
+    copy = next(st for _, st in res.steps() if st.name == "copy")
+    assert "OTHER_THREADS=16" in copy.builds["other-bulk"].command and "HOME=" in copy.builds["other-bulk"].command
+    assert "OTHER_THREADS" not in copy.builds["other-cli 3.1"].command
+    bad = bench(scenarios, tmp_path / "bad", "-s", "v1.0.0", "--variant", "x=impl:other-cli,go=1.25")
+    assert bad.returncode == EXIT_ERROR and "an implementation takes env= only" in bad.stderr
