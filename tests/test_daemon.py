@@ -132,3 +132,70 @@ def test_parsers():
     u = daemon.usage(daemon.Snapshot(1.0, 5, 10, 100, 2), daemon.Snapshot(1.5, 7, 30, 400, 3))
     assert u == daemon.Usage(0.5, 7, 20, 300, 1)
     assert set(u.values()) == set(daemon.METRICS)
+
+
+# a stand-in daemon driven by signals, as a CLI drives kubo's daemon through its API: on SIGUSR1
+# it holds `mib` MiB (touched) for a moment, then frees them and answers with SIGUSR2
+_SIGNALLED = r"""
+import os, signal, sys, time
+mib = int(sys.argv[1])
+def work(sig, frame):
+    b = bytearray(mib << 20)
+    time.sleep(0.05)
+    del b
+    os.kill(int(open(sys.argv[2]).read()), signal.SIGUSR2) if os.path.exists(sys.argv[2]) else None
+signal.signal(signal.SIGUSR1, work)
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(tmp_path):
+    """Through the runner's hooks (with_probe, --conclude, collect_usages) and a real hyperfine:
+    two daemons, one holding 64 MiB more during each run, interleaved A B B A: each build is
+    charged its own daemon's peak, and the client's own memory is the same for both."""
+    from refbench import hyperfine
+    from refbench.runner import collect_usages, with_probe
+    from conftest import need
+
+    binary = hyperfine.locate()
+    if not binary:
+        need("hyperfine", "run `refbench setup`")
+    info = hyperfine.HyperfineInfo.probe(binary)
+    procs = [subprocess.Popen([sys.executable, "-c", _SIGNALLED, str(mib), str(tmp_path / "nobody")],
+                              stdout=subprocess.PIPE, text=True) for mib in (0, 64)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        probes = [daemon.probe_commands((), p.pid, tmp_path / f"{i}.jsonl", None) for i, p in enumerate(procs)]
+        cmds = [f"kill -USR1 {p.pid} && sleep 0.2" for p in procs]
+        seq = [0, 1, 1, 0, 0, 1]
+        out = tmp_path / "x.json"
+        argv = hyperfine.command_line(out, [f"b{i}" for i in seq], [cmds[i] for i in seq],
+                                      [with_probe(None, (*probes[i], None)) for i in seq], 1, 0, info=info,
+                                      concludes=[probes[i][1] for i in seq])
+        assert argv.count("--conclude") == len(seq)
+        subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path)
+        light = collect_usages(tmp_path / "0.jsonl", 3, "light")
+        heavy = collect_usages(tmp_path / "1.jsonl", 3, "heavy")
+        assert not (tmp_path / "0.jsonl").exists()  # read once, then gone: the next round starts empty
+        assert max(u.memory for u in light) + 50 * MiB < min(u.memory for u in heavy)
+        with pytest.raises(RunError, match="gave 0 figures for 3 runs"):
+            collect_usages(tmp_path / "0.jsonl", 3, "again")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
+    """The overhead per run is two probes (a Python start each), outside the timed command."""
+    d = spawn(0)
+    before, after = daemon.probe_commands((), d.pid, tmp_path / "a.jsonl", None)
+    t0 = time.monotonic()
+    for _ in range(5):
+        subprocess.run(before, shell=True, check=True)
+        subprocess.run(after, shell=True, check=True)
+    per_run = (time.monotonic() - t0) / 5
+    assert per_run < 1.0, per_run
