@@ -185,6 +185,13 @@ def metric_values(metric: str, times, user, system, memory, instructions,
     return tuple(float(x) for x in v)
 
 
+def comparable(x, y) -> bool:
+    """Whether two builds' figures of a metric can be compared (on the log scale the statistics
+    use): no zero among them, or all the same (a daemon that wrote nothing to a tmpfs in every run
+    of both: no change). A daemon's writes can be 0 in some runs only; they are then not judged."""
+    return (all(v > 0 for v in x) and all(v > 0 for v in y)) or len(set(x) | set(y)) == 1
+
+
 @dataclass(frozen=True, kw_only=True)
 class Samples(_Doc):
     """One build's runs in one step."""

@@ -431,7 +431,7 @@ class Runner:
             x = b0.values(metric)
             for b in builds[1:]:
                 y = samples[b.label].values(metric)
-                if x is None or y is None:
+                if x is None or y is None or not rs.comparable(x, y):
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
