@@ -85,3 +85,32 @@ def test_compare_judges_the_daemon_metrics_apart_from_the_client():
     assert by["memory"] == Verdict.SAME and by["daemon-cpu"] != Verdict.SLOWER, by
     assert "daemon-writes" not in by  # 0 in some runs: not on a log scale, not judged
     assert json.dumps(rc.rows[0].to_json())  # and it serialises
+
+
+def _judged_daemon_results() -> rs.Results:
+    doc = _daemon_doc()
+    st = doc["scenarios"][0]["steps"][0]
+    old, new = st["builds"]["old"], st["builds"]["new"]
+    for m in ("memory", *DAEMON_METRICS):
+        k = "memory_bytes" if m == "memory" else m.replace("-", "_")
+        if all(v > 0 for v in old[k] + new[k]):
+            st["comparisons"].append(stats.contrast_metric(m, "old", old[k], "new", new[k]).to_json())
+    return rs.Results.from_json(doc, "t")
+
+
+def test_the_views_say_whose_figures_are_whose(tmp_path):
+    from refbench.render.csv import CSV_FIELDS, write_csv
+    from refbench.render.markdown import render_github, render_markdown
+
+    r = _judged_daemon_results()
+    md = render_markdown(r)
+    assert "Daemon memory" in md and "the CLI's, the client process hyperfine timed" in md
+    assert "kubo daemon spent during each run" in render_github(r)
+    write_csv(r, tmp_path / "a.csv")
+    header, row_old, row_new = (tmp_path / "a.csv").read_text().splitlines()[:3]
+    assert header.split(",")[:len(CSV_FIELDS)] == CSV_FIELDS and "daemon_memory_verdict" in header
+    assert "slower" in row_new.split(",")[header.split(",").index("daemon_memory_verdict")]
+    plain = factories.basic()
+    write_csv(plain, tmp_path / "b.csv")
+    assert (tmp_path / "b.csv").read_text().splitlines()[0].split(",") == CSV_FIELDS  # no daemon: as before
+    assert "Whose figures" not in render_markdown(plain)
