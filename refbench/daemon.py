@@ -175,7 +175,7 @@ def probe_commands(prefix: tuple[str, ...], pid: int, out: Path, metrics_url: st
     def one(phase: str) -> str:
         reset = f"echo 5 > {proc}/clear_refs && " if phase == "before" else ""
         body = f"{gone}; {reset}{{ echo @{phase}; {inner}; echo @end; }} >> {o}"
-        return pre + "sh -c " + q(body) if pre else f"{{ {body}; }}"
+        return pre + "sh -c " + q(body)  # its own shell: it works under hyperfine -N too
     return one("before"), one("after")
 
 
