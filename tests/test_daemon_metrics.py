@@ -114,6 +114,10 @@ def test_the_views_say_whose_figures_are_whose(tmp_path):
     write_csv(plain, tmp_path / "b.csv")
     assert (tmp_path / "b.csv").read_text().splitlines()[0].split(",") == CSV_FIELDS  # no daemon: as before
     assert "Whose figures" not in render_markdown(plain)
+    from refbench import analysis
+    from refbench.render.html import render_html
+    html = render_html(r, analysis.analyse(r))
+    assert 'data-metric="daemon-memory" data-verdict="slower"' in html and "Daemon memory" in html
 
 
 def test_the_daemon_metrics_survive_shard_and_merge():
