@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from . import judge, stats, verdict
 from .accounting import changes as request_changes
-from .results import Fixture, RequestChange, Results, Samples, Scenario, Step, read_comparison
-from .verdict import METRICS
+from .results import Fixture, RequestChange, Results, Samples, Scenario, comparable, Step, read_comparison
+from .verdict import ALL_METRICS, METRICS
 
 
 @dataclass(frozen=True)
@@ -112,9 +112,9 @@ def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: stats.Criteri
              family_size: int) -> list[stats.Comparison]:
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
-    for metric in METRICS:
+    for metric in ALL_METRICS:  # the daemon's too, where both runs probed it (their own family)
         x, y = ob.values(metric), nb.values(metric)
-        if x is not None and y is not None:
+        if x is not None and y is not None and comparable(x, y):
             out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,
                                              family_size=family_size))
     return out

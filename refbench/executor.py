@@ -40,11 +40,12 @@ class Call:
     flags: tuple[str, ...] = ()
     verbose: bool = False
     wrap: tuple[str, ...] = ()  # what hyperfine runs behind (entry into the run's network namespace)
+    concludes: tuple[str | None, ...] = ()  # per command, after each run (the daemon probes, refbench.daemon)
 
     def argv(self, info: HyperfineInfo, jpath: Path) -> list[str]:
         return [*self.wrap] + hyperfine.command_line(jpath, list(self.names), list(self.commands), list(self.prepares), self.runs,
                                       self.warmup, info=info, verbose=self.verbose, no_shell=self.no_shell,
-                                      extra_flags=list(self.flags))
+                                      extra_flags=list(self.flags), concludes=list(self.concludes))
 
 
 @dataclass(frozen=True)

@@ -255,7 +255,7 @@ def check_hyperfine_flags(flags: list[str]) -> None:
 
 def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str | None], runs: int,
                  warmup: int, *, info: HyperfineInfo, verbose: bool = False, no_shell: str = "auto",
-                 extra_flags: list[str] = ()) -> list[str]:
+                 extra_flags: list[str] = (), concludes: list[str | None] = ()) -> list[str]:
     """One hyperfine invocation: the commands in the order given, each with its own prepare.
     Shell: 1.x uses one unless given -N, 2.0 none unless given -S; 2.0 exports only the metrics
     it is asked for. Always -i: a failing run is exported with its exit code instead of ending
@@ -263,7 +263,7 @@ def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str
     the step naming the build (runner.check_exits), and no failed run enters a verdict."""
     argv = [info.path, "--export-json", str(jpath), "--runs", str(runs), "--warmup", str(warmup),
             "--style", "basic" if verbose else "none"]
-    shell_free = use_no_shell(no_shell, cmds, preps)
+    shell_free = use_no_shell(no_shell, cmds, [*preps, *concludes])
     if info.schema == 2:
         wanted = ["time_wall_clock", "time_user", "time_system", "memory_peak_resident"]
         argv += ["--metrics", ",".join(wanted + (["instructions"] if info.counts_instructions else []))]
@@ -276,6 +276,9 @@ def command_line(jpath: Path, names: list[str], cmds: list[str], preps: list[str
     if any(preps):
         for p in preps:
             argv += ["--prepare", p or ":"]
+    if any(concludes):  # after each run, outside its timing (hyperfine >= 1.17)
+        for c in concludes:
+            argv += ["--conclude", c or ":"]
     if not any(f == "-i" or f.startswith("--ignore-failure") for f in extra_flags):
         argv.append("-i")
     argv += extra_flags

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from . import __version__
 from .errors import RefbenchError
 from .figures import Comparison, Criteria, Summary, criteria, summarize
-from .verdict import ALPHA, METRICS, NOISE_LIMIT, THRESHOLD, Verdict, count
+from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -173,15 +173,26 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 9)
 
 
-def metric_values(metric: str, times, user, system, memory, instructions) -> tuple[float, ...] | None:
+def metric_values(metric: str, times, user, system, memory, instructions,
+                  daemon: Mapping[str, tuple] | None = None) -> tuple[float, ...] | None:
     """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
     instructions), or None unless every run has one: what a comparison of that metric reads, in
     a run (runner.BuildSamples) and from a saved one (Samples) alike."""
-    v = {"wall": times, "cpu": tuple(u + k for u, k in zip(user, system)), "memory": memory,
-         "instructions": instructions}[metric]
+    if metric in DAEMON_METRICS:  # the build's daemon during each run (refbench.daemon), where measured
+        v = (daemon or {}).get(metric) or ()
+    else:
+        v = {"wall": times, "cpu": tuple(u + k for u, k in zip(user, system)), "memory": memory,
+             "instructions": instructions}[metric]
     if not v or len(v) != len(times) or any(x is None for x in v):
         return None
     return tuple(float(x) for x in v)
+
+
+def comparable(x, y) -> bool:
+    """Whether two builds' figures of a metric can be compared (on the log scale the statistics
+    use): no zero among them, or all the same (a daemon that wrote nothing to a tmpfs in every run
+    of both: no change). A daemon's writes can be 0 in some runs only; they are then not judged."""
+    return (all(v > 0 for v in x) and all(v > 0 for v in y)) or len(set(x) | set(y)) == 1
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,6 +205,12 @@ class Samples(_Doc):
     rounds: tuple[int, ...] = _f(list, default=())
     memory_bytes: tuple[int | None, ...] | None = _f(list, default=None)  # each run's own peak, where measured
     instructions: tuple[int | None, ...] | None = _f(list, default=None, omit_none=True)  # where counted
+    # what the build's daemon spent during each run (issue 36): only where a daemon ran and was
+    # probed; files without them (older ones, `none` mode) load as before
+    daemon_cpu: tuple[float, ...] | None = _f(list, default=None, omit_none=True)  # seconds, user + system
+    daemon_memory: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # peak bytes in the run
+    daemon_writes: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # write_bytes
+    daemon_alloc: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # Go bytes allocated
     stats: Summary | None = _f(dict, default=None, read=_read_summary)
     cpu_mean: float | None = _f((int, float), default=None)
     cpu_wall_ratio: float | None = _f((int, float), default=None)
@@ -213,11 +230,17 @@ class Samples(_Doc):
         instructions), or None unless every run has one: what a saved run's comparison of that
         metric reads (`compare`), as the runner reads its own samples."""
         return metric_values(metric, self.times, self.user, self.system, self.memory_bytes or (),
-                             self.instructions or ())
+                             self.instructions or (), self.daemon_values())
+
+    def daemon_values(self) -> dict[str, tuple]:
+        """The daemon's per-run figures by metric name (verdict.DAEMON_METRICS), those measured."""
+        got = {m: getattr(self, m.replace("-", "_")) for m in DAEMON_METRICS}
+        return {m: v for m, v in got.items() if v is not None}
 
     @classmethod
     def measured(cls, times, user, system, exit_codes, rounds, memory, rss_kb=None, check=None,
-                 command: str = "", prepare: str | None = None, instructions=()) -> "Samples":
+                 command: str = "", prepare: str | None = None, instructions=(),
+                 daemon: Mapping[str, list] | None = None) -> "Samples":
         """From the runner's raw samples: the summary and CPU figures computed once, here, and
         rounded as the file stores them (so a run's results equal their own file read back)."""
         cpu = [u + k for u, k in zip(user, system)]
@@ -230,7 +253,9 @@ class Samples(_Doc):
             stats=_read_summary(s.to_json(), "") if s else None,
             cpu_mean=_round(sum(cpu) / len(cpu)) if cpu else None,
             cpu_wall_ratio=round(sum(cpu) / sum(times), 4) if cpu and sum(times) > 0 else None,
-            rss_kb=rss_kb, check=check, command=command, prepare=prepare)
+            rss_kb=rss_kb, check=check, command=command, prepare=prepare,
+            **{m.replace("-", "_"): tuple(round(x, 6) if isinstance(x, float) else x for x in v)
+               for m, v in (daemon or {}).items() if v and all(x is not None for x in v)})
 
 
 @dataclass(frozen=True)
@@ -264,8 +289,8 @@ def read_comparison(value, where: str = "comparison") -> Comparison:
         _check(value[key], str, f"{where}.{key}")
     if value["verdict"] not in set(Verdict):
         raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(Verdict)}")
-    if value.get("metric", "wall") not in METRICS:
-        raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(METRICS)}")
+    if value.get("metric", "wall") not in ALL_METRICS:
+        raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(ALL_METRICS)}")
     if "rel" not in value:
         raise _Shape(f"{where} has no 'rel'")
     rel = _check(value["rel"], (int, float), f"{where}.rel")
@@ -627,7 +652,7 @@ class Results(_Doc):
         """The metrics other than wall time that some step has a verdict on, in METRICS' order
         (a run whose hyperfine could not count instructions has none on them)."""
         have = {c.metric for _, st in self.steps() for c in st.metric_comparisons}
-        return tuple(m for m in METRICS if m != "wall" and m in have)
+        return tuple(m for m in ALL_METRICS if m != "wall" and m in have)
 
     def differing_toolchains(self) -> dict[str, str]:
         """Each build's Go (label -> toolchain) when the builds were not all built with the same

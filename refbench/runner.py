@@ -13,7 +13,7 @@ import logging
 import shlex
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable
@@ -31,6 +31,7 @@ from .sampling import Sampling
 from .stats import Comparison, Criteria, contrast_metric
 from .stopping import CONTINUE, Progress, StopRule, split_runs  # noqa: F401 (judge and soak read split_runs here)
 from .units import slug
+from .verdict import DAEMON_METRICS
 from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,7 @@ class BuildSamples:
     check: str | None = None
     command: str = ""
     prepare: str | None = None
+    daemon: dict[str, list] = field(default_factory=dict)  # daemon metric -> per-run figures (refbench.daemon)
 
     @property
     def times(self) -> list[float]:
@@ -108,17 +110,24 @@ class BuildSamples:
     def record(self) -> rs.Samples:
         return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
                                    rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare,
-                                   instructions=self.counter("instructions"))
+                                   instructions=self.counter("instructions"), daemon=self.daemon)
 
     def values(self, metric: str) -> list[float] | None:
         """Per-run values of a metric, or None unless every run has one (results.metric_values)."""
-        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.counter("instructions"))
+        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.counter("instructions"),
+                             self.daemon)
         return None if v is None else list(v)
 
     def add(self, res: CommandResult, r: int) -> None:
         runs = measurements(res)
         self.runs += runs
         self.rounds += [r] * len(runs)
+
+    def add_daemon(self, usages: list) -> None:
+        """The daemon's figures of the runs just added (refbench.daemon.Usage, in run order)."""
+        for u in usages:
+            for metric, value in u.values().items():
+                self.daemon.setdefault(metric, []).append(value)
 
 
 def _every(values) -> list:
@@ -438,11 +447,12 @@ class Runner:
         base = builds[0].label
         b0 = samples[base]
         out = []
-        for metric in self.bench.metrics if metrics is None else [m for m in self.bench.metrics if m in metrics]:
+        measured = (*self.bench.metrics, *(m for m in DAEMON_METRICS if m in b0.daemon))
+        for metric in measured if metrics is None else [m for m in measured if m in metrics]:
             x = b0.values(metric)
             for b in builds[1:]:
                 y = samples[b.label].values(metric)
-                if x is None or y is None:
+                if x is None or y is None or not rs.comparable(x, y):
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
@@ -488,13 +498,27 @@ class Runner:
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
         seq, per_cmd = interleave_seq(order, runs, self.bench.sampling.interleave)
-        call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0)
+        probes = self.daemon_probes(builds)
+        call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq],
+                         [with_probe(preps[i], probes[i]) for i in seq], per_cmd, 0)
+        if any(probes):
+            call = replace(call, concludes=tuple(p[1] if p else None for p in (probes[i] for i in seq)))
         # the executor checked the results' names against the call's, so position is the build
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
         for pos, res in zip(seq, results):
             samples[builds[pos].label].add(res, r)
         self.check_exits(f"{where} round {r + 1}", samples)
+        for b, p in zip(builds, probes):
+            if p is not None:
+                samples[b.label].add_daemon(collect_usages(p[2], len(samples[b.label].runs)
+                                                           - len(samples[b.label].daemon.get("daemon-cpu", ())),
+                                                           f"{where} round {r + 1}, {b.label}"))
         return elapsed
+
+    def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple[str, str, Path] | None]:
+        """Each build's daemon probes (backend.daemon_probes), None where it runs no daemon."""
+        get = getattr(self.bench.backend, "daemon_probes", None)
+        return [get(b.label) if get is not None else None for b in builds]
 
     def check_exits(self, where: str, samples: dict[str, BuildSamples]) -> None:
         """A run that exited non-zero (hyperfine -i lets it through) never enters a verdict: a
@@ -528,6 +552,28 @@ class Runner:
         if step.check:  # the scenario's own check for every build: one check, whatever made the files
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
+
+
+def with_probe(prep: str | None, probe: tuple[str, str, Path] | None) -> str | None:
+    """A run's prepare followed by the daemon's before-probe, last, right before the timed command
+    (so the reset of its peak memory is as late as it can be)."""
+    if probe is None:
+        return prep
+    return f"{prep} && {probe[0]}" if prep else probe[0]
+
+
+def collect_usages(path: Path, expected: int, where: str) -> list:
+    """The usages a round's probes appended (refbench.daemon.read_usages), the file then removed;
+    RunError when they are not one per run (a probe failed: the daemon died mid-run)."""
+    from .daemon import read_usages
+    try:
+        usages = read_usages(path)
+    finally:
+        Path(path).unlink(missing_ok=True)
+    if len(usages) != expected:
+        raise RunError(f"{where}: the daemon's probes gave {len(usages)} figures for {expected} runs "
+                       "(the daemon exited mid-run?)")
+    return usages
 
 
 def interleave_seq(order: list[int], runs: int, interleave: str) -> tuple[list[int], int]:

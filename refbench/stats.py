@@ -56,7 +56,7 @@ from scipy.special import ndtr, ndtri
 
 # the plain figures live in figures.py (results.py reads them without numpy); re-exported here
 from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, not_supported, summarize  # noqa: F401
-from .verdict import METRICS, Verdict
+from .verdict import METRICS, Verdict, is_daemon_metric
 
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -806,7 +806,22 @@ def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> l
     than Bonferroni-Holm when something did; weighted (metric_weights) so the primary metric keeps
     most of its power. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
     p-values are repeated p-values when they looked more than once: valid at the look where they
-    stopped, so BH applies unchanged."""
+    stopped, so BH applies unchanged. The daemon's metrics (verdict.DAEMON_METRICS) are a family
+    of their own, adjusted apart: the client's family, and so wall time's power, is what it was
+    without them (issue 36)."""
+    daemon = [i for i, c in enumerate(comps) if is_daemon_metric(c.metric)]
+    if daemon:
+        client = [i for i in range(len(comps)) if i not in set(daemon)]
+        out = list(comps)
+        for part in (client, daemon):
+            for i, c in zip(part, _adjust_one([comps[i] for i in part], criteria)):
+                out[i] = c
+        return out
+    return _adjust_one(list(comps), criteria)
+
+
+def _adjust_one(comps: list[Comparison], criteria: Criteria) -> list[Comparison]:
+    """Weighted Benjamini-Hochberg over one family (adjust_family)."""
     idx = [i for i, c in enumerate(comps) if c.p_value is not None]
     if len(idx) < 2:
         return list(comps)

@@ -17,6 +17,16 @@ from typing import TypeVar
 # run's own peak RSS), instructions retired (where the kernel lets hyperfine count them). Here, on
 # the bottom floor, so the timer, the statistics, results.json and the views name them alike.
 METRICS = ("wall", "cpu", "memory", "instructions")
+# What a build's daemon (kubo online/offline) spent during each run (refbench.daemon): measured
+# by probes around the run, not by hyperfine, and judged in an adjustment family of their own
+# (stats.adjust_family), so they cost wall time's verdicts no power. A run without a daemon has
+# none of them. Their default threshold is --threshold's, like wall's (figures.Criteria).
+DAEMON_METRICS = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
+ALL_METRICS = METRICS + DAEMON_METRICS
+
+
+def is_daemon_metric(metric: str) -> bool:
+    return metric in DAEMON_METRICS
 # The verdicts' defaults, written once: the command line, a run's request, the statistics' criteria
 # and a results file read without them all take them from here. --threshold: wall time's
 # equivalence margin (a change inside ±5% is no change worth a verdict); --alpha: the run's

@@ -335,7 +335,7 @@ class IpfsBackend:
                 self._inside(unmount_command(repo.path, self._scratch(label)))
                 shutil.rmtree(self._scratch(label), ignore_errors=True)
             shutil.rmtree(repo.path, ignore_errors=True)
-        for p in self.workdir.glob("*.daemon.log"):
+        for p in [*self.workdir.glob("*.daemon.log"), *self.workdir.glob("*.daemon-probes.jsonl")]:
             p.unlink()
         self.repos.clear()
         self.mode = "none"
@@ -352,6 +352,21 @@ class IpfsBackend:
         repo = self.repos.get(label)
         daemon = repo.daemon if repo else None
         return daemon.pid if daemon is not None and daemon.poll() is None else None
+
+    def daemon_probes(self, label: str) -> tuple[str, str, Path] | None:
+        """The build's daemon probes (refbench.daemon): the commands hyperfine runs before and
+        after each timed run, and the file they append to; None without a running daemon. The
+        probes run where hyperfine runs (inside the run's namespace for online), so they reach
+        the daemon's API on loopback for its Go metrics."""
+        pid = self.server_pid(label)
+        if pid is None or self.mode == "none":
+            return None
+        from ..daemon import probe_commands
+        repo = self.repos[label]
+        out = repo.path.with_name(repo.path.name + ".daemon-probes.jsonl")
+        metrics = f"{repo.api}/debug/metrics/prometheus" if repo.api else None
+        before, after = probe_commands((), pid, out, metrics)
+        return before, after, out
 
     def watch_extra(self) -> dict:
         return {}

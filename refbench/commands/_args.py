@@ -9,7 +9,7 @@ import re
 from .. import toolchain
 from ..errors import EXIT_ERROR, RefbenchError
 from ..figures import Criteria, criteria
-from ..verdict import ALPHA, METRIC_THRESHOLDS, METRICS, NOISE_LIMIT, THRESHOLD, failing
+from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, failing
 
 
 class Parser(argparse.ArgumentParser):
@@ -132,7 +132,7 @@ def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
     p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
     p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
                    help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
-                        f"e.g. cpu,memory; metrics: {', '.join(METRICS)}")
+                        f"e.g. cpu,memory; metrics: {', '.join(ALL_METRICS)}")
 
 
 def fails(args: argparse.Namespace, comparisons) -> bool:
@@ -143,18 +143,18 @@ def fails(args: argparse.Namespace, comparisons) -> bool:
 def metric_threshold(text: str) -> tuple[str, float]:
     """'memory=0.1' -> ('memory', 0.1); argparse type for --metric-threshold."""
     name, _, value = text.partition("=")
-    if name not in METRICS or name == "wall":
+    if name not in ALL_METRICS or name == "wall":
         raise argparse.ArgumentTypeError(f"{name!r} is not a metric with its own threshold "
-                                         f"(one of {', '.join(m for m in METRICS if m != 'wall')}; wall's is --threshold)")
+                                         f"(one of {', '.join(m for m in ALL_METRICS if m != 'wall')}; wall's is --threshold)")
     return name, fraction(value)
 
 
 def metric_list(text: str) -> tuple[str, ...]:
     """'cpu,memory' -> ('cpu', 'memory'); argparse type for --fail-on."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    bad = [n for n in names if n not in METRICS]
+    bad = [n for n in names if n not in ALL_METRICS]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"{(bad or [text])[0]!r} is not a metric (one of {', '.join(METRICS)})")
+        raise argparse.ArgumentTypeError(f"{(bad or [text])[0]!r} is not a metric (one of {', '.join(ALL_METRICS)})")
     return names
 
 

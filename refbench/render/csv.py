@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 from ..results import Results, Samples, Step
-from ..verdict import METRICS
+from ..verdict import DAEMON_METRICS, METRICS
 
 # the metrics other than wall time, each with its own comparison columns
 OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
@@ -24,6 +24,32 @@ CSV_FIELDS = ["scenario", "step", "network", "daemon", "build", "is_baseline", "
               "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
               "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s",
               "instructions_mean", *[f"{m}_{f}" for m in OTHER_METRICS for f in METRIC_FIELDS], *REQUEST_FIELDS]
+
+
+# a run whose daemon was probed (kubo online/offline) gets these too, after CSV_FIELDS; others not
+DAEMON_FIELDS = [*(f"{m.replace('-', '_')}_mean" for m in DAEMON_METRICS),
+                 *(f"{m.replace('-', '_')}_{f}" for m in DAEMON_METRICS for f in METRIC_FIELDS)]
+
+
+def fields_of(results: Results) -> list[str]:
+    """The CSV's columns: the daemon's only where some step has its figures (a run without a
+    daemon keeps the columns it always had)."""
+    probed = any(b.daemon_values() for _, st in results.steps() for b in st.builds.values())
+    return CSV_FIELDS + (DAEMON_FIELDS if probed else [])
+
+
+def _daemon_columns(st: Step, label: str, b: Samples) -> dict:
+    """The build's daemon: each metric's mean per run and the contender's verdict on it."""
+    if not b.daemon_values():
+        return {}
+    by_metric = st.by_metric(label)
+    out = {f"{m.replace('-', '_')}_mean": _mean(v) for m, v in b.daemon_values().items()}
+    for m in DAEMON_METRICS:
+        c, k = by_metric.get(m), m.replace("-", "_")
+        out.update({f"{k}_rel_change": _of(c, "rel"), f"{k}_ci_low": _of(c, "ci_low"),
+                    f"{k}_ci_high": _of(c, "ci_high"), f"{k}_p_value": _of(c, "p_value"),
+                    f"{k}_verdict": _of(c, "verdict")})
+    return out
 
 
 def _of(obj, name: str):
@@ -88,7 +114,7 @@ def csv_rows(results: Results) -> list[dict]:
                 "check": b.check, "check_differs": st.check_differs, "command": b.command,
                 "times_s": " ".join(f"{t:.6f}" for t in b.times),
                 "instructions_mean": _mean([i for i in b.instructions or () if i is not None]),
-                **_metric_columns(st, lab), **_request_columns(st, lab),
+                **_metric_columns(st, lab), **_request_columns(st, lab), **_daemon_columns(st, lab, b),
             })
     return out
 
@@ -97,7 +123,7 @@ def write_csv(results: Results, path: Path) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS)
+        w = csv.DictWriter(fh, fieldnames=fields_of(results))
         w.writeheader()
         for row in csv_rows(results):
             w.writerow({k: ("" if v is None else v) for k, v in row.items()})

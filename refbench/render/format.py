@@ -8,7 +8,10 @@ import re
 
 # ---- changes, intervals, p-values ---------------------------------------------------------------
 # what the views call each metric: wall time is "time" beside the others
-METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions"}
+METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions",
+                # what the build's daemon (kubo) spent during each run (refbench.daemon), not the CLI's
+                "daemon-cpu": "daemon CPU", "daemon-memory": "daemon memory", "daemon-writes": "daemon writes",
+                "daemon-alloc": "daemon allocations"}
 
 
 def fmt_pct(x: float | None, digits: int = 1) -> str:

@@ -1,0 +1,242 @@
+"""What a build's long-lived daemon (kubo's `ipfs daemon`) spent during one timed run (issue 36).
+
+In kubo's online and offline modes the CLI that hyperfine times is a thin client: `ipfs add`
+does its work in the daemon. So each timed run is bracketed by two probes, run by hyperfine's
+--prepare and --conclude around the command (their cost stays outside the timed command):
+
+- before: reset the daemon's peak-memory high-water mark (`echo 5 > /proc/PID/clear_refs` sets
+  VmHWM back to the current RSS), then append a snapshot of its counters to a per-build file;
+- after: append another snapshot. The run's usage is after − before, its peak is after's VmHWM.
+
+Counters (all process-wide, so every thread of the Go daemon counts):
+- CPU: utime + stime of /proc/PID/stat, in seconds;
+- peak memory: VmHWM of /proc/PID/status, bytes, since the reset;
+- writes: write_bytes of /proc/PID/io, the bytes it caused to be sent to a block device. A repo
+  on tmpfs (or any page-cache-only file system) counts 0 there: the figure is only meaningful
+  where the run's work dir is on a disk;
+- Go allocation bytes and GC cycles from the daemon's /debug/metrics/prometheus
+  (go_memstats_alloc_bytes_total, go_gc_duration_seconds_count), where the daemon serves it. Its
+  API listens on loopback inside the run's namespace, so the probe runs behind the same prefix
+  as every command of the scenario.
+
+A daemon that is gone when a probe reads it is a RunError naming it, never a zero.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import RunError
+
+# metric name -> what it is, in the order the outputs show them
+METRICS = {
+    "daemon-cpu": "the daemon's CPU time (user + system) during the run",
+    "daemon-memory": "the daemon's peak resident memory during the run",
+    "daemon-writes": "bytes the daemon caused to be written to storage during the run",
+    "daemon-alloc": "bytes the daemon's Go runtime allocated during the run",
+}
+PROM_ALLOC = "go_memstats_alloc_bytes_total"
+PROM_GC = "go_gc_duration_seconds_count"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The daemon's counters at one moment (alloc/gc: None where it exposes no Go metrics)."""
+    cpu: float  # seconds, user + system, all threads
+    peak: int  # VmHWM bytes since the last reset
+    writes: int  # write_bytes
+    alloc: int | None = None
+    gc: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the daemon spent during one run: the metrics of METRICS (plus GC cycles, context)."""
+    cpu: float
+    memory: int
+    writes: int
+    alloc: int | None = None
+    gc: int | None = None
+
+    def values(self) -> dict[str, float | int | None]:
+        return {"daemon-cpu": self.cpu, "daemon-memory": self.memory, "daemon-writes": self.writes,
+                "daemon-alloc": self.alloc}
+
+
+def parse_stat_cpu(text: str, ticks: int) -> float:
+    """utime + stime (fields 14 and 15 of /proc/PID/stat) in seconds. The comm field may hold
+    spaces and parentheses, so the fields are counted after its last ')'."""
+    rest = text[text.rindex(")") + 2:].split()
+    return (int(rest[11]) + int(rest[12])) / ticks
+
+
+def parse_status_hwm(text: str) -> int:
+    m = re.search(r"^VmHWM:\s+(\d+)\s+kB", text, re.M)
+    if not m:
+        raise RunError("no VmHWM in /proc/PID/status (a kernel thread or a zombie?)")
+    return int(m.group(1)) * 1024
+
+
+def parse_io_writes(text: str) -> int:
+    m = re.search(r"^write_bytes:\s+(\d+)", text, re.M)
+    if not m:
+        raise RunError("no write_bytes in /proc/PID/io (a kernel without task I/O accounting)")
+    return int(m.group(1))
+
+
+def parse_prometheus(text: str) -> tuple[int | None, int | None]:
+    """(allocated bytes, GC cycles) from a Prometheus text page; None for one it does not have."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in (PROM_ALLOC, PROM_GC):
+            found[parts[0]] = float(parts[1])
+    pick = lambda k: int(found[k]) if k in found else None  # noqa: E731
+    return pick(PROM_ALLOC), pick(PROM_GC)
+
+
+def _proc(pid: int, name: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_text()
+    except (FileNotFoundError, ProcessLookupError) as e:
+        raise RunError(f"the daemon (pid {pid}) exited during the run: its /proc/{pid}/{name} is gone") from e
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its parent."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rindex(")") + 2:].split()[0] not in ("Z", "X")
+
+
+def snapshot(pid: int, metrics_url: str | None = None, timeout: float = 5) -> Snapshot:
+    """The daemon's counters now; RunError when it is gone (or a zombie)."""
+    if not alive(pid):
+        raise RunError(f"the daemon (pid {pid}) exited during the run")
+    cpu = parse_stat_cpu(_proc(pid, "stat"), os.sysconf("SC_CLK_TCK"))
+    peak = parse_status_hwm(_proc(pid, "status"))
+    writes = parse_io_writes(_proc(pid, "io"))
+    alloc = gc = None
+    if metrics_url:
+        try:
+            with urllib.request.urlopen(metrics_url, timeout=timeout) as resp:
+                alloc, gc = parse_prometheus(resp.read().decode("utf-8", "replace"))
+        except OSError as e:
+            if not alive(pid):
+                raise RunError(f"the daemon (pid {pid}) exited during the run") from e
+            raise RunError(f"the daemon's metrics at {metrics_url} could not be read: {e}") from e
+    return Snapshot(cpu, peak, writes, alloc, gc)
+
+
+def reset_peak(pid: int) -> None:
+    """Set the daemon's VmHWM back to its current RSS, so the next read is this run's peak only."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except (FileNotFoundError, ProcessLookupError) as e:
+        raise RunError(f"the daemon (pid {pid}) exited during the run") from e
+    except PermissionError as e:
+        raise RunError(f"cannot reset the daemon's peak memory: /proc/{pid}/clear_refs: {e}") from e
+
+
+def usage(before: Snapshot, after: Snapshot) -> Usage:
+    """The run's share: counter differences; the peak is after's (the mark was reset before)."""
+    diff = lambda a, b: None if a is None or b is None else a - b  # noqa: E731
+    return Usage(round(after.cpu - before.cpu, 6), after.peak, after.writes - before.writes,
+                 diff(after.alloc, before.alloc), diff(after.gc, before.gc))
+
+
+def probe_commands(prefix: tuple[str, ...], pid: int, out: Path, metrics_url: str | None) -> tuple[str, str]:
+    """The shell commands hyperfine runs as a run's --prepare (before) and --conclude (after).
+    Plain shell, a few milliseconds each (a Python probe took 0.45 s per run on a loaded
+    machine): they copy the raw /proc files (and the two Go metrics, by curl) into `out`, and
+    refbench parses them after the round (read_usages). A daemon gone or a zombie: the probe
+    fails with one line naming it, and hyperfine with it."""
+    q = shlex.quote
+    proc, o = f"/proc/{pid}", q(str(out))
+    gone = (f"{{ grep -qs '^State:[[:space:]]*[ZX]' {proc}/status || ! [ -r {proc}/io ]; }} && "
+            f"{{ echo {q(f'refbench: the daemon (pid {pid}) exited during the run')} >&2; exit 2; }}")
+    fetch = ""
+    if metrics_url and shutil.which("curl"):
+        fetch = (f"; echo @metrics; curl -fsS --max-time 5 {q(metrics_url)} "
+                 f"| grep -E '^({PROM_ALLOC}|{PROM_GC}) '")
+    inner = f"cat {proc}/stat {proc}/status {proc}/io{fetch}"
+    pre = " ".join(q(a) for a in prefix) + " " if prefix else ""
+
+    def one(phase: str) -> str:
+        reset = f"echo 5 > {proc}/clear_refs && " if phase == "before" else ""
+        body = f"{gone}; {reset}{{ echo @{phase}; {inner}; echo @end; }} >> {o}"
+        return pre + "sh -c " + q(body)  # its own shell: it works under hyperfine -N too
+    return one("before"), one("after")
+
+
+def probe(phase: str, pid: int, out: Path, metrics_url: str | None = None) -> None:
+    """One probe run here (tests, the CLI): what hyperfine runs; RunError with its line on failure."""
+    cmd = probe_commands((), pid, out, metrics_url)[0 if phase == "before" else 1]
+    proc = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RunError((proc.stderr.strip().splitlines() or [f"daemon probe failed ({proc.returncode})"])[-1]
+                       .removeprefix("refbench: "))
+
+
+def parse_block(text: str, ticks: int) -> Snapshot:
+    """One probe's record: /proc/PID/stat, status and io as copied, then the Go metrics if any."""
+    head, _, metrics = text.partition("@metrics")
+    stat = next((ln for ln in head.splitlines() if ")" in ln and ln.split(" ", 1)[0].isdigit()), None)
+    if stat is None:
+        raise RunError("a daemon probe record has no /proc/PID/stat line")
+    alloc, gc = parse_prometheus(metrics)
+    return Snapshot(parse_stat_cpu(stat, ticks), parse_status_hwm(head), parse_io_writes(head), alloc, gc)
+
+
+def read_usages(path: Path) -> list[Usage]:
+    """Every run's usage from a build's probe file, in run order; RunError naming the file when
+    the probes do not pair up (a run whose after-probe never ran: the daemon died mid-run)."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: list[Usage] = []
+    before: Snapshot | None = None
+    for n, rec in enumerate(re.findall(r"^@(before|after)\n(.*?)^@end$", text, re.M | re.S), 1):
+        phase, body = rec
+        snap = parse_block(body, ticks)
+        if phase == "before" and before is None:
+            before = snap
+        elif phase == "after" and before is not None:
+            out.append(usage(before, snap))
+            before = None
+        else:
+            raise RunError(f"{path}: daemon probe {n} ({phase}) out of order (the daemon died mid-run?)")
+    if before is not None:
+        raise RunError(f"{path}: the last run's daemon probe has no 'after' (the daemon died mid-run?)")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m refbench.daemon", description="one daemon probe (issue 36)")
+    p.add_argument("phase", choices=("before", "after"))
+    p.add_argument("--pid", type=int, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--metrics")
+    a = p.parse_args(argv)
+    try:
+        probe(a.phase, a.pid, a.out, a.metrics)
+    except RunError as e:
+        print(f"refbench daemon probe: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

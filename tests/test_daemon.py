@@ -1,0 +1,201 @@
+"""The daemon's per-run counters (refbench.daemon, issue 36): the peak-memory reset, attribution
+per build under interleaving, a daemon that dies mid-run, the parsers."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from refbench import daemon
+from refbench.errors import RunError
+
+MiB = 1 << 20
+
+# a stand-in daemon: on each line read, hold `mib` MiB (touched) for a moment, free it, answer
+_CHILD = r"""
+import sys, time
+early = int(sys.argv[2])
+if early:
+    b = bytearray(early << 20); del b
+print("ready", flush=True)
+for line in sys.stdin:
+    b = bytearray(int(sys.argv[1]) << 20)
+    time.sleep(0.05)
+    del b
+    print("done", flush=True)
+"""
+
+
+class FakeDaemon:
+    def __init__(self, mib: int, early_mib: int = 0):
+        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(mib), str(early_mib)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def work(self) -> None:
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline().strip() == "done"
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def spawn():
+    made = []
+
+    def make(*a):
+        made.append(FakeDaemon(*a))
+        return made[-1]
+    yield make
+    for d in made:
+        d.close()
+
+
+def timed_run(d: FakeDaemon, out) -> None:
+    daemon.probe("before", d.pid, out)
+    d.work()
+    daemon.probe("after", d.pid, out)
+
+
+def test_peak_reset_an_early_peak_is_not_charged_to_later_runs(spawn, tmp_path):
+    d = spawn(0, 200)  # peaks at 200 MiB once, before any run
+    assert daemon.snapshot(d.pid).peak > 190 * MiB  # the mark is there before the reset
+    out = tmp_path / "a.jsonl"
+    for _ in range(3):
+        timed_run(d, out)
+    runs = daemon.read_usages(out)
+    assert len(runs) == 3
+    assert all(u.memory < 60 * MiB for u in runs), [u.memory for u in runs]
+
+
+def test_attribution_per_build_under_interleaving(spawn, tmp_path):
+    light, heavy = spawn(0), spawn(64)
+    files = {light.pid: tmp_path / "a.jsonl", heavy.pid: tmp_path / "b.jsonl"}
+    for d in (light, heavy, heavy, light, light, heavy):  # ABBA..., as a round interleaves
+        timed_run(d, files[d.pid])
+    a, b = daemon.read_usages(files[light.pid]), daemon.read_usages(files[heavy.pid])
+    assert len(a) == len(b) == 3
+    assert max(u.memory for u in a) + 50 * MiB < min(u.memory for u in b)
+    assert all(u.cpu >= 0 and u.writes >= 0 for u in a + b)
+
+
+def test_a_daemon_that_exits_mid_run_is_an_error_not_a_zero(spawn, tmp_path):
+    d = spawn(0)
+    out = tmp_path / "a.jsonl"
+    daemon.probe("before", d.pid, out)
+    d.close()
+    with pytest.raises(RunError, match=f"daemon \\(pid {d.pid}\\) exited during the run"):
+        daemon.probe("after", d.pid, out)
+    with pytest.raises(RunError, match="has no 'after'.*died mid-run"):
+        daemon.read_usages(out)
+
+
+def test_probe_cli_exits_2_with_one_line_for_a_dead_daemon(spawn, tmp_path):
+    d = spawn(0)
+    pid = d.pid
+    d.close()
+    proc = subprocess.run([sys.executable, "-m", "refbench.daemon", "before", "--pid", str(pid),
+                           "--out", str(tmp_path / "x")], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "exited" in proc.stderr
+
+
+def test_probe_commands_run_through_the_prefix(spawn, tmp_path):
+    d = spawn(0)
+    out = tmp_path / "a.jsonl"
+    before, after = daemon.probe_commands(("env",), d.pid, out, None)
+    t0 = time.monotonic()
+    for cmd in (before, after):
+        subprocess.run(cmd, shell=True, check=True)
+    assert time.monotonic() - t0 < 5
+    assert len(daemon.read_usages(out)) == 1
+
+
+def test_parsers():
+    stat = "123 (ipfs (x) y) S 1 2 3 4 5 6 7 8 9 10 250 50 0 0 20 0 30 0"
+    assert daemon.parse_stat_cpu(stat, 100) == pytest.approx(3.0)
+    assert daemon.parse_status_hwm("Name:\tipfs\nVmHWM:\t  1024 kB\n") == MiB
+    assert daemon.parse_io_writes("rchar: 5\nwrite_bytes: 4096\n") == 4096
+    page = ("# HELP go_memstats_alloc_bytes_total x\ngo_memstats_alloc_bytes_total 1.5e+06\n"
+            'go_gc_duration_seconds{quantile="0.5"} 0.1\ngo_gc_duration_seconds_count 7\n')
+    assert daemon.parse_prometheus(page) == (1_500_000, 7)
+    assert daemon.parse_prometheus("") == (None, None)
+    u = daemon.usage(daemon.Snapshot(1.0, 5, 10, 100, 2), daemon.Snapshot(1.5, 7, 30, 400, 3))
+    assert u == daemon.Usage(0.5, 7, 20, 300, 1)
+    assert set(u.values()) == set(daemon.METRICS)
+
+
+# a stand-in daemon driven by signals, as a CLI drives kubo's daemon through its API: on SIGUSR1
+# it holds `mib` MiB (touched) for a moment, then frees them and answers with SIGUSR2
+_SIGNALLED = r"""
+import os, signal, sys, time
+mib = int(sys.argv[1])
+def work(sig, frame):
+    b = bytearray(mib << 20)
+    time.sleep(0.05)
+    del b
+    os.kill(int(open(sys.argv[2]).read()), signal.SIGUSR2) if os.path.exists(sys.argv[2]) else None
+signal.signal(signal.SIGUSR1, work)
+print("ready", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(tmp_path):
+    """Through the runner's hooks (with_probe, --conclude, collect_usages) and a real hyperfine:
+    two daemons, one holding 64 MiB more during each run, interleaved A B B A: each build is
+    charged its own daemon's peak, and the client's own memory is the same for both."""
+    from refbench import hyperfine
+    from refbench.runner import collect_usages, with_probe
+    from conftest import need
+
+    binary = hyperfine.locate()
+    if not binary:
+        need("hyperfine", "run `refbench setup`")
+    info = hyperfine.HyperfineInfo.probe(binary)
+    procs = [subprocess.Popen([sys.executable, "-c", _SIGNALLED, str(mib), str(tmp_path / "nobody")],
+                              stdout=subprocess.PIPE, text=True) for mib in (0, 64)]
+    try:
+        for p in procs:
+            assert p.stdout.readline().strip() == "ready"
+        probes = [daemon.probe_commands((), p.pid, tmp_path / f"{i}.jsonl", None) for i, p in enumerate(procs)]
+        cmds = [f"kill -USR1 {p.pid} && sleep 0.2" for p in procs]
+        seq = [0, 1, 1, 0, 0, 1]
+        out = tmp_path / "x.json"
+        argv = hyperfine.command_line(out, [f"b{i}" for i in seq], [cmds[i] for i in seq],
+                                      [with_probe(None, (*probes[i], None)) for i in seq], 1, 0, info=info,
+                                      concludes=[probes[i][1] for i in seq])
+        assert argv.count("--conclude") == len(seq)
+        subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path)
+        light = collect_usages(tmp_path / "0.jsonl", 3, "light")
+        heavy = collect_usages(tmp_path / "1.jsonl", 3, "heavy")
+        assert not (tmp_path / "0.jsonl").exists()  # read once, then gone: the next round starts empty
+        assert max(u.memory for u in light) + 50 * MiB < min(u.memory for u in heavy)
+        with pytest.raises(RunError, match="gave 0 figures for 3 runs"):
+            collect_usages(tmp_path / "0.jsonl", 3, "again")
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
+    """The overhead per run is two probes (a Python start each), outside the timed command."""
+    d = spawn(0)
+    before, after = daemon.probe_commands((), d.pid, tmp_path / "a.jsonl", None)
+    t0 = time.monotonic()
+    for _ in range(5):
+        subprocess.run(before, shell=True, check=True)
+        subprocess.run(after, shell=True, check=True)
+    per_run = (time.monotonic() - t0) / 5
+    assert per_run < 1.0, per_run
