@@ -123,7 +123,8 @@ class Builder:
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
         self.source = source
-        self.root = self.builds_dir / target.name
+        # what refbench writes or removes below here goes through no link (paths.remove_tree, ...)
+        self.root = paths.make_dirs(self.builds_dir / target.name, self.builds_dir)
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
@@ -390,35 +391,35 @@ class Builder:
         dest = Path(out_dir).resolve() / self.target.name / src.name
         if dest == src:
             return build.binary
+        out = Path(out_dir).resolve()
         tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        paths.remove_tree(tmp, out, ignore_errors=True)
+        paths.make_dirs(tmp, out)
         for name in (self.target.binary, "build.json", "build.log"):
             if (src / name).exists():
                 shutil.copy2(src / name, tmp / name)
-        shutil.rmtree(dest, ignore_errors=True)
+        paths.remove_tree(dest, out, ignore_errors=True)
         tmp.rename(dest)
         return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
         resolved = self.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
-        with _locked(d.with_name(d.name + ".lock")):
+        with _locked(d.with_name(d.name + ".lock"), within=self.builds_dir):
             binary = self.cached(resolved)
             if binary:
                 log.info("%s: cached build %s", label, binary)
                 return BuiltRef(self.target.name, resolved, label, binary, self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(binary))
             t0 = time.monotonic()
-            if d.exists():
-                shutil.rmtree(d)
+            paths.remove_tree(d, self.builds_dir)
             reused = self._reuse_same_tree(resolved, d)
             if reused:
                 log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
                 return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(reused[0]))
             go = self._recorded_go(resolved.toolchain)
-            d.mkdir(parents=True)
+            paths.make_dirs(d, self.builds_dir)
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
             if self.source == "git":
@@ -429,9 +430,9 @@ class Builder:
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
             digest = file_sha256(binary)
-            (d / "build.json").write_text(json.dumps(self.build_record(
+            paths.replace_file(d / "build.json", json.dumps(self.build_record(
                 resolved, digest, ref=resolved.text, version=resolved.version, seconds=round(seconds, 2),
-                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
+                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
 
     def _reuse_same_tree(self, resolved: refs.ResolvedRef, d: Path) -> tuple[Path, str] | None:
@@ -442,25 +443,25 @@ class Builder:
         if not twin:
             return None
         src, fields, seal = twin
-        d.mkdir(parents=True)
+        paths.make_dirs(d, self.builds_dir)
         tmp_bin = d / (self.target.binary + ".tmp")
         try:
             shutil.copyfile(src, tmp_bin)
         except OSError:
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
             return None
         why = trust.gate(SEAL_PURPOSE, fields, {"seal": seal}, "binary_sha256", lambda: file_sha256(tmp_bin))
         if why:  # the copy, not the file it was copied from: that one may change in between
             log.warning("%s: %s: building %s instead", src, why, resolved.short)
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
             return None
         digest = fields["binary_sha256"]
         tmp_bin.chmod(0o755)
         binary = d / self.target.binary
         tmp_bin.rename(binary)
-        (d / "build.json").write_text(json.dumps(self.build_record(
+        paths.replace_file(d / "build.json", json.dumps(self.build_record(
             resolved, digest, ref=resolved.text, version=resolved.version, seconds=0.0, same_tree_as=fields["sha"],
-            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
+            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
         return binary, fields["sha"]
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
@@ -476,7 +477,7 @@ class Builder:
         finally:
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("remove", "--force", str(wt))
-            shutil.rmtree(wt, ignore_errors=True)
+            paths.remove_tree(wt, self.builds_dir, ignore_errors=True)
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("prune")
 
@@ -491,7 +492,7 @@ class Builder:
             self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha,
                      ref=resolved)
         finally:
-            shutil.rmtree(mod, ignore_errors=True)
+            paths.remove_tree(mod, self.builds_dir, ignore_errors=True)
 
     def _verify_modules(self, root: Path, log_path: Path, resolved: refs.ResolvedRef) -> None:
         """`go mod verify` in the module at `root`: every module its go.sum lists that the module

@@ -18,12 +18,17 @@ against the hashes pinned in refbench.pins at every use. No cache directory is e
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import importlib.resources
 import os
+import shutil
+import stat
 from pathlib import Path
 from typing import Iterator
+
+from .errors import RefbenchError
 
 PACKAGE = "refbench"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -158,20 +163,153 @@ def is_cache_dir(path: Path) -> bool:
     return (Path(path) / CACHE_MARK).is_file()
 
 
+# ---- writing in a cache: never through a link ---------------------------------------------
+class CacheLinkError(RefbenchError):
+    """A directory refbench writes or removes in lies behind a link (or a file) in the cache."""
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _inside(path: Path, within: Path) -> tuple[Path, tuple[str, ...]]:
+    """`within` resolved (the user named it: a link there is theirs) and `path`'s components below
+    it. `path` is taken as written: it must be inside `within` as given or as resolved."""
+    p = Path(os.path.abspath(path))
+    root = Path(within).resolve()
+    for base in (Path(os.path.abspath(within)), root):
+        with contextlib.suppress(ValueError):
+            parts = p.relative_to(base).parts
+            if parts:
+                return root, parts
+    raise CacheLinkError(f"{path} is not inside the cache {within}: refbench writes and removes only inside it")
+
+
+def _is_root(path: Path, within: Path) -> bool:
+    p = os.path.abspath(path)
+    return p == os.path.abspath(within) or p == str(Path(within).resolve())
+
+
 @contextlib.contextmanager
-def locked(path: Path):
+def _parent(path: Path, within: Path, create: bool = False) -> Iterator[tuple[int, str]]:
+    """(a descriptor of `path`'s directory, `path`'s name), reached from `within` one component at
+    a time with O_NOFOLLOW: a component that is a link (a restored cache may hold
+    <builds>/ipfs-states/<k> -> $HOME) is refused, never followed, and no later rename of one can
+    redirect what is done through the descriptor. `create`: make missing directories."""
+    root, parts = _inside(path, within)
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, _DIR)
+    try:
+        here = root
+        for name in parts[:-1]:
+            here = here / name
+            try:
+                nfd = _open_component(name, fd, here, root)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                nfd = _open_component(name, fd, here, root)
+            os.close(fd)
+            fd = nfd
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def _open_component(name: str, fd: int, here: Path, root: Path) -> int:
+    try:
+        return os.open(name, _DIR, dir_fd=fd)
+    except OSError as e:
+        _refuse(e, here, root)
+        raise
+
+
+def _refuse(e: OSError, here: Path, root: Path) -> None:
+    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+        what = "a symbolic link" if os.path.islink(here) else "not a directory"
+        raise CacheLinkError(f"{here} is {what}: refbench writes and removes nothing through a link in its "
+                             f"cache {root} (a restored cache may have planted it); remove it") from None
+
+
+def _no_link(fd: int, name: str, path: Path, root: Path) -> os.stat_result | None:
+    """lstat of `name` in `fd`, None when absent; a link there is refused."""
+    try:
+        st = os.lstat(name, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise CacheLinkError(f"{path} is a symbolic link: refbench writes and removes nothing through a link in "
+                             f"its cache {root} (a restored cache may have planted it); remove it")
+    return st
+
+
+def checked(path: Path, within: Path) -> Path:
+    """`path` itself, once no component of it below `within` is a link (it need not exist)."""
+    if _is_root(path, within):
+        return Path(path)
+    try:
+        with _parent(path, within) as (fd, name):
+            _no_link(fd, name, Path(path), Path(within))
+    except FileNotFoundError:
+        pass
+    return Path(path)
+
+
+def make_dirs(path: Path, within: Path) -> Path:
+    """mkdir -p `path` inside the cache `within` (or `within` itself), through no link; returns `path`."""
+    if _is_root(path, within):
+        Path(within).mkdir(parents=True, exist_ok=True)
+        return Path(path)
+    with _parent(path, within, create=True) as (fd, name):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=fd)
+        os.close(_open_component(name, fd, Path(path), Path(within)))
+    return Path(path)
+
+
+def remove_tree(path: Path, within: Path, ignore_errors: bool = False) -> None:
+    """Remove `path` (a directory, file or link: the link goes, never what it names) inside the
+    cache `within`; nothing when it is absent. Its parents are walked with O_NOFOLLOW and the tree
+    removed through their descriptor (shutil.rmtree's dir_fd), so a link in the cache never takes
+    the removal outside it. A link among its parents is refused (CacheLinkError) even with
+    `ignore_errors`, which keeps shutil.rmtree's meaning for the rest."""
+    try:
+        with _parent(path, within) as (fd, name):
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, ignore_errors=ignore_errors, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return
+    except CacheLinkError:
+        raise
+    except OSError:
+        if not ignore_errors:
+            raise
+
+
+@contextlib.contextmanager
+def locked(path: Path, within: Path | None = None):
     """Serialise concurrent refbench processes working on the same clone, build or fixture. The
     lock file is opened with O_NOFOLLOW: it sits in a cache, where a restored link to one of the
-    user's files would otherwise be opened (and, before, truncated) in its place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    user's files would otherwise be opened (and, before, truncated) in its place. `within`: the
+    cache it is in, whose components down to it are checked too (make_dirs)."""
+    path = Path(path)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as e:
-        if not path.is_symlink():
-            raise
-        path.unlink()  # a link where refbench keeps its lock: the link goes, not what it names
-        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    with _dir_of(path, within) as (dfd, name):
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=dfd)
+        except OSError:
+            if not os.path.islink(path):
+                raise
+            os.unlink(name, dir_fd=dfd)  # a link where refbench keeps its lock: the link goes, not what it names
+            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
     with os.fdopen(fd, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -180,17 +318,35 @@ def locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
+def replace_file(path: Path, text: str, mode: int = 0o644, within: Path | None = None) -> None:
     """Write `path` whole through a new file renamed over it: a link at `path` (a cache may hold
-    one pointing at any of the user's files) is replaced, never written through."""
+    one pointing at any of the user's files) is replaced, never written through. `within`: the
+    cache it is in; its directory is then reached through no link either (make_dirs)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    with _dir_of(path, within) as (dfd, name):
+        tmp = f".{name}.tmp-{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+@contextlib.contextmanager
+def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
+    """(a descriptor of `path`'s directory, made when missing, and `path`'s name): reached through
+    no link below `within` when given (_parent), else as the path says."""
+    if within is not None:
+        with _parent(path, within, create=True) as got:
+            yield got
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd, path.name
+    finally:
+        os.close(fd)
 
 
 def tools_bin() -> Path:

@@ -147,30 +147,33 @@ class StateCache:
         return why is None
 
     @staticmethod
-    def mark(where: Path, **facts) -> None:
-        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key."""
+    def mark(where: Path, within: Path, **facts) -> None:
+        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key.
+        `within`: the build cache it is in (paths.replace_file writes through no link in it)."""
         why = refused(where)
         if why:
             raise RunError(f"the IPFS state built at {where} is refused: {why}")
         fields = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts, "manifest": manifest(where)}
         paths.replace_file(where / STATE_FILE, json.dumps(
-            {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}))
+            {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}), within=within)
 
     @staticmethod
-    def claim(where: Path) -> contextlib.ExitStack | None:
+    def claim(where: Path, within: Path) -> contextlib.ExitStack | None:
         """`where`'s lock, held, when it is still to be built (close it when done); None when it is
         ready, which may follow a wait while another process on this machine builds it."""
         lock = contextlib.ExitStack()
-        lock.enter_context(paths.locked(where.with_name(where.name + ".lock")))
+        lock.enter_context(paths.locked(where.with_name(where.name + ".lock"), within=within))
         if StateCache.ready(where):
             lock.close()
             return None
         return lock
 
     @staticmethod
-    def clear(where: Path) -> None:
-        """An incomplete state (a recipe that failed, a killed run) is removed before a rebuild."""
-        shutil.rmtree(where, ignore_errors=True)
+    def clear(where: Path, within: Path) -> None:
+        """An incomplete state (a recipe that failed, a killed run) is removed before a rebuild;
+        inside the build cache `within` and through no link in it (paths.remove_tree): a restored
+        cache's <builds>/ipfs-states/<k> -> $HOME would otherwise take the removal there."""
+        paths.remove_tree(where, within, ignore_errors=True)
 
 
 def overlay_options(lowers: list[Path], upper: Path, work: Path, user: bool) -> str:
