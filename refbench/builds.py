@@ -258,23 +258,26 @@ class Builder:
         fetches a toolchain that is not here yet): what build.json records and the cache compares."""
         if name == self.local_go():
             return name
-        got = go_version(self._go_env(name))
+        got = go_version(self._go_env(name, checked=True))
         if got != name:
             raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
         return got
 
     # ---- building -------------------------------------------------------------------------
-    def _go_env(self, toolchain: str | None = None) -> dict:
+    def _go_env(self, toolchain: str | None = None, checked: bool = False) -> dict:
         """Reproducible builds: no VCS stamp and no checkout paths in the binary, so two commits
         with the same Go code (a README change) give byte-identical binaries, answered without
         measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours.
         GOTOOLCHAIN: `toolchain` (fetched by the go command from the module proxy), or this
         machine's Go with no switching, so the Go recorded is the Go that built. The environment
         is tools.child_env's: an allow-list, with no cache directory on PATH (where go would look
-        for a `go1.26.8` before fetching one)."""
+        for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
+        so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
+        if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
+            tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env
 
     def toolchain(self, resolved: refs.ResolvedRef | None = None) -> str:
@@ -524,7 +527,7 @@ class Builder:
             fh.flush()
             try:
                 rc = subprocess.run(_absolute(argv), cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                    env=self._go_env(toolchain)).returncode
+                                    env=self._go_env(toolchain, checked=True)).returncode
             except FileNotFoundError:
                 raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:
