@@ -25,8 +25,9 @@ import importlib.resources
 import os
 import shutil
 import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
 
 from .errors import RefbenchError
 
@@ -121,25 +122,65 @@ def default_scenarios(cwd: Path | None = None) -> Path:
 
 
 # ---- caches ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Where this machine keeps refbench's files and which of its tools it accepts, as the
+    environment says: the one reader of XDG_CACHE_HOME, XDG_DATA_HOME, XDG_CONFIG_HOME,
+    REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN, REFBENCH_UNPINNED_TOOLS, MINIO_VERSION and
+    TOXIPROXY_VERSION (docs/usage.md#environment). Read when asked (layout()), never at import,
+    so an embedding or a test that sets one before a call gets it; the command line reads it into
+    MachineSettings once (runenv)."""
+    cache_root: Path  # $XDG_CACHE_HOME/refbench: tools built once per machine
+    data_root: Path  # $XDG_DATA_HOME/refbench: a Go `refbench setup` fetched (not a cache: none is trusted to run)
+    config_root: Path  # $XDG_CONFIG_HOME/refbench: the cache key (refbench.trust)
+    builds_dir: Path | None = None  # REFBENCH_BUILDS_DIR: --builds-dir's default, when set
+    tools_bin: Path | None = None  # REFBENCH_TOOLS_BIN: where `refbench setup` links the tools, when set
+    unpinned_tools: bool = False  # REFBENCH_UNPINNED_TOOLS=1: a tool whose hash is not pinned is used, warned
+    tool_versions: tuple[tuple[str, str], ...] = ()  # MINIO_VERSION, TOXIPROXY_VERSION: (tool, version) overrides
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "Layout":
+        home = os.path.expanduser("~")
+
+        def xdg(name: str, *default: str) -> Path:
+            return Path(environ.get(name) or os.path.join(home, *default)) / "refbench"
+
+        def given(name: str) -> Path | None:
+            return Path(environ[name]).expanduser() if environ.get(name) else None
+        versions = tuple((tool, environ[name]) for tool, name in TOOL_VERSION_ENV if environ.get(name))
+        return cls(cache_root=xdg("XDG_CACHE_HOME", ".cache"), data_root=xdg("XDG_DATA_HOME", ".local", "share"),
+                   config_root=xdg("XDG_CONFIG_HOME", ".config"), builds_dir=given("REFBENCH_BUILDS_DIR"),
+                   tools_bin=given("REFBENCH_TOOLS_BIN"),
+                   unpinned_tools=environ.get("REFBENCH_UNPINNED_TOOLS", "").lower() in ("1", "true", "yes"),
+                   tool_versions=versions)
+
+
+#: (pinned tool, the variable that names another version of it): refused unless unpinned tools are allowed
+TOOL_VERSION_ENV = (("minio", "MINIO_VERSION"), ("toxiproxy-server", "TOXIPROXY_VERSION"))
+
+
+def layout() -> Layout:
+    """This process's Layout, read from its environment now (Layout says why not at import)."""
+    return Layout.from_environ(os.environ)
+
+
 def cache_root() -> Path:
     """$XDG_CACHE_HOME/refbench (default ~/.cache/refbench): tools built once per machine."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "refbench"
+    return layout().cache_root
 
 
 def data_root() -> Path:
     """$XDG_DATA_HOME/refbench (default ~/.local/share/refbench): what `refbench setup` installs
     that must not live in a cache (a Go toolchain it fetched), since no cache is trusted to run."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "refbench"
+    return layout().data_root
 
 
-def default_builds_dir() -> Path:
+def default_builds_dir(given: Layout | None = None) -> Path:
     """REFBENCH_BUILDS_DIR, else builds/ in the checkout, else $XDG_CACHE_HOME/refbench/builds."""
-    env = os.environ.get("REFBENCH_BUILDS_DIR")
-    if env:
-        return Path(env).expanduser()
-    return CHECKOUT / "builds" if CHECKOUT else cache_root() / "builds"
+    where = given or layout()
+    if where.builds_dir:
+        return where.builds_dir
+    return CHECKOUT / "builds" if CHECKOUT else where.cache_root / "builds"
 
 
 #: the file that says "refbench made this directory": `clean` removes no directory without it
@@ -350,8 +391,9 @@ def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
 
 
 def tools_bin() -> Path:
-    """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/."""
-    env = os.environ.get("REFBENCH_TOOLS_BIN")
-    if env:
-        return Path(env).expanduser()
-    return CHECKOUT / "tools" / "bin" if CHECKOUT else cache_root() / "bin"
+    """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/
+    (REFBENCH_TOOLS_BIN overrides)."""
+    where = layout()
+    if where.tools_bin:
+        return where.tools_bin
+    return CHECKOUT / "tools" / "bin" if CHECKOUT else where.cache_root / "bin"
