@@ -290,6 +290,7 @@ class Builder:
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
+        env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
         if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
             tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env

@@ -90,3 +90,15 @@ def test_the_helpers_act_inside_the_cache_and_refuse_what_is_outside(tmp_path):
     os.symlink(tmp_path, cache / "link")
     paths.remove_tree(cache / "link", cache)  # the link itself goes, never what it names
     assert tmp_path.is_dir() and not os.path.lexists(cache / "link")
+
+
+def test_a_go_work_planted_in_the_builds_directory_is_not_used(origin, tmp_path):
+    """Go reads go.work in every parent of a build's directory, which is inside the cache: a planted
+    one with a `replace` built the attacker's code (review35, HIGH); for the git source it failed
+    every build, blaming the commit."""
+    builds = tmp_path / "builds"
+    b = builder(origin, builds)
+    for where in (builds, b.root):
+        (where / "go.work").write_text("go 1.21\n\nuse ./nowhere\n")
+    built = b.build(b.resolve("v1.0.0"), "v1.0.0")
+    assert built.built_now and built.binary.is_file()
