@@ -102,3 +102,19 @@ def test_a_go_work_planted_in_the_builds_directory_is_not_used(origin, tmp_path)
         (where / "go.work").write_text("go 1.21\n\nuse ./nowhere\n")
     built = b.build(b.resolve("v1.0.0"), "v1.0.0")
     assert built.built_now and built.binary.is_file()
+
+
+def test_a_sealed_state_copied_into_another_slot_is_not_ready(tmp_path):
+    """review35 MEDIUM: the seal did not say whose state it was; one sealed for one kubo binary or
+    fixture, copied into another's slot, was ready there."""
+    import shutil
+    builds = tmp_path / "builds"
+    mine = builds / "ipfs-states" / "k-old" / "k2" / "repo"
+    (mine / "blocks").mkdir(parents=True)
+    (mine / "blocks" / "b.data").write_bytes(b"block")
+    StateCache.mark(mine, builds, template="t")
+    assert StateCache.ready(mine, builds)
+    other = builds / "ipfs-states" / "k-new" / "k2" / "repo"
+    shutil.copytree(mine, other)
+    assert not StateCache.ready(other, builds)
+    assert StateCache.claim(other, builds) is not None  # rebuilt, not used
