@@ -48,7 +48,7 @@ class MachineSettings:
     crash_dir: str | None = None  # REFBENCH_CRASH_DIR: where a crash's traceback is saved
     # where the caches, the tools and the key live (XDG_*, REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN,
     # REFBENCH_UNPINNED_TOOLS, MINIO_VERSION, TOXIPROXY_VERSION); None: not read (a test's settings)
-    layout: paths.Layout | None = None
+    layout: paths.Layout | None = field(default=None, compare=False)  # where, not how a run behaves
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "MachineSettings":
