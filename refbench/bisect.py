@@ -18,9 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping
 
-import git
-
-from . import builds as bl, pipeline, runenv, variants as vr
+from . import pipeline, runenv, variants as vr
 from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
@@ -126,25 +124,6 @@ def _say(msg: str) -> None:
     print(f"bisect: {msg}", file=sys.stderr, flush=True)
 
 
-def commit_line(builder: bl.Builder, good: str, bad: str) -> list[tuple[str, str]]:
-    """(sha, subject) of the commits after GOOD up to and including BAD, oldest first."""
-    repo: git.Repo = builder.repo()
-    try:
-        if not repo.is_ancestor(good, bad):
-            raise RefbenchError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
-        out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %s",
-                                f"{good}..{bad}")
-    except git.GitCommandError as e:
-        raise RefbenchError(f"cannot list the commits between GOOD and BAD: {bl._git_msg(e)}") from None
-    line = []
-    for row in out.splitlines():
-        if row.startswith("commit "):
-            continue
-        sha, _, subject = row.partition(" ")
-        line.append((sha, subject))
-    return line
-
-
 def prepare(search: Search, base: RunRequest, env: runenv.RunEnv | None = None) -> Line:
     """Resolve GOOD and BAD in the target's origin (the checkout around the current directory when
     it is the target's) and list the commits between them, with the builder of `env` (default:
@@ -154,7 +133,7 @@ def prepare(search: Search, base: RunRequest, env: runenv.RunEnv | None = None) 
     target, origin = choose_target(cfg, base.target, base.repo, "git")
     builder = (env or runenv.real()).builder(runenv.BuildSite(base.replace(source="git"), target, origin))
     good, bad = builder.resolve(search.good), builder.resolve(search.bad)
-    commits = commit_line(builder, good.sha, bad.sha)
+    commits = builder.commits_between(good.sha, bad.sha)
     if not commits:
         raise RefbenchError(f"no commits between {search.good} and {search.bad}")
     request = base.replace(target=target.name, repo=builder.repo_url, scenarios=scenarios, only=(search.step,))

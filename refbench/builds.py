@@ -123,7 +123,8 @@ class Builder:
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
         self.source = source
-        self.root = self.builds_dir / target.name
+        # what refbench writes or removes below here goes through no link (paths.remove_tree, ...)
+        self.root = paths.make_dirs(self.builds_dir / target.name, self.builds_dir)
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
@@ -147,6 +148,20 @@ class Builder:
 
     def fetch(self) -> None:
         self.sources.fetch()
+
+    def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]:
+        """(sha, subject) of the commits after GOOD up to and including BAD, oldest first: what
+        bisect searches (the MockBuilder makes a line of its own)."""
+        repo = self.repo()
+        try:
+            if not repo.is_ancestor(good, bad):
+                raise RefbenchError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
+            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %s",
+                                    f"{good}..{bad}")
+        except git.GitCommandError as e:
+            raise RefbenchError(f"cannot list the commits between GOOD and BAD: {_git_msg(e)}") from None
+        return [(sha, subject) for sha, _, subject in
+                (row.partition(" ") for row in out.splitlines() if not row.startswith("commit "))]
 
     def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
         """The commit `text` names, with the Go that builds it (`go`: a --go value, else the
@@ -257,23 +272,27 @@ class Builder:
         fetches a toolchain that is not here yet): what build.json records and the cache compares."""
         if name == self.local_go():
             return name
-        got = go_version(self._go_env(name))
+        got = go_version(self._go_env(name, checked=True))
         if got != name:
             raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
         return got
 
     # ---- building -------------------------------------------------------------------------
-    def _go_env(self, toolchain: str | None = None) -> dict:
+    def _go_env(self, toolchain: str | None = None, checked: bool = False) -> dict:
         """Reproducible builds: no VCS stamp and no checkout paths in the binary, so two commits
         with the same Go code (a README change) give byte-identical binaries, answered without
         measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours.
         GOTOOLCHAIN: `toolchain` (fetched by the go command from the module proxy), or this
         machine's Go with no switching, so the Go recorded is the Go that built. The environment
         is tools.child_env's: an allow-list, with no cache directory on PATH (where go would look
-        for a `go1.26.8` before fetching one)."""
+        for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
+        so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
+        env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
+        if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
+            tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env
 
     def toolchain(self, resolved: refs.ResolvedRef | None = None) -> str:
@@ -390,35 +409,35 @@ class Builder:
         dest = Path(out_dir).resolve() / self.target.name / src.name
         if dest == src:
             return build.binary
+        out = Path(out_dir).resolve()
         tmp = dest.with_name(dest.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        paths.remove_tree(tmp, out, ignore_errors=True)
+        paths.make_dirs(tmp, out)
         for name in (self.target.binary, "build.json", "build.log"):
             if (src / name).exists():
                 shutil.copy2(src / name, tmp / name)
-        shutil.rmtree(dest, ignore_errors=True)
+        paths.remove_tree(dest, out, ignore_errors=True)
         tmp.rename(dest)
         return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
         resolved = self.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
-        with _locked(d.with_name(d.name + ".lock")):
+        with _locked(d.with_name(d.name + ".lock"), within=self.builds_dir):
             binary = self.cached(resolved)
             if binary:
                 log.info("%s: cached build %s", label, binary)
                 return BuiltRef(self.target.name, resolved, label, binary, self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(binary))
             t0 = time.monotonic()
-            if d.exists():
-                shutil.rmtree(d)
+            paths.remove_tree(d, self.builds_dir)
             reused = self._reuse_same_tree(resolved, d)
             if reused:
                 log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
                 return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(reused[0]))
             go = self._recorded_go(resolved.toolchain)
-            d.mkdir(parents=True)
+            paths.make_dirs(d, self.builds_dir)
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
             if self.source == "git":
@@ -429,9 +448,9 @@ class Builder:
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
             digest = file_sha256(binary)
-            (d / "build.json").write_text(json.dumps(self.build_record(
+            paths.replace_file(d / "build.json", json.dumps(self.build_record(
                 resolved, digest, ref=resolved.text, version=resolved.version, seconds=round(seconds, 2),
-                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
+                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
 
     def _reuse_same_tree(self, resolved: refs.ResolvedRef, d: Path) -> tuple[Path, str] | None:
@@ -442,25 +461,25 @@ class Builder:
         if not twin:
             return None
         src, fields, seal = twin
-        d.mkdir(parents=True)
+        paths.make_dirs(d, self.builds_dir)
         tmp_bin = d / (self.target.binary + ".tmp")
         try:
             shutil.copyfile(src, tmp_bin)
         except OSError:
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
             return None
         why = trust.gate(SEAL_PURPOSE, fields, {"seal": seal}, "binary_sha256", lambda: file_sha256(tmp_bin))
         if why:  # the copy, not the file it was copied from: that one may change in between
             log.warning("%s: %s: building %s instead", src, why, resolved.short)
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
             return None
         digest = fields["binary_sha256"]
         tmp_bin.chmod(0o755)
         binary = d / self.target.binary
         tmp_bin.rename(binary)
-        (d / "build.json").write_text(json.dumps(self.build_record(
+        paths.replace_file(d / "build.json", json.dumps(self.build_record(
             resolved, digest, ref=resolved.text, version=resolved.version, seconds=0.0, same_tree_as=fields["sha"],
-            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2))
+            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
         return binary, fields["sha"]
 
     def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
@@ -476,7 +495,7 @@ class Builder:
         finally:
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("remove", "--force", str(wt))
-            shutil.rmtree(wt, ignore_errors=True)
+            paths.remove_tree(wt, self.builds_dir, ignore_errors=True)
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("prune")
 
@@ -491,7 +510,7 @@ class Builder:
             self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha,
                      ref=resolved)
         finally:
-            shutil.rmtree(mod, ignore_errors=True)
+            paths.remove_tree(mod, self.builds_dir, ignore_errors=True)
 
     def _verify_modules(self, root: Path, log_path: Path, resolved: refs.ResolvedRef) -> None:
         """`go mod verify` in the module at `root`: every module its go.sum lists that the module
@@ -523,7 +542,7 @@ class Builder:
             fh.flush()
             try:
                 rc = subprocess.run(_absolute(argv), cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                    env=self._go_env(toolchain)).returncode
+                                    env=self._go_env(toolchain, checked=True)).returncode
             except FileNotFoundError:
                 raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:

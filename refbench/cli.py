@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import commands, paths, tools, trust
+from . import commands, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 from .runenv import MachineSettings
 
@@ -90,7 +90,8 @@ def save_traceback(text: str) -> Path | None:
     """The traceback in a file of its own: under the cache root's crashes/ (REFBENCH_CRASH_DIR
     overrides), else the system temp directory; None when neither can take it (a full disk)."""
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-    for where in (MachineSettings.from_environ().crash_dir, paths.cache_root() / "crashes", tempfile.gettempdir()):
+    machine = MachineSettings.from_environ(os.environ)
+    for where in (machine.crash_dir, machine.layout.cache_root / "crashes", tempfile.gettempdir()):
         if not where:
             continue
         try:

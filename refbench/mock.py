@@ -207,18 +207,26 @@ def backend_opener(root: Path, opened: list | None = None):
 
 
 # ---- the builder -------------------------------------------------------------------------------
+MOCK_LINE = 8  # the commits a mock bisect searches: BAD~7 up to BAD
+
+
 class MockBuilder:
     """Resolves every ref to a made-up commit (the same ref, the same commit and binary) and
-    "builds" it into a name the MockExecutor reads its figures from: `binaries[ref]`, else
-    DEFAULT_BINARY. Nothing is cloned, no Go runs, no file is written."""
+    "builds" it into a name the MockExecutor reads its figures from: `binaries[ref]`, else that of
+    the nearest older commit of a mock line that has one (REF~k: REF~7 ... REF~(k+1), see
+    commits_between), else DEFAULT_BINARY. Nothing is cloned, no Go runs, no file is written.
+    `made`: the commits made so far, by sha, shared by the builders of one command (bisect's probes
+    name commits by the sha it made), else this builder's own."""
     source = "git"
 
-    def __init__(self, target, builds_dir: Path, binaries: dict[str, str] | None = None):
+    def __init__(self, target, builds_dir: Path, binaries: dict[str, str] | None = None,
+                 made: dict[str, ResolvedRef] | None = None):
         self.target = target
         self.builds_dir = Path(builds_dir)
         self.binaries = dict(binaries or {})
         self.repo_url = target.repo
         self.go = "mod"
+        self.made = {} if made is None else made
 
     @staticmethod
     def sha(text: str) -> str:
@@ -228,14 +236,34 @@ class MockBuilder:
         return [self.resolve(t) for t in texts]
 
     def resolve(self, text: str, go: str | None = None) -> ResolvedRef:
-        """The made-up commit of `text` (nightly resolves its head through the run's builder)."""
-        return ResolvedRef(text, "tag", self.sha(text), text, toolchain=MOCK_GO)
+        """The made-up commit of `text` (nightly resolves its head through the run's builder); a
+        sha this mock made is that commit again."""
+        if text in self.made:
+            return self.made[text]
+        made = self.made[self.sha(text)] = ResolvedRef(text, "tag", self.sha(text), text, toolchain=MOCK_GO)
+        return made
+
+    def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]:
+        """bisect's line: MOCK_LINE made-up commits BAD~7 ... BAD~1, BAD (GOOD comes before them).
+        `--mock build=BAD~3:fake-1.20` makes BAD~3 and every later one slower, as a regression
+        that commit brought would."""
+        name = self.resolve(bad).text
+        line = [self.resolve(f"{name}~{k}" if k else name) for k in range(MOCK_LINE - 1, -1, -1)]
+        return [(r.sha, f"mock commit {r.text}") for r in line]
+
+    def _binary(self, text: str) -> str:
+        if text in self.binaries:
+            return self.binaries[text]
+        m = re.fullmatch(r"(.+?)(?:~(\d+))?", text)
+        base, k = m.group(1), int(m.group(2) or 0)
+        older = (self.binaries.get(f"{base}~{j}") for j in range(k + 1, MOCK_LINE))
+        return next((b for b in older if b), DEFAULT_BINARY)
 
     def build_dir(self, sha: str, toolchain: str | None = None) -> Path:
         return self.builds_dir / "mock" / sha
 
     def cached(self, resolved: ResolvedRef) -> Path | None:
-        return self.build_dir(resolved.sha) / self.binaries.get(resolved.text, DEFAULT_BINARY)
+        return self.build_dir(resolved.sha) / self._binary(resolved.text)
 
     def build(self, resolved: ResolvedRef, label: str) -> BuiltRef:
         binary = self.cached(resolved)
@@ -316,11 +344,11 @@ def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockE
         made.append(ex)
         return ex
 
-    binaries = dict(settings.binaries)
+    binaries, commits = dict(settings.binaries), {}  # commits: one command's made-up ones (MockBuilder.made)
     return RunEnv(
         executor=make_executor,
         backend=lambda checked, *a: backend_opener(checked.cache_dir)(checked, *a),
-        builder=lambda checked: MockBuilder(checked.target, checked.cache_dir, binaries),
+        builder=lambda checked: MockBuilder(checked.target, checked.cache_dir, binaries, commits),
         find_tool=lambda tool: f"/mock/bin/{tool}",
         clock=lambda: made[-1].now if made else 0.0,
         machine=dataclasses.replace(machine, watchdog="off"), reporter=reporter, perf=False,

@@ -18,12 +18,18 @@ against the hashes pinned in refbench.pins at every use. No cache directory is e
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import importlib.resources
 import os
+import shutil
+import stat
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping
+
+from .errors import RefbenchError
 
 PACKAGE = "refbench"
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -116,25 +122,65 @@ def default_scenarios(cwd: Path | None = None) -> Path:
 
 
 # ---- caches ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """Where this machine keeps refbench's files and which of its tools it accepts, as the
+    environment says: the one reader of XDG_CACHE_HOME, XDG_DATA_HOME, XDG_CONFIG_HOME,
+    REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN, REFBENCH_UNPINNED_TOOLS, MINIO_VERSION and
+    TOXIPROXY_VERSION (docs/usage.md#environment). Read when asked (layout()), never at import,
+    so an embedding or a test that sets one before a call gets it; the command line reads it into
+    MachineSettings once (runenv)."""
+    cache_root: Path  # $XDG_CACHE_HOME/refbench: tools built once per machine
+    data_root: Path  # $XDG_DATA_HOME/refbench: a Go `refbench setup` fetched (not a cache: none is trusted to run)
+    config_root: Path  # $XDG_CONFIG_HOME/refbench: the cache key (refbench.trust)
+    builds_dir: Path | None = None  # REFBENCH_BUILDS_DIR: --builds-dir's default, when set
+    tools_bin: Path | None = None  # REFBENCH_TOOLS_BIN: where `refbench setup` links the tools, when set
+    unpinned_tools: bool = False  # REFBENCH_UNPINNED_TOOLS=1: a tool whose hash is not pinned is used, warned
+    tool_versions: tuple[tuple[str, str], ...] = ()  # MINIO_VERSION, TOXIPROXY_VERSION: (tool, version) overrides
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> "Layout":
+        home = os.path.expanduser("~")
+
+        def xdg(name: str, *default: str) -> Path:
+            return Path(environ.get(name) or os.path.join(home, *default)) / "refbench"
+
+        def given(name: str) -> Path | None:
+            return Path(environ[name]).expanduser() if environ.get(name) else None
+        versions = tuple((tool, environ[name]) for tool, name in TOOL_VERSION_ENV if environ.get(name))
+        return cls(cache_root=xdg("XDG_CACHE_HOME", ".cache"), data_root=xdg("XDG_DATA_HOME", ".local", "share"),
+                   config_root=xdg("XDG_CONFIG_HOME", ".config"), builds_dir=given("REFBENCH_BUILDS_DIR"),
+                   tools_bin=given("REFBENCH_TOOLS_BIN"),
+                   unpinned_tools=environ.get("REFBENCH_UNPINNED_TOOLS", "").lower() in ("1", "true", "yes"),
+                   tool_versions=versions)
+
+
+#: (pinned tool, the variable that names another version of it): refused unless unpinned tools are allowed
+TOOL_VERSION_ENV = (("minio", "MINIO_VERSION"), ("toxiproxy-server", "TOXIPROXY_VERSION"))
+
+
+def layout() -> Layout:
+    """This process's Layout, read from its environment now (Layout says why not at import)."""
+    return Layout.from_environ(os.environ)
+
+
 def cache_root() -> Path:
     """$XDG_CACHE_HOME/refbench (default ~/.cache/refbench): tools built once per machine."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "refbench"
+    return layout().cache_root
 
 
 def data_root() -> Path:
     """$XDG_DATA_HOME/refbench (default ~/.local/share/refbench): what `refbench setup` installs
     that must not live in a cache (a Go toolchain it fetched), since no cache is trusted to run."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(base) / "refbench"
+    return layout().data_root
 
 
-def default_builds_dir() -> Path:
+def default_builds_dir(given: Layout | None = None) -> Path:
     """REFBENCH_BUILDS_DIR, else builds/ in the checkout, else $XDG_CACHE_HOME/refbench/builds."""
-    env = os.environ.get("REFBENCH_BUILDS_DIR")
-    if env:
-        return Path(env).expanduser()
-    return CHECKOUT / "builds" if CHECKOUT else cache_root() / "builds"
+    where = given or layout()
+    if where.builds_dir:
+        return where.builds_dir
+    return CHECKOUT / "builds" if CHECKOUT else where.cache_root / "builds"
 
 
 #: the file that says "refbench made this directory": `clean` removes no directory without it
@@ -158,20 +204,153 @@ def is_cache_dir(path: Path) -> bool:
     return (Path(path) / CACHE_MARK).is_file()
 
 
+# ---- writing in a cache: never through a link ---------------------------------------------
+class CacheLinkError(RefbenchError):
+    """A directory refbench writes or removes in lies behind a link (or a file) in the cache."""
+
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _inside(path: Path, within: Path) -> tuple[Path, tuple[str, ...]]:
+    """`within` resolved (the user named it: a link there is theirs) and `path`'s components below
+    it. `path` is taken as written: it must be inside `within` as given or as resolved."""
+    p = Path(os.path.abspath(path))
+    root = Path(within).resolve()
+    for base in (Path(os.path.abspath(within)), root):
+        with contextlib.suppress(ValueError):
+            parts = p.relative_to(base).parts
+            if parts:
+                return root, parts
+    raise CacheLinkError(f"{path} is not inside the cache {within}: refbench writes and removes only inside it")
+
+
+def _is_root(path: Path, within: Path) -> bool:
+    p = os.path.abspath(path)
+    return p == os.path.abspath(within) or p == str(Path(within).resolve())
+
+
 @contextlib.contextmanager
-def locked(path: Path):
+def _parent(path: Path, within: Path, create: bool = False) -> Iterator[tuple[int, str]]:
+    """(a descriptor of `path`'s directory, `path`'s name), reached from `within` one component at
+    a time with O_NOFOLLOW: a component that is a link (a restored cache may hold
+    <builds>/ipfs-states/<k> -> $HOME) is refused, never followed, and no later rename of one can
+    redirect what is done through the descriptor. `create`: make missing directories."""
+    root, parts = _inside(path, within)
+    if create:
+        root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, _DIR)
+    try:
+        here = root
+        for name in parts[:-1]:
+            here = here / name
+            try:
+                nfd = _open_component(name, fd, here, root)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                nfd = _open_component(name, fd, here, root)
+            os.close(fd)
+            fd = nfd
+        yield fd, parts[-1]
+    finally:
+        os.close(fd)
+
+
+def _open_component(name: str, fd: int, here: Path, root: Path) -> int:
+    try:
+        return os.open(name, _DIR, dir_fd=fd)
+    except OSError as e:
+        _refuse(e, here, root)
+        raise
+
+
+def _refuse(e: OSError, here: Path, root: Path) -> None:
+    if e.errno in (errno.ELOOP, errno.ENOTDIR):
+        what = "a symbolic link" if os.path.islink(here) else "not a directory"
+        raise CacheLinkError(f"{here} is {what}: refbench writes and removes nothing through a link in its "
+                             f"cache {root} (a restored cache may have planted it); remove it") from None
+
+
+def _no_link(fd: int, name: str, path: Path, root: Path) -> os.stat_result | None:
+    """lstat of `name` in `fd`, None when absent; a link there is refused."""
+    try:
+        st = os.lstat(name, dir_fd=fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        raise CacheLinkError(f"{path} is a symbolic link: refbench writes and removes nothing through a link in "
+                             f"its cache {root} (a restored cache may have planted it); remove it")
+    return st
+
+
+def checked(path: Path, within: Path) -> Path:
+    """`path` itself, once no component of it below `within` is a link (it need not exist)."""
+    if _is_root(path, within):
+        return Path(path)
+    try:
+        with _parent(path, within) as (fd, name):
+            _no_link(fd, name, Path(path), Path(within))
+    except FileNotFoundError:
+        pass
+    return Path(path)
+
+
+def make_dirs(path: Path, within: Path) -> Path:
+    """mkdir -p `path` inside the cache `within` (or `within` itself), through no link; returns `path`."""
+    if _is_root(path, within):
+        Path(within).mkdir(parents=True, exist_ok=True)
+        return Path(path)
+    with _parent(path, within, create=True) as (fd, name):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=fd)
+        os.close(_open_component(name, fd, Path(path), Path(within)))
+    return Path(path)
+
+
+def remove_tree(path: Path, within: Path, ignore_errors: bool = False) -> None:
+    """Remove `path` (a directory, file or link: the link goes, never what it names) inside the
+    cache `within`; nothing when it is absent. Its parents are walked with O_NOFOLLOW and the tree
+    removed through their descriptor (shutil.rmtree's dir_fd), so a link in the cache never takes
+    the removal outside it. A link among its parents is refused (CacheLinkError) even with
+    `ignore_errors`, which keeps shutil.rmtree's meaning for the rest."""
+    try:
+        with _parent(path, within) as (fd, name):
+            try:
+                st = os.lstat(name, dir_fd=fd)
+            except FileNotFoundError:
+                return
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, ignore_errors=ignore_errors, dir_fd=fd)
+            else:
+                os.unlink(name, dir_fd=fd)
+    except FileNotFoundError:
+        return
+    except CacheLinkError:
+        raise
+    except OSError:
+        if not ignore_errors:
+            raise
+
+
+@contextlib.contextmanager
+def locked(path: Path, within: Path | None = None):
     """Serialise concurrent refbench processes working on the same clone, build or fixture. The
     lock file is opened with O_NOFOLLOW: it sits in a cache, where a restored link to one of the
-    user's files would otherwise be opened (and, before, truncated) in its place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    user's files would otherwise be opened (and, before, truncated) in its place. `within`: the
+    cache it is in, whose components down to it are checked too (make_dirs)."""
+    path = Path(path)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as e:
-        if not path.is_symlink():
-            raise
-        path.unlink()  # a link where refbench keeps its lock: the link goes, not what it names
-        fd = os.open(path, flags | os.O_EXCL, 0o644)
+    with _dir_of(path, within) as (dfd, name):
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=dfd)
+        except OSError:
+            if not os.path.islink(path):
+                raise
+            os.unlink(name, dir_fd=dfd)  # a link where refbench keeps its lock: the link goes, not what it names
+            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
     with os.fdopen(fd, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
@@ -180,22 +359,41 @@ def locked(path: Path):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def replace_file(path: Path, text: str, mode: int = 0o644) -> None:
+def replace_file(path: Path, text: str, mode: int = 0o644, within: Path | None = None) -> None:
     """Write `path` whole through a new file renamed over it: a link at `path` (a cache may hold
-    one pointing at any of the user's files) is replaced, never written through."""
+    one pointing at any of the user's files) is replaced, never written through. `within`: the
+    cache it is in; its directory is then reached through no link either (make_dirs)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    with _dir_of(path, within) as (dfd, name):
+        tmp = f".{name}.tmp-{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+
+
+@contextlib.contextmanager
+def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
+    """(a descriptor of `path`'s directory, made when missing, and `path`'s name): reached through
+    no link below `within` when given (_parent), else as the path says."""
+    if within is not None:
+        with _parent(path, within, create=True) as got:
+            yield got
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd, path.name
+    finally:
+        os.close(fd)
 
 
 def tools_bin() -> Path:
-    """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/."""
-    env = os.environ.get("REFBENCH_TOOLS_BIN")
-    if env:
-        return Path(env).expanduser()
-    return CHECKOUT / "tools" / "bin" if CHECKOUT else cache_root() / "bin"
+    """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/
+    (REFBENCH_TOOLS_BIN overrides)."""
+    where = layout()
+    if where.tools_bin:
+        return where.tools_bin
+    return CHECKOUT / "tools" / "bin" if CHECKOUT else where.cache_root / "bin"

@@ -49,10 +49,10 @@ log = logging.getLogger(__name__)
 TOOLS_GO = "go1.26.8"
 UNPINNED_ENV = "REFBENCH_UNPINNED_TOOLS"
 MINIO_MODULE = "github.com/minio/minio"
-MINIO_VERSION = os.environ.get("MINIO_VERSION", "v0.0.0-20260212201848-7aac2a2c5b7c")
+MINIO_VERSION = "v0.0.0-20260212201848-7aac2a2c5b7c"  # MINIO_VERSION overrides (paths.Layout), unpinned
 # the network profiles' shaper: `go install` names the binary after the package's directory
 TOXIPROXY_PACKAGE = "github.com/Shopify/toxiproxy/v2/cmd/server"
-TOXIPROXY_VERSION = os.environ.get("TOXIPROXY_VERSION", "v2.12.0")
+TOXIPROXY_VERSION = "v2.12.0"  # TOXIPROXY_VERSION overrides (paths.Layout), unpinned
 HYPERFINE_VERSION = "2.0.0"
 HYPERFINE_WHEEL = "astral-dev-toolchain-hyperfine"  # hyperfine's release binary, one wheel per platform
 WHEEL = "wheel"  # how a tool taken from a registry package's wheel is "built"
@@ -95,6 +95,9 @@ def current_platform() -> str:
 
 def version_of(tool: str) -> str:
     """The version of `tool` this refbench uses."""
+    override = dict(paths.layout().tool_versions).get(tool)
+    if override:
+        return override
     if tool == "minio":
         return MINIO_VERSION
     if tool == "toxiproxy-server":
@@ -137,7 +140,7 @@ def build_env(base: dict | None = None) -> dict:
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
            or k in ("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
                     "GONOPROXY", "GOTMPDIR")}
-    env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO)
+    env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO, GOWORK="off")
     from .tools import clean_path  # not at the top: tools imports this module
     env["PATH"] = clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
     env.update({"GOAMD64": "v1"} if current_platform().endswith("/amd64") else {})
@@ -148,7 +151,8 @@ sha256_of = paths.file_sha256
 
 
 def unpinned_allowed() -> bool:
-    return os.environ.get(UNPINNED_ENV, "").lower() in ("1", "true", "yes")
+    """REFBENCH_UNPINNED_TOOLS=1 (paths.Layout)."""
+    return paths.layout().unpinned_tools
 
 
 def check(tool: str, path: Path) -> Path:
@@ -196,9 +200,9 @@ def _from_wheel(tool: str, out_dir: Path) -> Path:
 def _build_argv(tool: str, go: str, out_dir: Path) -> tuple[list[str], dict]:
     """How `tool` is built into out_dir: its command and extra environment."""
     if tool == "minio":
-        return [go, "install", f"{MINIO_MODULE}@{MINIO_VERSION}"], {"GOBIN": str(out_dir)}
+        return [go, "install", f"{MINIO_MODULE}@{version_of(tool)}"], {"GOBIN": str(out_dir)}
     if tool == "toxiproxy-server":
-        return [go, "install", f"{TOXIPROXY_PACKAGE}@{TOXIPROXY_VERSION}"], {"GOBIN": str(out_dir)}
+        return [go, "install", f"{TOXIPROXY_PACKAGE}@{version_of(tool)}"], {"GOBIN": str(out_dir)}
     return [go, "build", "-o", str(out_dir / tool), "."], {}
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
 
-from . import builds as bl, implementations as impls, lease, toolchain as tc, tools
+from . import builds as bl, implementations as impls, lease, paths, toolchain as tc, tools
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
@@ -46,13 +46,17 @@ class MachineSettings:
     pass_env: frozenset[str] = frozenset()  # REFBENCH_PASS_ENV: more names the benchmarked commands see
     lease_ttl: float = lease.DEFAULT_TTL  # REFBENCH_LEASE_TTL: seconds a run's lease on a bucket lives
     crash_dir: str | None = None  # REFBENCH_CRASH_DIR: where a crash's traceback is saved
+    # where the caches, the tools and the key live (XDG_*, REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN,
+    # REFBENCH_UNPINNED_TOOLS, MINIO_VERSION, TOXIPROXY_VERSION); None: not read (a test's settings)
+    layout: paths.Layout | None = field(default=None, compare=False)  # where, not how a run behaves
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "MachineSettings":
         return cls(watchdog=environ.get("REFBENCH_WATCHDOG") or None,
                    pass_env=pass_env_names(environ.get("REFBENCH_PASS_ENV", "")),
                    lease_ttl=lease.parse_ttl(environ.get("REFBENCH_LEASE_TTL")),
-                   crash_dir=environ.get("REFBENCH_CRASH_DIR") or None)
+                   crash_dir=environ.get("REFBENCH_CRASH_DIR") or None,
+                   layout=paths.Layout.from_environ(environ))
 
 
 def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:

@@ -21,7 +21,6 @@ import hashlib
 import logging
 import os
 import re
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -139,11 +138,11 @@ def clone_faults(d: Path) -> list[str]:
     return faults
 
 
-def own_clone(d: Path, url: str) -> None:
+def own_clone(d: Path, url: str, within: Path | None = None) -> None:
     """Write the bare clone's config anew (refbench's own: the origin and nothing else), through a
     new file renamed over the old, so a `config` that is a link to elsewhere is replaced, not
     written through. What else a restored cache may have put in the clone is clone_faults'."""
-    paths.replace_file(d / "config", clone_config(url))
+    paths.replace_file(d / "config", clone_config(url), within=within)
 
 
 def origin_slug(url: str) -> str:
@@ -158,12 +157,13 @@ def origin_slug(url: str) -> str:
 _locked = paths.locked  # one lock helper for builds, clones and fixtures
 
 
-def _remove(d: Path) -> None:
-    """Remove a directory (or a link or file in its place) without following any link in it."""
-    if d.is_symlink() or d.is_file():
-        d.unlink()
-    elif d.exists():
-        shutil.rmtree(d)
+
+
+def _drop_scratch(scratch: Path, cache: Path) -> None:
+    """A verified scratch repository goes with its Clone; at exit, a cache changed since (a link
+    planted where it was) leaves it in place rather than fail the exit."""
+    with contextlib.suppress(paths.CacheLinkError):
+        paths.remove_tree(scratch, cache, ignore_errors=True)
 
 
 class Clone:
@@ -176,6 +176,7 @@ class Clone:
     def __init__(self, root: Path, repo_url: str, offline: bool = False, pr_remote: str | None = None,
                  checkout: bool = False):
         self.root = root
+        self.cache = root.parent  # the builds directory: nothing is written or removed through a link in it
         self.repo_url = repo_url
         self.offline = offline
         self.pr_remote = pr_remote
@@ -196,21 +197,21 @@ class Clone:
         if self._repo is None:
             d = self.clone_dir
             git.refresh(tools.git())  # GitPython runs this absolute git, not whichever PATH names first
-            with _locked(d.with_suffix(".lock")):
+            with _locked(d.with_suffix(".lock"), within=self.cache):
                 faults = clone_faults(d) if os.path.lexists(d) else []
                 if faults:
                     log.warning("%s holds what refbench never puts in a clone (%s): cloning %s anew", d,
                                 "; ".join(faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else ""),
                                 self.repo_url)
-                    _remove(d)
+                    paths.remove_tree(d, self.cache)
                 if not (d / "HEAD").exists():
                     log.info("initialising clone of %s in %s", self.repo_url, d)
-                    _remove(d)
-                    d.mkdir(parents=True)
+                    paths.remove_tree(d, self.cache)
+                    paths.make_dirs(d, self.cache)
                     subprocess.run([tools.git(), *safe_git_args(), "init", "--quiet", "--bare", str(d)], check=True,
                                    capture_output=True, env=tools.child_env())
-                    shutil.rmtree(d / "hooks", ignore_errors=True)  # git init's samples: no clone of ours has hooks
-                own_clone(d, self.repo_url)
+                    paths.remove_tree(d / "hooks", self.cache, ignore_errors=True)  # git init's samples: no clone of ours has hooks
+                own_clone(d, self.repo_url, self.cache)
                 repo = git.Repo(d)
                 repo.git.set_persistent_git_options(c=list(SAFE_GIT))
                 repo.git.update_environment(**clone_git_env(d))
@@ -234,8 +235,8 @@ class Clone:
                 if self.offline:
                     raise
                 log.warning("%s; cloning %s anew", e, self.repo_url)
-                with _locked(self.clone_dir.with_suffix(".lock")):
-                    _remove(self.clone_dir)
+                with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+                    paths.remove_tree(self.clone_dir, self.cache)
                 self._repo, self._fetched = None, False
                 self.fetch()
                 if not refs._rev(self.repo(), sha):
@@ -244,15 +245,15 @@ class Clone:
         return self._verified[sha]
 
     def _verify_into_scratch(self, sha: str) -> git.Repo:
-        scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=self.root))
-        weakref.finalize(self, shutil.rmtree, scratch, True)
+        scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=paths.make_dirs(self.root, self.cache)))
+        weakref.finalize(self, _drop_scratch, scratch, self.cache)
         git_bin, env = tools.git(), tools.child_env()
         subprocess.run([git_bin, *safe_git_args(), "init", "--quiet", "--bare", str(scratch)], check=True,
                        capture_output=True, env=env)
-        shutil.rmtree(scratch / "hooks", ignore_errors=True)
-        paths.replace_file(scratch / "shallow", sha + "\n")  # its parents are not needed, nor fetched
+        paths.remove_tree(scratch / "hooks", self.cache, ignore_errors=True)
+        paths.replace_file(scratch / "shallow", sha + "\n", within=self.cache)  # its parents are not needed, nor fetched
         src = {**env, **clone_git_env(self.clone_dir)}
-        with _locked(self.clone_dir.with_suffix(".lock")):
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             listing = subprocess.run([git_bin, *safe_git_args(), "rev-list", "--objects", "--no-walk", sha],
                                      capture_output=True, env=src)
             # no delta search, no compression: the pack lives for one run, and this is 4x faster
@@ -281,7 +282,7 @@ class Clone:
         if self._fetched or self.offline:
             return
         r = self.repo()
-        with _locked(self.clone_dir.with_suffix(".lock")):
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
                          if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout]
@@ -310,7 +311,7 @@ class Clone:
         if self.offline:
             return
         r = self.repo()
-        with _locked(self.clone_dir.with_suffix(".lock")):
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 r.git.fetch("--quiet", "--force", "--update-shallow", self.pr_remote or "origin",
                             f"+refs/pull/{number}/head:refs/refbench/pull/{number}")

@@ -21,9 +21,12 @@ The parts that decide (versions, go.mod lines, --go values, the pick) are pure f
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
+import stat
 import subprocess
 import tempfile
 import time
@@ -329,3 +332,75 @@ def _write_listing(path: Path, when: float, platform: str, versions: Sequence[Go
         tmp.rename(path)
     except OSError:
         pass  # a listing that cannot be kept is asked again next time
+
+
+# ---- a toolchain the module cache holds -------------------------------------------------------------
+#: what must not weaken the checksum database's word on a toolchain when it is asked
+NO_SUMDB_BYPASS = ("GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE", "GOINSECURE", "GOFLAGS")
+_VERIFIED: dict[str, str] = {}  # toolchain name -> its directory, checked once per process
+
+
+def dir_hash(d: Path, prefix: str) -> str:
+    """Go's h1: hash (golang.org/x/mod/sumdb/dirhash Hash1) of the toolchain unpacked at `d`, as
+    the zip it came from: the sorted lines 'sha256-hex  PREFIX/relpath', hashed. Go unpacks each of
+    a toolchain's _go.mod files also as go.mod (so the tree reads as a module); such a go.mod must
+    equal its _go.mod and is left out. A link or special file is refused: Go unpacks none."""
+    entries = []
+    for top, dirs, files in os.walk(d):
+        dirs.sort()
+        for name in files + [x for x in dirs if os.path.islink(os.path.join(top, x))]:
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, d).replace(os.sep, "/")
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                raise BuildError(f"{path}: a link or special file, which no Go toolchain holds")
+            if name == "go.mod" and os.path.isfile(os.path.join(top, "_go.mod")):
+                if _sha256(os.path.join(top, "_go.mod")) != _sha256(path):
+                    raise BuildError(f"{path} is not its _go.mod, as Go unpacks it")
+                continue
+            entries.append((f"{prefix}/{rel}", path))
+    h = hashlib.sha256()
+    for name, path in sorted(entries):
+        h.update(f"{_sha256(path)}  {name}\n".encode())
+    return "h1:" + base64.b64encode(h.digest()).decode()
+
+
+def _sha256(path: str) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def verify_cached(name: str, env: Mapping[str, str]) -> None:
+    """Before GOTOOLCHAIN=`name` runs: the toolchain unpacked in the module cache is the one the
+    checksum database lists, every file hashed. Go checks a toolchain only when it downloads it and
+    runs an unpacked one as it finds it, and a module cache may come from a cache restore
+    (refbench.trust): a planted bin/go would run. `go mod download -json` of the toolchain module
+    gives its h1: from the checksum database (Go refuses a cached .ziphash that is not the
+    database's, and fetches and unpacks a toolchain that is not there yet); the unpacked directory
+    must hash to it. Once per toolchain and process: about 2 s for Go 1.25's 11,000 files
+    (benchmarks/trust_cost.py). A mismatch is no commit's fault: BuildError with sha None."""
+    if name in _VERIFIED:
+        return
+    plain = {k: v for k, v in env.items() if k not in NO_SUMDB_BYPASS}
+    if plain.get("GOSUMDB", "").strip() == "off":
+        raise BuildError(f"GOSUMDB=off: refbench cannot check the Go toolchain {name} in the module cache against "
+                         "the checksum database; unset GOSUMDB, or build with this machine's Go (--go local)", sha=None)
+    platform = "-".join(_run_go(["env", "GOHOSTOS", "GOHOSTARCH"], {**plain, "GOTOOLCHAIN": LOCAL}).split())
+    module = f"{TOOLCHAIN_MODULE}@v0.0.1-{name}.{platform}"
+    try:
+        out = _run_go(["mod", "download", "-json", module], {**plain, "GOTOOLCHAIN": LOCAL, "GOFLAGS": "-mod=mod"})
+    except BuildError as e:
+        raise BuildError(f"cannot check the Go toolchain {name} against the checksum database: {e}", sha=None) from None
+    info = json.loads(out)
+    want, where = info.get("Sum", ""), info.get("Dir", "")
+    if not want.startswith("h1:") or not where:
+        raise BuildError(f"`go mod download {module}` gave no checksum or directory: {info.get('Error', out[:200])}",
+                         sha=None)
+    try:
+        got = dir_hash(Path(where), module)
+    except (BuildError, OSError) as e:
+        got = f"refused: {e}"
+    if got != want:
+        raise BuildError(f"the Go toolchain {name} in the module cache ({where}) is not the one the checksum database "
+                         f"lists ({got}, not {want}): tampered with or corrupt; `go clean -modcache` empties it",
+                         sha=None)
+    _VERIFIED[name] = where

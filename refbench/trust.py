@@ -47,6 +47,7 @@ import stat
 from pathlib import Path
 from typing import Callable, Mapping
 
+from . import paths
 from .errors import RefbenchError
 
 KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
@@ -57,8 +58,7 @@ _key: bytes | None = None  # from KEY_FILE_ENV's file, read once
 def key_file() -> Path:
     """$XDG_CONFIG_HOME/refbench/cache-key (default ~/.config/refbench/cache-key): config, not
     cache, so no cache restore brings it along."""
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(base) / "refbench" / "cache-key"
+    return paths.layout().config_root / "cache-key"
 
 
 def _load_file(path: Path) -> bytes:

@@ -242,3 +242,18 @@ def test_a_bad_bisect_variant_is_one_line(tmp_path, argv, says):
                    "--builds-dir", str(tmp_path / "b"), *argv)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("slow_from", ["v1.1.0~3", "v1.1.0"])
+def test_bisect_runs_on_the_mock_executor(tmp_path, slow_from):
+    """`bench.py bisect --executor mock` stopped at its first step: the MockBuilder had no history to
+    list. It now makes a line BAD~7 ... BAD, and a commit mapped to a slower binary slows every later one."""
+    from conftest import run_cli
+    log = tmp_path / "bisect.json"
+    proc = run_cli("bisect", "v1.0.0", "v1.1.0", "--only", "small files/upload", "--executor", "mock",
+                   "--mock", f"build={slow_from}:fake-1.20", "--builds-dir", tmp_path / "builds", "--log", log)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "first slower commit for 'small files/upload': " in proc.stdout
+    assert proc.stdout.split("\n")[0].endswith(f"mock commit {slow_from}")
+    outcome = json.loads(log.read_text())
+    assert outcome["commits"] == 8 and len(outcome["probes"]) <= 4

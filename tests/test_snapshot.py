@@ -48,9 +48,9 @@ def test_state_cache_keys_and_completeness(tmp_path):
     assert key("a", "b") != key("ab") and len(key("x")) == 16
     cache.repo.mkdir(parents=True)
     assert not StateCache.ready(cache.repo)
-    StateCache.mark(cache.repo, template="t")
+    StateCache.mark(cache.repo, tmp_path, template="t")
     assert StateCache.ready(cache.repo)
-    StateCache.clear(cache.root)
+    StateCache.clear(cache.root, tmp_path)
     assert not cache.root.exists()
     assert cache.layer("k") == cache.root / "layers" / "k"
     assert isinstance(cache.repo, Path)
@@ -65,16 +65,16 @@ def test_a_state_is_built_by_one_process_and_the_other_waits_then_finds_it(tmp_p
     import time
 
     where = tmp_path / "state" / "repo"
-    first = StateCache.claim(where)
+    first = StateCache.claim(where, tmp_path)
     assert first is not None  # nothing built yet: ours to build, and locked
     waiter = subprocess.Popen([sys.executable, "-c", (
         "import sys; from pathlib import Path; from refbench.backends.snapshot import StateCache; "
-        f"lock = StateCache.claim(Path({str(where)!r})); print('built by me' if lock else 'ready')")],
+        f"lock = StateCache.claim(Path({str(where)!r}), Path({str(tmp_path)!r})); print('built by me' if lock else 'ready')")],
         stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
     assert waiter.poll() is None  # blocked on our lock
     where.mkdir(parents=True)
-    StateCache.mark(where, template="t")
+    StateCache.mark(where, tmp_path, template="t")
     first.close()
     assert waiter.communicate(timeout=30)[0].strip() == "ready"
-    assert StateCache.claim(where) is None  # and so for any later run
+    assert StateCache.claim(where, tmp_path) is None  # and so for any later run

@@ -335,12 +335,12 @@ def test_a_state_with_a_bare_state_json_is_not_ready(tmp_path):
     where = _state(tmp_path)
     (where / "state.json").write_text(json.dumps({"built_at": "now", "template": "t"}))
     assert not StateCache.ready(where)
-    assert StateCache.claim(where) is not None
+    assert StateCache.claim(where, tmp_path) is not None
 
 
 def test_a_sealed_state_whose_content_changed_is_not_ready(tmp_path, monkeypatch):
     where = _state(tmp_path)
-    StateCache.mark(where, template="t")
+    StateCache.mark(where, tmp_path, template="t")
     assert StateCache.ready(where)
     # a block swapped for another of the same size and times, and the state.json copied over
     block = where / "blocks" / "AB" / "CIQA.data"
@@ -354,7 +354,7 @@ def test_a_sealed_state_whose_content_changed_is_not_ready(tmp_path, monkeypatch
 def test_a_state_sealed_under_another_key_is_not_ready(tmp_path, monkeypatch):
     where = _state(tmp_path)
     monkeypatch.setattr(trust, "_key", b"a-pull-requests-own-key-0123456789")
-    StateCache.mark(where, template="t")
+    StateCache.mark(where, tmp_path, template="t")
     monkeypatch.setattr(trust, "_key", b"the-trusted-jobs-key-0123456789abcd")
     assert not StateCache.ready(where)
 
@@ -362,7 +362,7 @@ def test_a_state_sealed_under_another_key_is_not_ready(tmp_path, monkeypatch):
 def test_a_state_with_plugins_is_refused(tmp_path):
     """kubo loads $IPFS_PATH/plugins/*.so at start."""
     where = _state(tmp_path)
-    StateCache.mark(where, template="t")
+    StateCache.mark(where, tmp_path, template="t")
     (where / "plugins").mkdir()
     (where / "plugins" / "evil.so").write_bytes(b"\x7fELF")
     snapshot._checked.clear()

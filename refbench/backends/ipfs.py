@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import paths
 from ..config import ShellCode
 from ..errors import RunError
 from .process import child_env, die_with_parent, group_guard, release_guard, stop_process
@@ -236,6 +237,10 @@ class IpfsBackend:
             raise RunError("a scenario with a cached state needs the build cache (IpfsBackend.open(cache_dir=...))")
         return self.states_dir
 
+    def _cache(self) -> Path:
+        """The build cache the states are in: what is written or removed there goes through no link."""
+        return self._states_root().parent
+
     def state_job(self, label: str, step=None) -> "StateJob | None":
         """What must be built before `step` (None: the scenario) can run for this build: the
         scenario's state or the step's layer over it; None when cached (or there is none). A job
@@ -245,16 +250,16 @@ class IpfsBackend:
         if repo.state is None or (step is not None and not step.state):
             return None
         where = repo.state.repo if step is None else repo.state.layer(key(step.state))
-        lock = StateCache.claim(where)
+        lock = StateCache.claim(where, self._cache())
         if lock is None:
             return None
         try:
             if step is None:
-                StateCache.clear(repo.state.root / "layers")  # built on an older state: rebuilt too
-                StateCache.clear(where)  # an incomplete state
+                StateCache.clear(repo.state.root / "layers", self._cache())  # built on an older state: rebuilt too
+                StateCache.clear(where, self._cache())  # an incomplete state
                 IpfsRepo(where, repo.binary, "none", repo.prefix, pass_env=repo.pass_env).init()
                 return StateJob(label, where, self.scenario.state, None, lock)
-            StateCache.clear(where)
+            StateCache.clear(where, self._cache())
             self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
                          + layer_mount_command(repo.path, repo.state.repo, where, self.sandbox.user))
             return StateJob(label, repo.path, step.state, where, lock)
@@ -273,11 +278,11 @@ class IpfsBackend:
                     self._inside(f"umount {shlex.quote(str(repo.path))}")
             where = job.layer if job.layer is not None else job.path
             if not ok:
-                StateCache.clear(where)
+                StateCache.clear(where, self._cache())
                 return
             if job.layer is not None:
-                shutil.rmtree(job.layer / "work", ignore_errors=True)
-            StateCache.mark(where, template=job.template)
+                paths.remove_tree(job.layer / "work", self._cache(), ignore_errors=True)
+            StateCache.mark(where, self._cache(), template=job.template)
 
     def use_state(self, label: str, step) -> None:
         """The state the step's runs restore: its own layer over the scenario's, or the scenario's."""

@@ -110,9 +110,10 @@ class StateCache:
         return self.root / "layers" / layer_key
 
     @staticmethod
-    def why_not_ready(where: Path) -> str | None:
+    def why_not_ready(where: Path, within: Path | None = None) -> str | None:
         """None when the state at `where` is complete, sealed under this key, and still the
-        content sealed; else why not (logged by ready). Checked once per state, state.json and run."""
+        content sealed; else why not (logged by ready). Checked once per state, state.json and run.
+        `within`: the build cache; the state must then have been sealed for this slot (slot())."""
         meta = where / STATE_FILE
         try:
             st = os.lstat(meta)
@@ -121,7 +122,17 @@ class StateCache:
         ident = (str(where), st.st_ino, st.st_size, st.st_mtime_ns)
         if ident not in _checked:
             _checked[ident] = StateCache._check(where, meta)
+        if _checked[ident] is None and within is not None:
+            sealed = json.loads(meta.read_text()).get("slot")
+            if sealed != StateCache.slot(where, within):
+                return f"it was sealed for {sealed!r}, another binary's, fixture's or layer's place"
         return _checked[ident]
+
+    @staticmethod
+    def slot(where: Path, within: Path) -> str:
+        """Where the state sits under the build cache (ipfs-states/<binary>/<state and fixture>/repo or
+        layers/<key>): sealed with it, so a sealed state copied into another slot is not ready there."""
+        return os.path.relpath(os.path.abspath(where), os.path.abspath(within))
 
     @staticmethod
     def _check(where: Path, meta: Path) -> str | None:
@@ -140,37 +151,41 @@ class StateCache:
         return trust.gate(SEAL_PURPOSE, fields, info, "manifest", lambda: manifest(where))
 
     @staticmethod
-    def ready(where: Path) -> bool:
-        why = StateCache.why_not_ready(where)
+    def ready(where: Path, within: Path | None = None) -> bool:
+        why = StateCache.why_not_ready(where, within)
         if why and why != "incomplete (no state.json)":
             log.warning("cached IPFS state %s is not used: %s; building it again", where, why)
         return why is None
 
     @staticmethod
-    def mark(where: Path, **facts) -> None:
-        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key."""
+    def mark(where: Path, within: Path, **facts) -> None:
+        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key.
+        `within`: the build cache it is in (paths.replace_file writes through no link in it)."""
         why = refused(where)
         if why:
             raise RunError(f"the IPFS state built at {where} is refused: {why}")
-        fields = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts, "manifest": manifest(where)}
+        fields = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts, "slot": StateCache.slot(where, within),
+                  "manifest": manifest(where)}
         paths.replace_file(where / STATE_FILE, json.dumps(
-            {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}))
+            {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}), within=within)
 
     @staticmethod
-    def claim(where: Path) -> contextlib.ExitStack | None:
+    def claim(where: Path, within: Path) -> contextlib.ExitStack | None:
         """`where`'s lock, held, when it is still to be built (close it when done); None when it is
         ready, which may follow a wait while another process on this machine builds it."""
         lock = contextlib.ExitStack()
-        lock.enter_context(paths.locked(where.with_name(where.name + ".lock")))
-        if StateCache.ready(where):
+        lock.enter_context(paths.locked(where.with_name(where.name + ".lock"), within=within))
+        if StateCache.ready(where, within):
             lock.close()
             return None
         return lock
 
     @staticmethod
-    def clear(where: Path) -> None:
-        """An incomplete state (a recipe that failed, a killed run) is removed before a rebuild."""
-        shutil.rmtree(where, ignore_errors=True)
+    def clear(where: Path, within: Path) -> None:
+        """An incomplete state (a recipe that failed, a killed run) is removed before a rebuild;
+        inside the build cache `within` and through no link in it (paths.remove_tree): a restored
+        cache's <builds>/ipfs-states/<k> -> $HOME would otherwise take the removal there."""
+        paths.remove_tree(where, within, ignore_errors=True)
 
 
 def overlay_options(lowers: list[Path], upper: Path, work: Path, user: bool) -> str:
