@@ -190,9 +190,10 @@ def metric_values(metric: str, times, user, system, memory, instructions,
 
 def comparable(x, y) -> bool:
     """Whether two builds' figures of a metric can be compared (on the log scale the statistics
-    use): no zero among them, or all the same (a daemon that wrote nothing to a tmpfs in every run
-    of both: no change). A daemon's writes can be 0 in some runs only; they are then not judged."""
-    return (all(v > 0 for v in x) and all(v > 0 for v in y)) or len(set(x) | set(y)) == 1
+    use): no zero among them. A daemon's writes can be 0 in some runs, or in every run of both (a
+    daemon that wrote nothing, or only to a tmpfs, or an offline daemon with no Go counters): they
+    are then not judged, since no ratio or log of a zero exists."""
+    return bool(x) and bool(y) and all(v > 0 for v in x) and all(v > 0 for v in y)
 
 
 @dataclass(frozen=True, kw_only=True)

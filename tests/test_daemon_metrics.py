@@ -138,3 +138,15 @@ def test_the_daemon_metrics_survive_shard_and_merge():
         assert st.by_metric("new")["daemon-memory"].verdict == Verdict.SLOWER
         assert st.builds["new"].daemon_memory == shards[0][1].scenarios[0].steps[0].builds["new"].daemon_memory
     assert "daemon-memory" in back.judged_metrics()
+
+
+def test_a_daemon_figure_that_is_zero_in_every_run_is_not_judged():
+    """kubo's daemon wrote nothing (a tmpfs, or nothing to write) in every run of both builds: no
+    ratio or log of a zero exists, so the figure is left out. Before, the runner contrasted it and
+    died dividing by a zero mean (tests/test_kubo.py, every test, in CI)."""
+    from refbench.results import comparable
+
+    assert not comparable((0, 0, 0), (0, 0))
+    assert not comparable((0, 5), (4, 5))
+    assert not comparable((), (1,))
+    assert comparable((3, 4), (5, 6))
