@@ -32,6 +32,12 @@ def _need_kpageflags() -> None:
         pytest.fail("/proc/kpageflags is not readable: these tests read the page cache's folios and run as root")
 
 
+def _whole(lay) -> bool:
+    """Read back whole: every page resident but a few a proactive reclaimer (DAMON here) may take
+    back between the read and the probe (7 of 2,937 once, under a parallel suite)."""
+    return lay.resident >= 0.99 * lay.pages
+
+
 def _scratch() -> Path:
     # beside the checkout, on the disk builds live on: a tmpfs keeps its pages whatever one advises
     return Path(tempfile.mkdtemp(dir=ROOT, prefix=".pagecache-"))
@@ -56,7 +62,7 @@ def test_settled_twins_share_one_layout_whatever_their_history():
         assert abs(before[0].large_share - before[1].large_share) > 0.2, before  # the asymmetry is real here
         assert settle_page_cache(a) and settle_page_cache(b)
         la, lb = layout(a), layout(b)
-        assert la.resident == lb.resident == la.pages, (la, lb)
+        assert _whole(la) and _whole(lb), (la, lb)
         assert abs(la.large_share - lb.large_share) < 0.02, (la, lb)
         assert settle_page_cache(where / "missing") is False
     finally:
@@ -85,5 +91,5 @@ def test_a_run_settles_a_just_built_twin_like_its_baseline(tmp_path, s5_origin, 
     again = run_bench(*args, cwd=tmp_path)
     assert again.returncode == 0, again.stderr[-3000:]
     lb, lc = layout(base), layout(cont)
-    assert lb.resident == lc.resident == lb.pages, (lb, lc)
+    assert _whole(lb) and _whole(lc), (lb, lc)
     assert abs(lb.large_share - lc.large_share) < 0.02, (lb, lc)
