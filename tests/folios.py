@@ -59,8 +59,13 @@ def layout(path: str | os.PathLike) -> Layout:
                 in_large += bool(flags >> COMPOUND_HEAD & 1 or flags >> COMPOUND_TAIL & 1)
         return Layout(n, len(resident), in_large)
     finally:
-        del base
         m.close()
+
+
+def _written_back_and_dropped(fd: int) -> None:
+    """Out of the page cache for sure: written back first, since dirty pages cannot be dropped."""
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def exec_filled(path: str | os.PathLike, *argv: str) -> None:
@@ -69,8 +74,7 @@ def exec_filled(path: str | os.PathLike, *argv: str) -> None:
     import subprocess
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        _written_back_and_dropped(fd)
     finally:
         os.close(fd)
     subprocess.run([str(path), *argv], capture_output=True, check=False)
@@ -83,8 +87,7 @@ def rewritten(path: str | os.PathLike) -> None:
     data = open(path, "rb").read()
     fd = os.open(path, os.O_RDWR)
     try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        _written_back_and_dropped(fd)
         for off in range(0, len(data), 1 << 20):
             os.pwrite(fd, data[off:off + (1 << 20)], off)
     finally:
