@@ -47,6 +47,8 @@ CASES = {
     # the same pair with no daemon: the datastore's own writes, without the provider queue
     "v033-no-daemon": (("v0.32.1", "v0.33.2"), ("--quick", *ADDS, "--daemon", "none")),
     "v040-go126": (("v0.40.1", "v0.40.1"), ("--quick", "--only", "large file", "--go", "mod,1.26")),
+    # the same at the seed's size (1 GiB): a GC's share grows with the heap the add churns through
+    "v040-go126-1g": (("v0.40.1", "v0.40.1"), ("--only", "large file/add", "--go", "mod,1.26")),
     # v0.40's flatfs rewrite (go-ds-flatfs#142): "Batch operations also use less memory now. Block
     # data is written to disk immediately rather than held in RAM until the batch commits"
     "v040-batch-memory": (("v0.39.0", "v0.40.1"), ("--quick", *ADDS)),
