@@ -190,6 +190,8 @@ class Builder:
         if ref.kind == "pr":
             raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
                            "use --source git")
+        if ref.kind == "commit" and trust.key_given() and not refs.is_whole_commit(ref.text):
+            refs.refuse_prefix(ref.text)
         query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
         info = self._module_info(ref.text, query)
         version = info["Version"]

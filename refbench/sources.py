@@ -30,7 +30,7 @@ from pathlib import Path
 
 import git
 
-from . import paths, refs, tools
+from . import paths, refs, tools, trust
 from .errors import BuildError, RefError
 
 log = logging.getLogger(__name__)
@@ -278,9 +278,42 @@ class Clone:
     def fetch(self) -> None:
         """Bring branches and tags up to date (once per run): the clone's branches and tags become
         the origin's, pruned, so none a cache planted (a tag v99.0.0 that latest_release would
-        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted."""
+        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted.
+        Then every ref's history must be whole (missing_objects): a fetch checks only the refs it
+        moves, so a restored clone whose tips equal the origin's but whose packs lack an older
+        commit kept lacking it, and a prefix of that commit named another one. A clone with a
+        hole is cloned anew, once."""
         if self._fetched or self.offline:
             return
+        self._fetch_refs()
+        missing = self.missing_objects()
+        if missing:
+            log.warning("the cached clone %s lacks objects its refs need (%s): cloning %s anew",
+                        self.clone_dir, missing, self.repo_url)
+            with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+                paths.remove_tree(self.clone_dir, self.cache)
+            self._repo = None
+            self._fetch_refs()
+            missing = self.missing_objects()
+            if missing:
+                raise RefError(f"cannot fetch {self.repo_url}: the clone {self.clone_dir} still lacks objects "
+                               f"after a fresh fetch ({missing})")
+        self._fetched = True
+
+    def missing_objects(self) -> str | None:
+        """Why the clone's refs are not whole (the first object git cannot read, walking every
+        object every ref reaches), or None. `rev-list --objects --all --missing=error`: 0.02 s on
+        s5cmd's clone (604 commits), 0.36 s on kubo's (16,360 commits, 385 branches and tags)."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            proc = subprocess.run([tools.git(), *safe_git_args(), "rev-list", "--objects", "--all", "--missing=error"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)})
+        if proc.returncode == 0:
+            return None
+        return ((proc.stderr.decode(errors="replace").strip().splitlines() or ["git rev-list failed"])[-1]
+                .removeprefix("fatal: "))
+
+    def _fetch_refs(self) -> None:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
@@ -305,7 +338,6 @@ class Clone:
                 m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
                 if m:
                     r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
-        self._fetched = True
 
     def fetch_pr(self, number: int) -> None:
         if self.offline:
@@ -339,12 +371,13 @@ class Clone:
             self.fetch_pr(ref.pr)
         # HEAD: the checkout's own, as this fetch brought it, never the clone's HEAD file
         head = CHECKOUT_HEAD if self.checkout else None
+        whole = trust.key_given()  # a keyed run takes no commit prefix (refs.resolve says why)
         try:
-            return refs.resolve(self.repo(), text, head=head)
+            return refs.resolve(self.repo(), text, head=head, whole=whole)
         except RefError:
-            if ref.kind in ("commit",):
+            if ref.kind == "commit" and refs.is_whole_commit(text):  # git fetches a commit by its whole id only
                 self.fetch_commit(text)
-                return refs.resolve(self.repo(), text, head=head)
+                return refs.resolve(self.repo(), text, head=head, whole=whole)
             raise
 
 
