@@ -71,6 +71,14 @@ SEAL_PURPOSE = "refbench build record v1"
 KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
 SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
+#: sealed as well for the module source: which module and version the binary is. Its commit is only
+#: what `go list` said, so a sealed build of one version is never taken for another's
+MODULE_FIELDS = ("module", "version")
+
+
+def sealed_keys(source: str) -> tuple[str, ...]:
+    """The fields of build.json the seal covers for a build from `source`."""
+    return SEALED_FIELDS + (MODULE_FIELDS if source == "module" else ())
 
 
 def reproducible_goflags(toolchain: str | None) -> str:
@@ -195,7 +203,7 @@ class Builder:
         query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
         info = self._module_info(ref.text, query)
         version = info["Version"]
-        self._gomods[version] = _read_gomod_file(info.get("GoMod"))
+        self._gomods[version] = _gomod_of(info)
         sha = (info.get("Origin") or {}).get("Hash")
         if not sha:
             m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
@@ -205,15 +213,29 @@ class Builder:
         return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version)
 
     def _module_info(self, text: str, query: str) -> dict:
-        """`go list -m -json MODULE@QUERY`: the version, its commit and its go.mod file (GoMod)."""
+        """`go list -m -json MODULE@QUERY`: the version, its commit (Origin.Hash) and its go.mod's
+        text (GoModText), asked of the module proxy with an empty module cache of its own. For an
+        exact version go answers from the module cache's .info without asking the proxy, and a
+        restored cache's .info may name any commit: that of another version, whose sealed build
+        would then be taken for this one (review35). Offline there is no proxy to ask: the cache
+        answers, and the sealed module and version (MODULE_FIELDS) still keep versions apart."""
         with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
-            mod = self._scratch_module(Path(tmp))
+            mod = self._scratch_module(Path(tmp) / "scratch")
+            env = self._go_env()
+            if not self.sources.offline:
+                env["GOMODCACHE"] = str(Path(tmp) / "modcache")
+                env["GOFLAGS"] += " -modcacherw"  # the go command's read-only files would outlive the directory
             proc = subprocess.run(_absolute(["go", "list", "-m", "-json", f"{self.target.module}@{query}"]),
-                                  cwd=mod, capture_output=True, text=True, env=self._go_env())
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
-            raise RefError(f"ref not found: {text!r} in module {self.target.module}: {last}")
-        return json.loads(proc.stdout)
+                                  cwd=mod, capture_output=True, text=True, env=env)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
+                raise RefError(f"ref not found: {text!r} in module {self.target.module}: {last}")
+            info = json.loads(proc.stdout)
+            try:
+                info["GoModText"] = Path(info["GoMod"]).read_text(errors="replace") if info.get("GoMod") else None
+            except OSError:
+                info["GoModText"] = None
+        return info
 
     # ---- which Go builds a ref ----------------------------------------------------------------
     def local_go(self) -> str:
@@ -231,7 +253,7 @@ class Builder:
         key = resolved.version if self.source == "module" else resolved.sha
         if key not in self._gomods:
             if self.source == "module":
-                self._gomods[key] = _read_gomod_file(self._module_info(resolved.text, key).get("GoMod"))
+                self._gomods[key] = _gomod_of(self._module_info(resolved.text, key))
             else:
                 self._gomods[key] = self._git_gomod(resolved)
         return self._gomods[key]
@@ -319,7 +341,7 @@ class Builder:
             return None
         if not isinstance(info, dict) or "tree" not in info:
             return None  # not a record, or one of a refbench from before trees were sealed: rebuild
-        fields = {k: info.get(k) for k in SEALED_FIELDS}
+        fields = {k: info.get(k) for k in sealed_keys(self.source)}
         # the commit names its tree: the sealed one stands (an artifact's builder may hold no clone)
         if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
                                                                   tree=fields["tree"]) != fields:
@@ -398,11 +420,14 @@ class Builder:
 
     def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None, **tree) -> dict:
         """What a build record must say for `resolved` as this builder builds it: the fields the seal
-        covers (SEALED_FIELDS). `tree=`: the commit's tree as a record already says it, else asked."""
-        return {"target": self.target.name, "sha": resolved.sha,
-                "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
-                "toolchain": resolved.toolchain, "build": list(self.target.build),
-                "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
+        covers (sealed_keys). `tree=`: the commit's tree as a record already says it, else asked."""
+        fields = {"target": self.target.name, "sha": resolved.sha,
+                  "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
+                  "toolchain": resolved.toolchain, "build": list(self.target.build),
+                  "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
+        if self.source == "module":
+            fields.update(module=self.target.module, version=resolved.version)
+        return fields
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
         """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
@@ -568,11 +593,8 @@ def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
 
 
 
-def _read_gomod_file(path: str | None) -> tc.GoMod | None:
-    """A module's go.mod as the module proxy served it (the GoMod path `go list -m -json` gives)."""
-    try:
-        return tc.parse_gomod(Path(path).read_text(errors="replace")) if path else None
-    except OSError:
-        return None
+def _gomod_of(info: dict) -> tc.GoMod | None:
+    """A module's go.mod as the module proxy served it (Builder._module_info's GoModText)."""
+    return tc.parse_gomod(info["GoModText"]) if info.get("GoModText") else None
 
 

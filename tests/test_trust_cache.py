@@ -467,3 +467,79 @@ def test_head_in_a_checkout_is_the_checkouts_never_the_cached_clones_head_file(o
     (clone / "HEAD").write_text(evil_sha + "\n")
     again = bl.Builder(target(), tmp_path / "builds", repo_url=str(co), checkout=True)
     assert again.resolve("HEAD", go="local").sha == origin.shas["one"]
+
+
+# ---- the module source -----------------------------------------------------------------------------
+HELLO_MOD = "module example.com/hello\n\ngo 1.21\n"
+COMMITS = {"v1.0.0": "a" * 40, "v1.1.0": "b" * 40}  # what the proxy's .info says each version's commit is
+
+
+def _hello_proxy(root: Path) -> Path:
+    """A Go module proxy in a directory serving example.com/hello v1.0.0 (prints one) and v1.1.0 (two),
+    each .info naming its commit as proxy.golang.org's do (Origin.Hash)."""
+    import zipfile
+    at = root / "proxy" / "example.com" / "hello" / "@v"
+    at.mkdir(parents=True)
+    (at / "list").write_text("".join(v + "\n" for v in COMMITS))
+    for (version, sha), word in zip(COMMITS.items(), ("one", "two")):
+        (at / f"{version}.info").write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                                        "Origin": {"VCS": "git", "URL": "https://example.com/hello",
+                                                                   "Hash": sha, "Ref": f"refs/tags/{version}"}}))
+        (at / f"{version}.mod").write_text(HELLO_MOD)
+        with zipfile.ZipFile(at / f"{version}.zip", "w") as z:
+            z.writestr(f"example.com/hello@{version}/go.mod", HELLO_MOD)
+            z.writestr(f"example.com/hello@{version}/main.go", MAIN.format(word=word))
+    return root / "proxy"
+
+
+@pytest.fixture
+def module_proxy(tmp_path, monkeypatch):
+    """The environment of a run whose module proxy is _hello_proxy's: its module cache, what a cache
+    restores."""
+    if not shutil.which("go"):
+        pytest.fail("go not found: run `make setup`")
+    modcache = tmp_path / "modcache"
+    for k, v in {"GOPROXY": f"file://{_hello_proxy(tmp_path)}", "GONOSUMDB": "example.com",
+                 "GOMODCACHE": str(modcache), "GOFLAGS": "-modcacherw"}.items():
+        monkeypatch.setenv(k, v)
+    return modcache
+
+
+def _module_builder(tmp_path: Path) -> bl.Builder:
+    return bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
+                      source="module")
+
+
+def _plant_info(modcache: Path, version: str, sha: str) -> None:
+    planted = modcache / "cache" / "download" / "example.com" / "hello" / "@v" / f"{version}.info"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                   "Origin": {"VCS": "git", "Hash": sha}}))
+
+
+def test_a_planted_module_info_naming_another_versions_commit_is_not_built_as_it(tmp_path, module_proxy):
+    """Review35's MEDIUM: --source module keyed a build by the commit the module cache's .info named
+    (go answers an exact version from the cache without asking the proxy): a restored cache's
+    v1.1.0.info naming v1.0.0's commit made a trusted run take v1.0.0's sealed binary for v1.1.0 and
+    report its figures under v1.1.0's name. The commit is now asked of the proxy alone."""
+    first = _module_builder(tmp_path)
+    one = first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    assert run(one.binary) == "one" and one.ref.sha == COMMITS["v1.0.0"]
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    again = _module_builder(tmp_path)
+    ref = again.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.1.0"], "the commit came from the planted .info"
+    assert run(again.build(ref, "v1.1.0").binary) == "two"
+
+
+def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_proxy):
+    """The same attack where the cache is all there is to ask (offline): the version is sealed, so
+    v1.0.0's sealed binary is never v1.1.0's, whatever commit the .info names."""
+    first = _module_builder(tmp_path)
+    first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    offline = bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
+                         source="module", offline=True)
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    ref = offline.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
+    assert offline.cached(ref) is None
