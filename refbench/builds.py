@@ -56,7 +56,6 @@ from .sources import (  # noqa: F401  (the names other modules import from here)
     ALLOWED_INFO, CLONE_ENTRIES, KEPT_REFS, SAFE_GIT, Checkout, clone_config, clone_faults, clone_git_env,
     go_checkout, origin_slug, own_clone, safe_git_args)
 from .sources import absolute as _absolute, git_msg as _git_msg
-from .toolchain import go_version
 
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
@@ -136,8 +135,9 @@ class Builder:
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
-        self._local: str | None = None  # this machine's GOVERSION
-        self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
+        # which Go builds each ref: refbench.toolchain's to choose; this class builds with it
+        self.goes = tc.Chooser(self.go, self.builds_dir, self._go_env, self._read_gomod,
+                               lambda r: r.version if self.source == "module" else r.sha)
         self._trees: dict[str, str | None] = {}  # by commit (git)
         trust.cache_key()  # now: a key given in the environment is refused before any git or go runs
 
@@ -174,7 +174,7 @@ class Builder:
     def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
         """The commit `text` names, with the Go that builds it (`go`: a --go value, else the
         builder's)."""
-        return self.settle(self._resolve_commit(text), go)
+        return self.goes.settle(self._resolve_commit(text), go)
 
     def resolve_all(self, texts: tuple[str, ...] | list[str], go: tuple[str, ...] = ()) -> list[refs.ResolvedRef]:
         """The refs of one comparison, each with its Go: `go` holds one --go value for all of
@@ -203,7 +203,7 @@ class Builder:
         query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
         info = self._module_info(ref.text, query)
         version = info["Version"]
-        self._gomods[version] = _gomod_of(info)
+        self.goes.know(version, _gomod_of(info))
         sha = (info.get("Origin") or {}).get("Hash")
         if not sha:
             m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
@@ -237,28 +237,12 @@ class Builder:
                 info["GoModText"] = None
         return info
 
-    # ---- which Go builds a ref ----------------------------------------------------------------
-    def local_go(self) -> str:
-        """This machine's Go (GOVERSION with GOTOOLCHAIN=local), asked once."""
-        if self._local is None:
-            self._local = go_version(self._go_env())
-        return self._local
-
-    def _listed(self) -> tuple[tc.GoVersion, ...]:
-        return tc.available(self.builds_dir, self._go_env())
-
-    def gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
-        """What the ref's go.mod asks for (None without one): the top-level go.mod of the commit
-        (even when the build command runs in a sub-directory), or the module's at its version."""
-        key = resolved.version if self.source == "module" else resolved.sha
-        if key not in self._gomods:
-            if self.source == "module":
-                self._gomods[key] = _gomod_of(self._module_info(resolved.text, key))
-            else:
-                self._gomods[key] = self._git_gomod(resolved)
-        return self._gomods[key]
-
-    def _git_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+    def _read_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+        """What the ref's go.mod asks for (None without one), for toolchain.Chooser: the top-level
+        go.mod of the verified commit (even when the build command runs in a sub-directory), or
+        the module's at its version as the proxy serves it."""
+        if self.source == "module":
+            return _gomod_of(self._module_info(resolved.text, resolved.version))
         try:
             text = self.verified(resolved.sha).git.show(f"{resolved.sha}:go.mod")
         except git.GitCommandError as e:
@@ -267,39 +251,6 @@ class Builder:
                 return None  # a commit from before modules: nothing asked
             raise BuildError(f"cannot read go.mod of {resolved.display} ({resolved.short}): {msg}") from None
         return tc.parse_gomod(text)
-
-    def settle(self, resolved: refs.ResolvedRef, go: str | None = None) -> refs.ResolvedRef:
-        """The ref with the Go that builds it: `go` (a --go value) or the builder's choice. A ref
-        already settled keeps its Go unless `go` is given."""
-        if resolved.toolchain and go is None:
-            return resolved
-        choice = tc.parse_choice(go) if go else self.go
-        picked = tc.pick(choice, self.gomod(resolved) if choice == tc.MOD else None, self.local_go(), self._listed)
-        if picked.note:
-            log.warning("%s (%s): %s", resolved.display, resolved.short, picked.note)
-        return dataclasses.replace(resolved, toolchain=picked.name)
-
-    def _hint(self, resolved: refs.ResolvedRef) -> str:
-        """What a failed build's message says about Go (toolchain.hint); never fails itself."""
-        try:
-            gomod = self.gomod(resolved)
-        except RefbenchError:
-            return "its go.mod could not be read"
-        try:
-            wanted = tc.pick(tc.MOD, gomod, self.local_go(), self._listed).name
-        except RefbenchError:
-            wanted = None
-        return tc.hint(resolved.toolchain or self.local_go(), gomod, wanted)
-
-    def _recorded_go(self, name: str) -> str:
-        """The GOVERSION that builds with `name` (`go env GOVERSION` under its GOTOOLCHAIN, which
-        fetches a toolchain that is not here yet): what build.json records and the cache compares."""
-        if name == self.local_go():
-            return name
-        got = go_version(self._go_env(name, checked=True))
-        if got != name:
-            raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
-        return got
 
     # ---- building -------------------------------------------------------------------------
     def _go_env(self, toolchain: str | None = None, checked: bool = False) -> dict:
@@ -313,24 +264,24 @@ class Builder:
         so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
-        env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
+        env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
         if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
             tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env
 
     def toolchain(self, resolved: refs.ResolvedRef | None = None) -> str:
-        """The Go that builds `resolved`; without a ref, this machine's."""
-        return self.settle(resolved).toolchain if resolved else self.local_go()
+        """The Go that builds `resolved`; without a ref, this machine's (toolchain.Chooser.of)."""
+        return self.goes.of(resolved)
 
     def build_dir(self, sha: str, toolchain: str | None = None) -> Path:
         name = sha if self.source == "git" else f"{sha}.module"
-        if toolchain and toolchain != self.local_go():
+        if toolchain and toolchain != self.goes.local():
             name += f".{toolchain}"
         return self.root / name
 
     def cached(self, resolved: refs.ResolvedRef) -> Path | None:
-        resolved = self.settle(resolved)
+        resolved = self.goes.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
         meta, binary = d / "build.json", d / self.target.binary
         if not (meta.exists() and binary.exists()):
@@ -448,7 +399,7 @@ class Builder:
         return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
-        resolved = self.settle(resolved)
+        resolved = self.goes.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
         with _locked(d.with_name(d.name + ".lock"), within=self.builds_dir):
             binary = self.cached(resolved)
@@ -463,7 +414,7 @@ class Builder:
                 log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
                 return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(reused[0]))
-            go = self._recorded_go(resolved.toolchain)
+            go = self.goes.recorded(resolved.toolchain)
             paths.make_dirs(d, self.builds_dir)
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
@@ -574,7 +525,7 @@ class Builder:
                 raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-            how = f" with {ref.toolchain} (exit {rc}; {self._hint(ref)})" if ref else f" (exit {rc})"
+            how = f" with {ref.toolchain} (exit {rc}; {self.goes.hint(ref)})" if ref else f" (exit {rc})"
             raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
 
 
