@@ -114,11 +114,12 @@ _locked = paths.locked  # one lock helper for builds, clones and fixtures
 class Builder:
     """Resolves refs and builds them, for one target from one origin (git) or the module proxy.
     `go`: the Go every build uses unless resolve() is told otherwise (a --go value; default
-    REFBENCH_GO, else mod: what each ref's go.mod asks for)."""
+    REFBENCH_GO, else mod: what each ref's go.mod asks for). `goflags`: the user's own GOFLAGS,
+    after refbench's reproducible ones (the command line reads them: MachineSettings.goflags)."""
 
     def __init__(self, target: TargetSpec, builds_dir: Path, repo_url: str | None = None,
                  source: str = "git", offline: bool = False, pr_remote: str | None = None,
-                 checkout: bool = False, go: str | None = None):
+                 checkout: bool = False, go: str | None = None, goflags: str = ""):
         if source not in SOURCES:
             raise BuildError(f"unknown source {source!r} (expected git or module)")
         if source == "module" and not (target.module and target.package):
@@ -135,6 +136,7 @@ class Builder:
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
+        self.goflags = goflags  # the user's GOFLAGS, read at the command line (MachineSettings.goflags)
         # which Go builds each ref: refbench.toolchain's to choose; this class builds with it
         self.goes = tc.Chooser(self.go, self.builds_dir, self._go_env, self._read_gomod,
                                lambda r: r.version if self.source == "module" else r.sha)
@@ -263,7 +265,7 @@ class Builder:
         for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
         so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
-        env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
+        env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), self.goflags)))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
         if checked and env["GOTOOLCHAIN"] != tc.LOCAL:

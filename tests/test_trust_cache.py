@@ -500,14 +500,16 @@ def module_proxy(tmp_path, monkeypatch):
         pytest.fail("go not found: run `make setup`")
     modcache = tmp_path / "modcache"
     for k, v in {"GOPROXY": f"file://{_hello_proxy(tmp_path)}", "GONOSUMDB": "example.com",
-                 "GOMODCACHE": str(modcache), "GOFLAGS": "-modcacherw"}.items():
+                 "GOMODCACHE": str(modcache)}.items():
         monkeypatch.setenv(k, v)
     return modcache
 
 
-def _module_builder(tmp_path: Path) -> bl.Builder:
+def _module_builder(tmp_path: Path, **kw) -> bl.Builder:
+    """A module-source builder; its module cache stays removable (-modcacherw)."""
+    kw.setdefault("goflags", "-modcacherw")
     return bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
-                      source="module")
+                      source="module", **kw)
 
 
 def _plant_info(modcache: Path, version: str, sha: str) -> None:
@@ -537,8 +539,7 @@ def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_p
     v1.0.0's sealed binary is never v1.1.0's, whatever commit the .info names."""
     first = _module_builder(tmp_path)
     first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
-    offline = bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
-                         source="module", offline=True)
+    offline = _module_builder(tmp_path, offline=True)
     _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
     ref = offline.resolve("v1.1.0", go="local")
     assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
