@@ -27,7 +27,10 @@ pull request's code can write a cache that a trusted run restores). So:
   binary when the tree alone makes it (Builder.tree_determined), once the copy's hash is the
   sealed one, and a record of its own;
 - the sources come from refbench.sources, which verifies them: nothing is built from the cached
-  clone itself, only from a repository of the commit's objects with every id computed anew;
+  clone itself, only from a repository of the commit's objects with every id computed anew; a
+  module version's commit is asked of the proxy, never a restored module cache, and a module
+  build's record seals its module and version too (MODULE_FIELDS);
+- which Go builds each ref is refbench.toolchain's (Chooser): this module chooses none;
 - builds get an allow-listed environment with no cache directory on PATH (tools.child_env);
 - `go mod verify` runs before every build, so a module cache restored with a changed module fails
   the build, naming it, instead of building it in.
@@ -39,7 +42,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -135,6 +137,8 @@ class Builder:
         self.root = paths.make_dirs(self.builds_dir / target.name, self.builds_dir)
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
+        # or from the Go module proxy (--source module): refbench.sources' too
+        self.module = sources.ModuleSource(target.module, offline, self._go_env) if source == "module" else None
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
         self.goflags = goflags  # the user's GOFLAGS, read at the command line (MachineSettings.goflags)
         # which Go builds each ref: refbench.toolchain's to choose; this class builds with it
@@ -184,67 +188,25 @@ class Builder:
         return [self.resolve(t, g) for t, g in zip(texts, tc.per_build(go, len(texts), self.go))]
 
     def _resolve_commit(self, text: str) -> refs.ResolvedRef:
-        ref = refs.classify(text)
         if self.source == "module":
-            return self._resolve_module(ref)
+            resolved, gomod = self.module.resolve(refs.classify(text))
+            self.goes.know(resolved.version, gomod)  # the proxy served it with the version
+            return resolved
         return self.sources.resolve(text)
 
-    # ---- module source --------------------------------------------------------------------
+    # ---- module source: built in a module of its own ---------------------------------------------
     def _scratch_module(self, where: Path, toolchain: str | None = None) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         if not (where / "go.mod").exists():
             self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log", toolchain=toolchain)
         return where
 
-    def _resolve_module(self, ref: refs.Ref) -> refs.ResolvedRef:
-        if ref.kind == "pr":
-            raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
-                           "use --source git")
-        if ref.kind == "commit" and trust.key_given() and not refs.is_whole_commit(ref.text):
-            refs.refuse_prefix(ref.text)
-        query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
-        info = self._module_info(ref.text, query)
-        version = info["Version"]
-        self.goes.know(version, _gomod_of(info))
-        sha = (info.get("Origin") or {}).get("Hash")
-        if not sha:
-            m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
-            sha = m.group(1) if m else version
-        display = f"latest_release ({version})" if ref.kind == "latest_release" else (
-            ref.text if ref.text == version else f"{ref.text} ({version})")
-        return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version)
-
-    def _module_info(self, text: str, query: str) -> dict:
-        """`go list -m -json MODULE@QUERY`: the version, its commit (Origin.Hash) and its go.mod's
-        text (GoModText), asked of the module proxy with an empty module cache of its own. For an
-        exact version go answers from the module cache's .info without asking the proxy, and a
-        restored cache's .info may name any commit: that of another version, whose sealed build
-        would then be taken for this one (review35). Offline there is no proxy to ask: the cache
-        answers, and the sealed module and version (MODULE_FIELDS) still keep versions apart."""
-        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
-            mod = self._scratch_module(Path(tmp) / "scratch")
-            env = self._go_env()
-            if not self.sources.offline:
-                env["GOMODCACHE"] = str(Path(tmp) / "modcache")
-                env["GOFLAGS"] += " -modcacherw"  # the go command's read-only files would outlive the directory
-            proc = subprocess.run(_absolute(["go", "list", "-m", "-json", f"{self.target.module}@{query}"]),
-                                  cwd=mod, capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
-                raise RefError(f"ref not found: {text!r} in module {self.target.module}: {last}")
-            info = json.loads(proc.stdout)
-            try:
-                info["GoModText"] = Path(info["GoMod"]).read_text(errors="replace") if info.get("GoMod") else None
-            except OSError:
-                info["GoModText"] = None
-        return info
-
     def _read_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
         """What the ref's go.mod asks for (None without one), for toolchain.Chooser: the top-level
         go.mod of the verified commit (even when the build command runs in a sub-directory), or
         the module's at its version as the proxy serves it."""
         if self.source == "module":
-            return _gomod_of(self._module_info(resolved.text, resolved.version))
+            return self.module.gomod(resolved.text, resolved.version)
         try:
             text = self.verified(resolved.sha).git.show(f"{resolved.sha}:go.mod")
         except git.GitCommandError as e:
@@ -543,11 +505,3 @@ def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
         seen[base] = seen.get(base, 0) + 1
         labels.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
     return labels
-
-
-
-def _gomod_of(info: dict) -> tc.GoMod | None:
-    """A module's go.mod as the module proxy served it (Builder._module_info's GoModText)."""
-    return tc.parse_gomod(info["GoModText"]) if info.get("GoModText") else None
-
-
