@@ -49,6 +49,7 @@ class MachineSettings:
     # where the caches, the tools and the key live (XDG_*, REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN,
     # REFBENCH_UNPINNED_TOOLS, MINIO_VERSION, TOXIPROXY_VERSION); None: not read (a test's settings)
     layout: paths.Layout | None = field(default=None, compare=False)  # where, not how a run behaves
+    goflags: str = ""  # GOFLAGS: the user's own go flags, which builds take after refbench's
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "MachineSettings":
@@ -56,7 +57,7 @@ class MachineSettings:
                    pass_env=pass_env_names(environ.get("REFBENCH_PASS_ENV", "")),
                    lease_ttl=lease.parse_ttl(environ.get("REFBENCH_LEASE_TTL")),
                    crash_dir=environ.get("REFBENCH_CRASH_DIR") or None,
-                   layout=paths.Layout.from_environ(environ))
+                   layout=paths.Layout.from_environ(environ), goflags=environ.get("GOFLAGS", "").strip())
 
 
 def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
@@ -92,8 +93,12 @@ class RunEnv:
 
 def real(machine: MachineSettings | None = None, reporter: Reporter | None = None) -> RunEnv:
     """This machine's: hyperfine probed once per run, MinIO or a bucket or IPFS, `go build`."""
-    return RunEnv(executor=make_executor, backend=open_backend, builder=make_builder,
-                  machine=machine or MachineSettings.from_environ(), reporter=reporter or Reporter())
+    machine = machine or MachineSettings.from_environ()
+    # the machine's GOFLAGS reach the builder as an argument; with none, make_builder(checked) as before
+    flags = {"goflags": machine.goflags} if machine.goflags else {}
+    return RunEnv(executor=make_executor, backend=open_backend,
+                  builder=lambda checked: make_builder(checked, **flags), machine=machine,
+                  reporter=reporter or Reporter())
 
 
 def make_executor(workdir: Path, **kw) -> Executor:
@@ -115,12 +120,12 @@ class BuildSite:
         return Path(self.request.builds_dir).expanduser().resolve()  # as pipeline.check settles it
 
 
-def make_builder(checked: Checked) -> bl.Builder:
+def make_builder(checked: Checked, goflags: str = "") -> bl.Builder:
     """The target's builder: from the checkout around the current directory when it is the
-    origin, else the request's --repo or the target's own."""
+    origin, else the request's --repo or the target's own. `goflags`: the machine's GOFLAGS."""
     request, target, origin = checked.request, checked.target, checked.origin
     return bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
-                      pr_remote=origin.remote if origin else None, checkout=origin is not None)
+                      pr_remote=origin.remote if origin else None, checkout=origin is not None, goflags=goflags)
 
 
 @contextlib.contextmanager

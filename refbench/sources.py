@@ -1,4 +1,5 @@
-"""Getting a target's sources from git, and verifying them: everything refbench does with git.
+"""Getting a target's sources, from git or the Go module proxy, and verifying them: everything
+refbench does with git.
 
 A cached bare clone per origin (builds/<target>/clones/<origin-slug>/) is fetched, never re-cloned,
 and trusted for nothing that is built (the threat model is docs/threat-model.md's):
@@ -12,12 +13,16 @@ and trusted for nothing that is built (the threat model is docs/threat-model.md'
   repository where git computes every id from the content (Clone.verified), and the build, the
   tree and the go.mod it is keyed by come from there, so an object replaced under its id fails.
 
+The module source (ModuleSource) asks the Go module proxy which version and commit a ref names,
+with an empty module cache of its own, never a restored one's word.
+
 What is built from these sources, and how, is refbench.builds'.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import re
@@ -27,10 +32,11 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import git
 
-from . import paths, refs, tools
+from . import paths, refs, toolchain as tc, tools, trust
 from .errors import BuildError, RefError
 
 log = logging.getLogger(__name__)
@@ -278,9 +284,42 @@ class Clone:
     def fetch(self) -> None:
         """Bring branches and tags up to date (once per run): the clone's branches and tags become
         the origin's, pruned, so none a cache planted (a tag v99.0.0 that latest_release would
-        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted."""
+        pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted.
+        Then every ref's history must be whole (missing_objects): a fetch checks only the refs it
+        moves, so a restored clone whose tips equal the origin's but whose packs lack an older
+        commit kept lacking it, and a prefix of that commit named another one. A clone with a
+        hole is cloned anew, once."""
         if self._fetched or self.offline:
             return
+        self._fetch_refs()
+        missing = self.missing_objects()
+        if missing:
+            log.warning("the cached clone %s lacks objects its refs need (%s): cloning %s anew",
+                        self.clone_dir, missing, self.repo_url)
+            with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+                paths.remove_tree(self.clone_dir, self.cache)
+            self._repo = None
+            self._fetch_refs()
+            missing = self.missing_objects()
+            if missing:
+                raise RefError(f"cannot fetch {self.repo_url}: the clone {self.clone_dir} still lacks objects "
+                               f"after a fresh fetch ({missing})")
+        self._fetched = True
+
+    def missing_objects(self) -> str | None:
+        """Why the clone's refs are not whole (the first object git cannot read, walking every
+        object every ref reaches), or None. `rev-list --objects --all --missing=error`: 0.02 s on
+        s5cmd's clone (604 commits), 0.36 s on kubo's (16,360 commits, 385 branches and tags)."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            proc = subprocess.run([tools.git(), *safe_git_args(), "rev-list", "--objects", "--all", "--missing=error"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)})
+        if proc.returncode == 0:
+            return None
+        return ((proc.stderr.decode(errors="replace").strip().splitlines() or ["git rev-list failed"])[-1]
+                .removeprefix("fatal: "))
+
+    def _fetch_refs(self) -> None:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
@@ -305,7 +344,6 @@ class Clone:
                 m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
                 if m:
                     r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
-        self._fetched = True
 
     def fetch_pr(self, number: int) -> None:
         if self.offline:
@@ -339,13 +377,83 @@ class Clone:
             self.fetch_pr(ref.pr)
         # HEAD: the checkout's own, as this fetch brought it, never the clone's HEAD file
         head = CHECKOUT_HEAD if self.checkout else None
+        whole = trust.key_given()  # a keyed run takes no commit prefix (refs.resolve says why)
         try:
-            return refs.resolve(self.repo(), text, head=head)
+            return refs.resolve(self.repo(), text, head=head, whole=whole)
         except RefError:
-            if ref.kind in ("commit",):
+            if ref.kind == "commit" and refs.is_whole_commit(text):  # git fetches a commit by its whole id only
                 self.fetch_commit(text)
-                return refs.resolve(self.repo(), text, head=head)
+                return refs.resolve(self.repo(), text, head=head, whole=whole)
             raise
+
+
+class ModuleSource:
+    """A target's sources through the Go module proxy (--source module): which version and commit a
+    ref names, and the go.mod the proxy serves with it. `env()`: the environment of a go command
+    (this machine's Go). Asked of the proxy with an empty module cache of its own: for an exact
+    version go answers from the module cache's .info without asking the proxy, and a restored
+    cache's .info may name any commit, that of another version, whose sealed build would then be
+    taken for this one (review35). `offline`: there is no proxy to ask, so the module cache
+    answers; the sealed module and version (builds.MODULE_FIELDS) still keep versions apart. The
+    module's code itself is checked by go against go.sum and the checksum database when built."""
+
+    def __init__(self, module: str, offline: bool, env: Callable[[], dict]):
+        self.module = module
+        self.offline = offline
+        self._env = env
+
+    def info(self, text: str, query: str) -> dict:
+        """`go list -m -json MODULE@QUERY`: the version, its commit (Origin.Hash) and its go.mod's
+        text (GoModText); a RefError naming `text` when the proxy has no such version."""
+        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
+            scratch = Path(tmp) / "scratch"
+            scratch.mkdir()
+            env = self._env()
+            if not self.offline:
+                env["GOMODCACHE"] = str(Path(tmp) / "modcache")
+                env["GOFLAGS"] += " -modcacherw"  # the go command's read-only files would outlive the directory
+            init = subprocess.run(absolute(["go", "mod", "init", "refbench.local/build"]), cwd=scratch,
+                                  capture_output=True, text=True, env=env)
+            proc = init if init.returncode != 0 else subprocess.run(
+                absolute(["go", "list", "-m", "-json", f"{self.module}@{query}"]), cwd=scratch, capture_output=True,
+                text=True, env=env)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
+                raise RefError(f"ref not found: {text!r} in module {self.module}: {last}")
+            info = json.loads(proc.stdout)
+            try:
+                info["GoModText"] = Path(info["GoMod"]).read_text(errors="replace") if info.get("GoMod") else None
+            except OSError:
+                info["GoModText"] = None
+        return info
+
+    def resolve(self, ref: refs.Ref) -> tuple[refs.ResolvedRef, tc.GoMod | None]:
+        """The version and commit `ref` names in the module proxy, and the go.mod served with it.
+        A run holding the key takes a commit by its whole id only (refs.refuse_prefix)."""
+        if ref.kind == "pr":
+            raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
+                           "use --source git")
+        if ref.kind == "commit" and trust.key_given() and not refs.is_whole_commit(ref.text):
+            refs.refuse_prefix(ref.text)
+        query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
+        info = self.info(ref.text, query)
+        version = info["Version"]
+        sha = (info.get("Origin") or {}).get("Hash")
+        if not sha:
+            m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
+            sha = m.group(1) if m else version
+        display = f"latest_release ({version})" if ref.kind == "latest_release" else (
+            ref.text if ref.text == version else f"{ref.text} ({version})")
+        return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version), gomod_of(info)
+
+    def gomod(self, text: str, version: str) -> tc.GoMod | None:
+        """The go.mod of the module at `version`, as the proxy serves it (None without one)."""
+        return gomod_of(self.info(text, version))
+
+
+def gomod_of(info: dict) -> tc.GoMod | None:
+    """A module's go.mod as the module proxy served it (ModuleSource.info's GoModText)."""
+    return tc.parse_gomod(info["GoModText"]) if info.get("GoModText") else None
 
 
 def absolute(argv: list[str]) -> list[str]:

@@ -108,6 +108,71 @@ def test_a_planted_release_tag_does_not_survive_the_fetch(origin, tmp_path):
     assert "refs/heads/v1.1.0" not in _clone_git(again.clone_dir, "for-each-ref", "--format=%(refname)")
 
 
+def _repack_without(clone: Path, sha: str) -> None:
+    """The clone's objects repacked without object `sha`: its refs still equal the origin's tips,
+    so a fetch transfers nothing and (before) checked nothing."""
+    objs = _clone_git(clone, "rev-list", "--objects", "--all").splitlines()
+    keep = "".join(o.split()[0] + "\n" for o in objs if not o.startswith(sha))
+    stage = clone.parent / "stage"
+    stage.mkdir()
+    subprocess.run(["git", "--git-dir", str(clone), "pack-objects", "-q", str(stage / "pack")], input=keep,
+                   text=True, check=True, capture_output=True)
+    for old in (clone / "objects" / "pack").glob("*"):
+        old.unlink()
+    for sub in (clone / "objects").iterdir():
+        if len(sub.name) == 2:
+            shutil.rmtree(sub)
+    for new in stage.iterdir():
+        new.rename(clone / "objects" / "pack" / new.name)
+    stage.rmdir()
+
+
+def test_a_clone_lacking_an_older_merged_commit_is_fetched_whole(origin, tmp_path):
+    """Review35's MEDIUM: a planted clone with the origin's tips but without an older merged commit
+    C passed every check, refbench's fetch brought nothing (its refs were up to date), and C's
+    prefix then named whatever commit of that prefix the clone held (a planted one: ~2^28 tries
+    for 7 hex), built and sealed in a keyed job; without one, a merged commit was 'not found'."""
+    first = builder(origin, tmp_path)
+    first.fetch()
+    older = origin.shas["docs"]
+    _repack_without(first.clone_dir, older)
+    assert bl.clone_faults(first.clone_dir) == []
+    assert subprocess.run(["git", "--git-dir", str(first.clone_dir), "cat-file", "-e", older]).returncode != 0
+    again = builder(origin, tmp_path)
+    assert again.resolve(older[:10], go="local").sha == older
+    assert again.sources.missing_objects() is None
+
+
+@pytest.fixture
+def keyed(tmp_path, monkeypatch):
+    """A run given the shared key, as the Action's trusted jobs are (REFBENCH_CACHE_KEY_FILE)."""
+    key = tmp_path / "key"
+    key.write_text("k" * 40 + "\n")
+    key.chmod(0o600)
+    monkeypatch.setattr(trust, "_key", None)
+    monkeypatch.setenv(trust.KEY_FILE_ENV, str(key))
+    return key
+
+
+def test_a_keyed_run_refuses_a_commit_prefix(origin, tmp_path, keyed):
+    """A prefix is looked up in the cached clone, which may hold another commit that starts the
+    same: a run holding the key takes whole ids only (key-gate.sh gives them)."""
+    b = builder(origin, tmp_path)
+    sha = origin.shas["docs"]
+    with pytest.raises(bl.RefError, match="whole 40-hex id"):
+        b.resolve(sha[:12], go="local")
+    assert b.resolve(sha, go="local").sha == sha
+    assert b.resolve("v1.1.0", go="local").sha == origin.shas["two"]
+
+
+def test_a_keyed_build_given_a_commit_prefix_exits_2_with_one_line(origin, tmp_path, keyed):
+    from conftest import run_cli
+    proc = run_cli("build", "-s", origin.shas["docs"][:12], "--repo", str(origin.path), "--out",
+                   str(tmp_path / "out"), "--builds-dir", str(tmp_path / "builds"))
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "whole 40-hex id" in proc.stderr
+
+
 @pytest.mark.parametrize("planted", ["worktrees", "objects/info/alternates", "info/grafts", "link"])
 def test_a_clone_holding_what_refbench_never_makes_is_cloned_anew(origin, tmp_path, planted):
     first = builder(origin, tmp_path)
@@ -314,6 +379,16 @@ def test_a_job_building_unmerged_code_gets_no_key(gate_repo, refs, trusted):
     assert _gate(gate_repo, "v1.0.0", unmerged[:12]).returncode == 1
 
 
+def test_the_key_gate_passes_on_the_whole_commit_of_a_prefix_it_checked(gate_repo):
+    """refbench in a keyed job takes no prefix: the Action gives it the ids key-gate printed."""
+    merged = git(gate_repo, "rev-parse", "main~1")
+    proc = _gate(gate_repo, "v1.0.0", merged[:9], "main", "latest_release")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["v1.0.0", merged, "main", "latest_release"]
+    action = (ROOT / "action.yml").read_text()
+    assert "steps.trust.outputs.refs" in action and 'echo "refs=$gated"' in action
+
+
 def test_the_key_gate_refuses_a_shallow_checkout(gate_repo, tmp_path):
     shallow = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{gate_repo}", str(shallow)], check=True)
@@ -392,3 +467,80 @@ def test_head_in_a_checkout_is_the_checkouts_never_the_cached_clones_head_file(o
     (clone / "HEAD").write_text(evil_sha + "\n")
     again = bl.Builder(target(), tmp_path / "builds", repo_url=str(co), checkout=True)
     assert again.resolve("HEAD", go="local").sha == origin.shas["one"]
+
+
+# ---- the module source -----------------------------------------------------------------------------
+HELLO_MOD = "module example.com/hello\n\ngo 1.21\n"
+COMMITS = {"v1.0.0": "a" * 40, "v1.1.0": "b" * 40}  # what the proxy's .info says each version's commit is
+
+
+def _hello_proxy(root: Path) -> Path:
+    """A Go module proxy in a directory serving example.com/hello v1.0.0 (prints one) and v1.1.0 (two),
+    each .info naming its commit as proxy.golang.org's do (Origin.Hash)."""
+    import zipfile
+    at = root / "proxy" / "example.com" / "hello" / "@v"
+    at.mkdir(parents=True)
+    (at / "list").write_text("".join(v + "\n" for v in COMMITS))
+    for (version, sha), word in zip(COMMITS.items(), ("one", "two")):
+        (at / f"{version}.info").write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                                        "Origin": {"VCS": "git", "URL": "https://example.com/hello",
+                                                                   "Hash": sha, "Ref": f"refs/tags/{version}"}}))
+        (at / f"{version}.mod").write_text(HELLO_MOD)
+        with zipfile.ZipFile(at / f"{version}.zip", "w") as z:
+            z.writestr(f"example.com/hello@{version}/go.mod", HELLO_MOD)
+            z.writestr(f"example.com/hello@{version}/main.go", MAIN.format(word=word))
+    return root / "proxy"
+
+
+@pytest.fixture
+def module_proxy(tmp_path, monkeypatch):
+    """The environment of a run whose module proxy is _hello_proxy's: its module cache, what a cache
+    restores."""
+    if not shutil.which("go"):
+        pytest.fail("go not found: run `make setup`")
+    modcache = tmp_path / "modcache"
+    for k, v in {"GOPROXY": f"file://{_hello_proxy(tmp_path)}", "GONOSUMDB": "example.com",
+                 "GOMODCACHE": str(modcache)}.items():
+        monkeypatch.setenv(k, v)
+    return modcache
+
+
+def _module_builder(tmp_path: Path, **kw) -> bl.Builder:
+    """A module-source builder; its module cache stays removable (-modcacherw)."""
+    kw.setdefault("goflags", "-modcacherw")
+    return bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
+                      source="module", **kw)
+
+
+def _plant_info(modcache: Path, version: str, sha: str) -> None:
+    planted = modcache / "cache" / "download" / "example.com" / "hello" / "@v" / f"{version}.info"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                   "Origin": {"VCS": "git", "Hash": sha}}))
+
+
+def test_a_planted_module_info_naming_another_versions_commit_is_not_built_as_it(tmp_path, module_proxy):
+    """Review35's MEDIUM: --source module keyed a build by the commit the module cache's .info named
+    (go answers an exact version from the cache without asking the proxy): a restored cache's
+    v1.1.0.info naming v1.0.0's commit made a trusted run take v1.0.0's sealed binary for v1.1.0 and
+    report its figures under v1.1.0's name. The commit is now asked of the proxy alone."""
+    first = _module_builder(tmp_path)
+    one = first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    assert run(one.binary) == "one" and one.ref.sha == COMMITS["v1.0.0"]
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    again = _module_builder(tmp_path)
+    ref = again.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.1.0"], "the commit came from the planted .info"
+    assert run(again.build(ref, "v1.1.0").binary) == "two"
+
+
+def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_proxy):
+    """The same attack where the cache is all there is to ask (offline): the version is sealed, so
+    v1.0.0's sealed binary is never v1.1.0's, whatever commit the .info names."""
+    first = _module_builder(tmp_path)
+    first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    offline = _module_builder(tmp_path, offline=True)
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    ref = offline.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
+    assert offline.cached(ref) is None
