@@ -16,6 +16,9 @@ one after another, never two at once on 2 cores.
   v040-go126       v0.40.1 built with Go 1.25 (its go.mod) and with Go 1.26: v0.40.0 was this code
                    with Go 1.26 ("10-40% less GC overhead", io.ReadAll "~2x faster"), v0.40.1 went
                    back to 1.25 (#11215); v0.40.0 is not served here, so the variant is the same ref
+  v040-batch-memory v0.39.0 -> v0.40.1  flatfs rewritten (go-ds-flatfs#142): "Batch operations also
+                   use less memory now. Block data is written to disk immediately rather than held in
+                   RAM until the batch commits" (no figures); both built with Go 1.25
   gc-scale         v0.41.0 A/A          garbage collection at the seed's scale (~1 M blocks):
                    the state's build time, the restore's share of a GC, whether it decides
 
@@ -44,6 +47,9 @@ CASES = {
     # the same pair with no daemon: the datastore's own writes, without the provider queue
     "v033-no-daemon": (("v0.32.1", "v0.33.2"), ("--quick", *ADDS, "--daemon", "none")),
     "v040-go126": (("v0.40.1", "v0.40.1"), ("--quick", "--only", "large file", "--go", "mod,1.26")),
+    # v0.40's flatfs rewrite (go-ds-flatfs#142): "Batch operations also use less memory now. Block
+    # data is written to disk immediately rather than held in RAM until the batch commits"
+    "v040-batch-memory": (("v0.39.0", "v0.40.1"), ("--quick", *ADDS)),
     "gc-scale": (("v0.41.0", "v0.41.0"), ("--only", "garbage collection", "--measure-identical")),
     # the first GC alone, its whole budget share to itself (a quiet machine's figure for the target)
     "gc-first": (("v0.41.0", "v0.41.0"), ("--only", "garbage collection/repo gc", "--measure-identical")),

@@ -7,6 +7,7 @@ like GitHub's, so refbench resolves and builds them exactly as it would the real
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -144,7 +145,9 @@ _MODFILES: dict[tuple, tuple[str, str]] = {}
 
 def module_files(module: str, requires: tuple[str, ...], main_go: str, scratch: Path) -> tuple[str, str]:
     """go.mod and go.sum for a wrapper module requiring the given module@versions (cached per set)."""
-    key = (module, requires)
+    # main.go's imports decide what `go mod tidy` keeps; its other lines do not (s5cmd's variants)
+    imports = re.search(r"^import \((.*?)^\)", main_go, re.S | re.M)
+    key = (module, requires, imports.group(1) if imports else "")
     if key not in _MODFILES:
         d = scratch / f"mod-{len(_MODFILES)}"
         shutil.rmtree(d, ignore_errors=True)
@@ -256,15 +259,50 @@ def make_s5cmd_origin(root: Path) -> Origin:
     return o
 
 
-def kubo_files(version: str, scratch: Path, note: str = "") -> dict[str, str]:
+# kubo's main with `ipfs add` made to hold HOLD_MIB more of the Go heap, touched, for as long as the
+# command runs. The command runs where kubo runs it: in the daemon when one is online (the CLI only
+# sends the request), so the daemon's peak memory grows and the CLI's does not.
+KUBO_HOLD_MAIN = """package main
+
+import (
+	"os"
+	"runtime"
+
+	cmds "github.com/ipfs/go-ipfs-cmds"
+	"github.com/ipfs/kubo/cmd/ipfs/kubo"
+	commands "github.com/ipfs/kubo/core/commands"
+)
+
+const holdMiB = {hold}
+
+func main() {{
+	add := commands.Root.Subcommands["add"]
+	run := add.Run
+	add.Run = func(req *cmds.Request, re cmds.ResponseEmitter, env cmds.Environment) error {{
+		held := make([]byte, holdMiB<<20)
+		for i := 0; i < len(held); i += 4096 {{
+			held[i] = 1
+		}}
+		err := run(req, re, env)
+		runtime.KeepAlive(held)
+		return err
+	}}
+	os.Exit(kubo.Start(kubo.BuildDefaultEnv))
+}}
+"""
+
+
+def kubo_files(version: str, scratch: Path, note: str = "", hold: int = 0) -> dict[str, str]:
     """A wrapper module whose ./cmd/ipfs is kubo's own main at the given version, so the kubo
-    target's build command (`go build -o OUT ./cmd/ipfs`) builds it unchanged."""
+    target's build command (`go build -o OUT ./cmd/ipfs`) builds it unchanged; with hold > 0, an
+    `ipfs add` that holds `hold` MiB more while it runs (KUBO_HOLD_MAIN)."""
+    main = KUBO_HOLD_MAIN.format(hold=hold) if hold else KUBO_MAIN
     # the genproto pin: without it `go mod tidy` finds googleapis/api both in the pre-split genproto
     # monolith (pulled in by a test dependency of grpc-gateway) and in its own module
     gomod, gosum = module_files("example.com/kubowrap", (f"github.com/ipfs/kubo/cmd/ipfs/kubo@{version}",
                                                          f"google.golang.org/genproto@{GENPROTO_PIN}"),
-                                KUBO_MAIN, scratch)
-    return {"go.mod": gomod, "go.sum": gosum, "cmd/ipfs/main.go": KUBO_MAIN, "NOTE": note or f"kubo {version}\n"}
+                                main, scratch)
+    return {"go.mod": gomod, "go.sum": gosum, "cmd/ipfs/main.go": main, "NOTE": note or f"kubo {version}\n"}
 
 
 def make_kubo_origin(root: Path) -> Origin:
@@ -274,6 +312,19 @@ def make_kubo_origin(root: Path) -> Origin:
     o.commit("old", kubo_files(KUBO_OLD, scratch), f"wrap kubo {KUBO_OLD}", tags=["v1.0.0"],
              tag_date="2026-01-01T00:00:00Z")
     o.commit("new", kubo_files(KUBO_NEW, scratch), f"wrap kubo {KUBO_NEW}", tags=["v1.1.0"],
+             tag_date="2026-02-01T00:00:00Z")
+    git(o.work, "checkout", "-q", "master")
+    return o
+
+
+def make_kubo_hold_origin(root: Path, hold: int = 64) -> Origin:
+    """master: v1.0.0 (kubo v0.40.1) -> v1.1.0, the same kubo whose `ipfs add` holds `hold` MiB more
+    while it runs: a daemon-memory change of known size that the CLI cannot see (issue 36)."""
+    scratch = root / "scratch"
+    o = new_origin(root)
+    o.commit("old", kubo_files(KUBO_OLD, scratch), f"wrap kubo {KUBO_OLD}", tags=["v1.0.0"],
+             tag_date="2026-01-01T00:00:00Z")
+    o.commit("hold", kubo_files(KUBO_OLD, scratch, hold=hold), f"ipfs add holds {hold} MiB more", tags=["v1.1.0"],
              tag_date="2026-02-01T00:00:00Z")
     git(o.work, "checkout", "-q", "master")
     return o
