@@ -715,7 +715,8 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
                     untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
                     client_cpus=client_cpus, server_cpus=server_cpus,
-                    hyperfine=f"hyperfine {runner.bench.executor.info.version_text}", explain_notes=tuple(observer.notes))
+                    hyperfine=f"hyperfine {runner.bench.executor.info.version_text}", explain_notes=tuple(observer.notes)
+                    + impls.cid_notes([d.record() for d in done], built))
 
 
 # ---- analyse ---------------------------------------------------------------------------------

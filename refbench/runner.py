@@ -272,6 +272,8 @@ class Runner:
     def run_scenario(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
         bench, builds = self.bench, self.bench.builds
         backend = bench.backend
+        if backend.kind == "ipfs":  # Helia is its own node: a fresh repo directory, no kubo daemon
+            backend.in_process = frozenset(b.label for b in builds if impls.in_process(b))
         backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], bench.workdir)
         daemon = scenario.daemon_mode if backend.kind == "ipfs" else None
         results = []

@@ -76,6 +76,7 @@ class IpfsRepo:
     state: StateCache | None = None  # the scenario's cached state: `path` is then an overlay over it
     lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
     pass_env: frozenset[str] = frozenset()  # more names ipfs sees (MachineSettings.pass_env)
+    in_process: bool = False  # an implementation that is its own node in one process (Helia): a directory, no daemon
 
     @property
     def env(self) -> dict[str, str]:
@@ -93,6 +94,8 @@ class IpfsRepo:
     def repo_stat(self) -> dict | None:
         """`ipfs repo stat --enc=json` (NumObjects: exact; RepoSize: kubo's estimate), or None
         when this kubo cannot say (the counters are extra information, never a failed run)."""
+        if self.in_process:
+            return None
         try:
             doc = json.loads(self.run("repo", "stat", "--enc=json"))
         except (RunError, ValueError, OSError, subprocess.SubprocessError) as e:
@@ -102,6 +105,8 @@ class IpfsRepo:
 
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.in_process:  # the implementation makes its own repo in it
+            return
         if self.mode == "online":  # the version's own defaults (datastore, sync), then loopback only
             self.run("init", "--empty-repo")
             cfg_path = self.path / "config"
@@ -181,6 +186,7 @@ class IpfsBackend:
     states_dir: Path | None = None  # where cached repo states live (in the build cache)
     scenario: object = None  # the open scenario (config.ScenarioSpec)
     pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
+    in_process: frozenset[str] = frozenset()  # labels of builds that are their own node in one process (Helia)
 
     @classmethod
     def open(cls, workdir: Path, cache_dir: Path | None = None,
@@ -221,14 +227,15 @@ class IpfsBackend:
             self.sandbox = Sandbox.open()
         for i, (label, binary) in enumerate(zip(labels, binaries)):
             repo = self.repos[label] = IpfsRepo(self._repo_path(scenario, i), binary, self.mode,
-                                                self.command_prefix(), pass_env=self.pass_env)
-            if getattr(scenario, "state", None):  # the repo is the cached state, mounted by {{ restore }}
+                                                self.command_prefix(), pass_env=self.pass_env,
+                                                in_process=label in self.in_process)
+            if getattr(scenario, "state", None) and not repo.in_process:  # the repo is the cached state, mounted by {{ restore }}
                 repo.state = StateCache(self._states_root() / key(file_digest(binary)) /
                                         key(scenario.state, repr(scenario.fixture)))
                 repo.lowers = (repo.state.repo,)
                 continue
             repo.init()
-            if self.mode != "none":
+            if self.mode != "none" and not repo.in_process:
                 repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
 
     # ---- cached states ----------------------------------------------------------------------
