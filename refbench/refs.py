@@ -132,6 +132,13 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
         return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
+    # a whole id is the commit first, as git itself takes 40 hex: scripts/key-gate.sh prints the
+    # whole id of the commit it checked, and a branch or tag named by those 40 hex digits must not
+    # be built in its place (review35c); key-gate.sh looks a whole id up in the same order
+    if is_whole_commit(text):
+        sha = _rev(repo, text)
+        if sha:
+            return ResolvedRef(text, "commit", sha, sha[:10])
     # tag, branch or commit: try in that order whatever the first guess was
     sha = _rev(repo, f"refs/tags/{text}")
     if sha:

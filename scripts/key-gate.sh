@@ -36,7 +36,10 @@ for ref in "$@"; do
   sha=""
   case "$ref" in
     HEAD) sha=$(g rev-parse -q --verify "HEAD^{commit}") ;;  # what the checkout holds
-    *) sha=$(g rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null ||
+    # a whole id is the commit first, as in refbench's refs.resolve (and git): never a branch or
+    # tag named by those 40 hex digits, which refbench would not build
+    *) { [[ "$ref" =~ ^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$ ]] && sha=$(g rev-parse -q --verify "$ref^{commit}" 2>/dev/null); } ||
+       sha=$(g rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null ||
              g rev-parse -q --verify "refs/remotes/origin/$ref^{commit}" 2>/dev/null) ||
        { [[ "$ref" =~ ^[0-9a-fA-F]{7,40}$ ]] && sha=$(g rev-parse -q --verify "$ref^{commit}" 2>/dev/null) &&
          pass=$sha; } ;;

@@ -544,3 +544,40 @@ def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_p
     ref = offline.resolve("v1.1.0", go="local")
     assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
     assert offline.cached(ref) is None
+
+
+@pytest.fixture
+def hex_named_branch(tmp_path):
+    """An origin whose main holds the merged commit C and whose branch named by C's 40 hex digits
+    points at an unmerged commit E (a plain git or Gitea origin takes such a name), and a full
+    checkout of it as the Action's."""
+    origin_dir = tmp_path / "hexorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(origin_dir))
+    for n in ("one", "two"):
+        (origin_dir / "f").write_text(n)
+        git(origin_dir, "add", "f")
+        git(origin_dir, "commit", "-q", "-m", n)
+    merged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "-b", "feature")
+    (origin_dir / "f").write_text("unmerged")
+    git(origin_dir, "commit", "-q", "-am", "unmerged")
+    unmerged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "main")
+    git(origin_dir, "branch", merged, unmerged)
+    checkout = tmp_path / "hexcheckout"
+    subprocess.run(["git", "clone", "-q", str(origin_dir), str(checkout)], check=True, capture_output=True)
+    return origin_dir, checkout, merged, unmerged
+
+
+def test_a_whole_id_is_the_commit_not_a_branch_named_by_it(hex_named_branch, tmp_path, keyed):
+    """Review35c: key-gate turned C's prefix into C, and refbench then looked C up as a tag or
+    branch first, so a branch named C (at unmerged E) was built and sealed. Both take a whole id
+    as the commit first, as git does."""
+    from refbench import sources
+    origin_dir, checkout, merged, unmerged = hex_named_branch
+    proc = _gate(checkout, merged[:7])
+    assert proc.returncode == 0 and proc.stdout.split() == [merged], proc.stdout + proc.stderr
+    assert _gate(checkout, merged).returncode == 0  # C is checked, not the branch named C
+    (tmp_path / "builds").mkdir()
+    resolved = sources.Clone(tmp_path / "builds", str(origin_dir)).resolve(merged)
+    assert (resolved.kind, resolved.sha) == ("commit", merged), resolved
