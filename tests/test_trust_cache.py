@@ -384,7 +384,8 @@ def test_the_key_gate_passes_on_the_whole_commit_of_a_prefix_it_checked(gate_rep
     merged = git(gate_repo, "rev-parse", "main~1")
     proc = _gate(gate_repo, "v1.0.0", merged[:9], "main", "latest_release")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split() == ["v1.0.0", merged, "main", "latest_release"]
+    tags = git(gate_repo, "rev-parse", "v1.0.0^{commit}")
+    assert proc.stdout.split() == [tags, merged, git(gate_repo, "rev-parse", "origin/main"), "latest_release"]
     action = (ROOT / "action.yml").read_text()
     assert "steps.trust.outputs.refs" in action and 'echo "refs=$gated"' in action
 
@@ -581,3 +582,40 @@ def test_a_whole_id_is_the_commit_not_a_branch_named_by_it(hex_named_branch, tmp
     (tmp_path / "builds").mkdir()
     resolved = sources.Clone(tmp_path / "builds", str(origin_dir)).resolve(merged)
     assert (resolved.kind, resolved.sha) == ("commit", merged), resolved
+
+
+def test_the_key_gate_pins_a_branch_to_the_commit_it_checked(hex_named_branch):
+    """Review35c: key-gate passed a branch as its name, and refbench fetched it again later, so an
+    unmerged commit pushed to it in between was built and sealed with the key."""
+    origin_dir, checkout, merged, _ = hex_named_branch
+    git(origin_dir, "branch", "topic", "main")
+    git(checkout, "fetch", "-q", "origin")
+    proc = _gate(checkout, "topic", "HEAD")
+    assert proc.returncode == 0 and proc.stdout.split() == [merged, merged], proc.stdout + proc.stderr
+
+
+def _trust_step(checkout: Path, tmp_path: Path, target: str = "", args: str = "") -> dict[str, str]:
+    """The outputs of action.yml's step trust, run as a push job with its env."""
+    from action_harness import load_action, read_env_file
+    step = next(s for s in load_action()[1] if s.get("id") == "trust")
+    out = tmp_path / "github-output"
+    out.write_text("")
+    env = {**os.environ, "TRUSTED_EVENT": "true", "WANTS_KEY": "true", "REFS": "main", "BENCH_COMMAND": "",
+           "PR_NUMBER": "", "DEFAULT_BRANCH": "main", "TARGET": target, "ARGS": args,
+           "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(out), "GITHUB_EVENT_NAME": "push"}
+    proc = subprocess.run(["bash", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return read_env_file(out)
+
+
+@pytest.mark.parametrize("target,args,trusted", [
+    ("", "", True), ("", "--scenarios cp --source git", True), ("kubo", "", False),
+    ("", "--repo https://example.invalid/x", False), ("", "--rep=x", False), ("", "-tkubo", False),
+    ("", "--source module", False), ("", "--target=kubo", False)])
+def test_the_action_gives_no_key_when_refbench_builds_from_elsewhere(gate_repo, tmp_path, target, args, trusted):
+    """Review35c: key-gate answers for the checkout; with another target, --repo or --source module
+    refbench fetches another origin (or the same one later), so the answer says nothing of it."""
+    out = _trust_step(gate_repo, tmp_path, target, args)
+    assert (out["trusted"] == "true") == trusted, out
+    if trusted:
+        assert out["refs"] == git(gate_repo, "rev-parse", "origin/main")
