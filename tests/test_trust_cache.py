@@ -619,3 +619,84 @@ def test_the_action_gives_no_key_when_refbench_builds_from_elsewhere(gate_repo, 
     assert (out["trusted"] == "true") == trusted, out
     if trusted:
         assert out["refs"] == git(gate_repo, "rev-parse", "origin/main")
+
+
+@pytest.fixture
+def line_origin(tmp_path):
+    """An origin whose main is c1..c4, and a fetched clone of it: bisect's line from c1 to c4."""
+    from refbench import sources
+    o = tmp_path / "lineorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(o))
+    shas = []
+    for i in range(1, 5):
+        (o / "f").write_text(str(i))
+        git(o, "add", "f")
+        git(o, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(o, "rev-parse", "HEAD"))
+    (tmp_path / "builds").mkdir()
+    clone = sources.Clone(tmp_path / "builds", str(o))
+    clone.fetch()
+    return o, clone.clone_dir, shas
+
+
+def _plant_commit_graph(clone: Path, shas: list[str]) -> str:
+    """A commit-graph in the clone in which c3's first parent is E, a commit planted in the clone
+    and reached by no ref of the origin (review35c's reproducer); E's id."""
+    import struct
+    tree = _clone_git(clone, "rev-parse", f"{shas[3]}^{{tree}}")
+    evil = _clone_git(clone, "commit-tree", tree, "-p", shas[0], "-m", "evil")
+    subprocess.run(["git", "--git-dir", str(clone), "commit-graph", "write", "--stdin-commits"],
+                   input="\n".join(shas + [evil]) + "\n", check=True, capture_output=True, text=True)
+    graph = clone / "objects" / "info" / "commit-graph"
+    b = bytearray(graph.read_bytes())
+    chunks = {bytes(b[8 + 12 * k:12 + 12 * k]): struct.unpack(">Q", b[12 + 12 * k:20 + 12 * k])[0]
+              for k in range(b[6] + 1)}
+    oids = [bytes(b[chunks[b"OIDL"] + 20 * i:chunks[b"OIDL"] + 20 * i + 20]).hex() for i in range(5)]
+    at = chunks[b"CDAT"] + 36 * oids.index(shas[2]) + 20
+    b[at:at + 4] = struct.pack(">I", oids.index(evil))
+    graph.chmod(0o644)
+    graph.write_bytes(bytes(b))
+    assert evil in _clone_git(clone, "-c", "core.commitGraph=true", "rev-list", f"{shas[0]}..{shas[3]}")
+    return evil
+
+
+def test_a_planted_commit_graph_is_not_read_and_the_clone_is_cloned_anew(line_origin, tmp_path):
+    """Review35c: git took c3's parent from a planted commit-graph, so bisect's line ran through E
+    (no origin ref reaches it), which a keyed bisect would build and seal."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    evil = _plant_commit_graph(clone, shas)
+    assert sources.clone_faults(clone)
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()  # as bisect's resolve of GOOD and BAD does
+    line = [sha for sha, _ in again.commits_between(shas[0], shas[3])]
+    assert line == shas[1:] and evil not in line
+    assert not (clone / "objects" / "info" / "commit-graph").exists()
+
+
+def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path, monkeypatch):
+    """Whatever git takes parents from besides the commits themselves (a commit-graph here, as if
+    SAFE_GIT and clone_faults let it through), a line whose commits do not name it is refused."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    monkeypatch.setattr(sources, "SAFE_GIT", ("core.hooksPath=/dev/null", "core.fsmonitor=false"))
+    monkeypatch.setattr(sources, "ALLOWED_INFO", {**sources.ALLOWED_INFO, "objects/info": frozenset(
+        {"packs", "commit-graph"})})
+    _plant_commit_graph(clone, shas)
+    with pytest.raises(bl.RefError, match="as the commits' ids say"):
+        sources.Clone(tmp_path / "builds", str(o)).commits_between(shas[0], shas[3])
+
+
+def test_a_planted_shallow_file_is_removed_before_a_fetch(line_origin, tmp_path):
+    """Review35c: a planted `shallow` at c3 hid the clone's lack of c1 and c2 from missing_objects
+    and cut bisect's line from c1 short (0 commits listed)."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    (clone / "shallow").write_text(shas[2] + "\n")
+    for args in (("reflog", "expire", "--expire=now", "--all"), ("repack", "-a", "-d", "-q"), ("prune", "--expire=now")):
+        _clone_git(clone, *args)
+    assert subprocess.run(["git", "--git-dir", str(clone), "cat-file", "-e", shas[0]]).returncode != 0
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()
+    assert not (clone / "shallow").exists() and again.missing_objects() is None
+    assert [sha for sha, _ in again.commits_between(shas[0], shas[3])] == shas[1:]
