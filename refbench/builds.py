@@ -165,17 +165,9 @@ class Builder:
 
     def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]:
         """(sha, subject) of the commits after GOOD up to and including BAD, oldest first: what
-        bisect searches (the MockBuilder makes a line of its own)."""
-        repo = self.repo()
-        try:
-            if not repo.is_ancestor(good, bad):
-                raise RefbenchError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
-            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %s",
-                                    f"{good}..{bad}")
-        except git.GitCommandError as e:
-            raise RefbenchError(f"cannot list the commits between GOOD and BAD: {_git_msg(e)}") from None
-        return [(sha, subject) for sha, _, subject in
-                (row.partition(" ") for row in out.splitlines() if not row.startswith("commit "))]
+        bisect searches, each commit checked against its id (sources.Clone.commits_between; the
+        MockBuilder makes a line of its own)."""
+        return self.sources.commits_between(good, bad)
 
     def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
         """The commit `text` names, with the Go that builds it (`go`: a --go value, else the

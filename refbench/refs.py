@@ -102,7 +102,8 @@ def refuse_prefix(text: str) -> None:
     resolved where refbench looks it up (its cached clone, the module cache), and a restored cache
     may hold another commit of that prefix, which would then be built and sealed (issue 35's second
     reading). scripts/key-gate.sh prints the whole id of each commit it checked."""
-    raise RefError(f"{text!r}: a run holding the cache key (REFBENCH_CACHE_KEY_FILE) takes a commit as its whole "
+    raise RefError(f"{text!r}: a run holding the cache key (REFBENCH_CACHE_KEY_FILE, or any under CI=true) "
+                   "takes a commit as its whole "
                    "40-hex id, not a prefix (a cached clone may hold another commit that starts the same; "
                    "scripts/key-gate.sh prints the whole id)")
 
@@ -132,6 +133,13 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
         return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
+    # a whole id is the commit first, as git itself takes 40 hex: scripts/key-gate.sh prints the
+    # whole id of the commit it checked, and a branch or tag named by those 40 hex digits must not
+    # be built in its place (review35c); key-gate.sh looks a whole id up in the same order
+    if is_whole_commit(text):
+        sha = _rev(repo, text)
+        if sha:
+            return ResolvedRef(text, "commit", sha, sha[:10])
     # tag, branch or commit: try in that order whatever the first guess was
     sha = _rev(repo, f"refs/tags/{text}")
     if sha:

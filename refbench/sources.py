@@ -6,7 +6,7 @@ and trusted for nothing that is built (the threat model is docs/threat-model.md'
 
 - git runs with hooks off (core.hooksPath=/dev/null) and core.fsmonitor off, on the clone named
   outright (GIT_DIR: never a directory above it); a clone holding anything refbench never makes
-  (commondir, worktrees, hooks, alternates, attributes, grafts, a link: clone_faults) is cloned
+  (commondir, worktrees, hooks, alternates, attributes, grafts, a commit-graph, a link: clone_faults) is cloned
   anew, and its config is written anew each time it is opened; its branches and tags are pruned to
   the origin's on every fetch, other refs deleted (Clone.fetch);
 - nothing is built from the clone itself: each commit's objects are copied into a fresh
@@ -40,8 +40,11 @@ from . import paths, refs, toolchain as tc, tools, trust
 from .errors import BuildError, RefError
 
 log = logging.getLogger(__name__)
-#: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
-SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
+#: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds;
+#: no commit-graph or multi-pack-index is read or written (git takes a commit's parents from a
+#: commit-graph, which a restored cache may have patched to route history through a planted commit)
+SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.commitGraph=false",
+            "core.multiPackIndex=false", "gc.writeCommitGraph=false", "fetch.writeCommitGraph=false")
 #: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
 #: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
 #: deleted before a fetch
@@ -109,9 +112,9 @@ def clone_config(url: str) -> str:
 #: else was put there by someone else
 CLONE_ENTRIES = frozenset({"HEAD", "config", "description", "objects", "refs", "packed-refs", "FETCH_HEAD",
                            "ORIG_HEAD", "shallow", "info", "logs", "branches"})
-#: what refbench's clones hold under info/ and objects/info/: no attributes, grafts, alternates
-ALLOWED_INFO = {"info": frozenset({"exclude", "refs"}),
-                "objects/info": frozenset({"packs", "commit-graph", "commit-graphs", "multi-pack-index"})}
+#: what refbench's clones hold under info/ and objects/info/: no attributes, grafts, alternates, and
+#: no commit-graph or multi-pack-index (SAFE_GIT writes none; a planted one rewrites history)
+ALLOWED_INFO = {"info": frozenset({"exclude", "refs"}), "objects/info": frozenset({"packs"})}
 #: the environment of every git command on a cached clone: the clone named outright (no search
 #: upwards into the checkout a builds directory sits in), and no replace refs (refs/replace/*
 #: would swap one object for another under its id)
@@ -319,6 +322,55 @@ class Clone:
         return ((proc.stderr.decode(errors="replace").strip().splitlines() or ["git rev-list failed"])[-1]
                 .removeprefix("fatal: "))
 
+    def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]:
+        """(sha, subject) of the commits after GOOD up to and including BAD, oldest first (bisect's
+        line), each listed commit read back and hashed: its content must hash to its id and name
+        the parents git walked. BAD is a commit trusted by its id, so a line whose every commit
+        names its own parents is the line the origin's history holds; parents taken from anything
+        else (a planted commit-graph, shallow file or pack index) fail here (review35c)."""
+        repo = self.repo()
+        try:
+            if not repo.is_ancestor(good, bad):
+                raise RefError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
+            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
+                                    f"{good}..{bad}")
+        except git.GitCommandError as e:
+            raise RefError(f"cannot list the commits between GOOD and BAD: {git_msg(e)}") from None
+        rows = [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
+                (row.partition("\t") for row in out.splitlines() if not row.startswith("commit "))]
+        if rows and rows[-1][0] != bad:
+            raise RefError(f"the clone {self.clone_dir}: the line from GOOD to BAD does not end at BAD ({bad[:10]})")
+        wrong = self._unauthentic([(sha, parents) for sha, parents, _ in rows])
+        if wrong:
+            raise RefError(f"the clone {self.clone_dir} does not hold the history between GOOD and BAD as the "
+                           f"commits' ids say ({wrong}): remove it to fetch it anew")
+        return [(sha, subject) for sha, _, subject in rows]
+
+    def _unauthentic(self, commits: list[tuple[str, list[str]]]) -> str | None:
+        """The first commit whose object in the clone does not hash to its id or does not name
+        `parents` as its parents, or None (one `cat-file --batch` for all of them)."""
+        if not commits:
+            return None
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            proc = subprocess.run([tools.git(), *safe_git_args(), "cat-file", "--batch"],
+                                  input="".join(sha + "\n" for sha, _ in commits).encode(), capture_output=True,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)})
+        data, at = proc.stdout, 0
+        for sha, parents in commits:
+            end = data.find(b"\n", at)
+            header = data[at:end].decode(errors="replace").split() if end >= 0 else []
+            if len(header) != 3 or header[1] != "commit":
+                return f"{sha[:12]}: not a commit here"
+            body = data[end + 1:end + 1 + int(header[2])]
+            at = end + 2 + int(header[2])
+            algo = hashlib.sha1 if len(sha) == 40 else hashlib.sha256
+            if algo(b"commit %d\0" % len(body) + body).hexdigest() != sha:
+                return f"{sha[:12]}: its content hashes to another id"
+            named = [ln[7:].decode() for ln in body.split(b"\n\n", 1)[0].split(b"\n") if ln.startswith(b"parent ")]
+            if named != parents:
+                return f"{sha[:12]}: git walked parents {[p[:12] for p in parents]}, the commit names {[p[:12] for p in named]}"
+        return None
+
     def _fetch_refs(self) -> None:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
@@ -327,6 +379,10 @@ class Clone:
                          if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
+                if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
+                    # line); an origin that is itself shallow has --update-shallow write back what it needs
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.clone_dir / "shallow")
                 tags = "+refs/tags/*:refs/tags/*"
                 if self.checkout:  # its remote-tracking branches first; its own branches win
                     r.git.fetch("--quiet", "--force", "--prune", "--update-shallow", "origin",

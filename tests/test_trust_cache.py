@@ -127,11 +127,12 @@ def _repack_without(clone: Path, sha: str) -> None:
     stage.rmdir()
 
 
-def test_a_clone_lacking_an_older_merged_commit_is_fetched_whole(origin, tmp_path):
+def test_a_clone_lacking_an_older_merged_commit_is_fetched_whole(origin, tmp_path, monkeypatch):
     """Review35's MEDIUM: a planted clone with the origin's tips but without an older merged commit
     C passed every check, refbench's fetch brought nothing (its refs were up to date), and C's
     prefix then named whatever commit of that prefix the clone held (a planted one: ~2^28 tries
     for 7 hex), built and sealed in a keyed job; without one, a merged commit was 'not found'."""
+    monkeypatch.delenv("CI", raising=False)  # an unkeyed run on a person's machine, which takes a prefix
     first = builder(origin, tmp_path)
     first.fetch()
     older = origin.shas["docs"]
@@ -163,6 +164,19 @@ def test_a_keyed_run_refuses_a_commit_prefix(origin, tmp_path, keyed):
         b.resolve(sha[:12], go="local")
     assert b.resolve(sha, go="local").sha == sha
     assert b.resolve("v1.1.0", go="local").sha == origin.shas["two"]
+
+
+def test_a_ci_run_sealing_with_the_machines_own_key_refuses_a_commit_prefix(origin, tmp_path, monkeypatch):
+    """Review35c LOW: only REFBENCH_CACHE_KEY_FILE counted as a key, but a CI machine's own key
+    (key_file) may persist (a self-hosted runner) while its builds directory comes from a shared
+    store, so a prefix resolved in a restored clone was built and sealed under it."""
+    monkeypatch.delenv(trust.KEY_FILE_ENV, raising=False)
+    monkeypatch.setenv("CI", "true")
+    b = builder(origin, tmp_path)
+    with pytest.raises(bl.RefError, match="whole 40-hex id"):
+        b.resolve(origin.shas["docs"][:12], go="local")
+    monkeypatch.setenv("CI", "false")
+    assert builder(origin, tmp_path).resolve(origin.shas["docs"][:12], go="local").sha == origin.shas["docs"]
 
 
 def test_a_keyed_build_given_a_commit_prefix_exits_2_with_one_line(origin, tmp_path, keyed):
@@ -384,7 +398,8 @@ def test_the_key_gate_passes_on_the_whole_commit_of_a_prefix_it_checked(gate_rep
     merged = git(gate_repo, "rev-parse", "main~1")
     proc = _gate(gate_repo, "v1.0.0", merged[:9], "main", "latest_release")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.split() == ["v1.0.0", merged, "main", "latest_release"]
+    tags = git(gate_repo, "rev-parse", "v1.0.0^{commit}")
+    assert proc.stdout.split() == [tags, merged, git(gate_repo, "rev-parse", "origin/main"), "latest_release"]
     action = (ROOT / "action.yml").read_text()
     assert "steps.trust.outputs.refs" in action and 'echo "refs=$gated"' in action
 
@@ -544,3 +559,158 @@ def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_p
     ref = offline.resolve("v1.1.0", go="local")
     assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
     assert offline.cached(ref) is None
+
+
+@pytest.fixture
+def hex_named_branch(tmp_path):
+    """An origin whose main holds the merged commit C and whose branch named by C's 40 hex digits
+    points at an unmerged commit E (a plain git or Gitea origin takes such a name), and a full
+    checkout of it as the Action's."""
+    origin_dir = tmp_path / "hexorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(origin_dir))
+    for n in ("one", "two"):
+        (origin_dir / "f").write_text(n)
+        git(origin_dir, "add", "f")
+        git(origin_dir, "commit", "-q", "-m", n)
+    merged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "-b", "feature")
+    (origin_dir / "f").write_text("unmerged")
+    git(origin_dir, "commit", "-q", "-am", "unmerged")
+    unmerged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "main")
+    git(origin_dir, "branch", merged, unmerged)
+    checkout = tmp_path / "hexcheckout"
+    subprocess.run(["git", "clone", "-q", str(origin_dir), str(checkout)], check=True, capture_output=True)
+    return origin_dir, checkout, merged, unmerged
+
+
+def test_a_whole_id_is_the_commit_not_a_branch_named_by_it(hex_named_branch, tmp_path, keyed):
+    """Review35c: key-gate turned C's prefix into C, and refbench then looked C up as a tag or
+    branch first, so a branch named C (at unmerged E) was built and sealed. Both take a whole id
+    as the commit first, as git does."""
+    from refbench import sources
+    origin_dir, checkout, merged, unmerged = hex_named_branch
+    proc = _gate(checkout, merged[:7])
+    assert proc.returncode == 0 and proc.stdout.split() == [merged], proc.stdout + proc.stderr
+    assert _gate(checkout, merged).returncode == 0  # C is checked, not the branch named C
+    (tmp_path / "builds").mkdir()
+    resolved = sources.Clone(tmp_path / "builds", str(origin_dir)).resolve(merged)
+    assert (resolved.kind, resolved.sha) == ("commit", merged), resolved
+
+
+def test_the_key_gate_pins_a_branch_to_the_commit_it_checked(hex_named_branch):
+    """Review35c: key-gate passed a branch as its name, and refbench fetched it again later, so an
+    unmerged commit pushed to it in between was built and sealed with the key."""
+    origin_dir, checkout, merged, _ = hex_named_branch
+    git(origin_dir, "branch", "topic", "main")
+    git(checkout, "fetch", "-q", "origin")
+    proc = _gate(checkout, "topic", "HEAD")
+    assert proc.returncode == 0 and proc.stdout.split() == [merged, merged], proc.stdout + proc.stderr
+
+
+def _trust_step(checkout: Path, tmp_path: Path, target: str = "", args: str = "") -> dict[str, str]:
+    """The outputs of action.yml's step trust, run as a push job with its env."""
+    from action_harness import load_action, read_env_file
+    step = next(s for s in load_action()[1] if s.get("id") == "trust")
+    out = tmp_path / "github-output"
+    out.write_text("")
+    env = {**os.environ, "TRUSTED_EVENT": "true", "WANTS_KEY": "true", "REFS": "main", "BENCH_COMMAND": "",
+           "PR_NUMBER": "", "DEFAULT_BRANCH": "main", "TARGET": target, "ARGS": args,
+           "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(out), "GITHUB_EVENT_NAME": "push"}
+    proc = subprocess.run(["bash", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return read_env_file(out)
+
+
+@pytest.mark.parametrize("target,args,trusted", [
+    ("", "", True), ("", "--scenarios cp --source git", True), ("kubo", "", False),
+    ("", "--repo https://example.invalid/x", False), ("", "--rep=x", False), ("", "-tkubo", False),
+    ("", "--source module", False), ("", "--target=kubo", False)])
+def test_the_action_gives_no_key_when_refbench_builds_from_elsewhere(gate_repo, tmp_path, target, args, trusted):
+    """Review35c: key-gate answers for the checkout; with another target, --repo or --source module
+    refbench fetches another origin (or the same one later), so the answer says nothing of it."""
+    out = _trust_step(gate_repo, tmp_path, target, args)
+    assert (out["trusted"] == "true") == trusted, out
+    if trusted:
+        assert out["refs"] == git(gate_repo, "rev-parse", "origin/main")
+
+
+@pytest.fixture
+def line_origin(tmp_path):
+    """An origin whose main is c1..c4, and a fetched clone of it: bisect's line from c1 to c4."""
+    from refbench import sources
+    o = tmp_path / "lineorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(o))
+    shas = []
+    for i in range(1, 5):
+        (o / "f").write_text(str(i))
+        git(o, "add", "f")
+        git(o, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(o, "rev-parse", "HEAD"))
+    (tmp_path / "builds").mkdir()
+    clone = sources.Clone(tmp_path / "builds", str(o))
+    clone.fetch()
+    return o, clone.clone_dir, shas
+
+
+def _plant_commit_graph(clone: Path, shas: list[str]) -> str:
+    """A commit-graph in the clone in which c3's first parent is E, a commit planted in the clone
+    and reached by no ref of the origin (review35c's reproducer); E's id."""
+    import struct
+    tree = _clone_git(clone, "rev-parse", f"{shas[3]}^{{tree}}")
+    evil = _clone_git(clone, "commit-tree", tree, "-p", shas[0], "-m", "evil")
+    subprocess.run(["git", "--git-dir", str(clone), "commit-graph", "write", "--stdin-commits"],
+                   input="\n".join(shas + [evil]) + "\n", check=True, capture_output=True, text=True)
+    graph = clone / "objects" / "info" / "commit-graph"
+    b = bytearray(graph.read_bytes())
+    chunks = {bytes(b[8 + 12 * k:12 + 12 * k]): struct.unpack(">Q", b[12 + 12 * k:20 + 12 * k])[0]
+              for k in range(b[6] + 1)}
+    oids = [bytes(b[chunks[b"OIDL"] + 20 * i:chunks[b"OIDL"] + 20 * i + 20]).hex() for i in range(5)]
+    at = chunks[b"CDAT"] + 36 * oids.index(shas[2]) + 20
+    b[at:at + 4] = struct.pack(">I", oids.index(evil))
+    graph.chmod(0o644)
+    graph.write_bytes(bytes(b))
+    assert evil in _clone_git(clone, "-c", "core.commitGraph=true", "rev-list", f"{shas[0]}..{shas[3]}")
+    return evil
+
+
+def test_a_planted_commit_graph_is_not_read_and_the_clone_is_cloned_anew(line_origin, tmp_path):
+    """Review35c: git took c3's parent from a planted commit-graph, so bisect's line ran through E
+    (no origin ref reaches it), which a keyed bisect would build and seal."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    evil = _plant_commit_graph(clone, shas)
+    assert sources.clone_faults(clone)
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()  # as bisect's resolve of GOOD and BAD does
+    line = [sha for sha, _ in again.commits_between(shas[0], shas[3])]
+    assert line == shas[1:] and evil not in line
+    assert not (clone / "objects" / "info" / "commit-graph").exists()
+
+
+def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path, monkeypatch):
+    """Whatever git takes parents from besides the commits themselves (a commit-graph here, as if
+    SAFE_GIT and clone_faults let it through), a line whose commits do not name it is refused."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    monkeypatch.setattr(sources, "SAFE_GIT", ("core.hooksPath=/dev/null", "core.fsmonitor=false"))
+    monkeypatch.setattr(sources, "ALLOWED_INFO", {**sources.ALLOWED_INFO, "objects/info": frozenset(
+        {"packs", "commit-graph"})})
+    _plant_commit_graph(clone, shas)
+    with pytest.raises(bl.RefError, match="as the commits' ids say"):
+        sources.Clone(tmp_path / "builds", str(o)).commits_between(shas[0], shas[3])
+
+
+def test_a_planted_shallow_file_is_removed_before_a_fetch(line_origin, tmp_path):
+    """Review35c: a planted `shallow` at c3 hid the clone's lack of c1 and c2 from missing_objects
+    and cut bisect's line from c1 short (0 commits listed)."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    (clone / "shallow").write_text(shas[2] + "\n")
+    for args in (("reflog", "expire", "--expire=now", "--all"), ("repack", "-a", "-d", "-q"), ("prune", "--expire=now")):
+        _clone_git(clone, *args)
+    assert subprocess.run(["git", "--git-dir", str(clone), "cat-file", "-e", shas[0]]).returncode != 0
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()
+    assert not (clone / "shallow").exists() and again.missing_objects() is None
+    assert [sha for sha, _ in again.commits_between(shas[0], shas[3])] == shas[1:]
