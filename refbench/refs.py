@@ -102,8 +102,7 @@ def refuse_prefix(text: str) -> None:
     resolved where refbench looks it up (its cached clone, the module cache), and a restored cache
     may hold another commit of that prefix, which would then be built and sealed (issue 35's second
     reading). scripts/key-gate.sh prints the whole id of each commit it checked."""
-    raise RefError(f"{text!r}: a run holding the cache key (REFBENCH_CACHE_KEY_FILE, or any under CI=true) "
-                   "takes a commit as its whole "
+    raise RefError(f"{text!r}: a run holding the cache key (REFBENCH_CACHE_KEY_FILE) takes a commit as its whole "
                    "40-hex id, not a prefix (a cached clone may hold another commit that starts the same; "
                    "scripts/key-gate.sh prints the whole id)")
 

@@ -119,13 +119,10 @@ def cache_key() -> bytes:
 
 
 def key_given() -> bool:
-    """Whether this run seals with a key whose seals a later run may take on a restored cache's
-    word, so it takes nothing on a cache's word that it could pin down (a commit prefix:
-    refs.refuse_prefix): the shared key (REFBENCH_CACHE_KEY_FILE, a CI secret), or any key under
-    CI=true, where the machine's own key (key_file) may persist (a self-hosted runner) while its
-    builds directory is restored from a shared store (review35c). A person's own machine, whose
-    builds directory no store restores, keeps taking prefixes."""
-    return bool(os.environ.get(KEY_FILE_ENV)) or os.environ.get("CI", "").lower() in ("1", "true", "yes")
+    """Whether this run was given the shared key (REFBENCH_CACHE_KEY_FILE, a CI secret): a keyed
+    run, whose seals every later trusted job accepts, so it takes nothing on a cache's word that it
+    could pin down (a commit prefix: refs.refuse_prefix)."""
+    return bool(os.environ.get(KEY_FILE_ENV))
 
 
 def key_id() -> str:
