@@ -68,16 +68,44 @@ exec {py} "$@"
 _GO_CACHES: dict[str, str] = {}
 
 
-def go_caches() -> dict[str, str]:
-    """This machine's GOCACHE and GOMODCACHE, asked once: what a runner's restored Go caches hold.
+# what the Action's "drop cached toolchains" step deletes (action.yml): never the machine's own
+TOOLCHAIN_PATHS = ("golang.org/toolchain@", "cache/download/golang.org/toolchain")
+
+
+def go_caches(tmp_path) -> dict[str, str]:
+    """This machine's GOCACHE and a view of its GOMODCACHE: what a runner's restored Go caches hold.
     Without them a job's HOME of its own starts Go cold (every module downloaded from the proxy,
-    every package compiled: half a minute a build here)."""
+    every package compiled: half a minute a build here). The module cache is a view (shadow_tree)
+    without the unpacked Go toolchains, which the Action deletes as it would a restored cache's:
+    a job run here once deleted this machine's own, under the builds of everything else on it."""
     if not _GO_CACHES:
         import subprocess
         out = subprocess.run(["go", "env", "-json", "GOCACHE", "GOMODCACHE"], capture_output=True, text=True,
                              check=True).stdout
         _GO_CACHES.update(json.loads(out))
-    return dict(_GO_CACHES)
+    view = tmp_path / "gomodcache"
+    if not view.exists():
+        shadow_tree(Path(_GO_CACHES["GOMODCACHE"]), view, TOOLCHAIN_PATHS)
+    return {"GOCACHE": _GO_CACHES["GOCACHE"], "GOMODCACHE": str(view)}
+
+
+def shadow_tree(real: Path, view: Path, leave_out: tuple[str, ...]) -> None:
+    """`view` shows `real` through links, except the paths starting with one of `leave_out` (paths
+    relative to `real`): the directories on the way to them are made for real, every other entry is
+    a link, so what the job adds lands in `real` and what it deletes under `leave_out` is only
+    `view`'s (nothing of `real` is there to delete)."""
+    view.mkdir(parents=True, exist_ok=True)
+    if not real.is_dir():
+        return
+    for entry in real.iterdir():
+        rel = entry.name
+        inner = tuple(p[len(rel) + 1:] for p in leave_out if p.startswith(rel + "/"))
+        if any(rel.startswith(p) for p in leave_out if "/" not in p):
+            continue
+        if inner and entry.is_dir() and not entry.is_symlink():
+            shadow_tree(entry, view / rel, inner)
+        else:
+            (view / rel).symlink_to(entry)
 
 
 def runner(tmp_path, event_name, payload, api_url, workspace=None, home=None) -> Runner:
@@ -87,7 +115,7 @@ def runner(tmp_path, event_name, payload, api_url, workspace=None, home=None) ->
     # the job's HOME holds its caches and its cache key, as a runner's does: none from XDG_* here
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REFBENCH_", "XDG_"))}
     env["HOME"] = str(home)
-    env.update(go_caches())
+    env.update(go_caches(tmp_path))
     return Runner(tmp_path / "job", event_name, payload, workspace or tmp_path, api_url=api_url, token=TOKEN,
                   path_front=[stand_ins(tmp_path), ROOT / "tools" / "bin"], base_env=env)
 
@@ -373,3 +401,27 @@ def test_every_job_with_a_write_token_installs_only_hash_pinned_packages():
     for dep in deps + ["setuptools"]:
         name = re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9._-]+", dep).group(0)).lower()
         assert name in pinned, f"{dep} (pyproject.toml) is not pinned in requirements/action.txt"
+
+
+def test_the_jobs_module_cache_keeps_the_machines_toolchains_out_of_the_actions_reach(tmp_path):
+    """The Action deletes every unpacked Go toolchain in the job's module cache (a restored one may
+    be planted). A job run here sees this machine's module cache, so its drop step must find only the
+    view's: run the Action's own loop on a view of a planted cache; the real toolchains stay, and
+    everything else reads through."""
+    real = tmp_path / "real"
+    for f in ("golang.org/toolchain@v0.0.1-go1.25.0.linux-amd64/bin/go", "golang.org/x/mod@v0.1.0/go.mod",
+              "cache/download/golang.org/toolchain/@v/list", "cache/download/golang.org/x/mod/@v/list",
+              "github.com/peak/s5cmd/v2@v2.3.0/go.mod"):
+        (real / f).parent.mkdir(parents=True, exist_ok=True)
+        (real / f).write_text("x")
+    view = tmp_path / "view"
+    shadow_tree(real, view, TOOLCHAIN_PATHS)
+    import subprocess
+    loop = re.search(r'(for d in "\$mod"/golang\.org/toolchain@\*.*?done)', (ROOT / "action.yml").read_text(), re.S)
+    assert loop, "action.yml no longer drops cached toolchains as this test expects"
+    subprocess.run(["bash", "-ec", f"mod={view}\n{loop.group(1)}"], check=True)
+    assert (real / "golang.org/toolchain@v0.0.1-go1.25.0.linux-amd64/bin/go").is_file()
+    assert (real / "cache/download/golang.org/toolchain/@v/list").is_file()
+    assert (view / "golang.org/x/mod@v0.1.0/go.mod").read_text() == "x"
+    assert (view / "github.com/peak/s5cmd/v2@v2.3.0/go.mod").is_file()
+    assert (view / "cache/download/golang.org/x/mod/@v/list").is_file()
