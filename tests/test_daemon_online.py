@@ -44,3 +44,35 @@ def test_online_probes_come_from_a_server_inside_the_namespace(tmp_path, namespa
     finally:
         backend.close()
     assert all(p.poll() is not None for p in servers)  # stopped with the scenario
+
+
+@pytest.mark.slow
+def test_the_online_daemons_own_pprof_profile_covers_a_profiled_run(tmp_path, namespaces, kubo_binaries):  # noqa: F811
+    """Without perf: kubo's /debug/pprof/profile, read inside the namespace around a profiled
+    `ipfs add`, shows the daemon's own work (the add's chunking and storing) as `ipfs (server)`."""
+    import shutil
+
+    from conftest import need
+    from refbench import profile
+    from refbench.backends import IpfsBackend
+
+    go = shutil.which("go") or need("go", "the Go toolchain reads kubo's profiles")
+    backend = IpfsBackend.open(tmp_path / "work")
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(48 << 20))
+    where = tmp_path / "pprof"
+    try:
+        backend.open_scenario(scenario, ["old", "new"], kubo_binaries, tmp_path / "work")
+        env = {**os.environ, **backend.context_env("probe", "old")}
+        api = backend.daemon_api("old")
+        assert api and api.startswith("http://127.0.0.1:")
+        with profile.daemon_pprof(backend.command_prefix(), api, 2, where):
+            subprocess.run([*backend.command_prefix(), kubo_binaries[0], "add", "-Q", str(data)], env=env,
+                           check=True, capture_output=True, timeout=300)
+        folded = profile.daemon_pprof_folded(go, kubo_binaries[0], where)
+    finally:
+        backend.close()
+    assert sum(folded.values()) > 0
+    assert all(s.startswith("ipfs (server);") for s in folded)
+    assert any("github.com/ipfs/" in s for s in folded), list(folded)[:5]

@@ -362,6 +362,13 @@ class IpfsBackend:
         daemon = repo.daemon if repo else None
         return daemon.pid if daemon is not None and daemon.poll() is None else None
 
+    def daemon_api(self, label: str) -> str | None:
+        """The build's running daemon's API URL (reachable inside command_prefix), for its own
+        profile (refbench.profile.daemon_pprof); None without a daemon."""
+        if self.server_pid(label) is None or self.mode == "none":
+            return None
+        return self.repos[label].api or None
+
     def daemon_probes(self, label: str) -> tuple[str, str, Path] | None:
         """The build's daemon probes (refbench.daemon): the commands hyperfine runs before and
         after each timed run, and the file they append to; None without a running daemon. The
