@@ -72,15 +72,19 @@ class Explainer:
     def around_run(self, label: str) -> Iterator[None]:
         """Around one build's untimed command (its prepare already done): the server's counters
         before and after; the repo's counters after."""
-        before = None
+        before = cpu0 = None
+        minio = getattr(self.backend, "server", None)  # the embedded MinIO, whose CPU time is context
         if self.endpoint:
             t0 = time.monotonic()
             before = accounting.settled(self.endpoint)
+            cpu0 = minio.cpu_seconds() if minio is not None else None
             self.seconds["accounting"] += time.monotonic() - t0
         yield
         t0 = time.monotonic()
         if before is not None:
-            self._requests[label] = accounting.delta(before, accounting.settled(self.endpoint))
+            cpu1 = minio.cpu_seconds() if minio is not None else None
+            self._requests[label] = accounting.server_cpu(accounting.delta(before, accounting.settled(self.endpoint)),
+                                                          cpu0, cpu1)
         if self.backend.kind == "ipfs":
             stat = self.backend.repo_stat(label)
             if stat and isinstance(stat.get("NumObjects"), int):
