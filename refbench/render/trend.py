@@ -16,14 +16,14 @@ from .format import METRIC_NAMES, fmt_bytes, fmt_pct
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
 
-def _value(metric: str, digits: str):
+def _value(metric: str, digits: str, unit: str = " s"):
     """How a series' values read: seconds (wall, daemon CPU; `digits` a format spec) or bytes."""
-    return (lambda v: f"{v:{digits}} s") if metric in ("wall", "daemon-cpu") else fmt_bytes
+    return (lambda v: f"{v:{digits}}{unit}") if metric in ("wall", "daemon-cpu") else fmt_bytes
 
 
 def _chart(s: TrendSeries, several: bool) -> dict:
     pts = s.nights
-    fmt, tick = _value(s.metric, ".3f"), _value(s.metric, ".3g")
+    fmt, tick, spread = _value(s.metric, ".3f"), _value(s.metric, ".3g"), _value(s.metric, ".3f", "")
     top = max(max(p.h_mean + (p.h_sd or 0), p.b_mean) for p in pts) * 1.15 or 1.0
     n = len(pts)
     plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
@@ -41,7 +41,7 @@ def _chart(s: TrendSeries, several: bool) -> dict:
             "x": round(x(i), 1), "y": round(y(p.h_mean), 1), "by": round(y(p.b_mean), 1),
             "y_hi": round(y(p.h_mean + sd), 1), "y_lo": round(y(max(0.0, p.h_mean - sd)), 1),
             "verdict": Verdict(p.verdict),
-            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {fmt(p.h_mean)} ± {fmt(sd)} "
+            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {fmt(p.h_mean)} ± {spread(sd)} "
                       f"vs {p.b_label} {p.b_sha[:10]} {fmt(p.b_mean)}: {p.verdict} "
                       f"({fmt_pct(p.rel)})"),
             "date": p.started[:10], "run": p.id,
