@@ -24,15 +24,17 @@ from typing import Callable, Iterator
 
 from . import accounting, profile, results as rs
 from .errors import RunError
-from .verdict import Verdict
+from .verdict import DAEMON_METRICS, Verdict
 
 log = logging.getLogger(__name__)
 
-PROFILED_METRICS = ("wall", "cpu")
+# a step whose wall time, CPU or one of the daemon's metrics moved is profiled: the daemon's moved
+# figures are explained by its own profile (perf -p on it, kubo's /debug/pprof/profile) (issue 36)
+PROFILED_METRICS = ("wall", "cpu", *DAEMON_METRICS)
 
 
 def moved(comparisons) -> bool:
-    """A wall or CPU verdict of slower or faster (a comparison without a metric is a wall one)."""
+    """A wall, CPU or daemon verdict of slower or faster (a comparison without a metric is a wall one)."""
     return any(Verdict(c.verdict).moved and getattr(c, "metric", "wall") in PROFILED_METRICS for c in comparisons)
 
 
@@ -70,15 +72,19 @@ class Explainer:
     def around_run(self, label: str) -> Iterator[None]:
         """Around one build's untimed command (its prepare already done): the server's counters
         before and after; the repo's counters after."""
-        before = None
+        before = cpu0 = None
+        minio = getattr(self.backend, "server", None)  # the embedded MinIO, whose CPU time is context
         if self.endpoint:
             t0 = time.monotonic()
             before = accounting.settled(self.endpoint)
+            cpu0 = minio.cpu_seconds() if minio is not None else None
             self.seconds["accounting"] += time.monotonic() - t0
         yield
         t0 = time.monotonic()
         if before is not None:
-            self._requests[label] = accounting.delta(before, accounting.settled(self.endpoint))
+            cpu1 = minio.cpu_seconds() if minio is not None else None
+            self._requests[label] = accounting.server_cpu(accounting.delta(before, accounting.settled(self.endpoint)),
+                                                          cpu0, cpu1)
         if self.backend.kind == "ipfs":
             stat = self.backend.repo_stat(label)
             if stat and isinstance(stat.get("NumObjects"), int):
@@ -126,7 +132,8 @@ class Explainer:
             found += self._perf(labels, binaries, cmds, preps, repeats, execute, where)
         if self.backend.kind == "ipfs":
             try:
-                found += self._pprof(labels, binaries, cmds, preps, repeats, execute, where)
+                found += self._pprof(labels, binaries, cmds, preps, repeats, execute, where,
+                                     profile.daemon_pprof_seconds(means))
             except (RunError, OSError, RuntimeError, subprocess.SubprocessError) as e:  # perf's view stays
                 log.warning("%s: no pprof view: %s", where, e)
                 out["profile_note"] = "; ".join(filter(None, (out.get("profile_note"), f"no pprof view: {e}")))
@@ -148,9 +155,12 @@ class Explainer:
                 if stripped else None)
         return [profile.differential(labels[0], lab, folded, repeats, note) for lab in labels[1:]]
 
-    def _pprof(self, labels, binaries, cmds, preps, repeats, execute, where) -> list[rs.Profile]:
+    def _pprof(self, labels, binaries, cmds, preps, repeats, execute, where, seconds: int = 1) -> list[rs.Profile]:
         """Each build's command again, every ipfs process with IPFS_PROF in a directory of its own
-        (profile.write_pprof_shim), the profiles merged and folded by `go tool pprof`."""
+        (profile.write_pprof_shim), and the build's daemon's own profile around it where one runs
+        (profile.daemon_pprof); the profiles merged and folded by `go tool pprof`."""
+        api = getattr(self.backend, "daemon_api", lambda _: None)
+        prefix = getattr(self.backend, "command_prefix", tuple)()
         go = shutil.which("go")
         if go is None:
             raise RuntimeError("go not found (go tool pprof reads kubo's profiles)")
@@ -161,8 +171,10 @@ class Explainer:
             for k in range(repeats):
                 for lab, cmd, prep in zip(labels, shimmed, preps):
                     self._prepare(prep, lab, execute, where)
-                    execute(["sh", "-c", cmd], f"{where}: pprof run of {lab}")
-            folded = {lab: profile.pprof_folded(go, binary, profile.pprof_files(dirs[lab]))
+                    with profile.daemon_pprof(prefix, api(lab), seconds, dirs[lab]):
+                        execute(["sh", "-c", cmd], f"{where}: pprof run of {lab}")
+            folded = {lab: profile.add([profile.pprof_folded(go, binary, profile.pprof_files(dirs[lab])),
+                                        profile.daemon_pprof_folded(go, binary, dirs[lab])])
                       for lab, binary in zip(labels, binaries)}
         finally:
             for d in dirs.values():

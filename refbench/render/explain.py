@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from ..results import FunctionShift, Profile, RequestChange, Requests, Results, Step
-from .format import fmt_bytes, md_code, md_escape
+from .format import fmt_bytes, fmt_seconds, md_code, md_escape
 
 _BYTES = ("bytes received", "bytes sent")
 
@@ -84,13 +84,14 @@ def markdown_parts(results: Results) -> dict:
         for lab, r in (st.requests or {}).items():
             req_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), md_escape(fmt_apis(r)),
                              str(r.total), fmt_bytes(r.received_bytes), fmt_bytes(r.sent_bytes),
-                             f"{r.errors_4xx} / {r.errors_5xx} / {r.canceled}"])
+                             f"{r.errors_4xx} / {r.errors_5xx} / {r.canceled}",
+                             "n/a" if r.server_cpu is None else fmt_seconds(r.server_cpu)])
         for lab, s in (st.repo or {}).items():
             repo_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), str(s.num_objects),
                               "n/a" if s.repo_size_estimate is None else f"≈ {fmt_bytes(s.repo_size_estimate)}"])
     return {"facts": facts, "functions": functions, "notes": list(results.explain_notes or ()),
             "requests": _table(req_rows, ["Scenario", "Build", "Requests by API", "Total", "Received", "Sent",
-                                          "4xx / 5xx / canceled"]) if req_rows else "",
+                                          "4xx / 5xx / canceled", "Server CPU (context)"]) if req_rows else "",
             "repo": _table(repo_rows, ["Scenario", "Build", "Blocks (NumObjects, exact)",
                                        "Repo size (RepoSize, kubo's estimate)"]) if repo_rows else ""}
 
