@@ -548,7 +548,7 @@ def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str],
     if target is None:
         raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
     # git: the head is resolved to a commit, whatever source the comparison builds from
-    builder = (env or runenv.real()).builder(runenv.BuildSite(req.run.replace(source="git"), target))
+    builder = (env or runenv.real()).builder(runenv.BuildSite(request=req.run.replace(source="git"), target=target))
     night_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     outcomes, failure = [], None
     for w in req.watched():

@@ -15,12 +15,18 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 from . import builds as bl, implementations as impls, lease, paths, toolchain as tc, tools
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
+from .refs import ResolvedRef
+
+if TYPE_CHECKING:  # the pipeline imports this module; annotations only
+    from .backends import Backend
+    from .config import TargetSpec
+    from .pipeline import RunRequest
 
 
 
@@ -34,6 +40,28 @@ class Checked(Protocol):
     prefix: str
     stored_peak: int
     networks: Mapping
+
+class Builder(Protocol):
+    """What a run and the commands that build (nightly, bisect) use of a builder: builds.Builder,
+    or mock.MockBuilder for --executor mock."""
+    target: Any  # config.TargetSpec
+    source: str  # git or module
+    repo_url: str
+    builds_dir: Path
+    go: str  # the toolchain choice of a build that names none (toolchain.parse_choice)
+
+    def resolve(self, text: str, go: str | None = None) -> "ResolvedRef": ...
+
+    def resolve_all(self, texts: Sequence[str], go: tuple[str, ...] = ()) -> "list[ResolvedRef]": ...
+
+    def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]: ...
+
+    def build_dir(self, sha: str, toolchain: str | None = None) -> Path: ...
+
+    def cached(self, resolved: "ResolvedRef") -> Path | None: ...
+
+    def build(self, resolved: "ResolvedRef", label: str) -> "bl.BuiltRef": ...
+
 
 EXECUTORS = ("hyperfine", "mock")  # --executor: mock is hidden, for tests (hyperfine's --debug-mode)
 
@@ -69,14 +97,14 @@ def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 # (workdir, cpus=, verbose=) -> the run's executor
 ExecutorFactory = Callable[..., Executor]
 # (checked, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
-BackendFactory = Callable[..., ContextManager]
+BackendFactory = Callable[..., ContextManager["Backend"]]
 
 
 @dataclass(frozen=True)
 class RunEnv:
     executor: ExecutorFactory
     backend: BackendFactory
-    builder: Callable[[Checked], object]  # -> a builds.Builder (resolve_all, cached, build, repo_url, go)
+    builder: Callable[[Checked], Builder]  # builds.Builder, or a stand-in (mock.MockBuilder)
     find_tool: Callable[[str], str | None] = tools.find_tool
     clock: Callable[[], float] = time.monotonic  # the budget's and the run's timing
     machine: MachineSettings = MachineSettings()
@@ -84,7 +112,7 @@ class RunEnv:
     perf: bool | None = None  # None: probe for perf; False: no profiles (nothing runs to profile)
     order_seed: Callable[[], int] = lambda: secrets.randbits(31)  # each run's draw of its rounds' orders
     # (implementation, say) -> its pinned install (implementations.Installed): from its registry, sealed
-    install: Callable[..., Any] = impls.install
+    install: Callable[..., impls.Installed] = impls.install
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses
@@ -111,9 +139,9 @@ class BuildSite:
     """What a builder is made from where no run is checked (nightly's baseline, bisect's line of
     commits, `refbench build`): the fields of Checked that RunEnv.builder reads, so those commands
     get their builder from the run's RunEnv, as a run does, and never make a Builder of their own."""
-    request: Any  # a pipeline.RunRequest: .repo, .source, .builds_dir
-    target: Any  # config.TargetSpec
-    origin: Any = None  # the checkout around the current directory when it is the origin
+    request: RunRequest  # .repo, .source, .builds_dir
+    target: TargetSpec
+    origin: bl.Checkout | None = None  # the checkout around the current directory when it is the origin
 
     @property
     def cache_dir(self) -> Path:

@@ -17,7 +17,7 @@ import pytest
 import factories
 from conftest import run_bench
 from refbench import accounting, results as rs
-from refbench.render.explain import fmt_change
+from refbench.explain import fmt_change
 
 # a real page of /minio/metrics/v3/api/requests (MinIO 2026-02), after PutBucket, PutObject,
 # a GetObject and a GetObject of a missing key
