@@ -202,7 +202,7 @@ def test_the_servers_cpu_over_a_run_is_kept_beside_its_requests_as_context(tmp_p
     import sys
 
     from refbench.backends.minio import MinioServer
-    from refbench.render.explain import markdown_parts
+    from refbench.explain import markdown_parts
 
     q = rs.Requests(by_api=MappingProxyType({"PutObject": 3}), received_bytes=300)
     assert accounting.server_cpu(q, 1.25, 1.5).server_cpu == 0.25
