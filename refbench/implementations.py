@@ -40,6 +40,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -327,18 +328,22 @@ def install_dir(impl: Implementation) -> Path:
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over every file of an install: relative path, executable bit and content, and a
-    link's target: what the seal vouches for."""
+    """SHA-256 over every entry of an install: each directory's relative path and mode (so a
+    planted directory, empty or unlistable, changes it), each file's path, executable bit and
+    content, and a link's target: what the seal vouches for. Names are JSON-quoted so no name can
+    forge a line. A directory that cannot be listed raises (paths.walk_all): never skipped."""
     h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in paths.walk_all(root):
         dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        h.update(f"D {json.dumps(rel_dir)} {oct(stat.S_IMODE(os.lstat(dirpath).st_mode))}\n".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
             if os.path.islink(p):
-                h.update(f"L {rel} {os.readlink(p)}\n".encode())
+                h.update(f"L {json.dumps(rel)} {json.dumps(os.readlink(p))}\n".encode())
             else:
-                h.update(f"F {rel} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
+                h.update(f"F {json.dumps(rel)} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
     return h.hexdigest()
 
 
@@ -355,7 +360,10 @@ def cached(impl: Implementation) -> Installed | None:
     except (OSError, ValueError):
         return None
     fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
-    why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    try:
+        why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    except OSError as e:  # a directory the digest cannot list: refused, loudly, never skipped
+        why = f"cannot hash the install ({e})"
     if why:
         log.warning("%s: %s: installing %s again", d, why, impl.label)
         return None
