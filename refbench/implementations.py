@@ -449,6 +449,13 @@ def module_sum(impl: Implementation, go: str, env: dict) -> str:
     return json.loads(p.stdout).get("Sum", "")
 
 
+def _drop_modcache(go: str, env: dict, modcache: Path) -> None:
+    """Remove the install's own module cache: go makes it read-only, so `go clean -modcache` first."""
+    if modcache.exists():
+        subprocess.run([go, "clean", "-modcache"], env=env, capture_output=True, cwd=modcache.parent)
+        shutil.rmtree(modcache, ignore_errors=True)
+
+
 def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
     after the module's hash is the pinned one."""
@@ -456,12 +463,19 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     go = find_go()
     if not go:
         raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
-    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin")}
-    got = module_sum(impl, go, env)
-    if got != impl.module_sum:
-        raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} is "
-                            f"pinned ({impl.origin}): not the pinned source")
-    _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    # A module cache of the install's own, empty: go trusts a cached module's .ziphash and compiles
+    # its unpacked directory unhashed, so a restored ~/go/pkg/mod could hand it planted source
+    # (review35d HIGH 3). Fresh, everything is downloaded from the proxy and checked on the way in.
+    modcache = d / "gomodcache"
+    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin"), "GOMODCACHE": str(modcache)}
+    try:
+        got = module_sum(impl, go, env)
+        if got != impl.module_sum:
+            raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} "
+                                f"is pinned ({impl.origin}): not the pinned source")
+        _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    finally:
+        _drop_modcache(go, env, modcache)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")
