@@ -40,6 +40,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -327,18 +328,22 @@ def install_dir(impl: Implementation) -> Path:
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over every file of an install: relative path, executable bit and content, and a
-    link's target: what the seal vouches for."""
+    """SHA-256 over every entry of an install: each directory's relative path and mode (so a
+    planted directory, empty or unlistable, changes it), each file's path, executable bit and
+    content, and a link's target: what the seal vouches for. Names are JSON-quoted so no name can
+    forge a line. A directory that cannot be listed raises (paths.walk_all): never skipped."""
     h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in paths.walk_all(root):
         dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        h.update(f"D {json.dumps(rel_dir)} {oct(stat.S_IMODE(os.lstat(dirpath).st_mode))}\n".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
             if os.path.islink(p):
-                h.update(f"L {rel} {os.readlink(p)}\n".encode())
+                h.update(f"L {json.dumps(rel)} {json.dumps(os.readlink(p))}\n".encode())
             else:
-                h.update(f"F {rel} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
+                h.update(f"F {json.dumps(rel)} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
     return h.hexdigest()
 
 
@@ -355,7 +360,10 @@ def cached(impl: Implementation) -> Installed | None:
     except (OSError, ValueError):
         return None
     fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
-    why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    try:
+        why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    except OSError as e:  # a directory the digest cannot list: refused, loudly, never skipped
+        why = f"cannot hash the install ({e})"
     if why:
         log.warning("%s: %s: installing %s again", d, why, impl.label)
         return None
@@ -441,6 +449,13 @@ def module_sum(impl: Implementation, go: str, env: dict) -> str:
     return json.loads(p.stdout).get("Sum", "")
 
 
+def _drop_modcache(go: str, env: dict, modcache: Path) -> None:
+    """Remove the install's own module cache: go makes it read-only, so `go clean -modcache` first."""
+    if modcache.exists():
+        subprocess.run([go, "clean", "-modcache"], env=env, capture_output=True, cwd=modcache.parent)
+        shutil.rmtree(modcache, ignore_errors=True)
+
+
 def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
     after the module's hash is the pinned one."""
@@ -448,12 +463,19 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     go = find_go()
     if not go:
         raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
-    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin")}
-    got = module_sum(impl, go, env)
-    if got != impl.module_sum:
-        raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} is "
-                            f"pinned ({impl.origin}): not the pinned source")
-    _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    # A module cache of the install's own, empty: go trusts a cached module's .ziphash and compiles
+    # its unpacked directory unhashed, so a restored ~/go/pkg/mod could hand it planted source
+    # (review35d HIGH 3). Fresh, everything is downloaded from the proxy and checked on the way in.
+    modcache = d / "gomodcache"
+    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin"), "GOMODCACHE": str(modcache)}
+    try:
+        got = module_sum(impl, go, env)
+        if got != impl.module_sum:
+            raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} "
+                                f"is pinned ({impl.origin}): not the pinned source")
+        _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    finally:
+        _drop_modcache(go, env, modcache)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")

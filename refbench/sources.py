@@ -139,11 +139,19 @@ def clone_faults(d: Path) -> list[str]:
         if sub.is_dir() and not sub.is_symlink():
             faults += [f"{rel}/{name}: not something refbench's clones hold" for name in sorted(os.listdir(sub))
                        if name not in allowed]
-    for top, dirs, files in os.walk(d):
+    # an unlistable directory is a fault, not skipped: git opens a loose ref in it by path
+    # (`rev-parse refs/tags/NAME`) while every listing, and os.walk's default, passes it over
+    walk = os.walk(d, onerror=lambda e: faults.append(f"{os.path.relpath(e.filename, d)}: cannot be listed ({e.strerror})"))
+    for top, dirs, files in walk:
         for name in dirs + files:
             mode = os.lstat(os.path.join(top, name)).st_mode
+            rel = os.path.relpath(os.path.join(top, name), d)
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
-                faults.append(f"{os.path.relpath(os.path.join(top, name), d)}: a link or special file")
+                faults.append(f"{rel}: a link or special file")
+            elif stat.S_ISDIR(mode) and mode & 0o700 != 0o700:
+                faults.append(f"{rel}: a directory of mode {oct(stat.S_IMODE(mode))}, which git never makes")
+            elif stat.S_ISREG(mode) and not mode & stat.S_IRUSR:
+                faults.append(f"{rel}: a file its owner cannot read")
     return faults
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from . import refs
+from . import paths, refs
 from .errors import BuildError, RefbenchError
 
 log = logging.getLogger(__name__)
@@ -352,7 +352,7 @@ def dir_hash(d: Path, prefix: str) -> str:
     a toolchain's _go.mod files also as go.mod (so the tree reads as a module); such a go.mod must
     equal its _go.mod and is left out. A link or special file is refused: Go unpacks none."""
     entries = []
-    for top, dirs, files in os.walk(d):
+    for top, dirs, files in paths.walk_all(d):  # an unlistable directory raises, never skipped
         dirs.sort()
         for name in files + [x for x in dirs if os.path.islink(os.path.join(top, x))]:
             path = os.path.join(top, name)

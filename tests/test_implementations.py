@@ -388,3 +388,43 @@ def test_a_named_variant_of_an_implementation_runs_it_with_its_environment(scena
     assert "OTHER_THREADS" not in copy.builds["other-cli 3.1"].command
     bad = bench(scenarios, tmp_path / "bad", "-s", "v1.0.0", "--variant", "x=impl:other-cli,go=1.25")
     assert bad.returncode == EXIT_ERROR and "an implementation takes env= only" in bad.stderr
+
+
+@pytest.mark.slow
+def test_a_go_implementation_is_built_from_a_module_cache_of_its_own(tmp_path, monkeypatch):
+    """Review35d HIGH 3: go answered `go mod download` from the user's (restored) module cache's
+    .ziphash and compiled its unpacked source unhashed, so a planted main.go was built and sealed.
+    A stand-in module on a file:// proxy (GONOSUMDB only because it is not in sum.golang.org)."""
+    import subprocess
+    import zipfile
+    from refbench.tools import find_tool
+    if not find_tool("go"):
+        need("go", "building an implementation from the Go module proxy")
+    px = tmp_path / "proxy" / "example.com" / "tool" / "@v"
+    px.mkdir(parents=True)
+    gomod = "module example.com/tool\n\ngo 1.21\n"
+    (px / "list").write_text("v1.0.0\n")
+    (px / "v1.0.0.info").write_text('{"Version":"v1.0.0"}')
+    (px / "v1.0.0.mod").write_text(gomod)
+    with zipfile.ZipFile(px / "v1.0.0.zip", "w") as z:
+        z.writestr("example.com/tool@v1.0.0/go.mod", gomod)
+        z.writestr("example.com/tool@v1.0.0/main.go",
+                   'package main\nimport "fmt"\nfunc main() { fmt.Println("genuine tool") }\n')
+    user_cache = tmp_path / "gomod"
+    for k, v in {"XDG_CACHE_HOME": tmp_path / "cache", "XDG_CONFIG_HOME": tmp_path / "config",
+                 "GOMODCACHE": user_cache, "GOCACHE": tmp_path / "gocache",
+                 "GOPROXY": f"file://{tmp_path / 'proxy'}", "GONOSUMDB": "example.com"}.items():
+        monkeypatch.setenv(k, str(v))
+    from refbench.tools import go
+    env = {**pins.build_env(), "GOFLAGS": "-mod=mod -modcacherw"}
+    pinned = json.loads(subprocess.run([go(), "mod", "download", "-json", "example.com/tool@v1.0.0"], env=env,
+                                       cwd=tmp_path, capture_output=True, text=True, check=True).stdout)["Sum"]
+    (user_cache / "example.com" / "tool@v1.0.0" / "main.go").write_text(
+        'package main\nimport "fmt"\nfunc main() { fmt.Println("PLANTED") }\n')  # the restored cache's edit
+    impl = impls.from_table("tool", {"version": "v1.0.0", "registry": "go", "package": "example.com/tool",
+                                     "module": "example.com/tool", "module_sum": pinned, "program": "tool"},
+                            "implementations.tool", lambda *a: ValueError(a), "test")
+    got = impls.install(impl)
+    out = subprocess.run([str(got.program)], capture_output=True, text=True).stdout
+    assert out.strip() == "genuine tool", out
+    assert not (impls.install_dir(impl) / "gomodcache").exists()  # the install's own cache is removed after

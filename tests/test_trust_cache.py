@@ -194,6 +194,34 @@ def test_a_clone_holding_what_refbench_never_makes_is_cloned_anew(origin, tmp_pa
     assert bl.clone_faults(again.clone_dir) == []
 
 
+def test_a_ref_hidden_in_an_unlistable_refs_dir_is_not_built(origin, tmp_path, monkeypatch):
+    """Review35d HIGH 4: a 0311 refs/tags/ hid a tag named after the branch from os.walk and git's
+    listings, but `rev-parse refs/tags/main` opened it by path: the run asked for main built it.
+    (Root lists a 0311 directory anyway; its mode alone is the fault here, and an os.scandir
+    raising PermissionError stands in for what a non-root runner sees.)"""
+    first = builder(origin, tmp_path)
+    main = first.resolve("master").sha
+    clone = first.clone_dir
+    planted = origin.shas["broken"]
+    assert planted != main
+    (clone / "refs" / "tags").mkdir(exist_ok=True)
+    (clone / "refs" / "tags" / "master").write_text(planted + "\n")
+    (clone / "refs" / "tags").chmod(0o311)
+    assert any("refs/tags" in f for f in bl.clone_faults(clone))
+    real = os.scandir
+
+    def scandir(path="."):
+        if os.path.realpath(path) == os.path.realpath(clone / "refs" / "tags"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert any("cannot be listed" in f for f in bl.clone_faults(clone))
+    monkeypatch.setattr(os, "scandir", real)
+    again = builder(origin, tmp_path)
+    assert again.resolve("master").sha == main
+    assert bl.clone_faults(again.clone_dir) == []
+
+
 def test_a_clone_config_or_lock_that_is_a_link_is_replaced_not_written_through(origin, tmp_path):
     first = builder(origin, tmp_path)
     first.resolve("v1.0.0")
