@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Mapping
 
@@ -109,6 +109,15 @@ def delta(before: Counters, after: Counters) -> rs.Requests:
                        errors_5xx=after.errors_5xx - before.errors_5xx, canceled=after.canceled - before.canceled,
                        received_bytes=after.received_bytes - before.received_bytes,
                        sent_bytes=after.sent_bytes - before.sent_bytes)
+
+
+def server_cpu(requests: rs.Requests, before: float | None, after: float | None) -> rs.Requests:
+    """The run's requests with the server's CPU time over it (seconds, rounded to the clock tick's
+    precision), where both reads were had. MinIO's background work (its scanner) in that time
+    counts too: context beside the exact counts, never a verdict."""
+    if before is None or after is None:
+        return requests
+    return replace(requests, server_cpu=round(max(0.0, after - before), 6))
 
 
 def changes(baseline: rs.Requests, contender: rs.Requests, label: str) -> tuple[rs.RequestChange, ...]:

@@ -131,7 +131,7 @@ def prepare(search: Search, base: RunRequest, env: runenv.RunEnv | None = None) 
     scenarios = base.scenarios_path()
     cfg = load_config(scenarios)
     target, origin = choose_target(cfg, base.target, base.repo, "git")
-    builder = (env or runenv.real()).builder(runenv.BuildSite(base.replace(source="git"), target, origin))
+    builder = (env or runenv.real()).builder(runenv.BuildSite(request=base.replace(source="git"), target=target, origin=origin))
     good, bad = builder.resolve(search.good), builder.resolve(search.bad)
     commits = builder.commits_between(good.sha, bad.sha)
     if not commits:

@@ -27,7 +27,10 @@ pull request's code can write a cache that a trusted run restores). So:
   binary when the tree alone makes it (Builder.tree_determined), once the copy's hash is the
   sealed one, and a record of its own;
 - the sources come from refbench.sources, which verifies them: nothing is built from the cached
-  clone itself, only from a repository of the commit's objects with every id computed anew;
+  clone itself, only from a repository of the commit's objects with every id computed anew; a
+  module version's commit is asked of the proxy, never a restored module cache, and a module
+  build's record seals its module and version too (MODULE_FIELDS);
+- which Go builds each ref is refbench.toolchain's (Chooser): this module chooses none;
 - builds get an allow-listed environment with no cache directory on PATH (tools.child_env);
 - `go mod verify` runs before every build, so a module cache restored with a changed module fails
   the build, naming it, instead of building it in.
@@ -39,7 +42,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -56,7 +58,6 @@ from .sources import (  # noqa: F401  (the names other modules import from here)
     ALLOWED_INFO, CLONE_ENTRIES, KEPT_REFS, SAFE_GIT, Checkout, clone_config, clone_faults, clone_git_env,
     go_checkout, origin_slug, own_clone, safe_git_args)
 from .sources import absolute as _absolute, git_msg as _git_msg
-from .toolchain import go_version
 
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
@@ -71,6 +72,14 @@ SEAL_PURPOSE = "refbench build record v1"
 KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
 SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
+#: sealed as well for the module source: which module and version the binary is. Its commit is only
+#: what `go list` said, so a sealed build of one version is never taken for another's
+MODULE_FIELDS = ("module", "version")
+
+
+def sealed_keys(source: str) -> tuple[str, ...]:
+    """The fields of build.json the seal covers for a build from `source`."""
+    return SEALED_FIELDS + (MODULE_FIELDS if source == "module" else ())
 
 
 def reproducible_goflags(toolchain: str | None) -> str:
@@ -107,11 +116,12 @@ _locked = paths.locked  # one lock helper for builds, clones and fixtures
 class Builder:
     """Resolves refs and builds them, for one target from one origin (git) or the module proxy.
     `go`: the Go every build uses unless resolve() is told otherwise (a --go value; default
-    REFBENCH_GO, else mod: what each ref's go.mod asks for)."""
+    REFBENCH_GO, else mod: what each ref's go.mod asks for). `goflags`: the user's own GOFLAGS,
+    after refbench's reproducible ones (the command line reads them: MachineSettings.goflags)."""
 
     def __init__(self, target: TargetSpec, builds_dir: Path, repo_url: str | None = None,
                  source: str = "git", offline: bool = False, pr_remote: str | None = None,
-                 checkout: bool = False, go: str | None = None):
+                 checkout: bool = False, go: str | None = None, goflags: str = ""):
         if source not in SOURCES:
             raise BuildError(f"unknown source {source!r} (expected git or module)")
         if source == "module" and not (target.module and target.package):
@@ -127,9 +137,13 @@ class Builder:
         self.root = paths.make_dirs(self.builds_dir / target.name, self.builds_dir)
         # where the sources come from and are verified: git's whole part (refbench.sources)
         self.sources = sources.Clone(self.root, self.repo_url, offline, pr_remote, checkout)
+        # or from the Go module proxy (--source module): refbench.sources' too
+        self.module = sources.ModuleSource(target.module, offline, self._go_env) if source == "module" else None
         self.go = tc.parse_choice(go) if go else tc.MOD  # REFBENCH_GO comes as the request's go
-        self._local: str | None = None  # this machine's GOVERSION
-        self._gomods: dict[str, tc.GoMod | None] = {}  # by commit (git) or version (module)
+        self.goflags = goflags  # the user's GOFLAGS, read at the command line (MachineSettings.goflags)
+        # which Go builds each ref: refbench.toolchain's to choose; this class builds with it
+        self.goes = tc.Chooser(self.go, self.builds_dir, self._go_env, self._read_gomod,
+                               lambda r: r.version if self.source == "module" else r.sha)
         self._trees: dict[str, str | None] = {}  # by commit (git)
         trust.cache_key()  # now: a key given in the environment is refused before any git or go runs
 
@@ -151,22 +165,14 @@ class Builder:
 
     def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]:
         """(sha, subject) of the commits after GOOD up to and including BAD, oldest first: what
-        bisect searches (the MockBuilder makes a line of its own)."""
-        repo = self.repo()
-        try:
-            if not repo.is_ancestor(good, bad):
-                raise RefbenchError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
-            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %s",
-                                    f"{good}..{bad}")
-        except git.GitCommandError as e:
-            raise RefbenchError(f"cannot list the commits between GOOD and BAD: {_git_msg(e)}") from None
-        return [(sha, subject) for sha, _, subject in
-                (row.partition(" ") for row in out.splitlines() if not row.startswith("commit "))]
+        bisect searches, each commit checked against its id (sources.Clone.commits_between; the
+        MockBuilder makes a line of its own)."""
+        return self.sources.commits_between(good, bad)
 
     def resolve(self, text: str, go: str | None = None) -> refs.ResolvedRef:
         """The commit `text` names, with the Go that builds it (`go`: a --go value, else the
         builder's)."""
-        return self.settle(self._resolve_commit(text), go)
+        return self.goes.settle(self._resolve_commit(text), go)
 
     def resolve_all(self, texts: tuple[str, ...] | list[str], go: tuple[str, ...] = ()) -> list[refs.ResolvedRef]:
         """The refs of one comparison, each with its Go: `go` holds one --go value for all of
@@ -174,67 +180,25 @@ class Builder:
         return [self.resolve(t, g) for t, g in zip(texts, tc.per_build(go, len(texts), self.go))]
 
     def _resolve_commit(self, text: str) -> refs.ResolvedRef:
-        ref = refs.classify(text)
         if self.source == "module":
-            return self._resolve_module(ref)
+            resolved, gomod = self.module.resolve(refs.classify(text))
+            self.goes.know(resolved.version, gomod)  # the proxy served it with the version
+            return resolved
         return self.sources.resolve(text)
 
-    # ---- module source --------------------------------------------------------------------
+    # ---- module source: built in a module of its own ---------------------------------------------
     def _scratch_module(self, where: Path, toolchain: str | None = None) -> Path:
         where.mkdir(parents=True, exist_ok=True)
         if not (where / "go.mod").exists():
             self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log", toolchain=toolchain)
         return where
 
-    def _resolve_module(self, ref: refs.Ref) -> refs.ResolvedRef:
-        if ref.kind == "pr":
-            raise RefError(f"PR #{ref.pr}: pull requests are not served by the Go module proxy; "
-                           "use --source git")
-        query = {"latest_release": "latest", "head": "HEAD"}.get(ref.kind, ref.text)
-        info = self._module_info(ref.text, query)
-        version = info["Version"]
-        self._gomods[version] = _read_gomod_file(info.get("GoMod"))
-        sha = (info.get("Origin") or {}).get("Hash")
-        if not sha:
-            m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
-            sha = m.group(1) if m else version
-        display = f"latest_release ({version})" if ref.kind == "latest_release" else (
-            ref.text if ref.text == version else f"{ref.text} ({version})")
-        return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version)
-
-    def _module_info(self, text: str, query: str) -> dict:
-        """`go list -m -json MODULE@QUERY`: the version, its commit and its go.mod file (GoMod)."""
-        with tempfile.TemporaryDirectory(prefix="refbench-mod-") as tmp:
-            mod = self._scratch_module(Path(tmp))
-            proc = subprocess.run(_absolute(["go", "list", "-m", "-json", f"{self.target.module}@{query}"]),
-                                  cwd=mod, capture_output=True, text=True, env=self._go_env())
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["unknown error"])[-1].strip()
-            raise RefError(f"ref not found: {text!r} in module {self.target.module}: {last}")
-        return json.loads(proc.stdout)
-
-    # ---- which Go builds a ref ----------------------------------------------------------------
-    def local_go(self) -> str:
-        """This machine's Go (GOVERSION with GOTOOLCHAIN=local), asked once."""
-        if self._local is None:
-            self._local = go_version(self._go_env())
-        return self._local
-
-    def _listed(self) -> tuple[tc.GoVersion, ...]:
-        return tc.available(self.builds_dir, self._go_env())
-
-    def gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
-        """What the ref's go.mod asks for (None without one): the top-level go.mod of the commit
-        (even when the build command runs in a sub-directory), or the module's at its version."""
-        key = resolved.version if self.source == "module" else resolved.sha
-        if key not in self._gomods:
-            if self.source == "module":
-                self._gomods[key] = _read_gomod_file(self._module_info(resolved.text, key).get("GoMod"))
-            else:
-                self._gomods[key] = self._git_gomod(resolved)
-        return self._gomods[key]
-
-    def _git_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+    def _read_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
+        """What the ref's go.mod asks for (None without one), for toolchain.Chooser: the top-level
+        go.mod of the verified commit (even when the build command runs in a sub-directory), or
+        the module's at its version as the proxy serves it."""
+        if self.source == "module":
+            return self.module.gomod(resolved.text, resolved.version)
         try:
             text = self.verified(resolved.sha).git.show(f"{resolved.sha}:go.mod")
         except git.GitCommandError as e:
@@ -243,39 +207,6 @@ class Builder:
                 return None  # a commit from before modules: nothing asked
             raise BuildError(f"cannot read go.mod of {resolved.display} ({resolved.short}): {msg}") from None
         return tc.parse_gomod(text)
-
-    def settle(self, resolved: refs.ResolvedRef, go: str | None = None) -> refs.ResolvedRef:
-        """The ref with the Go that builds it: `go` (a --go value) or the builder's choice. A ref
-        already settled keeps its Go unless `go` is given."""
-        if resolved.toolchain and go is None:
-            return resolved
-        choice = tc.parse_choice(go) if go else self.go
-        picked = tc.pick(choice, self.gomod(resolved) if choice == tc.MOD else None, self.local_go(), self._listed)
-        if picked.note:
-            log.warning("%s (%s): %s", resolved.display, resolved.short, picked.note)
-        return dataclasses.replace(resolved, toolchain=picked.name)
-
-    def _hint(self, resolved: refs.ResolvedRef) -> str:
-        """What a failed build's message says about Go (toolchain.hint); never fails itself."""
-        try:
-            gomod = self.gomod(resolved)
-        except RefbenchError:
-            return "its go.mod could not be read"
-        try:
-            wanted = tc.pick(tc.MOD, gomod, self.local_go(), self._listed).name
-        except RefbenchError:
-            wanted = None
-        return tc.hint(resolved.toolchain or self.local_go(), gomod, wanted)
-
-    def _recorded_go(self, name: str) -> str:
-        """The GOVERSION that builds with `name` (`go env GOVERSION` under its GOTOOLCHAIN, which
-        fetches a toolchain that is not here yet): what build.json records and the cache compares."""
-        if name == self.local_go():
-            return name
-        got = go_version(self._go_env(name, checked=True))
-        if got != name:
-            raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
-        return got
 
     # ---- building -------------------------------------------------------------------------
     def _go_env(self, toolchain: str | None = None, checked: bool = False) -> dict:
@@ -288,25 +219,25 @@ class Builder:
         for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
         so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
-        env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), os.environ.get("GOFLAGS", ""))))
-        env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.local_go()) if toolchain else tc.LOCAL
+        env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), self.goflags)))
+        env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
         if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
             tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env
 
     def toolchain(self, resolved: refs.ResolvedRef | None = None) -> str:
-        """The Go that builds `resolved`; without a ref, this machine's."""
-        return self.settle(resolved).toolchain if resolved else self.local_go()
+        """The Go that builds `resolved`; without a ref, this machine's (toolchain.Chooser.of)."""
+        return self.goes.of(resolved)
 
     def build_dir(self, sha: str, toolchain: str | None = None) -> Path:
         name = sha if self.source == "git" else f"{sha}.module"
-        if toolchain and toolchain != self.local_go():
+        if toolchain and toolchain != self.goes.local():
             name += f".{toolchain}"
         return self.root / name
 
     def cached(self, resolved: refs.ResolvedRef) -> Path | None:
-        resolved = self.settle(resolved)
+        resolved = self.goes.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
         meta, binary = d / "build.json", d / self.target.binary
         if not (meta.exists() and binary.exists()):
@@ -317,7 +248,7 @@ class Builder:
             return None
         if not isinstance(info, dict) or "tree" not in info:
             return None  # not a record, or one of a refbench from before trees were sealed: rebuild
-        fields = {k: info.get(k) for k in SEALED_FIELDS}
+        fields = {k: info.get(k) for k in sealed_keys(self.source)}
         # the commit names its tree: the sealed one stands (an artifact's builder may hold no clone)
         if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
                                                                   tree=fields["tree"]) != fields:
@@ -396,11 +327,14 @@ class Builder:
 
     def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None, **tree) -> dict:
         """What a build record must say for `resolved` as this builder builds it: the fields the seal
-        covers (SEALED_FIELDS). `tree=`: the commit's tree as a record already says it, else asked."""
-        return {"target": self.target.name, "sha": resolved.sha,
-                "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
-                "toolchain": resolved.toolchain, "build": list(self.target.build),
-                "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
+        covers (sealed_keys). `tree=`: the commit's tree as a record already says it, else asked."""
+        fields = {"target": self.target.name, "sha": resolved.sha,
+                  "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
+                  "toolchain": resolved.toolchain, "build": list(self.target.build),
+                  "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
+        if self.source == "module":
+            fields.update(module=self.target.module, version=resolved.version)
+        return fields
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
         """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
@@ -421,7 +355,7 @@ class Builder:
         return dest / self.target.binary
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
-        resolved = self.settle(resolved)
+        resolved = self.goes.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
         with _locked(d.with_name(d.name + ".lock"), within=self.builds_dir):
             binary = self.cached(resolved)
@@ -436,7 +370,7 @@ class Builder:
                 log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
                 return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
                                 False, 0.0, file_sha256(reused[0]))
-            go = self._recorded_go(resolved.toolchain)
+            go = self.goes.recorded(resolved.toolchain)
             paths.make_dirs(d, self.builds_dir)
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
@@ -547,7 +481,7 @@ class Builder:
                 raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
         if rc != 0:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-            how = f" with {ref.toolchain} (exit {rc}; {self._hint(ref)})" if ref else f" (exit {rc})"
+            how = f" with {ref.toolchain} (exit {rc}; {self.goes.hint(ref)})" if ref else f" (exit {rc})"
             raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
 
 
@@ -563,14 +497,3 @@ def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
         seen[base] = seen.get(base, 0) + 1
         labels.append(base if seen[base] == 1 else f"{base} #{seen[base]}")
     return labels
-
-
-
-def _read_gomod_file(path: str | None) -> tc.GoMod | None:
-    """A module's go.mod as the module proxy served it (the GoMod path `go list -m -json` gives)."""
-    try:
-        return tc.parse_gomod(Path(path).read_text(errors="replace")) if path else None
-    except OSError:
-        return None
-
-

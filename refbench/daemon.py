@@ -20,16 +20,28 @@ Counters (all process-wide, so every thread of the Go daemon counts):
   as every command of the scenario.
 
 A daemon that is gone when a probe reads it is a RunError naming it, never a zero.
+
+Two ways to run the probes, both writing the same records (read_usages):
+- probe_commands: each probe a plain shell that copies the /proc files (and curls the Go
+  metrics). 14 ms per run, but 64 ms with curl: a curl start and a full page per probe;
+- ProbeServer (what the kubo backend uses): one process per daemon, started once inside the
+  run's namespace, keeps a connection to the metrics endpoint open and reads /proc itself; the
+  hooks only pass it a line through a FIFO with shell builtins and wait for its answer
+  (server_commands). benchmarks/daemon_metrics.py measures both.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import http.client
 import os
 import re
+import select
 import shlex
 import shutil
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -223,15 +235,167 @@ def read_usages(path: Path) -> list[Usage]:
     return out
 
 
+def proc_files(pid: int) -> str:
+    """The daemon's /proc stat, status and io as the shell probe copies them (parse_block)."""
+    return "".join(_proc(pid, n) for n in ("stat", "status", "io"))
+
+
+def record(phase: str, head: str, metrics: str | None) -> str:
+    """One probe's record in the shell probes' format (parse_block): /proc files, Go metric lines."""
+    return f"@{phase}\n{head}" + (f"@metrics\n{metrics}" if metrics is not None else "") + "@end\n"
+
+
+def prom_lines(text: str) -> str:
+    """The two Go metric lines of a Prometheus page, as the shell probe's grep keeps them."""
+    return "".join(ln + "\n" for ln in text.splitlines() if ln.split(" ", 1)[0] in (PROM_ALLOC, PROM_GC))
+
+
+class _Metrics:
+    """A kept-alive HTTP connection to the daemon's metrics page: no process start and no new
+    connection per probe (the daemon's cost of a probe is then rendering the page only)."""
+
+    def __init__(self, url: str, timeout: float = 5):
+        u = urllib.parse.urlsplit(url)
+        self.host, self.port, self.path = u.hostname or "127.0.0.1", u.port or 80, u.path or "/"
+        self.url, self.timeout, self.conn = url, timeout, None
+
+    def get(self) -> str:
+        for attempt in (1, 2):  # a kept-alive connection the daemon closed: one fresh try
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                self.conn.request("GET", self.path)
+                resp = self.conn.getresponse()
+                body = resp.read().decode("utf-8", "replace")
+                if resp.status != 200:
+                    raise OSError(f"HTTP {resp.status}")
+                return prom_lines(body)
+            except (OSError, http.client.HTTPException) as e:
+                self.conn = None
+                if attempt == 2:
+                    raise RunError(f"the daemon's metrics at {self.url} could not be read: {e}") from e
+        raise AssertionError("unreachable")
+
+
+def serve(pid: int, out: Path, fifo_dir: Path, metrics_url: str | None, ready=print) -> None:
+    """The probe server's loop: each line `before` or `after` on fifo_dir/req is one probe of
+    `pid`, its record appended to `out`, and `ok` (or the error, one line) written to
+    fifo_dir/ack. Order: before = metrics, /proc, reset; after = /proc, metrics; so the daemon's
+    work for a probe (rendering the page) falls outside the run it measures. Both FIFOs stay open
+    read-write here, so a hook never blocks on an open and sees no EOF between probes. Exits when
+    the process that started it is gone (a parent-death signal does not cross a user namespace)."""
+    parent = os.getppid()
+    req = os.open(fifo_dir / "req", os.O_RDWR)
+    ack = os.open(fifo_dir / "ack", os.O_RDWR)
+    fetch = _Metrics(metrics_url) if metrics_url else None
+    if fetch is not None:
+        fetch.get()  # fails now, at start, not in the first timed run
+    ready("ready", flush=True)
+    for phase in _requests(req, parent):
+        try:
+            text = _probe_record(phase, pid, fetch)
+            with open(out, "a") as fh:  # opened per probe: the runner removes the file after each round
+                fh.write(text)
+            answer = "ok"
+        except RunError as e:
+            answer = " ".join(str(e).split())
+        os.write(ack, (answer + "\n").encode())
+
+
+def _requests(fd: int, parent: int):
+    """The lines written to the request FIFO, until the process that started the server is gone."""
+    buf = b""
+    while True:
+        if b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line.decode(errors="replace").strip()
+        elif select.select([fd], [], [], 1.0)[0]:
+            buf += os.read(fd, 4096)
+        elif os.getppid() != parent:
+            return
+
+
+def _probe_record(phase: str, pid: int, fetch: "_Metrics | None") -> str:
+    """One probe's record (before: metrics, /proc, reset; after: /proc, metrics)."""
+    if phase not in ("before", "after"):
+        raise RunError(f"daemon probe server: unknown request {phase!r}")
+    if not alive(pid):
+        raise RunError(f"the daemon (pid {pid}) exited during the run")
+    if phase == "before":
+        text = record(phase, proc_files(pid), fetch.get() if fetch else None)
+        reset_peak(pid)
+        return text
+    head = proc_files(pid)
+    return record(phase, head, fetch.get() if fetch else None)
+
+
+class ProbeServer:
+    """One daemon's probe server (serve), a process started through `prefix` (inside the run's
+    namespace, where the daemon's API is reachable). commands() are the hooks hyperfine runs."""
+
+    def __init__(self, prefix: tuple[str, ...], pid: int, out: Path, metrics_url: str | None,
+                 timeout: float = 30):
+        self.pid, self.out = pid, Path(out)
+        self.dir = self.out.with_name(self.out.name + ".fifo")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for name in ("req", "ack"):
+            if not (self.dir / name).exists():
+                os.mkfifo(self.dir / name)
+        argv = [*prefix, sys.executable, "-m", "refbench.daemon", "serve", "--pid", str(pid),
+                "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ())]
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline().strip() if ready else ""
+        if line != "ready":
+            self.close()
+            err = (self.proc.stderr.read() or "").strip().splitlines()
+            raise RunError(f"the daemon probe server for pid {pid} did not start: "
+                           f"{err[-1] if err else 'no answer within %.0fs' % timeout}")
+
+    def commands(self) -> tuple[str, str]:
+        return server_commands(self.proc.pid, self.dir)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for name in ("req", "ack"):
+            (self.dir / name).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            self.dir.rmdir()
+
+
+def server_commands(server_pid: int, fifo_dir: Path) -> tuple[str, str]:
+    """The hooks that ask a probe server (serve) for one probe: shell builtins only (one `sh`
+    start, no other process), each its own 'sh -c' so it works under hyperfine -N. A server or
+    daemon gone: one line naming it on stderr, exit 2, and hyperfine fails with it."""
+    q = shlex.quote
+    req, ack = q(str(fifo_dir / "req")), q(str(fifo_dir / "ack"))
+    gone = q(f"refbench: the daemon probe server (pid {server_pid}) is gone")
+
+    def one(phase: str) -> str:
+        body = (f"[ -d /proc/{server_pid} ] || {{ echo {gone} >&2; exit 2; }}; echo {phase} > {req} && "
+                f"read -r r < {ack}; [ \"$r\" = ok ] || {{ echo \"refbench: ${{r:-no answer}}\" >&2; exit 2; }}")
+        return "sh -c " + q(body)
+    return one("before"), one("after")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m refbench.daemon", description="one daemon probe (issue 36)")
-    p.add_argument("phase", choices=("before", "after"))
+    p.add_argument("phase", choices=("before", "after", "serve"))
     p.add_argument("--pid", type=int, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--metrics")
+    p.add_argument("--fifos", type=Path, help="serve: the directory of its req and ack FIFOs")
     a = p.parse_args(argv)
     try:
-        probe(a.phase, a.pid, a.out, a.metrics)
+        if a.phase == "serve":
+            if a.fifos is None:
+                p.error("serve needs --fifos")
+            serve(a.pid, a.out, a.fifos, a.metrics)
+        else:
+            probe(a.phase, a.pid, a.out, a.metrics)
     except RunError as e:
         print(f"refbench daemon probe: {e}", file=sys.stderr)
         return 2

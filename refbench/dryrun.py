@@ -62,8 +62,7 @@ def implementation_lines(implementations: Sequence) -> list[str]:
     out = []
     for impl in implementations:
         hit = impls.cached(impl)
-        pinned = f"{len(impl.requirements)} files pinned by SHA-256" if impl.registry == "pypi" else \
-            f"module {impl.module_sum}"
+        pinned = impl.pinned_by
         out.append(f"  implementation {impl.label}: {impls.REGISTRY_NAMES[impl.registry]} {impl.package}, {pinned} -> "
                    + (f"cached {hit.program}" if hit else "would install"))
     return out

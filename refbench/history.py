@@ -4,8 +4,10 @@
     open_history("postgresql://user@host:5432/refbench")   # PostgreSQL (psycopg 3)
 
 Tables (SQLAlchemy Core, so both backends get the same schema): runs, environment, commits,
-steps (per-night statistics per step and build), samples (every run's time), verdicts,
-changepoints (the change points found so far, so only new ones alarm), refbench_schema (version).
+steps (per-night statistics per step and build), samples (every run's time, and from v3 what
+the build's daemon spent in it), verdicts (wall time), step_metrics and metric_verdicts (v3: the
+daemon's metrics per step and build, and their verdicts: issue 36), changepoints (the change
+points found so far, so only new ones alarm), refbench_schema (version).
 
 Migrations are numbered; `open_history` brings an older history up to SCHEMA_VERSION inside one
 transaction (a SQLite file of schema 1, written by an earlier refbench with PRAGMA user_version 1,
@@ -19,6 +21,7 @@ import contextlib
 import json
 import os
 import re
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,9 +30,9 @@ import sqlalchemy as sa
 
 from .errors import RefbenchError
 from .results import Results, cpu_model
-from .verdict import Verdict, count
+from .verdict import DAEMON_METRICS, Verdict, count
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
 md = sa.MetaData()
 
@@ -82,7 +85,28 @@ samples = sa.Table(
     sa.Column("idx", sa.Integer), sa.Column("round", sa.Integer),
     *[sa.Column(c, sa.Float) for c in ("seconds", "user_seconds", "system_seconds")],
     sa.Column("exit_code", sa.Integer),
+    # v3: the build's daemon during the run (refbench.daemon; NULL where none was probed)
+    sa.Column("daemon_cpu", sa.Float), *[sa.Column(c, sa.BigInteger) for c in ("daemon_memory", "daemon_writes",
+                                                                                "daemon_alloc")],
     sa.Index("samples_run", "run_id", "scenario", "step"),
+)
+DAEMON_SAMPLE_COLUMNS = ("daemon_cpu", "daemon_memory", "daemon_writes", "daemon_alloc")  # as DAEMON_METRICS
+step_metrics = sa.Table(  # v3: a daemon metric's statistics per night, step and build
+    "step_metrics", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
+    sa.Column("role", sa.Text, primary_key=True), sa.Column("metric", sa.Text, primary_key=True),
+    sa.Column("label", sa.Text), sa.Column("sha", sa.Text), sa.Column("n", sa.Integer),
+    *[sa.Column(c, sa.Float) for c in ("mean", "stddev", "median")],
+)
+metric_verdicts = sa.Table(  # v3: the head's verdict on a daemon metric per night and step
+    "metric_verdicts", md,
+    sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
+    sa.Column("metric", sa.Text, primary_key=True),
+    *[sa.Column(c, sa.Text) for c in ("baseline", "contender", "verdict")],
+    *[sa.Column(c, sa.Float) for c in ("rel", "ci_low", "ci_high", "p_value", "ratio")],
+    sa.Column("noisy", sa.Integer), sa.Column("threshold", sa.Float),
 )
 verdicts = sa.Table(
     "verdicts", md,
@@ -118,7 +142,60 @@ def _v1_to_v2(conn: sa.Connection) -> None:
     schema_table.create(conn)
 
 
-MIGRATIONS = {2: _v1_to_v2}  # version reached -> how, from the one before
+def _v2_to_v3(conn: sa.Connection) -> None:
+    """v3: the daemon's figures in columns and tables of their own (issue 36). Nights recorded
+    before keep them only inside their saved results.json: the step_metrics and metric_verdicts
+    rows are filled from it here, so their series start with those nights; their samples' daemon
+    columns stay NULL (the per-run figures are in runs.results)."""
+    for col in DAEMON_SAMPLE_COLUMNS:
+        kind = "DOUBLE PRECISION" if col == "daemon_cpu" else "BIGINT"
+        conn.execute(sa.text(f"ALTER TABLE samples ADD COLUMN {col} {kind}"))
+    step_metrics.create(conn)
+    metric_verdicts.create(conn)
+    for row in conn.execute(sa.select(runs.c.id, runs.c.results).where(runs.c.results.is_not(None))):
+        try:
+            results = Results.from_json(json.loads(row.results), f"history run {row.id}")
+        except (ValueError, RefbenchError):
+            continue  # a night whose saved file this refbench cannot read: it had no daemon rows either
+        rows = daemon_rows(row.id, results)
+        for table, got in zip((step_metrics, metric_verdicts), rows):
+            if got:
+                conn.execute(table.insert(), got)
+
+
+MIGRATIONS = {2: _v1_to_v2, 3: _v2_to_v3}  # version reached -> how, from the one before
+
+
+def _roles(results: Results) -> dict[str, str]:
+    """Which build the history keeps as which: the first is the base, the last the head."""
+    return {results.builds[0].label: "base", results.builds[-1].label: "head"}
+
+
+def daemon_rows(run_id: int, results: Results) -> tuple[list[dict], list[dict]]:
+    """A night's step_metrics and metric_verdicts rows: each daemon metric's statistics per step
+    and build (where the daemon was probed), and the head's verdict on it (where judged)."""
+    roles, shas = _roles(results), {b.label: b.sha for b in results.builds}
+    head = results.builds[-1].label
+    thresholds = results.settings.metric_thresholds or {}
+    stats_rows, verdict_rows = [], []
+    for sc, st in results.steps():
+        for label, side in st.builds.items():
+            if label not in roles:
+                continue
+            for metric, values in side.daemon_values().items():
+                if values:
+                    stats_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "role": roles[label],
+                                       "metric": metric, "label": label, "sha": shas[label], "n": len(values),
+                                       "mean": statistics.fmean(values), "median": statistics.median(values),
+                                       "stddev": statistics.stdev(values) if len(values) > 1 else None})
+        for c in st.metric_comparisons:
+            if c.metric in DAEMON_METRICS and c.contender == head:
+                verdict_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "metric": c.metric,
+                                     "baseline": c.baseline, "contender": c.contender, "verdict": c.verdict,
+                                     "rel": c.rel, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value,
+                                     "ratio": c.ratio, "noisy": int(bool(c.noisy)),
+                                     "threshold": thresholds.get(c.metric, results.settings.threshold)})
+    return stats_rows, verdict_rows
 
 
 def machine_name(cpu_model: str | None, cpus: int | None) -> str:
@@ -181,6 +258,7 @@ class NightPoint:
     b_median: float | None
     b_sha: str
     b_label: str
+    metric: str = "wall"  # or one of the daemon's (verdict.DAEMON_METRICS): seconds, bytes
 
     def value(self, statistic: str) -> float | None:
         """The watched build's night value the change points are found in (its mean where the
@@ -220,6 +298,7 @@ class TrendSeries:
     step: str
     nights: tuple[NightPoint, ...]
     changepoints: tuple[NightlyChangePoint, ...]
+    metric: str = "wall"  # the series' metric: wall time, or one of the daemon's (issue 36)
 
 
 class HistoryError(RefbenchError):
@@ -344,7 +423,7 @@ class History:
             conn.execute(environment.insert().values(run_id=run_id, **{
                 k: getattr(env, k) for k in ("host", "os", "kernel", "cpu_model", "cpus", "memory_bytes", "python",
                                              "go", "hyperfine", "refbench")}))
-            roles = {builds[0].label: "base", builds[-1].label: "head"}
+            roles = _roles(results)
             conn.execute(commits.insert(), [
                 {"run_id": run_id, "role": roles[b.label], "label": b.label, "ref": b.ref, "kind": b.kind,
                  "sha": b.sha, "version": b.version, "toolchain": b.toolchain,
@@ -358,7 +437,7 @@ class History:
                     role = roles.get(label)
                     if role is None:
                         continue
-                    s = side.stats
+                    s, daemon = side.stats, side.daemon_values()
                     step_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "role": role,
                                       "label": label, "sha": shas[label], "rss_kb": side.rss_kb,
                                       **{k: getattr(s, k) if s else None
@@ -366,7 +445,10 @@ class History:
                     sample_rows += [{"run_id": run_id, "scenario": sc.name, "step": st.name, "role": role,
                                      "sha": shas[label], "idx": i, "round": _at(side.rounds, i), "seconds": t,
                                      "user_seconds": _at(side.user, i), "system_seconds": _at(side.system, i),
-                                     "exit_code": _at(side.exit_codes, i)} for i, t in enumerate(side.times)]
+                                     "exit_code": _at(side.exit_codes, i),
+                                     **{col: _at(daemon.get(m, ()), i)
+                                        for m, col in zip(DAEMON_METRICS, DAEMON_SAMPLE_COLUMNS)}}
+                                    for i, t in enumerate(side.times)]
                 for c in st.comparisons:
                     if c.contender != builds[-1].label:
                         continue
@@ -376,7 +458,9 @@ class History:
                                          "ci_high": c.ci_high, "p_value": c.p_value,
                                          "ratio": c.ratio, "noisy": int(bool(c.noisy)),
                                          "threshold": threshold})
-            for table, rows in ((steps, step_rows), (samples, sample_rows), (verdicts, verdict_rows)):
+            metric_rows, metric_verdict_rows = daemon_rows(run_id, results)
+            for table, rows in ((steps, step_rows), (samples, sample_rows), (verdicts, verdict_rows),
+                                (step_metrics, metric_rows), (metric_verdicts, metric_verdict_rows)):
                 if rows:
                     conn.execute(table.insert(), rows)
         return run_id
@@ -401,29 +485,46 @@ class History:
         with self._store(write=False) as conn:
             return conn.execute(q).scalar()
 
-    def nights(self, target: str | None = None, machine: str | None = None) -> list[NightPoint]:
+    def nights(self, target: str | None = None, machine: str | None = None, metric: str = "wall"
+               ) -> list[NightPoint]:
         """Per completed night and step: head and baseline statistics with the verdict, oldest first.
         A step whose watched binary was identical to the baseline's has a verdict and no statistics
-        (nothing was measured): it is a night all the same, with None statistics."""
-        h, b = steps.alias("h"), steps.alias("b")
+        (nothing was measured): it is a night all the same, with None statistics. `metric`: wall
+        time (steps, verdicts) or a daemon metric (step_metrics, metric_verdicts)."""
+        daemon = metric in DAEMON_METRICS
+        stats_t, verdict_t = (step_metrics, metric_verdicts) if daemon else (steps, verdicts)
+        h, b = stats_t.alias("h"), stats_t.alias("b")
+
+        def side(t, role):
+            on = [t.c.run_id == runs.c.id, t.c.scenario == verdict_t.c.scenario, t.c.step == verdict_t.c.step,
+                  t.c.role == role]
+            return sa.and_(*on, t.c.metric == metric) if daemon else sa.and_(*on)
         q = (sa.select(runs.c.id, runs.c.started, runs.c.mode, runs.c.target, runs.c.repo, runs.c.machine,
-                       runs.c.base_ref, runs.c.head_ref, verdicts.c.scenario, verdicts.c.step, verdicts.c.verdict,
-                       verdicts.c.rel, h.c.mean.label("h_mean"), h.c.stddev.label("h_sd"),
+                       runs.c.base_ref, runs.c.head_ref, verdict_t.c.scenario, verdict_t.c.step, verdict_t.c.verdict,
+                       verdict_t.c.rel, h.c.mean.label("h_mean"), h.c.stddev.label("h_sd"),
                        h.c.median.label("h_median"), runs.c.head_sha.label("h_sha"),
-                       verdicts.c.contender.label("h_label"), b.c.mean.label("b_mean"),
+                       verdict_t.c.contender.label("h_label"), b.c.mean.label("b_mean"),
                        b.c.median.label("b_median"), runs.c.base_sha.label("b_sha"),
-                       verdicts.c.baseline.label("b_label"))
-             .select_from(runs.join(verdicts, verdicts.c.run_id == runs.c.id)
-                          .outerjoin(h, sa.and_(h.c.run_id == runs.c.id, h.c.scenario == verdicts.c.scenario,
-                                                h.c.step == verdicts.c.step, h.c.role == "head"))
-                          .outerjoin(b, sa.and_(b.c.run_id == runs.c.id, b.c.scenario == verdicts.c.scenario,
-                                                b.c.step == verdicts.c.step, b.c.role == "base")))
+                       verdict_t.c.baseline.label("b_label"))
+             .select_from(runs.join(verdict_t, verdict_t.c.run_id == runs.c.id)
+                          .outerjoin(h, side(h, "head")).outerjoin(b, side(b, "base")))
              .where(runs.c.exit_code.in_((0, 1)))
-             .order_by(runs.c.target, runs.c.machine, verdicts.c.scenario, verdicts.c.step, runs.c.started,
+             .order_by(runs.c.target, runs.c.machine, verdict_t.c.scenario, verdict_t.c.step, runs.c.started,
                        runs.c.id))
+        if daemon:
+            q = q.where(verdict_t.c.metric == metric)
         q = _only(q, runs, target, machine)
         with self._store(write=False) as conn:
-            return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}) for r in conn.execute(q)]
+            return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}, metric=metric) for r in conn.execute(q)]
+
+    def daemon_metrics(self, target: str | None = None, machine: str | None = None) -> list[str]:
+        """The daemon metrics some night judged (DAEMON_METRICS order): the series there are of them."""
+        q = sa.select(metric_verdicts.c.metric).distinct().select_from(
+            metric_verdicts.join(runs, runs.c.id == metric_verdicts.c.run_id))
+        q = _only(q, runs, target, machine)
+        with self._store(write=False) as conn:
+            have = {r[0] for r in conn.execute(q)}
+        return [m for m in DAEMON_METRICS if m in have]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)

@@ -12,7 +12,12 @@ Pinned. A bundled implementation (refbench/implementations.toml) is pinned in re
   `pip install --require-hashes --no-deps` into a venv of its own under refbench's cache. pip
   refuses any file whose hash is not listed;
 - the Go module proxy (rclone): the module's go.sum hash (h1:), compared with what `go mod
-  download -json` reports (which the checksum database vouches for) before `go install` builds it.
+  download -json` reports (which the checksum database vouches for) before `go install` builds it;
+- npm (Helia): a package.json and package-lock.json (refbench/impl_pins/helia/) where every package
+  of the tree carries its sha512 integrity, installed with `npm ci --ignore-scripts` (npm refuses a
+  tarball whose hash is not the lock's; no install script runs) into a directory of its own, beside
+  the program refbench ships for it (refbench/impl_src/), run by the machine's Node (>= 20) by
+  absolute path through a wrapper in the install's bin/.
 A user's own, declared in a scenarios file as [implementations.NAME], is pinned the same way by
 the version and hashes it declares.
 
@@ -32,7 +37,10 @@ import hashlib
 import json
 import logging
 import os
+import re
+import shlex
 import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -47,8 +55,11 @@ from .errors import ConfigError, RefbenchError
 
 log = logging.getLogger(__name__)
 
-REGISTRIES = ("pypi", "go")
-REGISTRY_NAMES = {"pypi": "PyPI", "go": "the Go module proxy"}
+REGISTRIES = ("pypi", "go", "npm")
+REGISTRY_NAMES = {"pypi": "PyPI", "go": "the Go module proxy", "npm": "npm"}
+NPM_REGISTRY = "https://registry.npmjs.org/"
+NPM_FILES = ("package.json", "package-lock.json")
+NODE_MIN = 20  # the oldest Node an npm implementation runs on (Debian's nodejs where missing)
 SEAL_PURPOSE = "refbench implementation install v1"
 #: the fields of impl.json the seal covers
 SEALED_FIELDS = ("name", "version", "registry", "pin", "platform", "program", "content_sha256")
@@ -77,7 +88,11 @@ class Implementation:
     module_sum: str = ""  # go: the module's go.sum hash, h1:...
     # go: the built binary's SHA-256 by "GO GOOS/GOARCH" (a reproducible build: pins.build_env), where pinned
     binary_sha256: Mapping[str, str] = field(default_factory=dict)
+    # npm: package.json, package-lock.json and the program refbench ships, by file name: their text
+    npm_files: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # its defaults, exported before its commands
+    # ipfs: its own add defaults (KUBO_ADD_DEFAULTS' keys), which decide its root CIDs
+    add_defaults: Mapping[str, str] = field(default_factory=dict)
     # scenario name -> {"setup"/"teardown": template, "steps": {step name: {field: template}}}
     scenarios: Mapping[str, Mapping] = field(default_factory=dict)
     description: str = ""
@@ -95,8 +110,26 @@ class Implementation:
     @property
     def pin(self) -> str:
         """One digest of everything the install is pinned by: its cache key and sealed field."""
-        text = "\n".join(sorted(self.requirements)) if self.registry == "pypi" else f"{self.module} {self.module_sum}"
+        text = ("\n".join(sorted(self.requirements)) if self.registry == "pypi" else
+                "\0".join(f"{k}\0{v}" for k, v in sorted(self.npm_files.items())) if self.registry == "npm" else
+                f"{self.module} {self.module_sum}")
         return hashlib.sha256(f"{self.registry}\0{self.package}\0{self.version}\0{text}".encode()).hexdigest()
+
+    @property
+    def pinned_by(self) -> str:
+        """What pins it, in a few words (a dry run's line)."""
+        if self.registry == "pypi":
+            return f"{len(self.requirements)} files pinned by SHA-256"
+        if self.registry == "npm":
+            n = len(json.loads(self.npm_files["package-lock.json"]).get("packages", {})) - 1
+            return f"{n} packages pinned by sha512 integrity (package-lock.json)"
+        return f"module {self.module_sum}"
+
+    @property
+    def in_process(self) -> bool:
+        """An IPFS implementation is its own node in one process (Helia): the run gives it a fresh
+        repo directory, and starts no kubo daemon for it."""
+        return self.backend == "ipfs"
 
     def supports(self, scenario: str, step: str) -> bool:
         return bool(self._step(scenario, step).get("command"))
@@ -134,8 +167,11 @@ def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError
     if "mc" == name or "AGPL" in text("license").upper():
         raise fail(f"{where}.license", "a client not under the AGPL (refbench runs none)", t.get("license"))
     reqs: tuple[str, ...] = ()
+    npm_files: dict[str, str] = {}
     if registry == "pypi":
         reqs = _requirements(t, where, fail, base)
+    elif registry == "npm":
+        npm_files = _npm_files(t, where, fail, base, text("package", required=True), text("program", required=True))
     elif not text("module_sum", required=True).startswith("h1:"):
         raise fail(f"{where}.module_sum", "the module's go.sum hash, h1:...", t.get("module_sum"))
     binaries = t.get("binary_sha256", {})
@@ -148,8 +184,8 @@ def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError
         name=name, version=text("version", required=True), registry=registry, package=text("package", required=True),
         program=text("program", required=True), backend=text("backend", default="s3"), requirements=reqs,
         module=text("module", default=text("package")), module_sum=text("module_sum"),
-        binary_sha256=MappingProxyType(dict(binaries)),
-        env=MappingProxyType(dict(env)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
+        binary_sha256=MappingProxyType(dict(binaries)), npm_files=MappingProxyType(npm_files),
+        env=MappingProxyType(dict(env)), add_defaults=MappingProxyType(_add_defaults(t, where, fail)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
         description=text("description"), license=text("license"), origin=origin)
 
 
@@ -172,6 +208,47 @@ def _requirements(t: dict, where: str, fail, base: Path | None) -> tuple[str, ..
     if not lines or bad:
         raise fail(f"{where}.requirements", "every line `name==version --hash=sha256:...`", bad[:1] or lines)
     return tuple(lines)
+
+
+def _add_defaults(t: dict, where: str, fail) -> dict[str, str]:
+    """An IPFS implementation's own add defaults: every key of KUBO_ADD_DEFAULTS, as strings."""
+    d = t.get("add_defaults", {})
+    if d and (not isinstance(d, dict) or set(d) != set(KUBO_ADD_DEFAULTS) or not all(isinstance(v, str) for v in d.values())):
+        raise fail(f"{where}.add_defaults", f"a table of strings with keys {', '.join(KUBO_ADD_DEFAULTS)}", d)
+    return dict(d)
+
+
+def _npm_files(t: dict, where: str, fail, base: Path | None, package: str, program: str) -> dict[str, str]:
+    """`lock_dir` (package.json and package-lock.json) and `source` (the program refbench ships), both
+    beside the declaring file. Pinned or refused here, naming the file: every dependency of package.json
+    an exact version, every package of the lock with a sha512 integrity and from the npm registry
+    (npm ci then refuses any tarball whose hash is not the lock's)."""
+    out = {}
+    for key, names in (("lock_dir", NPM_FILES), ("source", (program,))):
+        if not isinstance(t.get(key), str):
+            raise fail(f"{where}.{key}", "a path beside this file (required for npm)", t.get(key))
+        for name in names:
+            p = (base or Path(".")) / t[key] / name if key == "lock_dir" else (base or Path(".")) / t[key]
+            try:
+                out[name] = p.read_text()
+            except OSError as e:
+                raise fail(f"{where}.{key}", f"a readable {name} ({e.strerror})", str(p)) from None
+    try:
+        manifest, lock = json.loads(out["package.json"]), json.loads(out["package-lock.json"])
+    except ValueError as e:
+        raise fail(f"{where}.lock_dir", f"JSON package.json and package-lock.json ({e})") from None
+    deps = manifest.get("dependencies", {})
+    loose = [f"{k}@{v}" for k, v in deps.items() if not str(v)[:1].isdigit() or any(c in str(v) for c in "^~<>*| ")]
+    if package not in deps or loose:
+        raise fail(f"{where}.lock_dir", f"package.json with {package} and every dependency at an exact version",
+                   loose[:3] or sorted(deps))
+    bad = [k for k, v in lock.get("packages", {}).items()
+           if k and (v.get("link") or not str(v.get("integrity", "")).startswith("sha512-")
+                     or not str(v.get("resolved", NPM_REGISTRY)).startswith(NPM_REGISTRY))]
+    if lock.get("lockfileVersion", 0) < 2 or len(lock.get("packages", {})) < 2 or bad:
+        raise fail(f"{where}.lock_dir", f"a package-lock.json (v2+) whose every package has a sha512 integrity "
+                   f"and comes from {NPM_REGISTRY}", bad[:3] or lock.get("lockfileVersion"))
+    return out
 
 
 def _scenarios(t: object, where: str, fail) -> Mapping:
@@ -251,18 +328,22 @@ def install_dir(impl: Implementation) -> Path:
 
 
 def tree_digest(root: Path) -> str:
-    """SHA-256 over every file of an install: relative path, executable bit and content, and a
-    link's target: what the seal vouches for."""
+    """SHA-256 over every entry of an install: each directory's relative path and mode (so a
+    planted directory, empty or unlistable, changes it), each file's path, executable bit and
+    content, and a link's target: what the seal vouches for. Names are JSON-quoted so no name can
+    forge a line. A directory that cannot be listed raises (paths.walk_all): never skipped."""
     h = hashlib.sha256()
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames in paths.walk_all(root):
         dirnames.sort()
+        rel_dir = os.path.relpath(dirpath, root)
+        h.update(f"D {json.dumps(rel_dir)} {oct(stat.S_IMODE(os.lstat(dirpath).st_mode))}\n".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
             if os.path.islink(p):
-                h.update(f"L {rel} {os.readlink(p)}\n".encode())
+                h.update(f"L {json.dumps(rel)} {json.dumps(os.readlink(p))}\n".encode())
             else:
-                h.update(f"F {rel} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
+                h.update(f"F {json.dumps(rel)} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
     return h.hexdigest()
 
 
@@ -279,11 +360,17 @@ def cached(impl: Implementation) -> Installed | None:
     except (OSError, ValueError):
         return None
     fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
-    why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    try:
+        why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
+    except OSError as e:  # a directory the digest cannot list: refused, loudly, never skipped
+        why = f"cannot hash the install ({e})"
     if why:
         log.warning("%s: %s: installing %s again", d, why, impl.label)
         return None
     program = d / "root" / fields["program"]
+    if impl.registry == "npm" and node_runtime(impl)[0] not in program.read_text():
+        log.warning("%s: made for another Node than %s: installing %s again", d, node_runtime(impl)[0], impl.label)
+        return None
     return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
 
 
@@ -291,6 +378,8 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None) -> I
     """The pinned install of `impl`: the sealed one in the cache, else installed from its registry
     (hash-checked) and sealed. A failure removes what it left."""
     d = install_dir(impl)
+    if impl.registry == "npm":
+        node_runtime(impl)  # refused with one line before anything is fetched
     with paths.locked(d.with_name(d.name + ".lock")):
         hit = cached(impl)
         if hit:
@@ -301,7 +390,8 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None) -> I
         (d / "root").mkdir(parents=True)
         t0 = time.monotonic()
         try:
-            program, toolchain = (_install_pypi if impl.registry == "pypi" else _install_go)(impl, d)
+            installer = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}[impl.registry]
+            program, toolchain = installer(impl, d)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
             raise
@@ -359,6 +449,13 @@ def module_sum(impl: Implementation, go: str, env: dict) -> str:
     return json.loads(p.stdout).get("Sum", "")
 
 
+def _drop_modcache(go: str, env: dict, modcache: Path) -> None:
+    """Remove the install's own module cache: go makes it read-only, so `go clean -modcache` first."""
+    if modcache.exists():
+        subprocess.run([go, "clean", "-modcache"], env=env, capture_output=True, cwd=modcache.parent)
+        shutil.rmtree(modcache, ignore_errors=True)
+
+
 def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
     after the module's hash is the pinned one."""
@@ -366,12 +463,19 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     go = find_go()
     if not go:
         raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
-    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin")}
-    got = module_sum(impl, go, env)
-    if got != impl.module_sum:
-        raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} is "
-                            f"pinned ({impl.origin}): not the pinned source")
-    _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    # A module cache of the install's own, empty: go trusts a cached module's .ziphash and compiles
+    # its unpacked directory unhashed, so a restored ~/go/pkg/mod could hand it planted source
+    # (review35d HIGH 3). Fresh, everything is downloaded from the proxy and checked on the way in.
+    modcache = d / "gomodcache"
+    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin"), "GOMODCACHE": str(modcache)}
+    try:
+        got = module_sum(impl, go, env)
+        if got != impl.module_sum:
+            raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} "
+                                f"is pinned ({impl.origin}): not the pinned source")
+        _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+    finally:
+        _drop_modcache(go, env, modcache)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")
@@ -383,6 +487,65 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     return program, pins.TOOLS_GO
 
 
+def node_runtime(impl: Implementation) -> tuple[str, str]:
+    """(absolute path, version) of the machine's Node, which runs an npm implementation; a one-line
+    RefbenchError when it is missing or older than NODE_MIN."""
+    from .tools import find_tool
+    node = find_tool("node")
+    hint = f"{impl.label} runs on the machine's Node >= {NODE_MIN} (Debian: apt-get install nodejs)"
+    if not node:
+        raise RefbenchError(f"{hint}: no node on PATH")
+    try:
+        version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
+        major = int(version.lstrip("v").split(".")[0])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        raise RefbenchError(f"{hint}: {node} --version gave no version") from None
+    if major < NODE_MIN:
+        raise RefbenchError(f"{hint}: {node} is {version}")
+    return node, version
+
+
+def _npm_env(d: Path) -> dict:
+    """No npm configuration of the user's (a registry, a token, a cache of someone else's): the
+    public registry, a cache of the install's own (removed after), no audit, no update check."""
+    from .tools import child_env
+    # the machine's trust store and proxy (a TLS-intercepting proxy's CA is the machine's, not the user's npm config)
+    cafile = next((f for f in (os.environ.get("NODE_EXTRA_CA_CERTS"), os.environ.get("SSL_CERT_FILE"),
+                               "/etc/ssl/certs/ca-certificates.crt") if f and os.path.isfile(f)), None)
+    proxy = {k: v for k, v in os.environ.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")}
+    return {**child_env(), **proxy, **({"npm_config_cafile": cafile} if cafile else {}),
+            "HOME": str(d / "home"), "npm_config_userconfig": str(d / "home" / ".npmrc"),
+            "npm_config_globalconfig": os.devnull, "npm_config_cache": str(d / "npm-cache"),
+            "npm_config_registry": NPM_REGISTRY, "npm_config_update_notifier": "false",
+            "npm_config_audit": "false", "npm_config_fund": "false", "NODE_OPTIONS": ""}
+
+
+def _install_npm(impl: Implementation, d: Path) -> tuple[Path, str]:
+    """`npm ci --ignore-scripts` of the pinned lock into the install (npm checks every tarball
+    against the lock's integrity; no package's install script runs), the program beside it, and
+    bin/PROGRAM: a wrapper that runs it with the machine's Node by absolute path."""
+    from .tools import find_tool
+    node, version = node_runtime(impl)
+    npm = find_tool("npm")
+    if not npm:
+        raise RefbenchError(f"{impl.label}: no npm on PATH to install it with (Debian: apt-get install npm)")
+    root = d / "root"
+    for name, text in impl.npm_files.items():
+        (root / name).write_text(text)
+    (d / "home").mkdir()
+    try:
+        _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
+             f"npm ci of {impl.label} (integrity-checked)", _npm_env(d), cwd=root)
+    finally:
+        shutil.rmtree(d / "npm-cache", ignore_errors=True)
+        shutil.rmtree(d / "home", ignore_errors=True)
+    wrapper = root / "bin" / impl.name
+    wrapper.parent.mkdir()
+    wrapper.write_text(f"#!/bin/sh\nexec {node} {root / impl.program} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return wrapper, f"node {version}"
+
+
 # ---- running -------------------------------------------------------------------------------
 def runtime_env(impl: Implementation, home: Path) -> dict[str, str]:
     """What an implementation's commands run with besides the run's own environment: a HOME of the
@@ -391,7 +554,7 @@ def runtime_env(impl: Implementation, home: Path) -> dict[str, str]:
     return {"HOME": str(home), "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": str(home / ".aws" / "config"),
             "AWS_SHARED_CREDENTIALS_FILE": str(home / ".aws" / "credentials"), "AWS_DEFAULT_REGION": "us-east-1",
             "XDG_CONFIG_HOME": str(home / ".config"), "RCLONE_CONFIG": str(home / ".config" / "rclone" / "rclone.conf"),
-            "PYTHONPYCACHEPREFIX": str(home / ".pycache"), **impl.env}
+            "PYTHONPYCACHEPREFIX": str(home / ".pycache"), "NODE_OPTIONS": "", "NODE_PATH": "", **impl.env}
 
 
 @dataclass(frozen=True)
@@ -457,6 +620,11 @@ def scenario_template(build, scenario, what: str) -> str | None:
     return getattr(scenario, what) if impl is None else impl.scenario_template(scenario.name, what)
 
 
+def in_process(build) -> bool:
+    impl = implementation_of(build)
+    return impl is not None and impl.in_process
+
+
 def supports(build, scenario, step) -> bool:
     impl = implementation_of(build)
     return impl is None or impl.supports(scenario.name, step.name)
@@ -466,3 +634,63 @@ def merge(refs: list, impls: list, impl_first: bool) -> list:
     """The run's builds in the order the command line gave its kinds: refs then implementations,
     or implementations first (the baseline an implementation)."""
     return list(impls) + list(refs) if impl_first else list(refs) + list(impls)
+
+
+# ---- root CIDs: where two builds' roots differ, and why --------------------------------------
+#: what decides a UnixFS root CID, as `ipfs add` flags, with kubo's defaults (a ref's build)
+KUBO_ADD_DEFAULTS = MappingProxyType({"cid-version": "0", "raw-leaves": "false", "chunker": "size-262144",
+                                      "max-links": "174"})
+#: the environment names refbench's Helia program reads for the same settings (a named variant's env=)
+ADD_ENV = MappingProxyType({"HELIA_CID_VERSION": "cid-version", "HELIA_RAW_LEAVES": "raw-leaves",
+                            "HELIA_CHUNK_SIZE": "chunker", "HELIA_MAX_LINKS": "max-links"})
+SETTING_NAMES = {"cid-version": "CID version", "raw-leaves": "raw leaves", "chunker": "chunker",
+                 "max-links": "links per node"}
+_CID = re.compile(r"^(Qm[1-9A-HJ-NP-Za-km-z]{44}|b[a-z2-7]{50,})$")
+
+
+def add_settings(command: str, defaults: Mapping[str, str]) -> dict[str, str]:
+    """The settings an add command ran with: `defaults`, then the environment it set (ADD_ENV),
+    then its flags. As kubo (and refbench's Helia program) do, a CID version given without
+    raw-leaves sets it: v1 raw leaves, v0 dag-pb leaves."""
+    out, raw_given = dict(defaults), False
+    for word in shlex.split(command.replace(">", " > ")) if command else ():
+        key, _, value = word.partition("=")
+        if key in ADD_ENV:
+            out[ADD_ENV[key]] = value if ADD_ENV[key] != "chunker" else f"size-{value}"
+            raw_given |= key == "HELIA_RAW_LEAVES"
+        elif key.lstrip("-") in KUBO_ADD_DEFAULTS and key.startswith("--"):
+            name = key[2:]
+            out[name] = value or "true"
+            raw_given |= name == "raw-leaves"
+    if not raw_given and out["cid-version"] != defaults.get("cid-version"):
+        out["raw-leaves"] = "true" if out["cid-version"] == "1" else "false"
+    return out
+
+
+def describe_settings(s: Mapping[str, str]) -> str:
+    return (f"CIDv{s['cid-version']}, {'raw' if s['raw-leaves'] == 'true' else 'dag-pb'} leaves, "
+            f"{s['chunker']}, {s['max-links']} links")
+
+
+def cid_notes(scenarios, builds: list) -> tuple[str, ...]:
+    """One line per step whose builds printed different root CIDs (results.Scenario records): each
+    build's root and settings, which settings differ, and how to ask for the same roots. Where the
+    settings are the same, the cause is what they do not name (directory sharding, the layout)."""
+    defaults = {b.label: (impl.add_defaults if (impl := implementation_of(b)) else KUBO_ADD_DEFAULTS) for b in builds}
+    notes = []
+    for sc in scenarios:
+        for st in sc.steps:
+            roots = {k: str(v.check).strip() for k, v in st.builds.items() if v.check is not None}
+            if len(set(roots.values())) < 2 or not all(_CID.match(r) for r in roots.values()) \
+                    or not all(defaults.get(k) for k in roots):
+                continue
+            settings = {k: add_settings(st.builds[k].command, defaults[k]) for k in roots}
+            differ = [SETTING_NAMES[n] for n in KUBO_ADD_DEFAULTS if len({s[n] for s in settings.values()}) > 1]
+            each = "; ".join(f"{k} `{r}` ({describe_settings(settings[k])})" for k, r in roots.items())
+            why = (f"different settings: {', '.join(differ)}. The same settings give the same root (kubo "
+                   f"`add --cid-version=1 --raw-leaves --chunker=size-1048576` for Helia's; a named variant "
+                   f"`impl:helia,env=HELIA_CID_VERSION=0,env=HELIA_CHUNK_SIZE=262144,env=HELIA_MAX_LINKS=174` for kubo's)"
+                   if differ else "the same settings: the cause is one they do not name (directory sharding (HAMT) "
+                   "thresholds, the DAG layout, the importer)")
+            notes.append(f"{sc.name} / {st.name}: the root CIDs differ: {each}: {why}.")
+    return tuple(notes)

@@ -66,12 +66,13 @@ def variant_of(head_ref: str | None) -> str | None:
     return rest[:-1] if sep and rest.endswith("]") else None
 
 
-def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None
-           ) -> dict[tuple, list[NightPoint]]:
+def series(db: History, target: str | None = None, machine: str | None = None, head_ref: str | None = None,
+           metric: str = "wall") -> dict[tuple, list[NightPoint]]:
     """{(target, machine, head_ref, scenario, step): nights oldest first}, the identical-binary
-    nights among them with their binary's values (with_identical_values)."""
+    nights among them with their binary's values (with_identical_values); of wall time, or of
+    one of the daemon's metrics (History.nights)."""
     out: dict[tuple, list[NightPoint]] = {}
-    for r in db.nights(target, machine):
+    for r in db.nights(target, machine, metric):
         if head_ref and r.head_ref != head_ref:
             continue
         out.setdefault((r.target, r.machine, r.head_ref, r.scenario, r.step), []).append(r)
@@ -291,15 +292,21 @@ def trend_series(db: History, target: str | None = None, machine: str | None = N
                  params: cpd.Params = cpd.Params(), statistic: str = "median",
                  variants: Mapping[str, str] = NO_VARIANTS) -> list[TrendSeries]:
     """One series per (target, machine, watched ref or variant's series, scenario, step), with its
-    change points; a change point reported before with an alarm is marked alarmed."""
+    change points; a change point reported before with an alarm is marked alarmed. Wall time's
+    series first, then each daemon metric's (issue 36) where nights judged one: those show where
+    the daemon's cost moved; only wall time's change points alarm (new_changepoints)."""
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
              for k in db.known_changepoints(target, machine)}
-    charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point
-              for key, nights in series(db, target, machine).items()}
-    return [TrendSeries(*key, nights=tuple(nights),
-                        changepoints=tuple(replace(c, alarmed=(*key, c.run_id) in known and c.slower)
-                                           for c in find_changepoints(nights, params, statistic, variants)))
-            for key, nights in charts.items() if nights]
+    out = []
+    for metric in ("wall", *db.daemon_metrics(target, machine)):
+        charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point
+                  for key, nights in series(db, target, machine, metric=metric).items()}
+        out += [TrendSeries(*key, nights=tuple(nights), metric=metric,
+                            changepoints=tuple(replace(c, alarmed=metric == "wall" and (*key, c.run_id) in known
+                                                       and c.slower)
+                                               for c in find_changepoints(nights, params, statistic, variants)))
+                for key, nights in charts.items() if nights]
+    return out
 
 
 @dataclass(frozen=True)
@@ -541,7 +548,7 @@ def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str],
     if target is None:
         raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
     # git: the head is resolved to a commit, whatever source the comparison builds from
-    builder = (env or runenv.real()).builder(runenv.BuildSite(req.run.replace(source="git"), target))
+    builder = (env or runenv.real()).builder(runenv.BuildSite(request=req.run.replace(source="git"), target=target))
     night_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     outcomes, failure = [], None
     for w in req.watched():

@@ -109,6 +109,15 @@ def file_sha256(path: Path) -> str:
     return _hashes[key]
 
 
+def walk_all(root: Path | str):
+    """os.walk over `root` that raises (an OSError naming the directory) on any directory it
+    cannot list: os.walk's default skips such a directory silently, so a 0311 directory planted in
+    a restored cache would be neither hashed nor refused by a check that decides trust."""
+    def fail(e: OSError) -> None:
+        raise OSError(e.errno, f"cannot list a directory of {root}: {e.strerror}", e.filename)
+    return os.walk(root, onerror=fail)
+
+
 def _as_path(res) -> Path:
     # regular installs (wheel, sdist, editable, checkout) are plain directories
     return Path(str(res))

@@ -21,14 +21,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
 from . import implementations as impls, network as nw, toolchain as tc, tools, variants as vr
-from .backends import make_workdir, sandbox, snapshot
+from .backends import Backend, make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
-from .config import Config, ScenarioSpec, TargetSpec, load_config, selected
+from .config import Config, ScenarioSpec, StepSpec, TargetSpec, load_config, selected
 from .explain import Explainer
 from .errors import RefbenchError, RunError
 from .lease import check_prefix, sweep_lines
@@ -36,7 +36,8 @@ from .progress import Reporter
 from .hyperfine import check_hyperfine_flags
 from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD
 from .executor import Executor
-from .runenv import RunEnv
+from .refs import ResolvedRef
+from .runenv import Builder, RunEnv
 from .runner import Bench, Runner, ScenarioResult, StepResult
 from .stopping import split_runs
 from .sampling import Sampling, StepUnit, step_units
@@ -51,7 +52,7 @@ NO_BUDGET = 0.0  # --budget none: the fixed-size run, even without -r
 class RunHooks:
     """What `calibrate` changes in an ordinary run: the builds it measures (shims around one
     binary), the family each contender's verdicts belong to, and the budget's scale."""
-    builds: Callable[[list, Path], list] | None = None  # (built, workdir) -> builds to measure
+    builds: Callable[[tuple[Build, ...], Path], Sequence[Build]] | None = None  # (built, workdir) -> builds to measure
     family_per_contender: bool = False  # a 2-build run's family: steps, not steps x contenders
     budget_scale: float = 1.0
 
@@ -162,6 +163,21 @@ class RunRequest:
 
 
 # ---- validate ------------------------------------------------------------------------------
+StepFilter = Callable[[ScenarioSpec, StepSpec], bool]  # (scenario, step) -> whether --only keeps it
+
+
+@dataclass(frozen=True)
+class Family:
+    """The steps whose verdicts form one family (a shard's: the whole run's), whose false alarms the
+    run controls together (family_size)."""
+    scenarios: tuple[ScenarioSpec, ...]
+    step_filter: StepFilter | None = None
+
+    def __iter__(self):
+        """(scenarios, step filter), as family_size takes them."""
+        return iter((self.scenarios, self.step_filter))
+
+
 @dataclass(frozen=True)
 class Checked:
     """A request that passed every check that can be made before anything is built."""
@@ -169,11 +185,11 @@ class Checked:
     cfg: Config
     target: TargetSpec
     origin: bl.Checkout | None  # the checkout around the current directory when it is the origin
-    scenarios: list[ScenarioSpec]
-    step_filter: Callable | None
-    family: tuple  # (scenarios, step filter) whose verdicts form one family (a shard's: the whole run's)
-    hf_flags: list
-    target_flags: list
+    scenarios: tuple[ScenarioSpec, ...]
+    step_filter: StepFilter | None
+    family: Family
+    hf_flags: tuple[str, ...]  # -hf, split
+    target_flags: tuple[str, ...]  # -sf, split
     prefix: str
     local_root: Path | None
     cache_dir: Path
@@ -183,15 +199,27 @@ class Checked:
     units: tuple[StepUnit, ...]  # the selected steps with their effective runs and warm-up
     sampling: Sampling  # how they are sampled: what the runner follows and results.json records
     # S3: the network profiles the selected steps run under, by name (loopback among them: no shaper)
-    networks: dict = field(default_factory=dict)
-    variants: tuple = ()  # variants.Variant per ref's build, baseline first: the -s refs, then --variant's
-    implementations: tuple = ()  # implementations.Implementation per --impl, then per --variant NAME=impl:...
-    impl_variants: tuple = ()  # the variant of each of them (None for a plain --impl): its name and env
+    networks: Mapping[str, nw.NetworkProfile] = field(default_factory=lambda: MappingProxyType({}))
+    variants: tuple[vr.Variant, ...] = ()  # per ref's build, baseline first: the -s refs, then --variant's
+    # per --impl, then per --variant NAME=impl:...
+    implementations: tuple[impls.Implementation, ...] = ()
+    impl_variants: tuple[vr.Variant | None, ...] = ()  # the variant of each of them (None for a plain --impl)
 
 
-def load_target(request: RunRequest):
-    """(config, target, checkout origin or None, the target's scenarios at the request's size, S3
-    steps with the network profile each runs under settled)."""
+@dataclass(frozen=True)
+class LoadedTarget:
+    """What the scenarios file says for the request's target: the config, the target, the checkout
+    that is its origin (or None), and its scenarios at the request's size, S3 steps with the network
+    profile each runs under settled."""
+    cfg: Config
+    target: TargetSpec
+    origin: bl.Checkout | None
+    scenarios: tuple[ScenarioSpec, ...]
+
+
+def load_target(request: RunRequest) -> LoadedTarget:
+    """The request's target and its scenarios (LoadedTarget); refuses --daemon and --network where
+    the target's backend has no use for them."""
     cfg = load_config(request.scenarios_path())
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
     if request.daemon and target.backend != "ipfs":
@@ -201,8 +229,9 @@ def load_target(request: RunRequest):
             raise RefbenchError(f"--network applies to S3 targets; {target.name!r} uses the {target.backend} backend")
         nw.resolve(request.network, cfg.networks)
     scenarios = [s.for_run(request.quick, request.daemon) for s in cfg.scenarios_for(target.name)]
-    return cfg, target, origin, [s.with_network(request.network) for s in scenarios] if target.backend == "s3" \
-        else scenarios
+    return LoadedTarget(cfg=cfg, target=target, origin=origin,
+                        scenarios=tuple(s.with_network(request.network) for s in scenarios) if target.backend == "s3"
+                        else tuple(scenarios))
 
 
 def shaping_reaches(request: RunRequest) -> bool:
@@ -240,7 +269,8 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     """Everything that can be refused before a build starts. A dry run only warns where a real
     run would stop for lack of disk, and does not need the tools."""
     reporter = env.reporter
-    cfg, target, origin, all_scenarios = load_target(request)
+    loaded = load_target(request)
+    cfg, target, origin = loaded.cfg, loaded.target, loaded.origin
     variants = vr.builds(request.refs, request.variants, cfg.variants) if request.refs or request.variants else ()
     on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
     variants = tuple(v for v in variants if v not in on_impls)
@@ -250,8 +280,8 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
                             "or --impl NAME)")
     for v in variants:
         refs.classify(v.ref)  # refuse a malformed ref before anything runs
-    scenarios, step_filter = select_scenarios(all_scenarios, list(request.only), chosen)
-    family = (scenarios, step_filter)  # a shard's verdicts belong to the whole comparison's family
+    scenarios, step_filter = select_scenarios(list(loaded.scenarios), list(request.only), chosen)
+    family = Family(scenarios=tuple(scenarios), step_filter=step_filter)  # a shard's verdicts belong to the whole comparison's family
     if request.shard:
         scenarios, step_filter = shard.select(scenarios, step_filter, request.shard, request.runs,
                                               request.warmup, request.shard_times)
@@ -283,9 +313,12 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     units = step_units(scenarios, step_filter, request.runs, request.warmup)
     for line in judge.design_warnings(units, request.rounds, request.criteria):  # before anything is measured
         reporter.warn(line)
-    return Checked(request, cfg, target, origin, scenarios, step_filter, family, hf_flags, target_flags, prefix,
-                   local_root, cache_dir, fixture_need, run_need, stored_peak, units, drawn_orders(request, units, env),
-                   networks, variants, chosen, impl_variants)
+    return Checked(request=request, cfg=cfg, target=target, origin=origin, scenarios=tuple(scenarios),
+                   step_filter=step_filter, family=family, hf_flags=tuple(hf_flags), target_flags=tuple(target_flags),
+                   prefix=prefix, local_root=local_root, cache_dir=cache_dir, fixture_need=fixture_need,
+                   run_need=run_need, stored_peak=stored_peak, units=units, sampling=drawn_orders(request, units, env),
+                   networks=MappingProxyType(networks), variants=variants, implementations=chosen,
+                   impl_variants=impl_variants)
 
 
 def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_impls: tuple = ()) -> tuple:
@@ -460,11 +493,15 @@ def resolve_cpus(spec) -> tuple[frozenset[int] | None, frozenset[int] | None]:
 
 
 # ---- resolve and build -----------------------------------------------------------------------
+Build = bl.BuiltRef | impls.ImplBuild  # a ref's build or an implementation's install: what the runner measures
+
+
 @dataclass(frozen=True)
 class Resolved:
-    builder: bl.Builder
-    refs: list  # refs.ResolvedRef, in the request's order
-    labels: list[str]
+    """The refs resolved to commits, with the builder that will build them and their labels."""
+    builder: Builder
+    refs: tuple[ResolvedRef, ...]  # in the request's order
+    labels: tuple[str, ...]
 
 
 def resolve(checked: Checked, env: RunEnv) -> Resolved:
@@ -473,7 +510,7 @@ def resolve(checked: Checked, env: RunEnv) -> Resolved:
     if origin:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
     if not checked.variants:  # implementations alone: no ref to resolve
-        return Resolved(builder, [], [])
+        return Resolved(builder=builder, refs=(), labels=())
     reporter.info(f"resolving {len(checked.variants)} refs of {target.name} from "
                   f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
     # each build's Go: its variant's own, else --go's for its position, else the builder's choice
@@ -482,10 +519,10 @@ def resolve(checked: Checked, env: RunEnv) -> Resolved:
     labels = vr.labels(checked.variants, bl.unique_labels(resolved))
     for lab, r in zip(labels, resolved):
         reporter.info(f"  {lab}: {r.sha} (Go: {r.toolchain})")
-    return Resolved(builder, resolved, labels)
+    return Resolved(builder=builder, refs=tuple(resolved), labels=tuple(labels))
 
 
-def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tuple[list, float]:
+def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tuple[tuple[Build, ...], float]:
     """(builds in the request's order, seconds spent building and installing): the refs' builds and
     the implementations' installs (env.install), in the order the command line gave the kinds."""
     reporter, t0 = env.reporter, env.clock()
@@ -502,7 +539,7 @@ def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tup
         reporter.info(f"  {b.label}: {'installed in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> "
                       f"{b.binary}")
         installed.append(b)
-    return impls.merge(built, installed, checked.request.impl_first if checked else False), env.clock() - t0
+    return tuple(impls.merge(built, installed, checked.request.impl_first if checked else False)), env.clock() - t0
 
 
 # ---- identical binaries ----------------------------------------------------------------------
@@ -513,7 +550,7 @@ def same_commands(scenarios: list[ScenarioSpec], i: int) -> bool:
     return all(opts[min(i, len(opts) - 1)] == opts[0] for s in scenarios for opts in s.vary.values())
 
 
-def identical_contenders(checked: Checked, built: list) -> frozenset[int]:
+def identical_contenders(checked: Checked, built: Sequence[Build]) -> frozenset[int]:
     """Positions of the contenders that need no measuring: a binary byte-identical to the baseline's
     (reproducible builds, builds.REPRODUCIBLE_GOFLAGS) running the same commands. None with
     --measure-identical (an A/A check) or when a hook replaces the builds (calibrate's shims)."""
@@ -528,18 +565,20 @@ def identical_contenders(checked: Checked, built: list) -> frozenset[int]:
                      and same_commands(checked.scenarios, i) and variant[b.label].same_run(checked.variants[0]))
 
 
-def unmeasured(checked: Checked, built: list) -> Measured:
+def unmeasured(checked: Checked, built: Sequence[Build]) -> Measured:
     """What measure leaves when only the baseline is left to measure: no fixtures, no backend."""
-    scenarios = [ScenarioResult(s, fx.planned(s.fixture, checked.cache_dir), [
-        StepResult(s.name, st.name, 0, 0, 0, {}, [], 0.0, stopped="identical")
-        for st in s.selected_steps(checked.step_filter)]) for s in checked.scenarios]
-    return Measured(builds=built, scenarios=scenarios, stopped=None, backend={"kind": "none (nothing to measure)"},
-                    resources={}, family_size=None,
-                    hyperfine_seconds=0.0, untimed_seconds=0.0, untimed_by_kind={}, fixture_seconds=0.0,
+    scenarios = [ScenarioResult(scenario=s, fixture=fx.planned(s.fixture, checked.cache_dir), steps=tuple(
+        StepResult(scenario=s.name, step=st.name, runs=0, warmup=0, rounds=0, samples=MappingProxyType({}),
+                   comparisons=(), hyperfine_seconds=0.0, stopped="identical")
+        for st in s.selected_steps(checked.step_filter))) for s in checked.scenarios]
+    return Measured(builds=tuple(built), scenarios=tuple(scenarios), stopped=None,
+                    backend=BackendDescription(kind="none (nothing to measure)"), resources=MappingProxyType({}),
+                    family_size=None, hyperfine_seconds=0.0, untimed_seconds=0.0,
+                    untimed_by_kind=MappingProxyType({}), fixture_seconds=0.0,
                     load_before=os.getloadavg()[0], competing_cpu_share=None, client_cpus=None, server_cpus=None)
 
 
-def measure_distinct(checked: Checked, built: list, env: RunEnv) -> Measured:
+def measure_distinct(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
     """measure, leaving out the contenders identical to the baseline; each step then says
     `identical binary` for them, in the builds' order."""
     same = identical_contenders(checked, built)
@@ -550,41 +589,59 @@ def measure_distinct(checked: Checked, built: list, env: RunEnv) -> Measured:
                       f"(sha256 {built[0].binary_sha256[:12]}) and the same commands: not measured")
     distinct = [b for i, b in enumerate(built) if i not in same]
     m = measure(checked, distinct, env) if len(distinct) > 1 else unmeasured(checked, distinct)
-    scenarios = [dataclasses.replace(sr, steps=tuple(with_identical(st, built, same) for st in sr.steps))
-                 for sr in m.scenarios]
-    return dataclasses.replace(m, builds=built, scenarios=scenarios)
+    scenarios = tuple(dataclasses.replace(sr, steps=tuple(with_identical(st, built, same) for st in sr.steps))
+                      for sr in m.scenarios)
+    return dataclasses.replace(m, builds=tuple(built), scenarios=scenarios)
 
 
-def with_identical(st: StepResult, built: list, same: frozenset[int]) -> StepResult:
+def with_identical(st: StepResult, built: Sequence[Build], same: frozenset[int]) -> StepResult:
     """The step's comparisons in the builds' order, `identical binary` for the contenders not measured."""
     measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
     for c in st.comparisons:
         measured.setdefault(c.contender, []).append(c)
-    return dataclasses.replace(st, comparisons=[
+    return dataclasses.replace(st, comparisons=tuple(
         c for i, b in enumerate(built[1:], 1)
-        for c in measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])])
+        for c in measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])))
 
 
 # ---- measure ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
+class BackendDescription:
+    """What the backend said of itself (Backend.describe): its kind, and the facts results.json
+    keeps as they came (`backend`), which refbench does not interpret."""
+    kind: str
+    # every other key, in the order describe() gave them
+    facts: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def of(cls, described: Mapping[str, Any]) -> "BackendDescription":
+        return cls(kind=str(described.get("kind", "")),
+                   facts=rs.frozen({k: v for k, v in described.items() if k != "kind"}))
+
+    def record(self) -> Mapping[str, Any]:
+        """results.json's `backend`: kind first, then the facts."""
+        return MappingProxyType({"kind": self.kind, **self.facts})
+
+
+@dataclass(frozen=True)
 class Measured:
     """What the measuring left: the scenarios that finished, and what it cost."""
-    builds: list  # the builds measured (calibrate's shims, when its hook replaced them)
-    scenarios: list[ScenarioResult]
+    builds: tuple[Build, ...]  # the builds measured (calibrate's shims, when its hook replaced them)
+    scenarios: tuple[ScenarioResult, ...]
     stopped: str | None  # why the run stopped early (the watchdog's reason, or INTERRUPTED)
-    backend: dict  # backend.describe()
-    resources: dict  # the watchdog's peaks
+    backend: BackendDescription
+    resources: Mapping[str, Any]  # the watchdog's peaks
     family_size: int | None
     hyperfine_seconds: float
     untimed_seconds: float
-    untimed_by_kind: dict
+    untimed_by_kind: Mapping[str, float]  # seconds of untimed commands, by kind
     fixture_seconds: float
     load_before: float
     competing_cpu_share: float | None
-    client_cpus: frozenset | None
-    server_cpus: frozenset | None
+    client_cpus: frozenset[int] | None
+    server_cpus: frozenset[int] | None
     hyperfine: str | None = None  # the hyperfine that measured: "hyperfine 2.0.0"
-    explain_notes: tuple = ()  # why there is no request accounting or profile (explain.Explainer)
+    explain_notes: tuple[str, ...] = ()  # why there is no request accounting or profile (explain.Explainer)
 
     @property
     def interrupted(self) -> bool:
@@ -604,8 +661,8 @@ def watching(backend, workdir: Path, checked: Checked, floors: str | None) -> It
         watchdog.stop()
 
 
-def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpus, executor: Executor,
-               env: RunEnv) -> Bench:
+def make_bench(checked: Checked, built: Sequence[Build], backend: Backend, workdir: Path,
+               client_cpus: frozenset[int] | None, executor: Executor, env: RunEnv) -> Bench:
     request, hooks = checked.request, checked.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
@@ -617,8 +674,10 @@ def make_bench(checked: Checked, built: list, backend, workdir: Path, client_cpu
                  sampling=checked.sampling, criteria=request.criteria,
                  target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
                  verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
-                 **settings,
-                 family_size=family_size(*checked.family, request.runs, n_family, n_metrics), client_cpus=client_cpus,
+                 build_flags=MappingProxyType(settings["build_flags"]),
+                 build_env=MappingProxyType({lab: MappingProxyType(e) for lab, e in settings["build_env"].items()}),
+                 family_size=family_size(checked.family.scenarios, checked.family.step_filter, request.runs, n_family,
+                                         n_metrics), client_cpus=client_cpus,
                  clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
 
 
@@ -629,7 +688,7 @@ def named_variants(checked: Checked) -> dict:
                                                     if v and v.name}
 
 
-def variant_settings(checked: Checked, built: list) -> dict:
+def variant_settings(checked: Checked, built: Sequence[Build]) -> dict:
     """The Bench's per-build flags and environment, by label, from the builds' variants."""
     named = named_variants(checked)
     by_label = {b.label: named[b.label] for b in built if b.label in named}
@@ -637,7 +696,7 @@ def variant_settings(checked: Checked, built: list) -> dict:
             "build_env": {lab: dict(v.env) for lab, v in by_label.items() if v.env}}
 
 
-def implementation_env(built: list, workdir: Path) -> dict:
+def implementation_env(built: Sequence[Build], workdir: Path) -> dict:
     """Each implementation's environment by label: a HOME of the run's own (made here, empty: no
     credentials but the run's), its defaults (implementations.runtime_env)."""
     out = {}
@@ -676,7 +735,7 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
     return list(runner.progress.finished), None, t_fixtures
 
 
-def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
+def measure(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
     """Fixtures, backend, watchdog and runner over the selected steps. A watchdog stop keeps the
     steps that finished (and raises only when none did)."""
     reporter = env.reporter
@@ -709,13 +768,16 @@ def measure(checked: Checked, built: list, env: RunEnv) -> Measured:
         shutil.rmtree(workdir, ignore_errors=True)
     if stopped is not None and not done:
         raise stopped
-    return Measured(builds=built, scenarios=done, stopped=stop_reason(stopped),
-                    backend=described, resources=resources, family_size=runner.bench.family_size,
-                    hyperfine_seconds=runner.progress.hyperfine_seconds, untimed_seconds=runner.progress.untimed_seconds,
-                    untimed_by_kind={**runner.progress.untimed, **observer.seconds}, fixture_seconds=t_fixtures,
+    return Measured(builds=tuple(built), scenarios=tuple(done), stopped=stop_reason(stopped),
+                    backend=BackendDescription.of(described), resources=rs.frozen(resources),
+                    family_size=runner.bench.family_size, hyperfine_seconds=runner.progress.hyperfine_seconds,
+                    untimed_seconds=runner.progress.untimed_seconds,
+                    untimed_by_kind=MappingProxyType({**runner.progress.untimed, **observer.seconds}),
+                    fixture_seconds=t_fixtures,
                     load_before=load_before, competing_cpu_share=_competing_share(cpu_before, _cpu_accounting()),
                     client_cpus=client_cpus, server_cpus=server_cpus,
-                    hyperfine=f"hyperfine {runner.bench.executor.info.version_text}", explain_notes=tuple(observer.notes))
+                    hyperfine=f"hyperfine {runner.bench.executor.info.version_text}", explain_notes=tuple(observer.notes)
+                    + impls.cid_notes([d.record() for d in done], built))
 
 
 # ---- analyse ---------------------------------------------------------------------------------
@@ -745,7 +807,7 @@ def settings_record(checked: Checked, m: Measured) -> rs.Settings:
         shard_steps=tuple(sharded["shard_steps"]) if sharded.get("shard_steps") is not None else None)
 
 
-def build_records(checked: Checked, built: list) -> tuple[rs.Build, ...]:
+def build_records(checked: Checked, built: Sequence[Build]) -> tuple[rs.Build, ...]:
     """Each build's record with its variant's flags and environment, where it has them."""
     variants = named_variants(checked)
     return tuple(dataclasses.replace(b.record(), **rs.frozen(variants[b.label].record())) if b.label in variants
@@ -763,7 +825,7 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
         environment=rs.Environment.probe(m.builds[0].toolchain, hyperfine=m.hyperfine,
                                          load_before=round(m.load_before, 2), competing_cpu_share=m.competing_cpu_share),
         settings=settings_record(checked, m), builds=build_records(checked, m.builds),
-        baseline=m.builds[0].label, backend=rs.frozen(m.backend),
+        baseline=m.builds[0].label, backend=m.backend.record(),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
         stopped=m.stopped, explain_notes=m.explain_notes or None)

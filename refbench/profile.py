@@ -13,6 +13,7 @@ table: it is said, not drawn as an empty graph.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
@@ -266,6 +267,55 @@ def write_pprof_shim(binary: str, where: Path) -> Path:
 
 def pprof_files(where: Path) -> list[Path]:
     return sorted(where.glob(f"p.*/{PPROF_FILE}"))
+
+
+# ---- the daemon's own profile (kubo's /debug/pprof/profile) -------------------------------------
+# In kubo's online and offline modes the work is the daemon's, and IPFS_PROF profiles only the CLI.
+# The daemon's Go CPU profile is read from its API (inside the run's namespace, where it listens)
+# for a fixed number of seconds that cover one profiled run: it samples only CPU time, so the
+# idle rest adds nothing. Its stacks are rooted at `ipfs (server)`, as perf's of the daemon (issue 36).
+DAEMON_PPROF = "daemon.cpuprof"
+
+
+def daemon_pprof_files(where: Path) -> list[Path]:
+    return sorted(where.glob(f"{DAEMON_PPROF}.*"))
+
+
+def daemon_pprof_seconds(means: Iterable[float | None]) -> int:
+    """The profile's length (whole seconds, as pprof takes it): the slowest build's mean run + 1."""
+    return math.ceil(max((m for m in means if m), default=0.0)) + 1
+
+
+@contextlib.contextmanager
+def daemon_pprof(prefix: tuple[str, ...], api: str | None, seconds: int, where: Path):
+    """The daemon's CPU profile for `seconds` from now, around what runs in the block, into a new
+    file of `where` (daemon_pprof_files). No API (no daemon) or no curl: nothing. A profile that
+    cannot be read is a RuntimeError naming the URL once the block is done."""
+    curl = shutil.which("curl")
+    if not api or curl is None:
+        yield
+        return
+    where.mkdir(parents=True, exist_ok=True)
+    out = where / f"{DAEMON_PPROF}.{len(daemon_pprof_files(where))}"
+    url = f"{api}/debug/pprof/profile?seconds={seconds}"
+    proc = subprocess.Popen([*prefix, curl, "-sSf", "--max-time", str(seconds + 30), "-o", str(out), url],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(ATTACH_SECONDS)  # the daemon starts sampling when the request arrives
+    try:
+        yield
+    finally:
+        try:
+            _, err = proc.communicate(timeout=seconds + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, err = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"the daemon's profile at {url} could not be read: {(err or '').strip() or proc.returncode}")
+
+
+def daemon_pprof_folded(go: str, binary: str, where: Path) -> Counter:
+    """The daemon's profiles of one build, merged and folded, its stacks marked as the server's."""
+    return as_server(pprof_folded(go, binary, daemon_pprof_files(where)))
 
 
 def fold_pprof(traces_text: str, root: str) -> Counter:

@@ -13,6 +13,7 @@ from .errors import RefError
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._/+-]{0,199}$")
 _PR = re.compile(r"^#?(\d{1,6})$")
 _SHA = re.compile(r"^[0-9a-fA-F]{7,40}$")
+_WHOLE = re.compile(r"[0-9a-fA-F]{40}|[0-9a-fA-F]{64}")
 _SEMVER = re.compile(
     r"^v?(?P<major>0|[1-9]\d*)\.(?P<minor>0|[1-9]\d*)\.(?P<patch>0|[1-9]\d*)"
     r"(?:-(?P<pre>[0-9A-Za-z.-]+))?(?:\+(?P<build>[0-9A-Za-z.-]+))?$"
@@ -91,11 +92,28 @@ def latest_release(tags: list[str]) -> str | None:
     return max(stable, key=semver_key) if stable else None
 
 
-def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None) -> ResolvedRef:
-    """Resolve against a clone whose tags and branches have been fetched (see builds.fetch_ref).
+def is_whole_commit(text: str) -> bool:
+    """Whether `text` is a commit's whole id (40 hex, or 64 in a SHA-256 repository), not a prefix."""
+    return bool(_WHOLE.fullmatch(text))
+
+
+def refuse_prefix(text: str) -> None:
+    """A RefError for a commit named by a prefix, in a run that holds the cache key: a prefix is
+    resolved where refbench looks it up (its cached clone, the module cache), and a restored cache
+    may hold another commit of that prefix, which would then be built and sealed (issue 35's second
+    reading). scripts/key-gate.sh prints the whole id of each commit it checked."""
+    raise RefError(f"{text!r}: a run holding the cache key (REFBENCH_CACHE_KEY_FILE) takes a commit as its whole "
+                   "40-hex id, not a prefix (a cached clone may hold another commit that starts the same; "
+                   "scripts/key-gate.sh prints the whole id)")
+
+
+def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None,
+            whole: bool = False) -> ResolvedRef:
+    """Resolve against a clone whose tags and branches have been fetched (see sources.Clone.fetch).
     `head`: the ref HEAD resolves to where refbench fetched it itself (a checkout's HEAD, which
     may be detached), else the origin's default branch; never the clone's own HEAD file, which a
-    restored cache may have written (issue 35's second reading)."""
+    restored cache may have written (issue 35's second reading). `whole`: a commit must be named
+    by its whole id (refuse_prefix), as in a run that holds the cache key."""
     ref = classify(text)
     if ref.kind == "pr":
         name = f"refs/refbench/pull/{ref.pr}"
@@ -114,6 +132,13 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
         return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
+    # a whole id is the commit first, as git itself takes 40 hex: scripts/key-gate.sh prints the
+    # whole id of the commit it checked, and a branch or tag named by those 40 hex digits must not
+    # be built in its place (review35c); key-gate.sh looks a whole id up in the same order
+    if is_whole_commit(text):
+        sha = _rev(repo, text)
+        if sha:
+            return ResolvedRef(text, "commit", sha, sha[:10])
     # tag, branch or commit: try in that order whatever the first guess was
     sha = _rev(repo, f"refs/tags/{text}")
     if sha:
@@ -122,6 +147,8 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
     if sha:
         return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}")
     if _SHA.fullmatch(text):
+        if whole and not is_whole_commit(text):
+            refuse_prefix(text)
         sha = _rev(repo, text)
         if sha:
             return ResolvedRef(text, "commit", sha, sha[:10])

@@ -325,6 +325,8 @@ class Requests(_Doc):
     canceled: int = _f(int, default=0)
     received_bytes: int = _f(int, default=0)  # bytes the server received (uploads)
     sent_bytes: int = _f(int, default=0)  # bytes the server sent (downloads)
+    # the embedded MinIO's CPU time (user + system) over the same run: context, not a verdict (issue 36)
+    server_cpu: float | None = _f((int, float), default=None, omit_none=True)
 
     @property
     def total(self) -> int:

@@ -15,12 +15,18 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 from . import builds as bl, implementations as impls, lease, paths, toolchain as tc, tools
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
+from .refs import ResolvedRef
+
+if TYPE_CHECKING:  # the pipeline imports this module; annotations only
+    from .backends import Backend
+    from .config import TargetSpec
+    from .pipeline import RunRequest
 
 
 
@@ -34,6 +40,28 @@ class Checked(Protocol):
     prefix: str
     stored_peak: int
     networks: Mapping
+
+class Builder(Protocol):
+    """What a run and the commands that build (nightly, bisect) use of a builder: builds.Builder,
+    or mock.MockBuilder for --executor mock."""
+    target: Any  # config.TargetSpec
+    source: str  # git or module
+    repo_url: str
+    builds_dir: Path
+    go: str  # the toolchain choice of a build that names none (toolchain.parse_choice)
+
+    def resolve(self, text: str, go: str | None = None) -> "ResolvedRef": ...
+
+    def resolve_all(self, texts: Sequence[str], go: tuple[str, ...] = ()) -> "list[ResolvedRef]": ...
+
+    def commits_between(self, good: str, bad: str) -> list[tuple[str, str]]: ...
+
+    def build_dir(self, sha: str, toolchain: str | None = None) -> Path: ...
+
+    def cached(self, resolved: "ResolvedRef") -> Path | None: ...
+
+    def build(self, resolved: "ResolvedRef", label: str) -> "bl.BuiltRef": ...
+
 
 EXECUTORS = ("hyperfine", "mock")  # --executor: mock is hidden, for tests (hyperfine's --debug-mode)
 
@@ -49,6 +77,7 @@ class MachineSettings:
     # where the caches, the tools and the key live (XDG_*, REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN,
     # REFBENCH_UNPINNED_TOOLS, MINIO_VERSION, TOXIPROXY_VERSION); None: not read (a test's settings)
     layout: paths.Layout | None = field(default=None, compare=False)  # where, not how a run behaves
+    goflags: str = ""  # GOFLAGS: the user's own go flags, which builds take after refbench's
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> "MachineSettings":
@@ -56,7 +85,7 @@ class MachineSettings:
                    pass_env=pass_env_names(environ.get("REFBENCH_PASS_ENV", "")),
                    lease_ttl=lease.parse_ttl(environ.get("REFBENCH_LEASE_TTL")),
                    crash_dir=environ.get("REFBENCH_CRASH_DIR") or None,
-                   layout=paths.Layout.from_environ(environ))
+                   layout=paths.Layout.from_environ(environ), goflags=environ.get("GOFLAGS", "").strip())
 
 
 def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
@@ -68,14 +97,14 @@ def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 # (workdir, cpus=, verbose=) -> the run's executor
 ExecutorFactory = Callable[..., Executor]
 # (checked, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
-BackendFactory = Callable[..., ContextManager]
+BackendFactory = Callable[..., ContextManager["Backend"]]
 
 
 @dataclass(frozen=True)
 class RunEnv:
     executor: ExecutorFactory
     backend: BackendFactory
-    builder: Callable[[Checked], object]  # -> a builds.Builder (resolve_all, cached, build, repo_url, go)
+    builder: Callable[[Checked], Builder]  # builds.Builder, or a stand-in (mock.MockBuilder)
     find_tool: Callable[[str], str | None] = tools.find_tool
     clock: Callable[[], float] = time.monotonic  # the budget's and the run's timing
     machine: MachineSettings = MachineSettings()
@@ -83,7 +112,7 @@ class RunEnv:
     perf: bool | None = None  # None: probe for perf; False: no profiles (nothing runs to profile)
     order_seed: Callable[[], int] = lambda: secrets.randbits(31)  # each run's draw of its rounds' orders
     # (implementation, say) -> its pinned install (implementations.Installed): from its registry, sealed
-    install: Callable[..., Any] = impls.install
+    install: Callable[..., impls.Installed] = impls.install
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses
@@ -92,8 +121,12 @@ class RunEnv:
 
 def real(machine: MachineSettings | None = None, reporter: Reporter | None = None) -> RunEnv:
     """This machine's: hyperfine probed once per run, MinIO or a bucket or IPFS, `go build`."""
-    return RunEnv(executor=make_executor, backend=open_backend, builder=make_builder,
-                  machine=machine or MachineSettings.from_environ(), reporter=reporter or Reporter())
+    machine = machine or MachineSettings.from_environ()
+    # the machine's GOFLAGS reach the builder as an argument; with none, make_builder(checked) as before
+    flags = {"goflags": machine.goflags} if machine.goflags else {}
+    return RunEnv(executor=make_executor, backend=open_backend,
+                  builder=lambda checked: make_builder(checked, **flags), machine=machine,
+                  reporter=reporter or Reporter())
 
 
 def make_executor(workdir: Path, **kw) -> Executor:
@@ -106,21 +139,21 @@ class BuildSite:
     """What a builder is made from where no run is checked (nightly's baseline, bisect's line of
     commits, `refbench build`): the fields of Checked that RunEnv.builder reads, so those commands
     get their builder from the run's RunEnv, as a run does, and never make a Builder of their own."""
-    request: Any  # a pipeline.RunRequest: .repo, .source, .builds_dir
-    target: Any  # config.TargetSpec
-    origin: Any = None  # the checkout around the current directory when it is the origin
+    request: RunRequest  # .repo, .source, .builds_dir
+    target: TargetSpec
+    origin: bl.Checkout | None = None  # the checkout around the current directory when it is the origin
 
     @property
     def cache_dir(self) -> Path:
         return Path(self.request.builds_dir).expanduser().resolve()  # as pipeline.check settles it
 
 
-def make_builder(checked: Checked) -> bl.Builder:
+def make_builder(checked: Checked, goflags: str = "") -> bl.Builder:
     """The target's builder: from the checkout around the current directory when it is the
-    origin, else the request's --repo or the target's own."""
+    origin, else the request's --repo or the target's own. `goflags`: the machine's GOFLAGS."""
     request, target, origin = checked.request, checked.target, checked.origin
     return bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
-                      pr_remote=origin.remote if origin else None, checkout=origin is not None)
+                      pr_remote=origin.remote if origin else None, checkout=origin is not None, goflags=goflags)
 
 
 @contextlib.contextmanager

@@ -16,11 +16,12 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable
+from typing import Any, Callable, ContextManager, Mapping, Protocol
 
 import numpy as np
 
 from . import fixtures as fx, implementations as impls, results as rs, stats
+from .backends import Backend
 from .backends.process import child_env, settle_page_cache
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
@@ -36,20 +37,33 @@ from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
 
-@dataclass
+class Observer(Protocol):
+    """Why a step changed (explain.Explainer): called around each build's untimed run and at the end
+    of each step; what step_done returns goes into the step's record (rs.Step's fields)."""
+
+    def wants_run(self) -> bool: ...
+
+    def around_run(self, label: str) -> ContextManager[None]: ...
+
+    def step_done(self, labels: list[str], binaries: list[str], cmds: list[str], preps: list[str | None],
+                  comparisons: list[Comparison], means: list[float | None],
+                  execute: Callable[[list[str], str], None], where: str) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True)
 class Bench:
     """What a Runner measures with: the builds, the backend, the executor, the workdir, the sampling
     and the criteria its stop rule and comparisons use (pipeline.make_bench). A run's plan, what it
     will do, is the pipeline's (pipeline.plan, shard.plan, the dry run)."""
-    builds: list[BuiltRef]
-    backend: object
+    builds: tuple[BuiltRef | impls.ImplBuild, ...]
+    backend: Backend
     executor: Executor
     workdir: Path
     cache_dir: Path
     sampling: Sampling
     criteria: Criteria
-    target_flags: list[str] = field(default_factory=list)
-    hyperfine_flags: list[str] = field(default_factory=list)
+    target_flags: tuple[str, ...] = ()
+    hyperfine_flags: tuple[str, ...] = ()
     verbose: bool = False
     measure_rss: bool = True
     family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
@@ -59,11 +73,9 @@ class Bench:
     steps: int = 1  # steps the run measures: the budget's share of the time left is per step still to come
     pass_env: frozenset[str] = frozenset()  # more names the commands see (REFBENCH_PASS_ENV, via MachineSettings)
     # named variants (variants.py), by build label: target flags after -sf's, and environment
-    build_flags: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    build_env: dict[str, dict[str, str]] = field(default_factory=dict)
-    # why a step changed (explain.Explainer): called around each build's untimed run and at the
-    # end of each step; what it returns goes into the step's record
-    observer: object | None = None
+    build_flags: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    build_env: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: MappingProxyType({}))
+    observer: Observer | None = None  # why a step changed (explain.Explainer); None: not asked
 
     @property
     def metrics(self) -> tuple[str, ...]:
@@ -143,14 +155,15 @@ class StepResult:
     runs: int
     warmup: int
     rounds: int
-    samples: dict[str, BuildSamples]
-    comparisons: list[Comparison]
+    samples: Mapping[str, BuildSamples]  # by build label
+    comparisons: tuple[Comparison, ...]  # every metric's, contender by contender
     hyperfine_seconds: float
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
     spend: tuple[float, ...] | None = None  # their spending times (StepState.spend)
     stopped: str = "planned"  # why sampling ended: planned, decided, max-runs, max-time, budget
-    explain: dict = field(default_factory=dict)  # the observer's fields of rs.Step (requests, profiles, ...)
+    # the observer's fields of rs.Step (requests, profiles, ...)
+    explain: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     network: str | None = None  # S3: the network profile its commands ran under
 
     def record(self) -> rs.Step:
@@ -252,7 +265,8 @@ class Runner:
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
         v = template_values(scenario, fixture, i, build, step, self.bench.workdir,
-                            self.bench.target_flags + list(self.bench.build_flags.get(build.label, ())), self.bench.backend)
+                            list(self.bench.target_flags) + list(self.bench.build_flags.get(build.label, ())),
+                            self.bench.backend)
         Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v
 
@@ -272,6 +286,8 @@ class Runner:
     def run_scenario(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step_filter=None) -> ScenarioResult:
         bench, builds = self.bench, self.bench.builds
         backend = bench.backend
+        if backend.kind == "ipfs":  # Helia is its own node: a fresh repo directory, no kubo daemon
+            backend.in_process = frozenset(b.label for b in builds if impls.in_process(b))
         backend.open_scenario(scenario, [b.label for b in builds], [str(b.binary) for b in builds], bench.workdir)
         daemon = scenario.daemon_mode if backend.kind == "ipfs" else None
         results = []
@@ -293,12 +309,12 @@ class Runner:
                             f"{scenario.name}: teardown for {b.label}")
         except (WatchdogStop, KeyboardInterrupt):  # the watchdog or the user ended the run: the steps that finished stay
             if results:
-                self.progress = self.progress.scenario_done(ScenarioResult(scenario, fixture, tuple(results), daemon))
+                self.progress = self.progress.scenario_done(ScenarioResult(scenario=scenario, fixture=fixture, steps=tuple(results), daemon=daemon))
             raise
         finally:
             backend.close_scenario()
             shutil.rmtree(bench.workdir / scenario.slug, ignore_errors=True)
-        done = ScenarioResult(scenario, fixture, tuple(results), daemon)
+        done = ScenarioResult(scenario=scenario, fixture=fixture, steps=tuple(results), daemon=daemon)
         self.progress = self.progress.scenario_done(done)
         return done
 
@@ -335,7 +351,7 @@ class Runner:
         # the builds that can do the step: an implementation without a command for it is `not
         # supported` (no run, no failure); without the baseline, or with no contender, nothing is compared
         builds = [b for b in bench.builds if impls.supports(b, scenario, step)]
-        if builds[:1] != bench.builds[:1] or len(builds) < 2:
+        if builds[:1] != list(bench.builds[:1]) or len(builds) < 2:
             return self.unsupported_step(scenario, step)
         self.use_network(step)
         if scenario.state:  # the state every run of this step restores: built once per build, cached
@@ -410,17 +426,18 @@ class Runner:
             if cleanup := impls.step_template(b, scenario, step, "cleanup"):
                 self.sh(self.shell(scenario, b, cleanup, v), f"{where}: cleanup for {b.label}")
         comps = self.with_unsupported(comps)
-        return StepResult(scenario.name, step.name, runs, warmup, state.rounds, samples, comps, hf_seconds,
+        return StepResult(scenario=scenario.name, step=step.name, runs=runs, warmup=warmup, rounds=state.rounds,
+                          samples=MappingProxyType(samples), comparisons=tuple(comps), hyperfine_seconds=hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, spend=spend_t,
-                          stopped=stopped,
-                          explain=explain, network=step.network)
+                          stopped=stopped, explain=MappingProxyType(dict(explain)), network=step.network)
 
     def unsupported_step(self, scenario: ScenarioSpec, step: StepSpec) -> StepResult:
         """A step the baseline, or every contender, has no command for: each contender `not supported`."""
         base = self.bench.builds[0].label
-        return StepResult(scenario.name, step.name, 0, 0, 0, {}, [stats.not_supported(base, b.label)
-                                                               for b in self.bench.builds[1:]], 0.0,
-                          stopped="not supported", network=step.network)
+        return StepResult(scenario=scenario.name, step=step.name, runs=0, warmup=0, rounds=0,
+                          samples=MappingProxyType({}),
+                          comparisons=tuple(stats.not_supported(base, b.label) for b in self.bench.builds[1:]),
+                          hyperfine_seconds=0.0, stopped="not supported", network=step.network)
 
     def with_unsupported(self, comps: list[Comparison]) -> list[Comparison]:
         """The step's comparisons in the builds' order, `not supported` for the contenders it has no command for."""

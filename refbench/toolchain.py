@@ -17,13 +17,16 @@ toolchains the proxy serves (`go list -m -versions golang.org/toolchain`) are as
 process and kept for a day under the builds directory, so a run does not ask every time.
 
 The parts that decide (versions, go.mod lines, --go values, the pick) are pure functions; only
-`go_version` and `available` run the go command.
+`go_version`, `available` and `verify_cached` run the go command. `Chooser` holds one builder's
+choices: what each ref's go.mod asks for, this machine's Go, and the Go each ref settles on.
 """
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import stat
@@ -34,7 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from . import paths, refs
 from .errors import BuildError, RefbenchError
+
+log = logging.getLogger(__name__)
 
 LOCAL, MOD = "local", "mod"
 ENV = "REFBENCH_GO"  # the default choice for every build, when --go does not say
@@ -346,7 +352,7 @@ def dir_hash(d: Path, prefix: str) -> str:
     a toolchain's _go.mod files also as go.mod (so the tree reads as a module); such a go.mod must
     equal its _go.mod and is left out. A link or special file is refused: Go unpacks none."""
     entries = []
-    for top, dirs, files in os.walk(d):
+    for top, dirs, files in paths.walk_all(d):  # an unlistable directory raises, never skipped
         dirs.sort()
         for name in files + [x for x in dirs if os.path.islink(os.path.join(top, x))]:
             path = os.path.join(top, name)
@@ -404,3 +410,79 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
                          f"lists ({got}, not {want}): tampered with or corrupt; `go clean -modcache` empties it",
                          sha=None)
     _VERIFIED[name] = where
+
+
+# ---- one builder's choices ------------------------------------------------------------------------
+class Chooser:
+    """Which Go builds each ref of one builder, and what that Go calls itself: the one place a
+    build's Go is chosen (refbench.builds builds with it and chooses nothing). `choice`: the Go
+    every ref gets unless settle() is told otherwise (a --go value; MOD: what its go.mod asks for).
+    `read_gomod(resolved)`: the ref's go.mod, from its verified sources or the module proxy (None
+    without one); `gomod_key(resolved)`: what one go.mod is kept by (its commit, or its version);
+    `env(toolchain, checked)`: the environment a go command runs under with that Go."""
+
+    def __init__(self, choice: str, builds_dir: Path, env: Callable[..., dict],
+                 read_gomod: Callable[[refs.ResolvedRef], GoMod | None],
+                 gomod_key: Callable[[refs.ResolvedRef], str]):
+        self.choice = choice
+        self.builds_dir = builds_dir
+        self._env, self._read_gomod, self._gomod_key = env, read_gomod, gomod_key
+        self._local: str | None = None  # this machine's GOVERSION
+        self._gomods: dict[str, GoMod | None] = {}  # by commit (git) or version (module)
+
+    def local(self) -> str:
+        """This machine's Go (GOVERSION with GOTOOLCHAIN=local), asked once."""
+        if self._local is None:
+            self._local = go_version(self._env())
+        return self._local
+
+    def listed(self) -> tuple[GoVersion, ...]:
+        return available(self.builds_dir, self._env())
+
+    def know(self, key: str, gomod: GoMod | None) -> None:
+        """The go.mod of `key`, learnt on the way (the module proxy serves it with the version)."""
+        self._gomods[key] = gomod
+
+    def gomod(self, resolved: refs.ResolvedRef) -> GoMod | None:
+        """What the ref's go.mod asks for (None without one), read once per commit or version."""
+        key = self._gomod_key(resolved)
+        if key not in self._gomods:
+            self._gomods[key] = self._read_gomod(resolved)
+        return self._gomods[key]
+
+    def settle(self, resolved: refs.ResolvedRef, go: str | None = None) -> refs.ResolvedRef:
+        """The ref with the Go that builds it: `go` (a --go value) or the builder's choice. A ref
+        already settled keeps its Go unless `go` is given."""
+        if resolved.toolchain and go is None:
+            return resolved
+        choice = parse_choice(go) if go else self.choice
+        picked = pick(choice, self.gomod(resolved) if choice == MOD else None, self.local(), self.listed)
+        if picked.note:
+            log.warning("%s (%s): %s", resolved.display, resolved.short, picked.note)
+        return dataclasses.replace(resolved, toolchain=picked.name)
+
+    def hint(self, resolved: refs.ResolvedRef) -> str:
+        """What a failed build's message says about Go (hint); never fails itself."""
+        try:
+            gomod = self.gomod(resolved)
+        except RefbenchError:
+            return "its go.mod could not be read"
+        try:
+            wanted = pick(MOD, gomod, self.local(), self.listed).name
+        except RefbenchError:
+            wanted = None
+        return hint(resolved.toolchain or self.local(), gomod, wanted)
+
+    def recorded(self, name: str) -> str:
+        """The GOVERSION that builds with `name` (`go version` under its GOTOOLCHAIN, which fetches
+        a toolchain that is not here yet): what build.json records and the cache compares."""
+        if name == self.local():
+            return name
+        got = go_version(self._env(name, checked=True))
+        if got != name:
+            raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
+        return got
+
+    def of(self, resolved: refs.ResolvedRef | None = None) -> str:
+        """The Go that builds `resolved`; without a ref, this machine's."""
+        return self.settle(resolved).toolchain if resolved else self.local()

@@ -118,6 +118,13 @@ def cache_key() -> bytes:
     return _key if _key is not None else _load_file(key_file())
 
 
+def key_given() -> bool:
+    """Whether this run was given the shared key (REFBENCH_CACHE_KEY_FILE, a CI secret): a keyed
+    run, whose seals every later trusted job accepts, so it takes nothing on a cache's word that it
+    could pin down (a commit prefix: refs.refuse_prefix)."""
+    return bool(os.environ.get(KEY_FILE_ENV))
+
+
 def key_id() -> str:
     """A short name of the key, safe to print and record: which key sealed a record."""
     return hashlib.sha256(b"refbench key id\0" + cache_key()).hexdigest()[:12]

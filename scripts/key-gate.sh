@@ -6,8 +6,12 @@
 #
 #   scripts/key-gate.sh CHECKOUT DEFAULT_BRANCH [REF...]
 #
-# Exit 0: every ref is merged. Exit 1, with one line on stdout saying why not: any other case,
-# including a ref that cannot be found, an unknown default branch, a shallow checkout (where
+# Exit 0: every ref is merged; stdout is one line, the refs to give refbench in their order, each
+# as the whole 40-hex commit it names here, in the checkout, but latest_release (a release tag by
+# definition). refbench in a keyed run takes no prefix (it would resolve it in its cached clone,
+# which a restored cache may have filled with a commit of the same prefix), and a branch or tag
+# passed as a name could be pushed to between this check and refbench's own fetch. Exit 1, with
+# one line on stdout saying why not: any other case, including a ref that cannot be found, an unknown default branch, a shallow checkout (where
 # reachability cannot be told) or no refs at all (the default: a PR's base and head).
 # Used by action.yml (step "Decide whether this job may hold the cache key") and bench-sharded.yml.
 set -uo pipefail
@@ -24,19 +28,27 @@ fi
 [[ -n "$default" ]] || no "the default branch is not known"
 base=$(g rev-parse -q --verify "refs/remotes/origin/$default^{commit}" 2>/dev/null ||
        g rev-parse -q --verify "refs/heads/$default^{commit}" 2>/dev/null) || no "no branch $default in $repo"
+out=()
 for ref in "$@"; do
   [[ "$ref" =~ ^#?[0-9]{1,6}$ ]] && no "$ref is a pull request"
-  [[ "$ref" == "latest_release" ]] && continue  # a release tag by definition
+  [[ "$ref" == "latest_release" ]] && { out+=("$ref"); continue; }  # a release tag by definition
   sha=""
   case "$ref" in
     HEAD) sha=$(g rev-parse -q --verify "HEAD^{commit}") ;;  # what the checkout holds
-    *) sha=$(g rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null ||
-             g rev-parse -q --verify "refs/remotes/origin/$ref^{commit}" 2>/dev/null ||
-             { [[ "$ref" =~ ^[0-9a-fA-F]{7,40}$ ]] && g rev-parse -q --verify "$ref^{commit}" 2>/dev/null; }) ;;
+    # a whole id is the commit first, as in refbench's refs.resolve (and git): never a branch or
+    # tag named by those 40 hex digits, which refbench would not build
+    *) { [[ "$ref" =~ ^([0-9a-fA-F]{40}|[0-9a-fA-F]{64})$ ]] && sha=$(g rev-parse -q --verify "$ref^{commit}" 2>/dev/null); } ||
+       sha=$(g rev-parse -q --verify "refs/tags/$ref^{commit}" 2>/dev/null ||
+             g rev-parse -q --verify "refs/remotes/origin/$ref^{commit}" 2>/dev/null) ||
+       { [[ "$ref" =~ ^[0-9a-fA-F]{7,40}$ ]] && sha=$(g rev-parse -q --verify "$ref^{commit}" 2>/dev/null); } ;;
   esac
   [[ -n "$sha" ]] || no "$ref is not a tag, branch or commit of $repo"
-  g merge-base --is-ancestor "$sha" "$base" 2>/dev/null && continue
-  [[ -n "$(g tag --list 'v[0-9]*' --contains "$sha" 2>/dev/null | head -n 1)" ]] && continue
+  if g merge-base --is-ancestor "$sha" "$base" 2>/dev/null ||
+     [[ -n "$(g tag --list 'v[0-9]*' --contains "$sha" 2>/dev/null | head -n 1)" ]]; then
+    out+=("$sha")
+    continue
+  fi
   no "$ref (${sha:0:12}) is not reachable from $default or a release tag"
 done
+echo "${out[*]}"
 exit 0

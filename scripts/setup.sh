@@ -52,6 +52,9 @@ PATH="$PATH:/usr/sbin:/sbin" command -v ip >/dev/null 2>&1 || apt_install "kubo'
 
 # curl with --parallel (7.66+) drives kubo's concurrent HTTP API fetches
 command -v curl >/dev/null 2>&1 || apt_install "kubo's concurrent HTTP API scenario" curl
+# Node >= 20 and npm: Helia, the ipfs implementations comparison (--impl helia; tests/test_helia.py)
+node_major() { node --version 2>/dev/null | sed 's/^v\([0-9]*\).*/\1/'; }
+{ command -v npm >/dev/null 2>&1 && [ "$(node_major)" -ge 20 ] 2>/dev/null; } || apt_install "Helia (--impl helia)" nodejs npm
 
 # Chromium + chromedriver: the headless-browser test of the HTML report (tests/test_html_browser.py)
 { command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } ||

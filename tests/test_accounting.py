@@ -14,9 +14,10 @@ from types import MappingProxyType
 
 import pytest
 
+import factories
 from conftest import run_bench
 from refbench import accounting, results as rs
-from refbench.render.explain import fmt_change
+from refbench.explain import fmt_change
 
 # a real page of /minio/metrics/v3/api/requests (MinIO 2026-02), after PutBucket, PutObject,
 # a GetObject and a GetObject of a missing key
@@ -131,7 +132,9 @@ def test_a_contender_doing_everything_twice_shows_twice_the_requests_and_bytes(e
         assert st.requests[burn].by_api == st.requests[base].by_api
         assert st.requests[burn].received_bytes == st.requests[base].received_bytes
         assert all(q.errors_4xx == q.errors_5xx == 0 for q in st.requests.values())
+        assert all(q.server_cpu is not None and q.server_cpu >= 0 for q in st.requests.values())  # MinIO's, context
     summary = explain_run["summary"].read_text()
+    assert "Server CPU (context)" in summary
     assert f"PutObject {files} → {2 * files} (×2.00)" in summary
     assert "requests differ: PutObject" in summary  # beside the upload step's verdict
     comment = explain_run["comment"].read_text()
@@ -189,3 +192,39 @@ def test_kubo_contender_chunking_differently_stores_different_block_counts_and_p
     assert any("github.com/ipfs/" in stack for stack, _, _ in pprof.stacks)  # Go's own symbols, kubo's frames
     assert "(kubo pprof)" in summary
     assert list(local.iterdir()) == []
+
+
+def test_the_servers_cpu_over_a_run_is_kept_beside_its_requests_as_context(tmp_path):
+    """MinIO's CPU time over a build's accounting run (issue 36 part 3): the difference of two
+    reads, none where a read was missing; kept in results.json beside the counts and older files
+    (without it) load; the requests table shows it as context."""
+    import subprocess
+    import sys
+
+    from refbench.backends.minio import MinioServer
+    from refbench.explain import markdown_parts
+
+    q = rs.Requests(by_api=MappingProxyType({"PutObject": 3}), received_bytes=300)
+    assert accounting.server_cpu(q, 1.25, 1.5).server_cpu == 0.25
+    assert accounting.server_cpu(q, None, 1.5).server_cpu is None
+    assert "server_cpu" not in q.to_json()  # a file without it reads as before
+    doc = accounting.server_cpu(q, 0.0, 0.03).to_json()
+    assert rs.Requests.read(json.loads(json.dumps(doc)), "t").server_cpu == 0.03
+    # the server's CPU time, read from /proc of its process (a stand-in that burns CPU)
+    server = MinioServer(tmp_path)
+    server.proc = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                                    "while time.process_time() - t < 0.3: pass\ntime.sleep(60)"])
+    try:
+        import time
+        time.sleep(1.0)
+        assert server.cpu_seconds() >= 0.25
+    finally:
+        server.proc.kill()
+        server.proc.wait()
+    assert server.cpu_seconds() is None  # gone: no figure, not a zero
+    doc = factories.results_doc({("upload", "upload"): {"old": factories.times(1.0, seed=1),
+                                                        "new": factories.times(1.0, seed=2)}})
+    st = doc["scenarios"][0]["steps"][0]
+    st["requests"] = {"old": q.to_json(), "new": accounting.server_cpu(q, 0.0, 0.042).to_json()}
+    table = markdown_parts(rs.Results.from_json(doc, "t"))["requests"]
+    assert "Server CPU (context)" in table and "42" in table and "n/a" in table

@@ -425,3 +425,27 @@ def test_the_jobs_module_cache_keeps_the_machines_toolchains_out_of_the_actions_
     assert (view / "golang.org/x/mod@v0.1.0/go.mod").read_text() == "x"
     assert (view / "github.com/peak/s5cmd/v2@v2.3.0/go.mod").is_file()
     assert (view / "cache/download/golang.org/x/mod/@v/list").is_file()
+
+
+def test_dropping_restored_toolchains_runs_no_go(tmp_path):
+    """The drop step runs after the restores, in the workspace: a `go` it ran there could switch to
+    (and run) the very toolchain it is about to delete (review35d HIGH 1). Its script, run with a
+    `go` first on PATH that records being run, never runs it, and still drops the planted one."""
+    import subprocess
+    from ruamel.yaml import YAML
+    action = YAML(typ="safe").load((ROOT / "action.yml").read_text())
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    script = next(s["run"] for n, s in steps.items() if n and n.startswith("Drop Go toolchains"))
+    bin_dir, marker = tmp_path / "bin", tmp_path / "go-ran"
+    bin_dir.mkdir()
+    (bin_dir / "go").write_text(f"#!/bin/sh\necho ran >> {marker}\necho {tmp_path / 'elsewhere'}\n")
+    (bin_dir / "go").chmod(0o755)
+    home = tmp_path / "home"
+    planted = home / "go/pkg/mod/golang.org/toolchain@v0.0.1-go1.99.0.linux-amd64/bin/go"
+    planted.parent.mkdir(parents=True)
+    planted.write_text("#!/bin/sh\n")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home)}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=env, check=True,
+                   cwd=tmp_path)
+    assert not marker.exists(), "the drop step ran go"
+    assert not planted.parent.parent.exists(), "the restored toolchain is still there"

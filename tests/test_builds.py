@@ -108,13 +108,13 @@ def test_a_build_that_may_depend_on_the_commit_or_is_not_sealed_here_is_not_shar
         origin, tmp_path, monkeypatch, how):
     kw = {"target": target(build=("sh", "-c", "go build -o {out} ."))} if how.startswith("a build command") else {}
     if how.startswith("-buildvcs"):
-        monkeypatch.setenv("GOFLAGS", "-buildvcs=true")
+        kw["goflags"] = "-buildvcs=true"
     b = builder(origin, tmp_path, **kw)
     one = b.build(b.resolve("v1.0.0"), "v1.0.0")
     assert one.built_now
     if how == "another key's record":
         monkeypatch.setattr(trust, "_key", b"another-key-" + b"x" * 40)
-    assert not b.tree_determined(one.ref.toolchain) if kw or how.startswith("-buildvcs") else b.tree_determined(None)
+    assert not b.tree_determined(one.ref.toolchain) if kw else b.tree_determined(None)
     same = b.build(b.resolve("reworded"), "reworded")
     assert same.built_now and run(same.binary) == "one"
 
@@ -191,9 +191,22 @@ def test_another_build_command_or_goflags_rebuilds(origin, tmp_path, monkeypatch
     b.build(b.resolve("v1.0.0"), "v1.0.0")
     other = builder(origin, tmp_path, target=target(build=("go", "build", "-trimpath", "-o", "{out}", ".")))
     assert other.build(other.resolve("v1.0.0"), "v1.0.0").built_now
-    monkeypatch.setenv("GOFLAGS", "-ldflags=-s")
-    flags = builder(origin, tmp_path, target=target(build=("go", "build", "-trimpath", "-o", "{out}", ".")))
+    flags = builder(origin, tmp_path, target=target(build=("go", "build", "-trimpath", "-o", "{out}", ".")),
+                    goflags="-ldflags=-s")
     assert flags.build(flags.resolve("v1.0.0"), "v1.0.0").built_now
+
+
+def test_the_users_goflags_come_from_the_command_line_not_the_environment(origin, tmp_path, monkeypatch):
+    """Issue 38 part 4: the environment is read once, at the command line (MachineSettings), and
+    passed down; a Builder reads no GOFLAGS of its own."""
+    from refbench import pipeline, runenv
+    assert runenv.MachineSettings.from_environ({"GOFLAGS": " -ldflags=-s "}).goflags == "-ldflags=-s"
+    monkeypatch.setenv("GOFLAGS", "-ldflags=-s")
+    assert "-ldflags=-s" not in builder(origin, tmp_path)._go_env()["GOFLAGS"]
+    site = runenv.BuildSite(pipeline.RunRequest(refs=(), target="hello", repo=str(origin.path),
+                                                builds_dir=str(tmp_path)), target())
+    made = runenv.real(runenv.MachineSettings(goflags="-tags=x")).builder(site)
+    assert made._go_env()["GOFLAGS"].endswith(" -tags=x")
 
 
 def test_an_exported_build_is_reused_from_its_new_place(origin, tmp_path):

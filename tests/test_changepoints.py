@@ -17,7 +17,7 @@ import pytest
 from refbench import changepoints as cpd, nightly
 from refbench.render import trend
 from refbench.commands import nightly as nightly_cmd
-from refbench.history import open_history
+from refbench.history import SCHEMA_VERSION, open_history
 from refbench.results import Results
 
 NIGHTS, STEP_AT, SPIKES = 40, 25, (10, 32)  # 1-based nights
@@ -165,11 +165,12 @@ def test_schema_v1_sqlite_history_upgrades(tmp_path):
     assert rid == 2 and db.count("samples") == 12
     db.close()
     raw = sqlite3.connect(path)
-    assert raw.execute("PRAGMA user_version").fetchone()[0] == 2
-    assert raw.execute("SELECT version FROM refbench_schema").fetchall() == [(2,)]
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    assert raw.execute("SELECT version FROM refbench_schema").fetchall() == [(SCHEMA_VERSION,)]
     fresh = open_history(tmp_path / "fresh.db")
     fresh.close()
-    cols = {t: [r[1] for r in raw.execute(f"PRAGMA table_info({t})")] for t in ("runs", "changepoints", "samples")}
+    cols = {t: [r[1] for r in raw.execute(f"PRAGMA table_info({t})")]
+            for t in ("runs", "changepoints", "samples", "step_metrics", "metric_verdicts")}
     new = sqlite3.connect(tmp_path / "fresh.db")
     assert cols == {t: [r[1] for r in new.execute(f"PRAGMA table_info({t})")] for t in cols}
 

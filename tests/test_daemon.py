@@ -199,3 +199,117 @@ def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
         subprocess.run(after, shell=True, check=True)
     per_run = (time.monotonic() - t0) / 5
     assert per_run < 1.0, per_run
+
+
+class Prometheus:
+    """A stand-in metrics endpoint: a Prometheus page whose allocation counter grows by 1 MiB per
+    request, after `filler` other metric lines (kubo's offline page is ~25 KB: 1,000 lines);
+    counts the connections it accepted (a probe server keeps one open). The benchmark
+    benchmarks/daemon_metrics.py uses it too."""
+
+    def __init__(self, filler: int = 0):
+        import http.server
+        import threading
+        state = self
+        self.requests = self.connections = 0
+        head = "".join(f"filler_metric_{i} {i}\n" for i in range(filler))
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # as Go's server: headers and body are two writes here
+
+            def setup(self):
+                state.connections += 1
+                super().setup()
+
+            def do_GET(self):
+                state.requests += 1
+                body = (f"# HELP x\n{head}{daemon.PROM_ALLOC} {state.requests * MiB}\n"
+                        f"{daemon.PROM_GC} {state.requests}\nother_metric 1\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *a):
+                pass
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/debug/metrics/prometheus"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_the_probe_server_measures_each_run_over_one_kept_connection(spawn, tmp_path):
+    """The server's records are the shell probes' (an early peak not charged, the heavy daemon's
+    64 MiB on each of its runs), and the Go counters come over one connection for all probes."""
+    prom = Prometheus()
+    light, heavy = spawn(0, 200), spawn(64)
+    servers = {d.pid: daemon.ProbeServer((), d.pid, tmp_path / f"{d.pid}.jsonl", prom.url) for d in (light, heavy)}
+    try:
+        for d in (light, heavy, heavy, light, light, heavy):
+            before, after = servers[d.pid].commands()
+            subprocess.run(before, shell=True, check=True)
+            d.work()
+            subprocess.run(after, shell=True, check=True)
+        a, b = (daemon.read_usages(tmp_path / f"{d.pid}.jsonl") for d in (light, heavy))
+        assert len(a) == len(b) == 3
+        assert max(u.memory for u in a) + 50 * MiB < min(u.memory for u in b)
+        assert all(u.alloc == MiB and u.gc == 1 for u in a + b)  # one page read per probe
+        assert prom.connections == 2  # one per server, kept alive over 12 probes
+    finally:
+        for s in servers.values():
+            s.close()
+        prom.close()
+
+
+def test_the_probe_server_hook_fails_with_one_line_when_the_daemon_exits_mid_run(spawn, tmp_path):
+    d = spawn(0)
+    server = daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", None)
+    try:
+        before, after = server.commands()
+        subprocess.run(before, shell=True, check=True)
+        d.close()
+        proc = subprocess.run(after, shell=True, capture_output=True, text=True, timeout=10)
+        assert proc.returncode == 2
+        assert proc.stderr.strip() == f"refbench: the daemon (pid {d.pid}) exited during the run"
+        with pytest.raises(RunError, match="has no 'after'"):
+            daemon.read_usages(tmp_path / "a.jsonl")
+        server.close()
+        proc = subprocess.run(before, shell=True, capture_output=True, text=True, timeout=10)
+        assert proc.returncode == 2 and "probe server" in proc.stderr and "is gone" in proc.stderr
+    finally:
+        server.close()
+
+
+def test_a_probe_server_whose_metrics_cannot_be_read_fails_at_start(spawn, tmp_path):
+    d = spawn(0)
+    with pytest.raises(RunError, match="probe server for pid .* did not start: .*metrics at http://127.0.0.1:9/"):
+        daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", "http://127.0.0.1:9/debug/metrics/prometheus")
+
+
+def test_the_probe_server_hooks_cost_less_than_the_curl_probes(spawn, tmp_path):
+    """The point of the server: a probe pair with the Go counters costs less than the shell
+    probes with curl (a curl start and a fresh connection per probe)."""
+    import shutil
+    from conftest import need
+    if not shutil.which("curl"):
+        need("curl", "apt-get install curl")
+    prom, d = Prometheus(), spawn(0)
+    server = daemon.ProbeServer((), d.pid, tmp_path / "s.jsonl", prom.url)
+
+    def per_run(hooks, n=10):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            for cmd in hooks:
+                subprocess.run(["sh", "-c", cmd], check=True)
+        return (time.perf_counter() - t0) / n
+    try:
+        shell = per_run(daemon.probe_commands((), d.pid, tmp_path / "c.jsonl", prom.url))
+        served = per_run(server.commands())
+    finally:
+        server.close()
+        prom.close()
+    assert served < shell, (served, shell)

@@ -191,3 +191,36 @@ def test_history_refuses_other_urls(tmp_path):
     from refbench.errors import RefbenchError
     with pytest.raises(RefbenchError, match="postgresql:// URL"):
         open_history("mysql://x@y/z")
+
+
+def test_postgresql_keeps_the_daemon_metrics_and_upgrades_a_schema_2_history(pg_url):
+    """The daemon's rows on PostgreSQL, and the v2 -> v3 migration there: a history at schema 2
+    (the daemon's tables and sample columns not there yet) gets them, filled from the saved
+    results of the nights it holds."""
+    import sqlalchemy as sa
+
+    from refbench import history
+    from test_daemon_metrics import _judged_daemon_results
+    url = fresh_db(pg_url, "daemon")
+    db = open_history(url)
+    db.record_run(started="2026-11-01T03:00:00Z", mode="release", base_ref="v1", head_ref="master",
+                  results=_judged_daemon_results(), exit_code=0)
+    assert [n.verdict for n in db.nights(metric="daemon-memory")] == ["slower"]
+    with db.engine.begin() as conn:  # back to schema 2 as refbench wrote it before
+        for t in ("metric_verdicts", "step_metrics"):
+            conn.execute(sa.text(f"DROP TABLE {t}"))
+        for col in history.DAEMON_SAMPLE_COLUMNS:
+            conn.execute(sa.text(f"ALTER TABLE samples DROP COLUMN {col}"))
+        conn.execute(sa.text("UPDATE refbench_schema SET version = 2"))
+    db.close()
+    db = open_history(url)
+    [night] = db.nights(metric="daemon-memory")
+    assert night.verdict == "slower" and night.h_mean > night.b_mean + (60 << 20)
+    assert {s.metric for s in nightly.trend_series(db)} >= {"wall", "daemon-memory"}
+    db.record_run(started="2026-11-02T03:00:00Z", mode="release", base_ref="v1", head_ref="master",
+                  results=_judged_daemon_results(), exit_code=0)
+    assert len(db.nights(metric="daemon-memory")) == 2
+    with db.engine.connect() as conn:
+        filled = conn.execute(sa.text("SELECT DISTINCT run_id FROM samples WHERE daemon_memory IS NOT NULL")).all()
+        assert filled == [(2,)]  # the new night's runs; the old night's figures stay in its results
+    db.close()

@@ -8,7 +8,7 @@ import sqlite3
 import numpy as np
 import pytest
 
-from conftest import run_bench, run_cli
+from conftest import ROOT, run_bench, run_cli
 from origins import S5CMD_NEW, new_origin, s5cmd_files
 # The regression hunted here is 2x. Night 1 measures identical code: at the default alpha its one
 # comparison calls a chance "slower" 5% of the time (a wide interval reaching past the threshold
@@ -292,3 +292,60 @@ def test_a_variant_night_on_the_mock(tmp_path, monkeypatch):
                                                              ("w2", "new", ("--workers", "2"))]
     assert all(st.comparisons[0].contender == "w2" for _, st in r.steps())
     assert rs.load(tmp_path / "night" / "results.json").baseline == "v1.0.0"
+
+
+# ---- the daemon's metrics in the history and the nightly's series (issue 36) ----------------
+def _daemon_night(db, started: str) -> int:
+    from test_daemon_metrics import _judged_daemon_results
+    return db.record_run(started=started, mode="release", base_ref="v1", head_ref="master",
+                         results=_judged_daemon_results(), exit_code=0)
+
+
+def test_the_history_keeps_the_daemon_metrics_in_rows_of_their_own(tmp_path):
+    from refbench.history import open_history
+    db = open_history(tmp_path / "h.db")
+    rid = _daemon_night(db, "2026-11-02T03:00:00Z")
+    db.close()
+    raw = sqlite3.connect(tmp_path / "h.db")
+    got = raw.execute("SELECT role, daemon_memory FROM samples WHERE run_id = ? AND idx = 0 ORDER BY role",
+                      (rid,)).fetchall()
+    assert got == [("base", 100 << 20), ("head", (100 + 64) << 20)]
+    rows = dict(raw.execute("SELECT metric, verdict FROM metric_verdicts WHERE run_id = ?", (rid,)).fetchall())
+    assert rows == {"daemon-cpu": "no significant change", "daemon-memory": "slower",
+                    "daemon-alloc": "no significant change"}
+    assert raw.execute("SELECT COUNT(*) FROM step_metrics WHERE metric = 'daemon-writes'").fetchone()[0] == 2
+    db = open_history(tmp_path / "h.db")
+    [night] = db.nights(metric="daemon-memory")
+    assert night.verdict == "slower" and night.metric == "daemon-memory"
+    assert night.h_mean == pytest.approx(night.b_mean + (64 << 20), rel=1e-6)
+    assert [n.metric for n in db.nights()] == ["wall"]  # wall time's series as before
+    db.close()
+
+
+def test_a_history_written_before_upgrades_and_its_daemon_figures_become_series(tmp_path):
+    """tests/data/history-v2-daemon.db was written by refbench's history schema 2 (the daemon's
+    figures only inside the saved results.json): it upgrades in place, its night's daemon
+    metrics are rows, and the nightly's series and trend page include them."""
+    import shutil
+
+    from refbench import nightly
+    from refbench.history import SCHEMA_VERSION, open_history
+    from refbench.render.trend import render_trend
+    path = tmp_path / "old.db"
+    shutil.copy(ROOT / "tests" / "data" / "history-v2-daemon.db", path)
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == 2
+    db = open_history(path)
+    [old] = db.nights(metric="daemon-memory")
+    assert old.verdict == "slower" and old.h_mean > old.b_mean + (60 << 20)
+    _daemon_night(db, "2026-11-02T03:00:00Z")
+    memory = nightly.series(db, metric="daemon-memory")
+    assert [len(v) for v in memory.values()] == [2]
+    trend = nightly.trend_series(db)
+    assert {s.metric for s in trend} == {"wall", "daemon-cpu", "daemon-memory", "daemon-alloc"}
+    html = render_trend(nightly.trend_page(db))
+    assert "add: daemon memory" in html and "MiB" in html
+    db.close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    # the old night's samples have no daemon columns filled (its per-run figures stay in results)
+    assert raw.execute("SELECT COUNT(*) FROM samples WHERE run_id = 1 AND daemon_cpu IS NOT NULL").fetchone()[0] == 0

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import need, run_bench
 from refbench import profile, results as rs
-from refbench.render.explain import flame_svg, fmt_shift
+from refbench.explain import flame_svg, fmt_shift
 from test_html_browser import chrome  # noqa: F401  (the headless Chromium fixture)
 
 SCRIPT = """s5cmd 
@@ -221,3 +221,58 @@ def test_a_servers_stacks_are_marked_apart_from_the_clients():
     assert server == Counter({"ipfs (server);runtime.goexit;add.Add": 5, "ipfs (server)": 1})
     assert set(profile.add([client, server])) == {"ipfs;main.main;cmd.Run", "ipfs (server);runtime.goexit;add.Add",
                                                   "ipfs (server)"}
+
+
+def test_a_step_whose_daemon_metric_moved_asks_for_a_profile():
+    """The daemon's memory moved while the client's figures did not (issue 36): the step is
+    profiled, so the daemon's own profile (perf -p on it, kubo's pprof) explains it."""
+    from types import SimpleNamespace as C
+
+    from refbench.explain import moved
+
+    for metric in ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc"):
+        assert moved([C(verdict="no significant change", metric="wall"), C(verdict="slower", metric=metric)])
+    assert not moved([C(verdict="inconclusive", metric="daemon-memory")])
+
+
+def test_the_daemons_pprof_profile_is_read_around_the_run_and_a_failure_names_its_url(tmp_path):
+    """profile.daemon_pprof asks the daemon's API for a profile as long as the run, before the run
+    starts, and keeps what it answers; an API that cannot answer is an error naming the URL."""
+    import http.server
+    import threading
+    import time
+
+    from refbench import profile
+
+    asked = []
+
+    class Api(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            asked.append((time.monotonic(), self.path))
+            if not self.path.startswith("/debug/pprof/profile"):
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"profile bytes")
+
+        def log_message(self, *a):
+            pass
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    api = f"http://127.0.0.1:{httpd.server_address[1]}"
+    try:
+        with profile.daemon_pprof((), api, 3, tmp_path):
+            started = time.monotonic()
+        assert asked and asked[0][0] < started and asked[0][1] == "/debug/pprof/profile?seconds=3"
+        assert [p.read_bytes() for p in profile.daemon_pprof_files(tmp_path)] == [b"profile bytes"]
+        assert profile.daemon_pprof_seconds([0.4, 2.2, None]) == 4
+        with pytest.raises(RuntimeError, match=f"daemon's profile at {api}/nothing/debug/pprof/profile"):
+            with profile.daemon_pprof((), api + "/nothing", 1, tmp_path):
+                pass
+        with profile.daemon_pprof((), None, 1, tmp_path):  # no daemon: nothing asked
+            pass
+        assert len(asked) == 2
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

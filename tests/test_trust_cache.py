@@ -108,6 +108,71 @@ def test_a_planted_release_tag_does_not_survive_the_fetch(origin, tmp_path):
     assert "refs/heads/v1.1.0" not in _clone_git(again.clone_dir, "for-each-ref", "--format=%(refname)")
 
 
+def _repack_without(clone: Path, sha: str) -> None:
+    """The clone's objects repacked without object `sha`: its refs still equal the origin's tips,
+    so a fetch transfers nothing and (before) checked nothing."""
+    objs = _clone_git(clone, "rev-list", "--objects", "--all").splitlines()
+    keep = "".join(o.split()[0] + "\n" for o in objs if not o.startswith(sha))
+    stage = clone.parent / "stage"
+    stage.mkdir()
+    subprocess.run(["git", "--git-dir", str(clone), "pack-objects", "-q", str(stage / "pack")], input=keep,
+                   text=True, check=True, capture_output=True)
+    for old in (clone / "objects" / "pack").glob("*"):
+        old.unlink()
+    for sub in (clone / "objects").iterdir():
+        if len(sub.name) == 2:
+            shutil.rmtree(sub)
+    for new in stage.iterdir():
+        new.rename(clone / "objects" / "pack" / new.name)
+    stage.rmdir()
+
+
+def test_a_clone_lacking_an_older_merged_commit_is_fetched_whole(origin, tmp_path):
+    """Review35's MEDIUM: a planted clone with the origin's tips but without an older merged commit
+    C passed every check, refbench's fetch brought nothing (its refs were up to date), and C's
+    prefix then named whatever commit of that prefix the clone held (a planted one: ~2^28 tries
+    for 7 hex), built and sealed in a keyed job; without one, a merged commit was 'not found'."""
+    first = builder(origin, tmp_path)
+    first.fetch()
+    older = origin.shas["docs"]
+    _repack_without(first.clone_dir, older)
+    assert bl.clone_faults(first.clone_dir) == []
+    assert subprocess.run(["git", "--git-dir", str(first.clone_dir), "cat-file", "-e", older]).returncode != 0
+    again = builder(origin, tmp_path)
+    assert again.resolve(older[:10], go="local").sha == older
+    assert again.sources.missing_objects() is None
+
+
+@pytest.fixture
+def keyed(tmp_path, monkeypatch):
+    """A run given the shared key, as the Action's trusted jobs are (REFBENCH_CACHE_KEY_FILE)."""
+    key = tmp_path / "key"
+    key.write_text("k" * 40 + "\n")
+    key.chmod(0o600)
+    monkeypatch.setattr(trust, "_key", None)
+    monkeypatch.setenv(trust.KEY_FILE_ENV, str(key))
+    return key
+
+
+def test_a_keyed_run_refuses_a_commit_prefix(origin, tmp_path, keyed):
+    """A prefix is looked up in the cached clone, which may hold another commit that starts the
+    same: a run holding the key takes whole ids only (key-gate.sh gives them)."""
+    b = builder(origin, tmp_path)
+    sha = origin.shas["docs"]
+    with pytest.raises(bl.RefError, match="whole 40-hex id"):
+        b.resolve(sha[:12], go="local")
+    assert b.resolve(sha, go="local").sha == sha
+    assert b.resolve("v1.1.0", go="local").sha == origin.shas["two"]
+
+
+def test_a_keyed_build_given_a_commit_prefix_exits_2_with_one_line(origin, tmp_path, keyed):
+    from conftest import run_cli
+    proc = run_cli("build", "-s", origin.shas["docs"][:12], "--repo", str(origin.path), "--out",
+                   str(tmp_path / "out"), "--builds-dir", str(tmp_path / "builds"))
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "whole 40-hex id" in proc.stderr
+
+
 @pytest.mark.parametrize("planted", ["worktrees", "objects/info/alternates", "info/grafts", "link"])
 def test_a_clone_holding_what_refbench_never_makes_is_cloned_anew(origin, tmp_path, planted):
     first = builder(origin, tmp_path)
@@ -126,6 +191,34 @@ def test_a_clone_holding_what_refbench_never_makes_is_cloned_anew(origin, tmp_pa
     assert bl.clone_faults(clone)
     again = builder(origin, tmp_path)
     assert again.resolve("v1.1.0").sha == git(origin.work, "rev-parse", "v1.1.0^{commit}")
+    assert bl.clone_faults(again.clone_dir) == []
+
+
+def test_a_ref_hidden_in_an_unlistable_refs_dir_is_not_built(origin, tmp_path, monkeypatch):
+    """Review35d HIGH 4: a 0311 refs/tags/ hid a tag named after the branch from os.walk and git's
+    listings, but `rev-parse refs/tags/main` opened it by path: the run asked for main built it.
+    (Root lists a 0311 directory anyway; its mode alone is the fault here, and an os.scandir
+    raising PermissionError stands in for what a non-root runner sees.)"""
+    first = builder(origin, tmp_path)
+    main = first.resolve("master").sha
+    clone = first.clone_dir
+    planted = origin.shas["broken"]
+    assert planted != main
+    (clone / "refs" / "tags").mkdir(exist_ok=True)
+    (clone / "refs" / "tags" / "master").write_text(planted + "\n")
+    (clone / "refs" / "tags").chmod(0o311)
+    assert any("refs/tags" in f for f in bl.clone_faults(clone))
+    real = os.scandir
+
+    def scandir(path="."):
+        if os.path.realpath(path) == os.path.realpath(clone / "refs" / "tags"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path)
+    monkeypatch.setattr(os, "scandir", scandir)
+    assert any("cannot be listed" in f for f in bl.clone_faults(clone))
+    monkeypatch.setattr(os, "scandir", real)
+    again = builder(origin, tmp_path)
+    assert again.resolve("master").sha == main
     assert bl.clone_faults(again.clone_dir) == []
 
 
@@ -314,6 +407,17 @@ def test_a_job_building_unmerged_code_gets_no_key(gate_repo, refs, trusted):
     assert _gate(gate_repo, "v1.0.0", unmerged[:12]).returncode == 1
 
 
+def test_the_key_gate_passes_on_the_whole_commit_of_a_prefix_it_checked(gate_repo):
+    """refbench in a keyed job takes no prefix: the Action gives it the ids key-gate printed."""
+    merged = git(gate_repo, "rev-parse", "main~1")
+    proc = _gate(gate_repo, "v1.0.0", merged[:9], "main", "latest_release")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tags = git(gate_repo, "rev-parse", "v1.0.0^{commit}")
+    assert proc.stdout.split() == [tags, merged, git(gate_repo, "rev-parse", "origin/main"), "latest_release"]
+    action = (ROOT / "action.yml").read_text()
+    assert "steps.trust.outputs.refs" in action and 'echo "refs=$gated"' in action
+
+
 def test_the_key_gate_refuses_a_shallow_checkout(gate_repo, tmp_path):
     shallow = tmp_path / "shallow"
     subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{gate_repo}", str(shallow)], check=True)
@@ -392,3 +496,235 @@ def test_head_in_a_checkout_is_the_checkouts_never_the_cached_clones_head_file(o
     (clone / "HEAD").write_text(evil_sha + "\n")
     again = bl.Builder(target(), tmp_path / "builds", repo_url=str(co), checkout=True)
     assert again.resolve("HEAD", go="local").sha == origin.shas["one"]
+
+
+# ---- the module source -----------------------------------------------------------------------------
+HELLO_MOD = "module example.com/hello\n\ngo 1.21\n"
+COMMITS = {"v1.0.0": "a" * 40, "v1.1.0": "b" * 40}  # what the proxy's .info says each version's commit is
+
+
+def _hello_proxy(root: Path) -> Path:
+    """A Go module proxy in a directory serving example.com/hello v1.0.0 (prints one) and v1.1.0 (two),
+    each .info naming its commit as proxy.golang.org's do (Origin.Hash)."""
+    import zipfile
+    at = root / "proxy" / "example.com" / "hello" / "@v"
+    at.mkdir(parents=True)
+    (at / "list").write_text("".join(v + "\n" for v in COMMITS))
+    for (version, sha), word in zip(COMMITS.items(), ("one", "two")):
+        (at / f"{version}.info").write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                                        "Origin": {"VCS": "git", "URL": "https://example.com/hello",
+                                                                   "Hash": sha, "Ref": f"refs/tags/{version}"}}))
+        (at / f"{version}.mod").write_text(HELLO_MOD)
+        with zipfile.ZipFile(at / f"{version}.zip", "w") as z:
+            z.writestr(f"example.com/hello@{version}/go.mod", HELLO_MOD)
+            z.writestr(f"example.com/hello@{version}/main.go", MAIN.format(word=word))
+    return root / "proxy"
+
+
+@pytest.fixture
+def module_proxy(tmp_path, monkeypatch):
+    """The environment of a run whose module proxy is _hello_proxy's: its module cache, what a cache
+    restores."""
+    if not shutil.which("go"):
+        pytest.fail("go not found: run `make setup`")
+    modcache = tmp_path / "modcache"
+    for k, v in {"GOPROXY": f"file://{_hello_proxy(tmp_path)}", "GONOSUMDB": "example.com",
+                 "GOMODCACHE": str(modcache)}.items():
+        monkeypatch.setenv(k, v)
+    return modcache
+
+
+def _module_builder(tmp_path: Path, **kw) -> bl.Builder:
+    """A module-source builder; its module cache stays removable (-modcacherw)."""
+    kw.setdefault("goflags", "-modcacherw")
+    return bl.Builder(target(module="example.com/hello", package="example.com/hello"), tmp_path / "builds",
+                      source="module", **kw)
+
+
+def _plant_info(modcache: Path, version: str, sha: str) -> None:
+    planted = modcache / "cache" / "download" / "example.com" / "hello" / "@v" / f"{version}.info"
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z",
+                                   "Origin": {"VCS": "git", "Hash": sha}}))
+
+
+def test_a_planted_module_info_naming_another_versions_commit_is_not_built_as_it(tmp_path, module_proxy):
+    """Review35's MEDIUM: --source module keyed a build by the commit the module cache's .info named
+    (go answers an exact version from the cache without asking the proxy): a restored cache's
+    v1.1.0.info naming v1.0.0's commit made a trusted run take v1.0.0's sealed binary for v1.1.0 and
+    report its figures under v1.1.0's name. The commit is now asked of the proxy alone."""
+    first = _module_builder(tmp_path)
+    one = first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    assert run(one.binary) == "one" and one.ref.sha == COMMITS["v1.0.0"]
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    again = _module_builder(tmp_path)
+    ref = again.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.1.0"], "the commit came from the planted .info"
+    assert run(again.build(ref, "v1.1.0").binary) == "two"
+
+
+def test_a_sealed_module_build_is_no_build_of_another_version(tmp_path, module_proxy):
+    """The same attack where the cache is all there is to ask (offline): the version is sealed, so
+    v1.0.0's sealed binary is never v1.1.0's, whatever commit the .info names."""
+    first = _module_builder(tmp_path)
+    first.build(first.resolve("v1.0.0", go="local"), "v1.0.0")
+    offline = _module_builder(tmp_path, offline=True)
+    _plant_info(module_proxy, "v1.1.0", COMMITS["v1.0.0"])
+    ref = offline.resolve("v1.1.0", go="local")
+    assert ref.sha == COMMITS["v1.0.0"] and ref.version == "v1.1.0"  # offline, the cache's word is all there is
+    assert offline.cached(ref) is None
+
+
+@pytest.fixture
+def hex_named_branch(tmp_path):
+    """An origin whose main holds the merged commit C and whose branch named by C's 40 hex digits
+    points at an unmerged commit E (a plain git or Gitea origin takes such a name), and a full
+    checkout of it as the Action's."""
+    origin_dir = tmp_path / "hexorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(origin_dir))
+    for n in ("one", "two"):
+        (origin_dir / "f").write_text(n)
+        git(origin_dir, "add", "f")
+        git(origin_dir, "commit", "-q", "-m", n)
+    merged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "-b", "feature")
+    (origin_dir / "f").write_text("unmerged")
+    git(origin_dir, "commit", "-q", "-am", "unmerged")
+    unmerged = git(origin_dir, "rev-parse", "HEAD")
+    git(origin_dir, "checkout", "-q", "main")
+    git(origin_dir, "branch", merged, unmerged)
+    checkout = tmp_path / "hexcheckout"
+    subprocess.run(["git", "clone", "-q", str(origin_dir), str(checkout)], check=True, capture_output=True)
+    return origin_dir, checkout, merged, unmerged
+
+
+def test_a_whole_id_is_the_commit_not_a_branch_named_by_it(hex_named_branch, tmp_path, keyed):
+    """Review35c: key-gate turned C's prefix into C, and refbench then looked C up as a tag or
+    branch first, so a branch named C (at unmerged E) was built and sealed. Both take a whole id
+    as the commit first, as git does."""
+    from refbench import sources
+    origin_dir, checkout, merged, unmerged = hex_named_branch
+    proc = _gate(checkout, merged[:7])
+    assert proc.returncode == 0 and proc.stdout.split() == [merged], proc.stdout + proc.stderr
+    assert _gate(checkout, merged).returncode == 0  # C is checked, not the branch named C
+    (tmp_path / "builds").mkdir()
+    resolved = sources.Clone(tmp_path / "builds", str(origin_dir)).resolve(merged)
+    assert (resolved.kind, resolved.sha) == ("commit", merged), resolved
+
+
+def test_the_key_gate_pins_a_branch_to_the_commit_it_checked(hex_named_branch):
+    """Review35c: key-gate passed a branch as its name, and refbench fetched it again later, so an
+    unmerged commit pushed to it in between was built and sealed with the key."""
+    origin_dir, checkout, merged, _ = hex_named_branch
+    git(origin_dir, "branch", "topic", "main")
+    git(checkout, "fetch", "-q", "origin")
+    proc = _gate(checkout, "topic", "HEAD")
+    assert proc.returncode == 0 and proc.stdout.split() == [merged, merged], proc.stdout + proc.stderr
+
+
+def _trust_step(checkout: Path, tmp_path: Path, target: str = "", args: str = "") -> dict[str, str]:
+    """The outputs of action.yml's step trust, run as a push job with its env."""
+    from action_harness import load_action, read_env_file
+    step = next(s for s in load_action()[1] if s.get("id") == "trust")
+    out = tmp_path / "github-output"
+    out.write_text("")
+    env = {**os.environ, "TRUSTED_EVENT": "true", "WANTS_KEY": "true", "REFS": "main", "BENCH_COMMAND": "",
+           "PR_NUMBER": "", "DEFAULT_BRANCH": "main", "TARGET": target, "ARGS": args,
+           "GITHUB_ACTION_PATH": str(ROOT), "GITHUB_OUTPUT": str(out), "GITHUB_EVENT_NAME": "push"}
+    proc = subprocess.run(["bash", "-c", step["run"]], cwd=checkout, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return read_env_file(out)
+
+
+@pytest.mark.parametrize("target,args,trusted", [
+    ("", "", True), ("", "--scenarios cp --source git", True), ("kubo", "", False),
+    ("", "--repo https://example.invalid/x", False), ("", "--rep=x", False), ("", "-tkubo", False),
+    ("", "--source module", False), ("", "--target=kubo", False)])
+def test_the_action_gives_no_key_when_refbench_builds_from_elsewhere(gate_repo, tmp_path, target, args, trusted):
+    """Review35c: key-gate answers for the checkout; with another target, --repo or --source module
+    refbench fetches another origin (or the same one later), so the answer says nothing of it."""
+    out = _trust_step(gate_repo, tmp_path, target, args)
+    assert (out["trusted"] == "true") == trusted, out
+    if trusted:
+        assert out["refs"] == git(gate_repo, "rev-parse", "origin/main")
+
+
+@pytest.fixture
+def line_origin(tmp_path):
+    """An origin whose main is c1..c4, and a fetched clone of it: bisect's line from c1 to c4."""
+    from refbench import sources
+    o = tmp_path / "lineorigin"
+    git(tmp_path, "init", "-q", "-b", "main", str(o))
+    shas = []
+    for i in range(1, 5):
+        (o / "f").write_text(str(i))
+        git(o, "add", "f")
+        git(o, "commit", "-q", "-m", f"c{i}")
+        shas.append(git(o, "rev-parse", "HEAD"))
+    (tmp_path / "builds").mkdir()
+    clone = sources.Clone(tmp_path / "builds", str(o))
+    clone.fetch()
+    return o, clone.clone_dir, shas
+
+
+def _plant_commit_graph(clone: Path, shas: list[str]) -> str:
+    """A commit-graph in the clone in which c3's first parent is E, a commit planted in the clone
+    and reached by no ref of the origin (review35c's reproducer); E's id."""
+    import struct
+    tree = _clone_git(clone, "rev-parse", f"{shas[3]}^{{tree}}")
+    evil = _clone_git(clone, "commit-tree", tree, "-p", shas[0], "-m", "evil")
+    subprocess.run(["git", "--git-dir", str(clone), "commit-graph", "write", "--stdin-commits"],
+                   input="\n".join(shas + [evil]) + "\n", check=True, capture_output=True, text=True)
+    graph = clone / "objects" / "info" / "commit-graph"
+    b = bytearray(graph.read_bytes())
+    chunks = {bytes(b[8 + 12 * k:12 + 12 * k]): struct.unpack(">Q", b[12 + 12 * k:20 + 12 * k])[0]
+              for k in range(b[6] + 1)}
+    oids = [bytes(b[chunks[b"OIDL"] + 20 * i:chunks[b"OIDL"] + 20 * i + 20]).hex() for i in range(5)]
+    at = chunks[b"CDAT"] + 36 * oids.index(shas[2]) + 20
+    b[at:at + 4] = struct.pack(">I", oids.index(evil))
+    graph.chmod(0o644)
+    graph.write_bytes(bytes(b))
+    assert evil in _clone_git(clone, "-c", "core.commitGraph=true", "rev-list", f"{shas[0]}..{shas[3]}")
+    return evil
+
+
+def test_a_planted_commit_graph_is_not_read_and_the_clone_is_cloned_anew(line_origin, tmp_path):
+    """Review35c: git took c3's parent from a planted commit-graph, so bisect's line ran through E
+    (no origin ref reaches it), which a keyed bisect would build and seal."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    evil = _plant_commit_graph(clone, shas)
+    assert sources.clone_faults(clone)
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()  # as bisect's resolve of GOOD and BAD does
+    line = [sha for sha, _ in again.commits_between(shas[0], shas[3])]
+    assert line == shas[1:] and evil not in line
+    assert not (clone / "objects" / "info" / "commit-graph").exists()
+
+
+def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path, monkeypatch):
+    """Whatever git takes parents from besides the commits themselves (a commit-graph here, as if
+    SAFE_GIT and clone_faults let it through), a line whose commits do not name it is refused."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    monkeypatch.setattr(sources, "SAFE_GIT", ("core.hooksPath=/dev/null", "core.fsmonitor=false"))
+    monkeypatch.setattr(sources, "ALLOWED_INFO", {**sources.ALLOWED_INFO, "objects/info": frozenset(
+        {"packs", "commit-graph"})})
+    _plant_commit_graph(clone, shas)
+    with pytest.raises(bl.RefError, match="as the commits' ids say"):
+        sources.Clone(tmp_path / "builds", str(o)).commits_between(shas[0], shas[3])
+
+
+def test_a_planted_shallow_file_is_removed_before_a_fetch(line_origin, tmp_path):
+    """Review35c: a planted `shallow` at c3 hid the clone's lack of c1 and c2 from missing_objects
+    and cut bisect's line from c1 short (0 commits listed)."""
+    from refbench import sources
+    o, clone, shas = line_origin
+    (clone / "shallow").write_text(shas[2] + "\n")
+    for args in (("reflog", "expire", "--expire=now", "--all"), ("repack", "-a", "-d", "-q"), ("prune", "--expire=now")):
+        _clone_git(clone, *args)
+    assert subprocess.run(["git", "--git-dir", str(clone), "cat-file", "-e", shas[0]]).returncode != 0
+    again = sources.Clone(tmp_path / "builds", str(o))
+    again.fetch()
+    assert not (clone / "shallow").exists() and again.missing_objects() is None
+    assert [sha for sha, _ in again.commits_between(shas[0], shas[3])] == shas[1:]

@@ -118,3 +118,31 @@ def test_a_sealed_state_copied_into_another_slot_is_not_ready(tmp_path):
     shutil.copytree(mine, other)
     assert not StateCache.ready(other, builds)
     assert StateCache.claim(other, builds) is not None  # rebuilt, not used
+
+
+def test_a_sealed_layer_over_another_state_is_not_ready(tmp_path):
+    """review35 MEDIUM: a layer's seal did not name the state below it. A restored cache could keep
+    a layer a trusted run sealed over an earlier state and pair it with the current one (same slot,
+    both seals valid): every GC run then measured a repo no recipe made."""
+    import shutil
+    builds = tmp_path / "builds"
+    root = builds / "ipfs-states" / "k1" / "k2"
+    base, layer = root / "repo", root / "layers" / "collected"
+    (base / "blocks").mkdir(parents=True)
+    (base / "blocks" / "b.data").write_bytes(b"first state")
+    StateCache.mark(base, builds, template="t")
+    (layer / "upper").mkdir(parents=True)
+    (layer / "upper" / "gc.done").write_text("over the first state")
+    StateCache.mark(layer, builds, template="t")
+    assert StateCache.ready(layer, builds)
+    kept = tmp_path / "kept-layer"
+    shutil.copytree(layer, kept)
+    # the state is rebuilt (its layers with it), then the old layer comes back from a cache
+    shutil.rmtree(root)
+    (base / "blocks").mkdir(parents=True)
+    (base / "blocks" / "b.data").write_bytes(b"second state")
+    StateCache.mark(base, builds, template="t")
+    shutil.copytree(kept, layer)
+    assert StateCache.ready(base, builds)
+    assert not StateCache.ready(layer, builds)
+    assert StateCache.claim(layer, builds) is not None  # rebuilt, not used

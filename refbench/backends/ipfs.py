@@ -76,6 +76,7 @@ class IpfsRepo:
     state: StateCache | None = None  # the scenario's cached state: `path` is then an overlay over it
     lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
     pass_env: frozenset[str] = frozenset()  # more names ipfs sees (MachineSettings.pass_env)
+    in_process: bool = False  # an implementation that is its own node in one process (Helia): a directory, no daemon
 
     @property
     def env(self) -> dict[str, str]:
@@ -93,6 +94,8 @@ class IpfsRepo:
     def repo_stat(self) -> dict | None:
         """`ipfs repo stat --enc=json` (NumObjects: exact; RepoSize: kubo's estimate), or None
         when this kubo cannot say (the counters are extra information, never a failed run)."""
+        if self.in_process:
+            return None
         try:
             doc = json.loads(self.run("repo", "stat", "--enc=json"))
         except (RunError, ValueError, OSError, subprocess.SubprocessError) as e:
@@ -102,6 +105,8 @@ class IpfsRepo:
 
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        if self.in_process:  # the implementation makes its own repo in it
+            return
         if self.mode == "online":  # the version's own defaults (datastore, sync), then loopback only
             self.run("init", "--empty-repo")
             cfg_path = self.path / "config"
@@ -180,7 +185,9 @@ class IpfsBackend:
     modes: dict[str, str] = field(default_factory=dict)  # scenario name -> the mode it ran in
     states_dir: Path | None = None  # where cached repo states live (in the build cache)
     scenario: object = None  # the open scenario (config.ScenarioSpec)
+    probe_servers: dict = field(default_factory=dict)  # label -> its daemon's refbench.daemon.ProbeServer
     pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
+    in_process: frozenset[str] = frozenset()  # labels of builds that are their own node in one process (Helia)
 
     @classmethod
     def open(cls, workdir: Path, cache_dir: Path | None = None,
@@ -221,14 +228,15 @@ class IpfsBackend:
             self.sandbox = Sandbox.open()
         for i, (label, binary) in enumerate(zip(labels, binaries)):
             repo = self.repos[label] = IpfsRepo(self._repo_path(scenario, i), binary, self.mode,
-                                                self.command_prefix(), pass_env=self.pass_env)
-            if getattr(scenario, "state", None):  # the repo is the cached state, mounted by {{ restore }}
+                                                self.command_prefix(), pass_env=self.pass_env,
+                                                in_process=label in self.in_process)
+            if getattr(scenario, "state", None) and not repo.in_process:  # the repo is the cached state, mounted by {{ restore }}
                 repo.state = StateCache(self._states_root() / key(file_digest(binary)) /
                                         key(scenario.state, repr(scenario.fixture)))
                 repo.lowers = (repo.state.repo,)
                 continue
             repo.init()
-            if self.mode != "none":
+            if self.mode != "none" and not repo.in_process:
                 repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
 
     # ---- cached states ----------------------------------------------------------------------
@@ -334,6 +342,9 @@ class IpfsBackend:
         return repo.repo_stat() if repo else None
 
     def close_scenario(self) -> None:
+        for server in self.probe_servers.values():
+            server.close()
+        self.probe_servers.clear()
         for label, repo in self.repos.items():
             repo.stop_daemon()
             if repo.state is not None and self.sandbox is not None:  # never rmtree through a mount
@@ -358,19 +369,32 @@ class IpfsBackend:
         daemon = repo.daemon if repo else None
         return daemon.pid if daemon is not None and daemon.poll() is None else None
 
+    def daemon_api(self, label: str) -> str | None:
+        """The build's running daemon's API URL (reachable inside command_prefix), for its own
+        profile (refbench.profile.daemon_pprof); None without a daemon."""
+        if self.server_pid(label) is None or self.mode == "none":
+            return None
+        return self.repos[label].api or None
+
     def daemon_probes(self, label: str) -> tuple[str, str, Path] | None:
         """The build's daemon probes (refbench.daemon): the commands hyperfine runs before and
         after each timed run, and the file they append to; None without a running daemon. The
         probes run where hyperfine runs (inside the run's namespace for online), so they reach
-        the daemon's API on loopback for its Go metrics."""
+        the daemon's API on loopback for its Go metrics. A probe server per daemon, started
+        once (inside the namespace), does the work, so a probe starts no process but `sh`."""
         pid = self.server_pid(label)
         if pid is None or self.mode == "none":
             return None
-        from ..daemon import probe_commands
+        from ..daemon import ProbeServer
         repo = self.repos[label]
         out = repo.path.with_name(repo.path.name + ".daemon-probes.jsonl")
-        metrics = f"{repo.api}/debug/metrics/prometheus" if repo.api else None
-        before, after = probe_commands((), pid, out, metrics)
+        server = self.probe_servers.get(label)
+        if server is None or server.pid != pid:  # a restarted daemon gets a server of its own
+            if server is not None:
+                server.close()
+            metrics = f"{repo.api}/debug/metrics/prometheus" if repo.api else None
+            server = self.probe_servers[label] = ProbeServer(self.command_prefix(), pid, out, metrics)
+        before, after = server.commands()
         return before, after, out
 
     def watch_extra(self) -> dict:

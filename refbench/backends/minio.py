@@ -204,6 +204,17 @@ class MinioServer:
             return None
         return f"its process {self.proc.pid} " + (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
 
+    def cpu_seconds(self) -> float | None:
+        """MinIO's CPU time so far (user + system, every thread), from /proc: read around a run,
+        the server's cost of the requests a build made (accounting.server_cpu). None when not running."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        from ..daemon import parse_stat_cpu
+        try:
+            return parse_stat_cpu(Path(f"/proc/{self.proc.pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+        except OSError:
+            return None
+
     @staticmethod
     def _ready(port: int) -> bool:
         try:

@@ -99,7 +99,10 @@ class StateCache:
     results in every report, kubo's plugins/ loaded at start), so a state counts as ready only when
     its seal holds under this machine's (or job's) key and its content is still the sealed one,
     checked once per state and refbench run (about 11 s for the seed's 4 GB, benchmarks/trust_cost.py);
-    any other state is rebuilt, and one with a plugins/ directory is refused."""
+    any other state is rebuilt, and one with a plugins/ directory is refused. The seal names the
+    state's place under the build cache (slot), and a layer's names the seal of the state it was
+    built over (base_of): a sealed state or layer moved elsewhere, or paired with another base, is
+    rebuilt."""
     root: Path
 
     @property
@@ -123,10 +126,32 @@ class StateCache:
         if ident not in _checked:
             _checked[ident] = StateCache._check(where, meta)
         if _checked[ident] is None and within is not None:
-            sealed = json.loads(meta.read_text()).get("slot")
+            info = json.loads(meta.read_text())
+            sealed = info.get("slot")
             if sealed != StateCache.slot(where, within):
                 return f"it was sealed for {sealed!r}, another binary's, fixture's or layer's place"
+            base = StateCache.base_of(where)
+            if base is not None and info.get("base") != StateCache.seal_of(base):
+                return f"it was built over another state than the one at {base}"
         return _checked[ident]
+
+    @staticmethod
+    def base_of(where: Path) -> Path | None:
+        """The state a layer (root/layers/KEY) was built over, root/repo; None for a state itself.
+        A layer is only the difference to that state, so its seal names the state's (mark), and a
+        layer over any other is rebuilt: a restored cache could otherwise pair the current state
+        with a sealed layer built over an earlier one."""
+        return where.parent.parent / "repo" if where.parent.name == "layers" else None
+
+    @staticmethod
+    def seal_of(where: Path) -> str | None:
+        """The seal in the state.json of the state at `where` (None without one): what a layer over
+        it seals as its base. The state itself is checked before any layer over it is built or used."""
+        try:
+            info = json.loads((where / STATE_FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        return info.get("seal") if isinstance(info, dict) and isinstance(info.get("seal"), str) else None
 
     @staticmethod
     def slot(where: Path, within: Path) -> str:
@@ -159,13 +184,15 @@ class StateCache:
 
     @staticmethod
     def mark(where: Path, within: Path, **facts) -> None:
-        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key.
+        """Seal the state at `where` as built now: its manifest and `facts`, under the cache key;
+        a layer's seal names the seal of the state it was built over (base_of).
         `within`: the build cache it is in (paths.replace_file writes through no link in it)."""
         why = refused(where)
         if why:
             raise RunError(f"the IPFS state built at {where} is refused: {why}")
+        base = StateCache.base_of(where)
         fields = {"built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **facts, "slot": StateCache.slot(where, within),
-                  "manifest": manifest(where)}
+                  **({"base": StateCache.seal_of(base)} if base is not None else {}), "manifest": manifest(where)}
         paths.replace_file(where / STATE_FILE, json.dumps(
             {**fields, "seal": trust.seal(SEAL_PURPOSE, fields), "key_id": trust.key_id()}), within=within)
 

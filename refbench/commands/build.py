@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     # built as a run builds (RunEnv.builder), from --repo or the target's own origin
     request = RunRequest(refs=tuple(args.refs), target=target.name, repo=args.repo, source=args.source,
                          builds_dir=args.builds_dir)
-    builder = runenv.real().builder(runenv.BuildSite(request, target))
+    builder = runenv.real().builder(runenv.BuildSite(request=request, target=target))
     resolved = builder.resolve_all(args.refs, args.go or runenv.environ_go())
     out = Path(args.out).expanduser().resolve()
     entries = []

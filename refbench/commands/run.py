@@ -21,8 +21,7 @@ def main(argv: list[str]) -> int:
     request = request_from_args(args, argv)
     env = run_env(args)
     if args.list:
-        cfg, _, _, _ = pipeline.load_target(request)
-        print_list(cfg, request.quick, request.network)
+        print_list(pipeline.load_target(request).cfg, request.quick, request.network)
         return EXIT_OK
     if args.dry_run:
         checked, res = pipeline.plan(request, env)

@@ -14,7 +14,7 @@ from .env import render as render_template
 from ..units import slug
 from ..verdict import Verdict
 from .format import METRIC_NAMES
-from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
+from ..explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
 
 
 def _score_view(score: BuildScore, labels: list[str]) -> dict:
@@ -55,7 +55,7 @@ def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...]) -> dict:
 
 
 def _explain_view(st, labels: list[str]) -> dict:
-    """A step's requests, repo counters and profiles, formatted (render/explain.py)."""
+    """A step's requests, repo counters and profiles, formatted (explain.py)."""
     changes = {lab: fmt_changes([c for c in (st.request_changes or ()) if c.contender == lab], 8)
                for lab in labels[1:]}
     return {"requests": [(lab, r, fmt_apis(r)) for lab, r in (st.requests or {}).items()],

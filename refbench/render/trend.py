@@ -11,13 +11,19 @@ from ..history import History, TrendSeries
 from ..nightly import TrendPage, trend_page, write_page
 from ..verdict import Verdict
 from .env import render as render_template
-from .format import fmt_pct
+from .format import METRIC_NAMES, fmt_bytes, fmt_pct
 
 W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
 
+def _value(metric: str, digits: str, unit: str = " s"):
+    """How a series' values read: seconds (wall, daemon CPU; `digits` a format spec) or bytes."""
+    return (lambda v: f"{v:{digits}}{unit}") if metric in ("wall", "daemon-cpu") else fmt_bytes
+
+
 def _chart(s: TrendSeries, several: bool) -> dict:
     pts = s.nights
+    fmt, tick, spread = _value(s.metric, ".3f"), _value(s.metric, ".3g"), _value(s.metric, ".3f", "")
     top = max(max(p.h_mean + (p.h_sd or 0), p.b_mean) for p in pts) * 1.15 or 1.0
     n = len(pts)
     plot_w, plot_h = W - PAD_L - PAD_R, H - PAD_T - PAD_B
@@ -35,8 +41,8 @@ def _chart(s: TrendSeries, several: bool) -> dict:
             "x": round(x(i), 1), "y": round(y(p.h_mean), 1), "by": round(y(p.b_mean), 1),
             "y_hi": round(y(p.h_mean + sd), 1), "y_lo": round(y(max(0.0, p.h_mean - sd)), 1),
             "verdict": Verdict(p.verdict),
-            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {p.h_mean:.3f} s ± {sd:.3f} "
-                      f"vs {p.b_label} {p.b_sha[:10]} {p.b_mean:.3f} s: {p.verdict} "
+            "title": (f"run {p.id} {p.started}: {p.h_label} {p.h_sha[:10]} {fmt(p.h_mean)} ± {spread(sd)} "
+                      f"vs {p.b_label} {p.b_sha[:10]} {fmt(p.b_mean)}: {p.verdict} "
                       f"({fmt_pct(p.rel)})"),
             "date": p.started[:10], "run": p.id,
         })
@@ -44,10 +50,13 @@ def _chart(s: TrendSeries, several: bool) -> dict:
             "y_before": round(y(c.before), 1), "y_after": round(y(c.after), 1),
             "x_start": round(x(max(0, c.index - 1)), 1), "x_end": round(x(c.index), 1)}
            for c in s.changepoints]
-    ticks = [{"y": round(y(top * k / 4), 1), "label": f"{top * k / 4:.3g} s"} for k in range(5)]
+    ticks = [{"y": round(y(top * k / 4), 1), "label": tick(top * k / 4)} for k in range(5)]
     return {
         "target": s.target or "", "machine": s.machine or "", "head_ref": s.head_ref or "", "several": several,
-        "scenario": s.scenario, "step": s.step, "points": points, "ticks": ticks, "width": W, "height": H,
+        "scenario": s.scenario, "metric": s.metric,
+        # a daemon metric's chart names it (the template shows scenario / step)
+        "step": s.step if s.metric == "wall" else f"{s.step}: {METRIC_NAMES[s.metric]}",
+        "points": points, "ticks": ticks, "width": W, "height": H,
         "left": PAD_L, "right": W - PAD_R, "bottom": H - PAD_B, "top": PAD_T,
         "head_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['y']}" for i, p in enumerate(points)),
         "base_path": " ".join(f"{'M' if i == 0 else 'L'}{p['x']},{p['by']}" for i, p in enumerate(points)),

@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""What the daemon probes cost per timed run (issue 36): the two hooks hyperfine runs around each
+run (--prepare's before-probe, --conclude's after-probe), outside the timed command but inside
+the step's wall clock, against a stand-in daemon and, where one is built, a real kubo daemon.
+
+Three ways are timed, each hook started as hyperfine starts it (`sh -c HOOK`):
+- shell: the plain shell probes (cat of /proc), no Go counters;
+- shell+curl: the same plus a curl of the metrics page per probe (the first version's cost);
+- server: refbench.daemon.ProbeServer, one process per daemon with a kept-alive connection, the
+  hooks only shell builtins talking to it through FIFOs (what the kubo backend uses now).
+
+    nice -n 15 .venv/bin/python benchmarks/daemon_metrics.py [--runs 30] [--kubo PATH/ipfs]
+
+Without --kubo, the newest kubo build in refbench's cache is used, if any. Prints ms per run for
+each way and target; the ≤ 2% target means a step of at least 50 × that per run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from refbench import daemon  # noqa: E402
+from test_daemon import Prometheus  # noqa: E402 (the tests' stand-in metrics endpoint)
+
+
+def per_run_ms(hooks: tuple[str, str], runs: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        for cmd in hooks:
+            subprocess.run(["sh", "-c", cmd], check=True)
+    return (time.perf_counter() - t0) / runs * 1000
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_kubo(binary: str, repo: Path) -> tuple[subprocess.Popen, str]:
+    """An offline kubo daemon on a throw-away repo, its API on a loopback port."""
+    env = {**os.environ, "IPFS_PATH": str(repo), "IPFS_TELEMETRY": "off"}
+    subprocess.run([binary, "init", "--profile=test", "--empty-repo"], env=env, check=True, capture_output=True)
+    api = free_port()
+    for key, value in (("Addresses.API", f"/ip4/127.0.0.1/tcp/{api}"),
+                       ("Addresses.Gateway", f"/ip4/127.0.0.1/tcp/{free_port()}")):
+        subprocess.run([binary, "config", key, value], env=env, check=True, capture_output=True)
+    log = open(repo.parent / "daemon.log", "w")
+    proc = subprocess.Popen([binary, "daemon", "--offline"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while "Daemon is ready" not in (repo.parent / "daemon.log").read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"kubo daemon did not start: {(repo.parent / 'daemon.log').read_text()[-500:]}")
+        time.sleep(0.1)
+    return proc, f"http://127.0.0.1:{api}/debug/metrics/prometheus"
+
+
+def newest_kubo() -> str | None:
+    builds = sorted(Path.home().glob(".cache/refbench/builds/kubo/*/ipfs"), key=lambda p: p.stat().st_mtime)
+    return str(builds[-1]) if builds else None
+
+
+def measure(name: str, pid: int, url: str, runs: int, tmp: Path, real: bool = False) -> dict:
+    out: dict[str, float] = {}
+    tmp = Path(tempfile.mkdtemp(dir=tmp))
+    out["shell"] = per_run_ms(daemon.probe_commands((), pid, tmp / "shell", None), runs)
+    if shutil.which("curl"):
+        out["shell+curl"] = per_run_ms(daemon.probe_commands((), pid, tmp / "curl", url), runs)
+    server = daemon.ProbeServer((), pid, tmp / "server", url)
+    try:
+        out["server"] = per_run_ms(server.commands(), runs)
+    finally:
+        server.close()
+    usages = daemon.read_usages(tmp / "server")
+    line = f"{name}: " + ", ".join(f"{k} {v:.1f} ms/run" for k, v in out.items())
+    if real:  # what a probe itself costs the daemon, charged to the run (nothing else ran between)
+        line += (f"; the probes charged the daemon {sum(u.cpu for u in usages) / len(usages) * 1000:.1f} ms CPU"
+                 f" and {sum(u.alloc or 0 for u in usages) / len(usages) / 1024:.0f} KiB of Go allocations per run")
+    print(line)
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--kubo", help="an ipfs binary (default: the newest in refbench's build cache)")
+    p.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
+    a = p.parse_args()
+    figures = {}
+    with tempfile.TemporaryDirectory(prefix="refbench-daemon-metrics-") as tmp_s:
+        tmp = Path(tmp_s)
+        stand_in = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+        prom = Prometheus(filler=1000)
+        try:
+            figures["stand-in"] = measure("stand-in daemon", stand_in.pid, prom.url, a.runs, tmp)
+        finally:
+            stand_in.kill()
+            prom.close()
+        kubo = a.kubo or newest_kubo()
+        if kubo:
+            proc, url = start_kubo(kubo, tmp / "repo")
+            try:
+                figures["kubo"] = measure(f"kubo ({kubo})", proc.pid, url, a.runs, tmp, real=True)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        else:
+            print("kubo: no build found (pass --kubo PATH/ipfs)")
+    if a.json:
+        print(json.dumps(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

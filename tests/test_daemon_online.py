@@ -1,0 +1,78 @@
+"""The daemon probes against real kubo daemons in the run's network namespace (issue 36): the
+backend's probe server is started inside the namespace, reaches each daemon's metrics page on
+loopback there, and its hooks give one usage per run with the Go counters."""
+from __future__ import annotations
+
+import os
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+
+from test_kubo_online import kubo_binaries, namespaces  # noqa: F401 (fixtures)
+
+
+@pytest.mark.slow
+def test_online_probes_come_from_a_server_inside_the_namespace(tmp_path, namespaces, kubo_binaries):  # noqa: F811
+    from refbench.backends import IpfsBackend
+    from refbench.daemon import read_usages
+
+    backend = IpfsBackend.open(tmp_path / "work")
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 20))
+    try:
+        backend.open_scenario(scenario, ["old", "new"], kubo_binaries, tmp_path / "work")
+        prefix = backend.command_prefix()
+        for lab, binary in zip(("old", "new"), kubo_binaries):
+            before, after, out = backend.daemon_probes(lab)
+            assert "curl" not in before and "/proc/" in before  # builtins talking to the server
+            server = backend.probe_servers[lab]
+            assert os.readlink(f"/proc/{server.proc.pid}/ns/net") == os.readlink(
+                f"/proc/{backend.repos[lab].daemon.pid}/ns/net")
+            env = {**os.environ, **backend.context_env("probe", lab)}
+            for _ in range(2):
+                subprocess.run(before, shell=True, check=True)
+                subprocess.run([*prefix, binary, "add", "-Q", str(data)], env=env, check=True, capture_output=True)
+                subprocess.run(after, shell=True, check=True)
+            usages = read_usages(out)
+            assert len(usages) == 2
+            assert all(u.alloc and u.alloc > 1 << 20 for u in usages), usages  # the add's 1 MiB went through it
+            assert all(u.cpu > 0 or u.memory > 0 for u in usages)
+            assert backend.daemon_probes(lab)[0] == before  # the same server for the next round
+        servers = [s.proc for s in backend.probe_servers.values()]
+    finally:
+        backend.close()
+    assert all(p.poll() is not None for p in servers)  # stopped with the scenario
+
+
+@pytest.mark.slow
+def test_the_online_daemons_own_pprof_profile_covers_a_profiled_run(tmp_path, namespaces, kubo_binaries):  # noqa: F811
+    """Without perf: kubo's /debug/pprof/profile, read inside the namespace around a profiled
+    `ipfs add`, shows the daemon's own work (the add's chunking and storing) as `ipfs (server)`."""
+    import shutil
+
+    from conftest import need
+    from refbench import profile
+    from refbench.backends import IpfsBackend
+
+    go = shutil.which("go") or need("go", "the Go toolchain reads kubo's profiles")
+    backend = IpfsBackend.open(tmp_path / "work")
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(48 << 20))
+    where = tmp_path / "pprof"
+    try:
+        backend.open_scenario(scenario, ["old", "new"], kubo_binaries, tmp_path / "work")
+        env = {**os.environ, **backend.context_env("probe", "old")}
+        api = backend.daemon_api("old")
+        assert api and api.startswith("http://127.0.0.1:")
+        with profile.daemon_pprof(backend.command_prefix(), api, 2, where):
+            subprocess.run([*backend.command_prefix(), kubo_binaries[0], "add", "-Q", str(data)], env=env,
+                           check=True, capture_output=True, timeout=300)
+        folded = profile.daemon_pprof_folded(go, kubo_binaries[0], where)
+    finally:
+        backend.close()
+    assert sum(folded.values()) > 0
+    assert all(s.startswith("ipfs (server);") for s in folded)
+    assert any("github.com/ipfs/" in s for s in folded), list(folded)[:5]
