@@ -53,8 +53,10 @@ def kubo_run(tmp_path_factory, kubo_origin, builds_dir):
     out = tmp_path_factory.mktemp("kubo-run")
     local = out / "local"
     local.mkdir()
+    # --no-profile: no test here reads a profile (kubo's are test_profile's and test_daemon_online's),
+    # and since the daemon's metrics count as moved, profiling took 208 s of this fixture's 249 s
     proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--quick",
-                     "-r", "2", "-w", "1", "--rounds", "2", "-l", str(local),
+                     "-r", "2", "-w", "1", "--rounds", "2", "--no-profile", "-l", str(local),
                      "-o", str(out / "summary.md"), "--json", str(out / "results.json"), cwd=out)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return {"out": out, "local": local, "proc": proc, "summary": (out / "summary.md").read_text(),
