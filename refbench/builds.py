@@ -63,13 +63,7 @@ log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
 REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
 BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buildvcs (and stamps no VCS)
-#: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
-SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 SEAL_PURPOSE = "refbench build record v1"
-#: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
-#: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
-#: deleted before a fetch
-KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
 SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
 #: sealed as well for the module source: which module and version the binary is. Its commit is only

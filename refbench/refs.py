@@ -107,6 +107,14 @@ def refuse_prefix(text: str) -> None:
                    "scripts/key-gate.sh prints the whole id)")
 
 
+def plain_tags(repo: git.Repo) -> list[str]:
+    """The clone's tags that are refs of their own. A symbolic tag is never a release: `fetch --prune`
+    does not prune one, so one planted in a cached clone (`v99.0.0 -> refs/refbench/evil`) would
+    otherwise be what latest_release picks (sources.Clone's sweep deletes them too)."""
+    listing = repo.git.for_each_ref("--format=%(refname:strip=2)%00%(symref)", "refs/tags")
+    return [name for name, symref in (ln.split("\0") for ln in listing.splitlines()) if not symref]
+
+
 def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None,
             whole: bool = False) -> ResolvedRef:
     """Resolve against a clone whose tags and branches have been fetched (see sources.Clone.fetch).
@@ -122,7 +130,7 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
             raise RefError(f"PR #{ref.pr} not found in {repo_url(repo, remote)} (no refs/pull/{ref.pr}/head)")
         return ResolvedRef(text, "pr", sha, f"PR #{ref.pr}")
     if ref.kind == "latest_release":
-        tag = latest_release([t.name for t in repo.tags])
+        tag = latest_release(plain_tags(repo))
         if tag is None:
             raise RefError(f"latest_release: no stable semver tag in {repo_url(repo, remote)}")
         sha = _rev(repo, f"refs/tags/{tag}")

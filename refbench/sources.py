@@ -47,8 +47,10 @@ SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.commitGrap
             "core.multiPackIndex=false", "gc.writeCommitGraph=false", "fetch.writeCommitGraph=false")
 #: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
 #: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
-#: deleted before a fetch
-KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
+#: deleted before a fetch, and so is every symbolic ref wherever it is: `fetch --prune` never prunes
+#: one, so a planted `refs/tags/v99.0.0 -> refs/refbench/evil` would survive as a release tag
+#: (the fifth reading's HIGH)
+KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/pull/")
 CHECKOUT_HEAD = "refs/refbench/checkout-head"  # a checkout's HEAD, fetched anew by every fetch in checkout mode
 
 
@@ -383,8 +385,9 @@ class Clone:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
-                stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
-                         if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout]
+                stray = [n for n, symref in (ln.split("\0") for ln in
+                                             r.git.for_each_ref("--format=%(refname)%00%(symref)").splitlines())
+                         if symref or not (n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and self.checkout)]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
                 if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
