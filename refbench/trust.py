@@ -52,6 +52,12 @@ from .errors import RefbenchError
 
 KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
 KEY_FILE_ENV = "REFBENCH_CACHE_KEY_FILE"
+#: set to 1 by the Action in push, schedule and workflow_dispatch jobs, whose cache token writes the
+#: default branch's scope: such a job builds merged code only, keyed or not (merged_only)
+MERGED_ONLY_ENV = "REFBENCH_MERGED_ONLY"
+#: the origin's default branch as the job's event names it (the Action, bench-sharded.yml); else
+#: refbench asks the origin (sources.Clone.default_branch)
+DEFAULT_BRANCH_ENV = "REFBENCH_DEFAULT_BRANCH"
 _key: bytes | None = None  # from KEY_FILE_ENV's file, read once
 
 
@@ -123,6 +129,20 @@ def key_given() -> bool:
     run, whose seals every later trusted job accepts, so it takes nothing on a cache's word that it
     could pin down (a commit prefix: refs.refuse_prefix)."""
     return bool(os.environ.get(KEY_FILE_ENV))
+
+
+def merged_only() -> bool:
+    """Whether every commit this run builds must be merged code, reachable from the origin's
+    default branch or a release tag (sources.Clone.refuse_unmerged): a keyed run, whose seals every
+    later trusted job accepts and whose key any code it runs could read, and a job whose cache
+    token writes the default branch's scope (MERGED_ONLY_ENV: push, schedule, workflow_dispatch),
+    where code it runs could write cache entries every later job restores (review35d)."""
+    return key_given() or os.environ.get(MERGED_ONLY_ENV) == "1"
+
+
+def default_branch_given() -> str | None:
+    """The origin's default branch as the job's event names it (DEFAULT_BRANCH_ENV), or None."""
+    return os.environ.get(DEFAULT_BRANCH_ENV) or None
 
 
 def key_id() -> str:
