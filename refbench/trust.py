@@ -52,6 +52,7 @@ from .errors import RefbenchError
 
 KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
 KEY_FILE_ENV = "REFBENCH_CACHE_KEY_FILE"
+HISTORY_URL_FILE_ENV = "REFBENCH_HISTORY_URL_FILE"  # the nightly's history URL, as a 0600 file (history_url)
 #: set to 1 by the Action in push, schedule and workflow_dispatch jobs, whose cache token writes the
 #: default branch's scope: such a job builds merged code only, keyed or not (merged_only)
 MERGED_ONLY_ENV = "REFBENCH_MERGED_ONLY"
@@ -84,19 +85,36 @@ def _load_file(path: Path) -> bytes:
     return text.encode()
 
 
-def _load_given(path: Path) -> bytes:
-    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
-    it): a regular file of this user's, not a link, readable by no one else (mode 0600 or stricter)."""
+def private_file(path: Path, named_by: str) -> str:
+    """The text of a secret's file (the key, the nightly's history URL), stripped: a regular file of
+    this user's, not a link, readable by no one else (mode 0600 or stricter). A secret in a file
+    stays out of every environment: /proc/<pid>/environ keeps what a process started with, and
+    every process it starts can read it. `named_by`: the variable that named the file, for errors."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
-        raise RefbenchError(f"{KEY_FILE_ENV}: cannot open {path}: {e.strerror} (a link is refused)") from None
+        raise RefbenchError(f"{named_by}: cannot open {path}: {e.strerror} (a link is refused)") from None
     with os.fdopen(fd) as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise RefbenchError(f"{KEY_FILE_ENV}: {path} must be a regular file of this user's with mode 0600, "
+            raise RefbenchError(f"{named_by}: {path} must be a regular file of this user's with mode 0600, "
                                 f"found mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}")
-        value = fh.read().strip()
+        return fh.read().strip()
+
+
+def history_url() -> str | None:
+    """The nightly's history URL (it may hold a password): from the 0600 file HISTORY_URL_FILE_ENV
+    names, as nightly.yml gives it, else from REFBENCH_HISTORY_URL (a local run's convenience: there
+    every process the nightly starts can read it in /proc/<refbench's pid>/environ)."""
+    if os.environ.get(HISTORY_URL_FILE_ENV):
+        return private_file(Path(os.environ[HISTORY_URL_FILE_ENV]), HISTORY_URL_FILE_ENV) or None
+    return os.environ.get("REFBENCH_HISTORY_URL") or None
+
+
+def _load_given(path: Path) -> bytes:
+    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
+    it): a regular file of this user's, not a link, readable by no one else (private_file)."""
+    value = private_file(path, KEY_FILE_ENV)
     if len(value) < 16:
         raise RefbenchError(f"{KEY_FILE_ENV}: {path} holds {len(value)} characters, expected at least 16 "
                             "(a random secret, e.g. `openssl rand -hex 32`)")
