@@ -122,3 +122,31 @@ def test_a_planted_go_in_a_cached_toolchain_never_runs(go125, tmp_path, monkeypa
         assert not marker.exists(), "the planted bin/go ran"
     finally:
         _writable(modcache)
+
+
+# ---- the toolchain listing in the builds cache ------------------------------------------------------
+def test_a_planted_or_future_dated_toolchain_listing_is_not_taken(tmp_path, monkeypatch):
+    """Review35d LOW 11: builds/go-toolchains.json was taken as it was while `now - listed_at` was
+    under a day, so a planted one with a `listed_at` far ahead decided for ever which Go builds a
+    `go 1.24` go.mod. Now a listing is sealed under the run's key and none dated ahead is taken."""
+    import json
+    import time
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go-here"))  # asking the proxy fails: only a kept listing serves
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / tc.LIST_FILE).write_text(json.dumps({"listed_at": time.time() + 10 * 365 * 86400,
+                                                     "platform": "linux-amd64", "module": tc.TOOLCHAIN_MODULE,
+                                                     "versions": ["go1.24.0"]}))
+    with pytest.raises(BuildError, match="cannot list the Go toolchains"):
+        tc.available(planted)
+    ahead = tmp_path / "ahead"  # sealed, but dated ahead: refused too
+    ahead.mkdir()
+    tc._write_listing(ahead / tc.LIST_FILE, time.time() + 86400, "linux-amd64",
+                      [tc.parse_version("go1.24.0", listed=True)])
+    with pytest.raises(BuildError, match="cannot list the Go toolchains"):
+        tc.available(ahead)
+    kept = tmp_path / "kept"  # this machine's own, listed an hour ago: taken without asking
+    kept.mkdir()
+    tc._write_listing(kept / tc.LIST_FILE, time.time() - 3600, "linux-amd64",
+                      [tc.parse_version("go1.24.4", listed=True)])
+    assert [v.name for v in tc.available(kept)] == ["go1.24.4"]
