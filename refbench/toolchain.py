@@ -356,7 +356,7 @@ def _write_listing(path: Path, when: float, platform: str, versions: Sequence[Go
 # ---- a toolchain the module cache holds -------------------------------------------------------------
 #: what must not weaken the checksum database's word on a toolchain when it is asked
 NO_SUMDB_BYPASS = ("GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE", "GOINSECURE", "GOFLAGS")
-_VERIFIED: dict[str, str] = {}  # toolchain name -> its directory, checked once per process
+_VERIFIED: dict[tuple[str, str], str] = {}  # (toolchain, module cache) -> its directory, checked once per process
 
 
 def dir_hash(d: Path, prefix: str) -> str:
@@ -397,7 +397,7 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
     database's, and fetches and unpacks a toolchain that is not there yet); the unpacked directory
     must hash to it. Once per toolchain and process: about 2 s for Go 1.25's 11,000 files
     (benchmarks/trust_cost.py). A mismatch is no commit's fault: BuildError with sha None."""
-    if name in _VERIFIED:
+    if (name, env.get("GOMODCACHE", "")) in _VERIFIED:  # each module cache holds a copy of its own
         return
     plain = {k: v for k, v in env.items() if k not in NO_SUMDB_BYPASS}
     if plain.get("GOSUMDB", "").strip() == "off":
@@ -422,7 +422,7 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
         raise BuildError(f"the Go toolchain {name} in the module cache ({where}) is not the one the checksum database "
                          f"lists ({got}, not {want}): tampered with or corrupt; `go clean -modcache` empties it",
                          sha=None)
-    _VERIFIED[name] = where
+    _VERIFIED[(name, env.get("GOMODCACHE", ""))] = where
 
 
 # ---- one builder's choices ------------------------------------------------------------------------

@@ -33,8 +33,9 @@ Not defended: code running beside the key (a job that builds unmerged code must 
 root, any process's memory is readable), and a pull request's code running as the same user on a
 persistent machine (a self-hosted runner without isolation), which can read the key file and
 change anything the user can; there no cache check helps, and such runners must not run
-untrusted code. Go toolchains that GOTOOLCHAIN fetched into the module cache are not re-verified
-once unpacked. The README's "The cache's threat model" says what is verified where.
+untrusted code. A Go toolchain in the module cache is checked against the checksum database
+before any go command switches to it (toolchain.verify_cached: builds, pinned tools, Go
+implementations). The README's "The cache's threat model" says what is verified where.
 """
 from __future__ import annotations
 
