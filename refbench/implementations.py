@@ -470,7 +470,7 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     modcache = d / "gomodcache"
     # and a build cache of its own: the user's GOCACHE (restored with the module cache) holds compiled
     # packages go takes by their action id without compiling again (review35d)
-    env = pins.checked_build_env(GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"), GOMODCACHE=str(modcache),
+    env = pins.checked_build_env(go, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"), GOMODCACHE=str(modcache),
                                  GOCACHE=str(d / "gocache"))
     try:
         got = module_sum(impl, go, env)
