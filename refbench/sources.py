@@ -48,7 +48,7 @@ SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.commitGrap
 #: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
 #: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
 #: deleted before a fetch
-KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
+KEPT_REFS = refs.REACHING_REFS
 CHECKOUT_HEAD = "refs/refbench/checkout-head"  # a checkout's HEAD, fetched anew by every fetch in checkout mode
 
 

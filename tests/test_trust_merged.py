@@ -5,6 +5,7 @@ checkout it runs in and fails such a job before any cache is restored (review35d
 and HIGH 5). Each test failed before the fix (the commit that added it says how)."""
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -99,3 +100,22 @@ def test_a_checkout_on_an_unmerged_branch_is_not_the_default_branch(origin, tmp_
     with pytest.raises(bl.RefError, match=rf"^HEAD \({origin.shas['reworded'][:12]}\) is not reachable from master"):
         clone.resolve("HEAD")
     assert clone.resolve("v1.1.0").sha == origin.shas["two"]
+
+
+def test_a_prefix_never_names_a_commit_planted_in_the_cached_clone(origin, tmp_path):
+    """Review35c's LOW: a run sealing with the machine's own key (no key file) took a commit prefix
+    from the cached clone, where a restored cache may have planted a commit of that prefix; the
+    machine's later runs trust what it sealed. A prefix now names only a commit some branch, tag or
+    fetched PR of the origin reaches; unkeyed runs still take short ids of the origin's commits."""
+    b = builder(origin, tmp_path)
+    assert b.resolve(origin.shas["docs"][:9], go="local").sha == origin.shas["docs"]  # a short id still works
+    clone = b.sources.clone_dir
+    tree = subprocess.run(["git", "--git-dir", str(clone), "rev-parse", f"{origin.shas['two']}^{{tree}}"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    planted = subprocess.run(["git", "--git-dir", str(clone), "commit-tree", tree, "-m", "planted"], check=True,
+                             capture_output=True, text=True,
+                             env={**os.environ, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@x.invalid",
+                                  "GIT_COMMITTER_NAME": "x", "GIT_COMMITTER_EMAIL": "x@x.invalid"}).stdout.strip()
+    again = builder(origin, tmp_path)
+    with pytest.raises(bl.RefError, match=rf"names {planted[:12]}, which no branch, tag or fetched PR .* reaches"):
+        again.resolve(planted[:12], go="local")
