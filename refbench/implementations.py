@@ -380,27 +380,28 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None) -> I
     d = install_dir(impl)
     if impl.registry == "npm":
         node_runtime(impl)  # refused with one line before anything is fetched
-    with paths.locked(d.with_name(d.name + ".lock")):
+    cache = paths.cache_root()  # the slot is reached through no link, and a link at it is removed, not followed
+    with paths.locked(d.with_name(d.name + ".lock"), within=cache):
         hit = cached(impl)
         if hit:
             return hit
         if say:
             say(f"installing {impl.label} from {REGISTRY_NAMES[impl.registry]} (pinned, hash-checked)")
-        shutil.rmtree(d, ignore_errors=True)
-        (d / "root").mkdir(parents=True)
+        paths.remove_tree(d, cache, ignore_errors=True)
+        paths.make_dirs(d / "root", cache)
         t0 = time.monotonic()
         try:
             installer = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}[impl.registry]
             program, toolchain = installer(impl, d)
         except BaseException:
-            shutil.rmtree(d, ignore_errors=True)
+            paths.remove_tree(d, cache, ignore_errors=True)
             raise
         rel = str(program.relative_to(d / "root"))
         digest = tree_digest(d / "root")
         fields = _fields(impl, rel, digest)
         record = {**fields, "toolchain": toolchain, "seconds": round(time.monotonic() - t0, 2),
                   "key_id": trust.key_id(), "seal": trust.seal(SEAL_PURPOSE, fields)}
-        (d / "impl.json").write_text(json.dumps(record, indent=2))
+        paths.replace_file(d / "impl.json", json.dumps(record, indent=2), within=cache)
         return Installed(impl, d / "root", program, digest, True, time.monotonic() - t0, toolchain)
 
 
@@ -467,7 +468,10 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     # its unpacked directory unhashed, so a restored ~/go/pkg/mod could hand it planted source
     # (review35d HIGH 3). Fresh, everything is downloaded from the proxy and checked on the way in.
     modcache = d / "gomodcache"
-    env = {**pins.build_env(), "GOFLAGS": GO_FLAGS, "GOBIN": str(d / "root" / "bin"), "GOMODCACHE": str(modcache)}
+    # and a build cache of its own: the user's GOCACHE (restored with the module cache) holds compiled
+    # packages go takes by their action id without compiling again (review35d)
+    env = pins.checked_build_env(go, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"), GOMODCACHE=str(modcache),
+                                 GOCACHE=str(d / "gocache"))
     try:
         got = module_sum(impl, go, env)
         if got != impl.module_sum:
@@ -476,6 +480,7 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
         _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
     finally:
         _drop_modcache(go, env, modcache)
+        paths.remove_tree(d / "gocache", paths.cache_root(), ignore_errors=True)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")

@@ -147,6 +147,21 @@ def build_env(base: dict | None = None) -> dict:
     return env
 
 
+def checked_build_env(go: str, **overrides: str) -> dict:
+    """build_env with `overrides` (GOBIN, an install's own GOMODCACHE and GOCACHE), once the Go it
+    switches to (TOOLS_GO) is checked where that environment's go will take it from: an unpacked
+    toolchain in the module cache runs as go finds it, and a module cache may come from a cache
+    restore (toolchain.verify_cached, as builds.py does before every switch). No check when this
+    machine's Go (`go`, the one that will run) is TOOLS_GO: it then switches to nothing (review35d
+    LOW 14). `go` leads the PATH of the check, since `refbench setup`'s own Go may be on none."""
+    from . import toolchain as tc  # here: toolchain imports GitPython (refs), which a hash check needs not
+    env = {**build_env(), **overrides}
+    check_env = {**env, "PATH": os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])}
+    if tc.go_version({**check_env, "GOTOOLCHAIN": tc.LOCAL}) != TOOLS_GO:
+        tc.verify_cached(TOOLS_GO, check_env)
+    return env
+
+
 sha256_of = paths.file_sha256
 
 
@@ -241,7 +256,7 @@ def _go_build(tool: str, go: str, tmp: Path) -> Path:
     argv, extra = _build_argv(tool, go, tmp)
     source = paths.tool_source("s3restore") if tool == "refbench-s3restore" else contextlib.nullcontext(tmp)
     with source as cwd:
-        p = subprocess.run(argv, cwd=cwd, env={**build_env(), **extra}, capture_output=True, text=True)
+        p = subprocess.run(argv, cwd=cwd, env=checked_build_env(go, **extra), capture_output=True, text=True)
     # `go install` names the binary after the package's last element (toxiproxy's is "server")
     built = tmp / (tool if tool == "refbench-s3restore" else argv[2].split("@")[0].rsplit("/", 1)[-1])
     if p.returncode != 0 or not built.is_file():

@@ -159,8 +159,28 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
             refuse_prefix(text)
         sha = _rev(repo, text)
         if sha:
+            if not is_whole_commit(text) and not _reached(repo, sha):
+                raise RefError(f"{text!r} names {sha[:12]}, which no branch, tag or fetched PR of {repo_url(repo, remote)} "
+                               "reaches: give the commit's whole 40-hex id (a cached clone may hold another commit "
+                               "of that prefix, which the origin never had)")
             return ResolvedRef(text, "commit", sha, sha[:10])
     raise RefError(f"ref not found: {text!r} is not a tag, branch, PR or commit of {repo_url(repo, remote)}")
+
+
+#: where a commit named by a prefix must be reachable from: the refs a fetch brings from the origin
+#: (pruned to its own) and the PR and checkout heads refbench fetched by name (sources.KEPT_REFS)
+REACHING_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
+
+
+def _reached(repo: git.Repo, sha: str) -> bool:
+    """Whether a ref the origin gave reaches `sha`. A commit planted in a restored clone is reached by
+    none once the fetch has pruned the clone's refs to the origin's, so a prefix, which the clone
+    alone answers, never names it, keyed run or not (review35c's LOW: a machine's own key seals what
+    later runs on that machine trust). `for-each-ref --contains`: only for a prefix."""
+    try:
+        return bool(repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}", *REACHING_REFS))
+    except git.GitCommandError:
+        return False
 
 
 def _rev(repo: git.Repo, name: str) -> str | None:

@@ -446,12 +446,69 @@ class Clone:
         head = CHECKOUT_HEAD if self.checkout else None
         whole = trust.key_given()  # a keyed run takes no commit prefix (refs.resolve says why)
         try:
-            return refs.resolve(self.repo(), text, head=head, whole=whole)
+            resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
         except RefError:
-            if ref.kind == "commit" and refs.is_whole_commit(text):  # git fetches a commit by its whole id only
-                self.fetch_commit(text)
-                return refs.resolve(self.repo(), text, head=head, whole=whole)
-            raise
+            if not (ref.kind == "commit" and refs.is_whole_commit(text)):
+                raise
+            self.fetch_commit(text)  # git fetches a commit by its whole id only
+            resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+        if trust.merged_only():
+            self.refuse_unmerged(resolved)
+        return resolved
+
+    def refuse_unmerged(self, resolved: refs.ResolvedRef) -> None:
+        """A RefError, one line naming the ref and the commit, when `resolved` is not merged code:
+        not reachable from the origin's default branch nor contained in a release tag (v*), as
+        this run's fetch brought them (branches and tags pruned to the origin's). A keyed run and
+        a job that writes the default branch's cache scope build nothing else (trust.merged_only),
+        whichever way the ref came: -s, --variant, the nightly's or bisect's (whose line lies below
+        BAD). `merge-base --is-ancestor`, then `for-each-ref --contains` only when that fails."""
+        repo, sha = self.repo(), resolved.sha
+        branch = self.default_branch()
+        tip = refs._rev(repo, f"refs/remotes/origin/{branch}")
+        if tip is None:
+            raise RefError(f"{resolved.text} ({sha[:12]}): cannot tell merged code: no branch {branch} in "
+                           f"{self.repo_url}")
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            try:
+                repo.git.merge_base("--is-ancestor", sha, tip)
+                return
+            except git.GitCommandError:
+                pass
+            tagged = repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}",
+                                           "refs/tags/v[0-9]*")
+        if not tagged:
+            raise RefError(f"{resolved.text} ({sha[:12]}) is not reachable from {branch} or a release tag of "
+                           f"{self.repo_url}: a run holding the cache key, or a push, schedule or manual job, "
+                           "builds merged code only")
+
+    def default_branch(self) -> str:
+        """The origin's default branch: as the job's event names it (trust.default_branch_given),
+        else as the origin answers `ls-remote --symref` (in a checkout, its own remote's: the
+        checkout's HEAD is whatever it has checked out); offline, as the clone last recorded it."""
+        given = trust.default_branch_given()
+        if given:
+            refs.validate(given)
+            return given
+        repo = self.repo()
+        if not self.checkout:  # this run's fetch set it from the origin's answer (offline: the clone's)
+            with contextlib.suppress(git.GitCommandError):
+                return repo.git.symbolic_ref("--short", "refs/remotes/origin/HEAD").removeprefix("origin/")
+            raise RefError(f"cannot tell the default branch of {self.repo_url}: it names no HEAD "
+                           f"(name it in {trust.DEFAULT_BRANCH_ENV})")
+        if not self.pr_remote or self.offline:
+            raise RefError(f"cannot tell the default branch of the checkout {self.repo_url}'s origin "
+                           f"(name it in {trust.DEFAULT_BRANCH_ENV})")
+        try:
+            head = repo.git.ls_remote("--symref", "--end-of-options", self.pr_remote, "HEAD")
+        except git.GitCommandError as e:
+            raise RefError(f"cannot tell the default branch of {self.pr_remote}: {git_msg(e)} "
+                           f"(name it in {trust.DEFAULT_BRANCH_ENV})") from None
+        m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
+        if not m:
+            raise RefError(f"cannot tell the default branch of {self.pr_remote}: its HEAD names no branch "
+                           f"(name it in {trust.DEFAULT_BRANCH_ENV})")
+        return m.group(1)
 
 
 class ModuleSource:
@@ -509,6 +566,11 @@ class ModuleSource:
         if not sha:
             m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
             sha = m.group(1) if m else version
+        if trust.merged_only() and (not refs.semver_key(version.removesuffix("+incompatible"))
+                                    or re.search(r"\d{14}-[0-9a-f]{12}$", version)):
+            # no clone to walk: a release version (a tag of the module's) is the only merged code the proxy names
+            raise RefError(f"{ref.text} ({version}) is no release version of {self.module}: a run holding the cache "
+                           "key, or a push, schedule or manual job, builds merged code only")
         display = f"latest_release ({version})" if ref.kind == "latest_release" else (
             ref.text if ref.text == version else f"{ref.text} ({version})")
         return refs.ResolvedRef(ref.text, ref.kind, sha, display, version=version), gomod_of(info)

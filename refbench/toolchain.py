@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from . import paths, refs
+from . import paths, refs, trust
 from .errors import BuildError, RefbenchError
 
 log = logging.getLogger(__name__)
@@ -282,7 +282,7 @@ def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MA
     if str(path) in _LISTED:
         return _LISTED[str(path)]
     env = {**(env or os.environ), "GOTOOLCHAIN": LOCAL}
-    kept = _read_listing(path)
+    kept = _read_listing(path, now())
     if kept and now() - kept[0] < max_age:
         _LISTED[str(path)] = kept[2]
         return kept[2]
@@ -318,32 +318,45 @@ def _run_go(args: list[str], env: dict) -> str:
     return p.stdout
 
 
-def _read_listing(path: Path) -> tuple[float, str, tuple[GoVersion, ...]] | None:
-    """(when it was listed, platform, versions) from the listing file, or None."""
+LISTING_SEAL = "go toolchain listing"  # trust.seal's purpose: a listing's seal passes for nothing else
+CLOCK_SKEW = 300.0  # seconds a listing may seem to come from the future (another machine's clock)
+
+
+def _read_listing(path: Path, now: float | None = None) -> tuple[float, str, tuple[GoVersion, ...]] | None:
+    """(when it was listed, platform, versions) from the listing file, or None: also when it is not
+    sealed under this run's key or says it was listed in the future. The file lives in the builds
+    cache, which a restored cache may have written: its versions decide which patch release builds
+    a `go 1.24` go.mod, and a planted `listed_at` far ahead kept it for ever (review35d LOW 11)."""
     try:
         doc = json.loads(path.read_text())
+        fields = {k: doc[k] for k in ("listed_at", "platform", "module", "versions")}
+        if not trust.sealed(LISTING_SEAL, fields, doc.get("seal")):
+            return None
+        when = float(doc["listed_at"])
+        if when > (time.time() if now is None else now) + CLOCK_SKEW:
+            return None
         versions = tuple(v for v in (parse_version(n, listed=True) for n in doc["versions"]) if v)
-        return float(doc["listed_at"]), str(doc["platform"]), versions
-    except (OSError, ValueError, KeyError, TypeError):
+        return when, str(doc["platform"]), versions
+    except (OSError, ValueError, KeyError, TypeError, RefbenchError):
         return None
 
 
 def _write_listing(path: Path, when: float, platform: str, versions: Sequence[GoVersion]) -> None:
-    """Written whole, then renamed: a concurrent run reads the old listing or the new one."""
+    """Sealed (trust.seal), written whole through a rename that replaces a link at its place
+    (paths.replace_file): a concurrent run reads the old listing or the new one."""
+    fields = {"listed_at": when, "platform": platform, "module": TOOLCHAIN_MODULE,
+              "versions": [v.name for v in versions]}
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"listed_at": when, "platform": platform, "module": TOOLCHAIN_MODULE,
-                                   "versions": [v.name for v in versions]}, indent=1))
-        tmp.rename(path)
-    except OSError:
+        doc = {**fields, "seal": trust.seal(LISTING_SEAL, fields)}
+        paths.replace_file(path, json.dumps(doc, indent=1), within=path.parent)
+    except (OSError, RefbenchError):
         pass  # a listing that cannot be kept is asked again next time
 
 
 # ---- a toolchain the module cache holds -------------------------------------------------------------
 #: what must not weaken the checksum database's word on a toolchain when it is asked
 NO_SUMDB_BYPASS = ("GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE", "GOINSECURE", "GOFLAGS")
-_VERIFIED: dict[str, str] = {}  # toolchain name -> its directory, checked once per process
+_VERIFIED: dict[tuple[str, str], str] = {}  # (toolchain, module cache) -> its directory, checked once per process
 
 
 def dir_hash(d: Path, prefix: str) -> str:
@@ -384,7 +397,7 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
     database's, and fetches and unpacks a toolchain that is not there yet); the unpacked directory
     must hash to it. Once per toolchain and process: about 2 s for Go 1.25's 11,000 files
     (benchmarks/trust_cost.py). A mismatch is no commit's fault: BuildError with sha None."""
-    if name in _VERIFIED:
+    if (name, env.get("GOMODCACHE", "")) in _VERIFIED:  # each module cache holds a copy of its own
         return
     plain = {k: v for k, v in env.items() if k not in NO_SUMDB_BYPASS}
     if plain.get("GOSUMDB", "").strip() == "off":
@@ -409,7 +422,7 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
         raise BuildError(f"the Go toolchain {name} in the module cache ({where}) is not the one the checksum database "
                          f"lists ({got}, not {want}): tampered with or corrupt; `go clean -modcache` empties it",
                          sha=None)
-    _VERIFIED[name] = where
+    _VERIFIED[(name, env.get("GOMODCACHE", ""))] = where
 
 
 # ---- one builder's choices ------------------------------------------------------------------------

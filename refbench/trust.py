@@ -33,8 +33,9 @@ Not defended: code running beside the key (a job that builds unmerged code must 
 root, any process's memory is readable), and a pull request's code running as the same user on a
 persistent machine (a self-hosted runner without isolation), which can read the key file and
 change anything the user can; there no cache check helps, and such runners must not run
-untrusted code. Go toolchains that GOTOOLCHAIN fetched into the module cache are not re-verified
-once unpacked. The README's "The cache's threat model" says what is verified where.
+untrusted code. A Go toolchain in the module cache is checked against the checksum database
+before any go command switches to it (toolchain.verify_cached: builds, pinned tools, Go
+implementations). The README's "The cache's threat model" says what is verified where.
 """
 from __future__ import annotations
 
@@ -52,6 +53,13 @@ from .errors import RefbenchError
 
 KEY_ENV = "REFBENCH_CACHE_KEY"  # refused: an environment is readable by every child (/proc/PID/environ)
 KEY_FILE_ENV = "REFBENCH_CACHE_KEY_FILE"
+HISTORY_URL_FILE_ENV = "REFBENCH_HISTORY_URL_FILE"  # the nightly's history URL, as a 0600 file (history_url)
+#: set to 1 by the Action in push, schedule and workflow_dispatch jobs, whose cache token writes the
+#: default branch's scope: such a job builds merged code only, keyed or not (merged_only)
+MERGED_ONLY_ENV = "REFBENCH_MERGED_ONLY"
+#: the origin's default branch as the job's event names it (the Action, bench-sharded.yml); else
+#: refbench asks the origin (sources.Clone.default_branch)
+DEFAULT_BRANCH_ENV = "REFBENCH_DEFAULT_BRANCH"
 _key: bytes | None = None  # from KEY_FILE_ENV's file, read once
 
 
@@ -78,19 +86,36 @@ def _load_file(path: Path) -> bytes:
     return text.encode()
 
 
-def _load_given(path: Path) -> bytes:
-    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
-    it): a regular file of this user's, not a link, readable by no one else (mode 0600 or stricter)."""
+def private_file(path: Path, named_by: str) -> str:
+    """The text of a secret's file (the key, the nightly's history URL), stripped: a regular file of
+    this user's, not a link, readable by no one else (mode 0600 or stricter). A secret in a file
+    stays out of every environment: /proc/<pid>/environ keeps what a process started with, and
+    every process it starts can read it. `named_by`: the variable that named the file, for errors."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
-        raise RefbenchError(f"{KEY_FILE_ENV}: cannot open {path}: {e.strerror} (a link is refused)") from None
+        raise RefbenchError(f"{named_by}: cannot open {path}: {e.strerror} (a link is refused)") from None
     with os.fdopen(fd) as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
-            raise RefbenchError(f"{KEY_FILE_ENV}: {path} must be a regular file of this user's with mode 0600, "
+            raise RefbenchError(f"{named_by}: {path} must be a regular file of this user's with mode 0600, "
                                 f"found mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid}")
-        value = fh.read().strip()
+        return fh.read().strip()
+
+
+def history_url() -> str | None:
+    """The nightly's history URL (it may hold a password): from the 0600 file HISTORY_URL_FILE_ENV
+    names, as nightly.yml gives it, else from REFBENCH_HISTORY_URL (a local run's convenience: there
+    every process the nightly starts can read it in /proc/<refbench's pid>/environ)."""
+    if os.environ.get(HISTORY_URL_FILE_ENV):
+        return private_file(Path(os.environ[HISTORY_URL_FILE_ENV]), HISTORY_URL_FILE_ENV) or None
+    return os.environ.get("REFBENCH_HISTORY_URL") or None
+
+
+def _load_given(path: Path) -> bytes:
+    """The key in the file KEY_FILE_ENV names (the CI secret, written by the job step that needs
+    it): a regular file of this user's, not a link, readable by no one else (private_file)."""
+    value = private_file(path, KEY_FILE_ENV)
     if len(value) < 16:
         raise RefbenchError(f"{KEY_FILE_ENV}: {path} holds {len(value)} characters, expected at least 16 "
                             "(a random secret, e.g. `openssl rand -hex 32`)")
@@ -123,6 +148,20 @@ def key_given() -> bool:
     run, whose seals every later trusted job accepts, so it takes nothing on a cache's word that it
     could pin down (a commit prefix: refs.refuse_prefix)."""
     return bool(os.environ.get(KEY_FILE_ENV))
+
+
+def merged_only() -> bool:
+    """Whether every commit this run builds must be merged code, reachable from the origin's
+    default branch or a release tag (sources.Clone.refuse_unmerged): a keyed run, whose seals every
+    later trusted job accepts and whose key any code it runs could read, and a job whose cache
+    token writes the default branch's scope (MERGED_ONLY_ENV: push, schedule, workflow_dispatch),
+    where code it runs could write cache entries every later job restores (review35d)."""
+    return key_given() or os.environ.get(MERGED_ONLY_ENV) == "1"
+
+
+def default_branch_given() -> str | None:
+    """The origin's default branch as the job's event names it (DEFAULT_BRANCH_ENV), or None."""
+    return os.environ.get(DEFAULT_BRANCH_ENV) or None
 
 
 def key_id() -> str:

@@ -6,6 +6,11 @@
 #
 #   scripts/key-gate.sh CHECKOUT DEFAULT_BRANCH [REF...]
 #
+# The checkout itself must be merged code too: the job runs its refbench.toml (whose steps are shell
+# commands) and, in bench-sharded.yml, its bench.py, beside the key. A checkout whose HEAD is not
+# reachable from the default branch or a release tag (a push to, or a dispatch from, an unmerged
+# branch) exits 3, one line on stdout saying so: the job builds merged refs, but gets no key.
+#
 # Exit 0: every ref is merged; stdout is one line, the refs to give refbench in their order, each
 # as the whole 40-hex commit it names here, in the checkout, but latest_release (a release tag by
 # definition). refbench in a keyed run takes no prefix (it would resolve it in its cached clone,
@@ -28,9 +33,13 @@ fi
 [[ -n "$default" ]] || no "the default branch is not known"
 base=$(g rev-parse -q --verify "refs/remotes/origin/$default^{commit}" 2>/dev/null ||
        g rev-parse -q --verify "refs/heads/$default^{commit}" 2>/dev/null) || no "no branch $default in $repo"
+merged() { g merge-base --is-ancestor "$1" "$base" 2>/dev/null ||
+           [[ -n "$(g tag --list 'v[0-9]*' --contains "$1" 2>/dev/null | head -n 1)" ]]; }
 out=()
 for ref in "$@"; do
   [[ "$ref" =~ ^#?[0-9]{1,6}$ ]] && no "$ref is a pull request"
+  # never an option to refbench or git (a tag refs/tags/--variant=pr=1234 is a valid refname)
+  [[ "$ref" == -* ]] && no "$ref starts with '-': not a ref refbench takes"
   [[ "$ref" == "latest_release" ]] && { out+=("$ref"); continue; }  # a release tag by definition
   sha=""
   case "$ref" in
@@ -43,12 +52,13 @@ for ref in "$@"; do
        { [[ "$ref" =~ ^[0-9a-fA-F]{7,40}$ ]] && sha=$(g rev-parse -q --verify "$ref^{commit}" 2>/dev/null); } ;;
   esac
   [[ -n "$sha" ]] || no "$ref is not a tag, branch or commit of $repo"
-  if g merge-base --is-ancestor "$sha" "$base" 2>/dev/null ||
-     [[ -n "$(g tag --list 'v[0-9]*' --contains "$sha" 2>/dev/null | head -n 1)" ]]; then
+  if merged "$sha"; then
     out+=("$sha")
     continue
   fi
   no "$ref (${sha:0:12}) is not reachable from $default or a release tag"
 done
+head=$(g rev-parse -q --verify "HEAD^{commit}" 2>/dev/null) || no "$repo has no HEAD"
+merged "$head" || { echo "the checkout's HEAD (${head:0:12}) is not reachable from $default or a release tag: its refbench.toml would run beside the key"; exit 3; }
 echo "${out[*]}"
 exit 0

@@ -247,13 +247,48 @@ def test_secrets_an_unsupported_history_url_scheme_does_not_print_its_password()
 
 def test_secrets_nightly_gives_the_history_url_to_one_step_and_keeps_no_token_in_git_config():
     text = (ROOT / ".github" / "workflows" / "nightly.yml").read_text()
-    # the one step's env, and a yes/no for each of the two jobs
+    # the one step's env (the step writing it to a 0600 file), and a yes/no for each of the two jobs
     assert text.count("secrets.REFBENCH_HISTORY_URL") == 3 and text.count("secrets.REFBENCH_HISTORY_URL != ''") == 2
-    assert "REFBENCH_HISTORY_URL: ${{ secrets.REFBENCH_HISTORY_URL }}" in text.split("- name: Nightly comparison")[1] \
-        .split("- name:")[0]
+    writer = text.split("- name: Write the history URL for the nightly step")[1].split("- name:")[0]
+    assert "URL: ${{ secrets.REFBENCH_HISTORY_URL }}" in writer and "umask 077" in writer
+    nightly_step = text.split("- name: Nightly comparison")[1].split("- name:")[0]
+    # the nightly step, which starts the benchmarked code, gets the file, never the URL in its environment
+    assert "REFBENCH_HISTORY_URL_FILE: ${{ steps.url.outputs.file }}" in nightly_step
+    assert "secrets." not in nightly_step and "REFBENCH_HISTORY_URL:" not in text
     assert "${REFBENCH_HISTORY_URL" not in text and "--history \"$REFBENCH" not in text  # never on a command line
     checkouts = text.split("uses: actions/checkout@v4")[1:]
     assert len(checkouts) == 3 and all("persist-credentials: false" in c.split("- ")[0] for c in checkouts)
+
+
+_NIGHTLY_CHILD = (
+    "import hashlib, subprocess, sys\n"
+    "from refbench.commands import nightly\n"
+    "args = nightly.parser().parse_args([])\n"
+    "print('HISTORY', hashlib.sha256(args.history.encode()).hexdigest())\n"
+    "out = subprocess.run(['sh', '-c', 'cat /proc/$PPID/environ /proc/$PPID/cmdline'], capture_output=True, env={})\n"
+    "sys.stdout.write(out.stdout.decode(errors='replace'))\n")
+
+
+def test_secrets_a_child_of_the_nightly_cannot_read_the_history_url_from_its_environ(tmp_path):
+    """Review35d LOW 10: a child cleaned of the URL could still read it in its parent's
+    /proc/PPID/environ. nightly.yml gives it as a 0600 file (REFBENCH_HISTORY_URL_FILE) instead."""
+    import hashlib
+    import os
+    import subprocess
+    import sys
+    url = "postgresql://u:s3cret-pw@db.invalid:5432/refbench"
+    f = tmp_path / "url"
+    f.write_text(url + "\n")
+    f.chmod(0o600)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REFBENCH_")}
+    env.update(PYTHONPATH=str(ROOT), REFBENCH_HISTORY_URL_FILE=str(f))
+    proc = subprocess.run([sys.executable, "-c", _NIGHTLY_CHILD], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert f"HISTORY {hashlib.sha256(url.encode()).hexdigest()}" in proc.stdout  # the nightly has it
+    assert "REFBENCH_HISTORY_URL_FILE=" in proc.stdout and "s3cret-pw" not in proc.stdout  # its children do not
+    f.chmod(0o644)  # readable by others: refused
+    loose = subprocess.run([sys.executable, "-c", _NIGHTLY_CHILD], capture_output=True, text=True, env=env)
+    assert loose.returncode != 0 and "0600" in loose.stderr
 
 
 def test_secrets_only_a_users_own_bucket_passes_the_users_aws_credentials(monkeypatch):

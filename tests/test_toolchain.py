@@ -162,16 +162,15 @@ def test_labels_say_the_go_when_one_ref_is_built_with_two():
 
 
 def test_the_listing_is_kept_for_a_day_and_an_old_one_serves_when_the_proxy_cannot(tmp_path, monkeypatch):
-    path = tmp_path / tc.LIST_FILE
-    path.write_text(json.dumps({"listed_at": time.time() - 3600, "platform": "linux-amd64",
-                                "versions": ["go1.25.14", "go1.26.8"]}))
+    path = tmp_path / tc.LIST_FILE  # a listing this machine kept (sealed under its key: tc._write_listing)
+    tc._write_listing(path, time.time() - 3600, "linux-amd64", [tc.parse_version(n, listed=True)
+                                                                 for n in ("go1.25.14", "go1.26.8")])
     monkeypatch.setenv("PATH", str(tmp_path / "no-go-here"))  # a fresh listing runs no process
     assert [x.name for x in tc.available(tmp_path)] == ["go1.25.14", "go1.26.8"]
     monkeypatch.undo()
     stale = tmp_path / "stale"
     stale.mkdir()
-    (stale / tc.LIST_FILE).write_text(json.dumps({"listed_at": 0, "platform": "linux-amd64",
-                                                   "versions": ["go1.24.4"]}))
+    tc._write_listing(stale / tc.LIST_FILE, 0, "linux-amd64", [tc.parse_version("go1.24.4", listed=True)])
     monkeypatch.setenv("GOPROXY", "off")  # the proxy cannot be reached
     if not shutil.which("go"):
         need("go", "run `make setup`")

@@ -146,3 +146,20 @@ def test_a_sealed_layer_over_another_state_is_not_ready(tmp_path):
     assert StateCache.ready(base, builds)
     assert not StateCache.ready(layer, builds)
     assert StateCache.claim(layer, builds) is not None  # rebuilt, not used
+
+
+def test_an_implementations_install_replaces_a_link_at_its_slot_not_writing_through_it(tmp_path, monkeypatch):
+    """Review35d LOW 12: implementations.install removed its slot with shutil.rmtree(ignore_errors),
+    which silently leaves a link, then wrote the venv and its sealed impl.json through it."""
+    from refbench import implementations as impls
+    from test_trust_walks import fake_registry
+    impl = fake_registry(tmp_path, monkeypatch)
+    slot = impls.install_dir(impl)
+    elsewhere = tmp_path / "users-dir"
+    elsewhere.mkdir()
+    slot.parent.mkdir(parents=True)
+    os.symlink(elsewhere, slot)
+    done = impls.install(impl)
+    assert list(elsewhere.iterdir()) == []  # nothing written through the link
+    assert not slot.is_symlink() and slot.is_dir() and done.program.read_text().endswith("echo pinned\n")
+    assert impls.cached(impl) is not None  # sealed where it was written

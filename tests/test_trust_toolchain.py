@@ -122,3 +122,83 @@ def test_a_planted_go_in_a_cached_toolchain_never_runs(go125, tmp_path, monkeypa
         assert not marker.exists(), "the planted bin/go ran"
     finally:
         _writable(modcache)
+
+
+# ---- the toolchain listing in the builds cache ------------------------------------------------------
+def test_a_planted_or_future_dated_toolchain_listing_is_not_taken(tmp_path, monkeypatch):
+    """Review35d LOW 11: builds/go-toolchains.json was taken as it was while `now - listed_at` was
+    under a day, so a planted one with a `listed_at` far ahead decided for ever which Go builds a
+    `go 1.24` go.mod. Now a listing is sealed under the run's key and none dated ahead is taken."""
+    import json
+    import time
+    monkeypatch.setenv("PATH", str(tmp_path / "no-go-here"))  # asking the proxy fails: only a kept listing serves
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    (planted / tc.LIST_FILE).write_text(json.dumps({"listed_at": time.time() + 10 * 365 * 86400,
+                                                     "platform": "linux-amd64", "module": tc.TOOLCHAIN_MODULE,
+                                                     "versions": ["go1.24.0"]}))
+    with pytest.raises(BuildError, match="cannot list the Go toolchains"):
+        tc.available(planted)
+    ahead = tmp_path / "ahead"  # sealed, but dated ahead: refused too
+    ahead.mkdir()
+    tc._write_listing(ahead / tc.LIST_FILE, time.time() + 86400, "linux-amd64",
+                      [tc.parse_version("go1.24.0", listed=True)])
+    with pytest.raises(BuildError, match="cannot list the Go toolchains"):
+        tc.available(ahead)
+    kept = tmp_path / "kept"  # this machine's own, listed an hour ago: taken without asking
+    kept.mkdir()
+    tc._write_listing(kept / tc.LIST_FILE, time.time() - 3600, "linux-amd64",
+                      [tc.parse_version("go1.24.4", listed=True)])
+    assert [v.name for v in tc.available(kept)] == ["go1.24.4"]
+
+
+# ---- pinned tools and Go implementations switch to TOOLS_GO only after checking it -------------------
+@pytest.fixture
+def planted_tools_go(monkeypatch):
+    """This machine's Go is not TOOLS_GO, and the TOOLS_GO in the module cache fails its check: what
+    runs afterwards is recorded, so a test sees whether anything ran before the check."""
+    from refbench import pins
+    ran: list[list[str]] = []
+    monkeypatch.setattr(tc, "go_version", lambda env=None: "go1.25.0")
+    checked: list[dict] = []
+
+    def planted(name, env):
+        checked.append(dict(env))
+        raise BuildError(f"the Go toolchain {name} in the module cache is not the checksum database's", sha=None)
+
+    monkeypatch.setattr(tc, "verify_cached", planted)
+    monkeypatch.setattr(pins.subprocess, "run", lambda argv, **kw: ran.append(list(argv)) or
+                        subprocess.CompletedProcess(argv, 1, "", "stubbed"))
+    return ran, checked
+
+
+def test_a_pinned_tool_is_built_only_after_its_go_is_checked(tmp_path, monkeypatch, planted_tools_go):
+    """Review35d LOW 14: pins.build_env set GOTOOLCHAIN=go1.26.8 and `refbench setup` ran go
+    without toolchain.verify_cached, so a planted go1.26.8 in the module cache ran."""
+    from refbench import pins
+    ran, checked = planted_tools_go
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with pytest.raises(BuildError, match="not the checksum database's"):
+        pins.install("minio", "go")
+    assert ran == [] and checked and checked[0]["GOTOOLCHAIN"] == pins.TOOLS_GO
+
+
+def test_a_go_implementation_is_built_after_its_go_is_checked_with_a_build_cache_of_its_own(
+        tmp_path, monkeypatch, planted_tools_go):
+    """Review35d LOW 14, and its note on GOCACHE: the install's go ran unchecked, with the user's
+    build cache (restored beside the module cache), whose compiled packages go reuses by id."""
+    from refbench import implementations as impls
+    ran, checked = planted_tools_go
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("GOCACHE", str(tmp_path / "users-gocache"))
+    monkeypatch.setattr("refbench.tools.go", lambda: "/usr/bin/go-stand-in")
+    monkeypatch.setattr(impls, "_run", lambda argv, what, env, cwd=None: ran.append(list(argv)))
+    monkeypatch.setattr(impls, "module_sum", lambda impl, go, env: ran.append(["module_sum"]) or impl.module_sum)
+    impl = impls.bundled()["rclone"]
+    d = tmp_path / "slot"
+    (d / "root").mkdir(parents=True)
+    with pytest.raises(BuildError, match="not the checksum database's"):
+        impls._install_go(impl, d)
+    assert ran == []  # nothing of go ran before the check
+    env = checked[0]
+    assert env["GOCACHE"] == str(d / "gocache") and env["GOMODCACHE"] == str(d / "gomodcache"), env

@@ -22,7 +22,8 @@ def _unlistable(monkeypatch, planted):
     monkeypatch.setattr(os, "scandir", scandir)
 
 
-def _sealed_install(tmp_path, monkeypatch):
+def fake_registry(tmp_path, monkeypatch):
+    """s3cmd, its registry stood in by a function that writes its program, in a cache of tmp_path's."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
@@ -33,7 +34,11 @@ def _sealed_install(tmp_path, monkeypatch):
         program.chmod(0o755)
         return program, "python3.11"
     monkeypatch.setattr(impls, "_install_pypi", fake_pypi)
-    impl = impls.bundled()["s3cmd"]
+    return impls.bundled()["s3cmd"]
+
+
+def _sealed_install(tmp_path, monkeypatch):
+    impl = fake_registry(tmp_path, monkeypatch)
     got = impls.install(impl)
     assert impls.cached(impl) is not None
     return impl, got.root

@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from .. import changepoints as cpd, nightly, variants as vr
+from .. import changepoints as cpd, nightly, trust, variants as vr
 from ..config import load_config
 from ..errors import EXIT_OK
 from ..history import History, is_url, local_machine, open_history
@@ -34,11 +34,12 @@ def parser() -> argparse.ArgumentParser:
                "the trend page, and exit 1 on a lasting regression: a step slower two nights running, or a new "
                "change point (--alarm says which). Other options (--repo, --quick, --only, -r, -w, --rounds, --threshold, "
                "--builds-dir, ...) pass through to the comparison.")
-    # from the environment, so a URL with a password need not be on a command line (ps shows those)
-    p.add_argument("--history", default=os.environ.get("REFBENCH_HISTORY_URL") or None,
-                   required=not os.environ.get("REFBENCH_HISTORY_URL"), metavar="DB",
+    # from a 0600 file (or the environment), so a URL with a password is on no command line (ps
+    # shows those) and, from the file, in no environment (/proc/PID/environ: trust.history_url)
+    url = trust.history_url()
+    p.add_argument("--history", default=url, required=not url, metavar="DB",
                    help="SQLite history file (created if missing) or a postgresql://user:pass@host/db URL "
-                        "(default: REFBENCH_HISTORY_URL)")
+                        "(default: the file REFBENCH_HISTORY_URL_FILE names, else REFBENCH_HISTORY_URL)")
     p.add_argument("--base", default="latest_release", help="baseline ref (default latest_release)")
     p.add_argument("--head", default="master", help="the ref to watch (default master)")
     p.add_argument("--since-last", action="store_true",
