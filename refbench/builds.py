@@ -66,6 +66,8 @@ BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buil
 #: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds
 SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false")
 SEAL_PURPOSE = "refbench build record v1"
+#: what go looks for in every parent of a build's directory when the commit has no go.mod
+GO_SEARCHED_FILES = ("go.mod", "go.work")
 #: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
 #: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
 #: deleted before a fetch
@@ -422,6 +424,7 @@ class Builder:
         wt = Path(tempfile.mkdtemp(prefix=f"wt-{resolved.sha[:10]}-", dir=self.root))
         try:
             repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
+            self._no_module_above(wt, resolved)
             self._verify_modules(wt, log_path, resolved)
             argv = [a.replace("{out}", str(out)) for a in self.target.build]
             self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha,
@@ -432,6 +435,30 @@ class Builder:
             paths.remove_tree(wt, self.builds_dir, ignore_errors=True)
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("prune")
+
+    def _no_module_above(self, wt: Path, resolved: refs.ResolvedRef) -> None:
+        """Leave go no go.mod or go.work above the worktree `wt` to find. A commit without a go.mod
+        of its own (from before modules) makes go look in every parent: the worktree is inside the
+        builds cache, where a restored entry may hold <target>/go.mod whose `replace` lines compile
+        planted source into a binary refbench then seals (review35e). Such files inside the cache
+        are removed (refbench puts none there); a go.mod above the cache is the user's, so the
+        build fails naming it."""
+        if os.path.lexists(wt / "go.mod"):
+            return  # go stops at the commit's own go.mod
+        cache = Path(os.path.abspath(self.builds_dir))
+        for parent in Path(os.path.abspath(wt)).parents:
+            inside = parent == cache or cache in parent.parents
+            for name in GO_SEARCHED_FILES if inside else ("go.mod",):  # GOWORK=off: a go.work outside is unused
+                found = parent / name
+                if not os.path.lexists(found):
+                    continue
+                if not inside:
+                    raise BuildError(f"{resolved.display} ({resolved.short}) has no go.mod, and go would build it as "
+                                     f"part of the module of {found}, above the builds directory {cache}; move "
+                                     f"the builds directory (-l/--builds-dir) out of that module", sha=None)
+                log.warning("%s: a %s in the builds cache, which go would use for %s (no go.mod of its own): "
+                            "removed (see refbench/trust.py)", found, name, resolved.short)
+                paths.remove_tree(found, self.builds_dir)
 
     def _build_module(self, resolved: refs.ResolvedRef, out: Path, log_path: Path, d: Path) -> None:
         # made by the Go that builds, so its go line asks for no newer one

@@ -104,3 +104,50 @@ def test_an_intact_fixture_is_kept_and_checked_once_per_run(tmp_path, monkeypatc
     fx.ensure(spec, tmp_path)
     fx.ensure(spec, tmp_path)
     assert len(calls) == 1 and os.stat(made.root / "tmp0").st_mtime_ns == mtime
+
+
+# ---- a go.mod planted in the builds cache above the worktree (MEDIUM) -------------------------------
+PRE_MODULES_MAIN = 'package main\n\nimport (\n\t"fmt"\n\n\t"example.com/greet"\n)\n\nfunc main() { fmt.Println(greet.Word()) }\n'
+
+
+@pytest.fixture(scope="module")
+def pre_modules_origin(tmp_path_factory):
+    """A commit from before modules: no go.mod, an import the build cannot resolve on its own."""
+    from origins import new_origin
+    o = new_origin(tmp_path_factory.mktemp("pre-modules"))
+    o.commit("gopath", {"main.go": PRE_MODULES_MAIN}, "before modules", tags=["v0.1.0"])
+    return o
+
+
+def _plant_module(where: Path) -> None:
+    """A go.mod whose replace sends the commit's import to source planted beside it."""
+    (where / "evil").mkdir(parents=True)
+    (where / "go.mod").write_text("module example.com/evil\n\ngo 1.21\n\nrequire example.com/greet v0.0.0\n\n"
+                                  "replace example.com/greet => ./evil\n")
+    (where / "evil" / "go.mod").write_text("module example.com/greet\n\ngo 1.21\n")
+    (where / "evil" / "greet.go").write_text('package greet\n\nfunc Word() string { return "PLANTED" }\n')
+
+
+def test_a_go_mod_planted_above_the_worktree_in_the_cache_is_not_built_in(pre_modules_origin, tmp_path):
+    from refbench.errors import BuildError
+    from test_builds import builder, run
+    b = builder(pre_modules_origin, tmp_path / "builds")
+    resolved = b.resolve("v0.1.0")
+    _plant_module(b.root)
+    try:
+        built = b.build(resolved, "v0.1.0")
+    except BuildError as e:
+        assert "go.mod" in (e.detail or str(e))  # the commit cannot build without a module: its own failure
+    else:
+        pytest.fail(f"a commit without go.mod was built in the planted module: it prints {run(built.binary)!r}")
+    assert not (b.root / "go.mod").exists()  # removed from the cache, not saved with it again
+
+
+def test_a_go_mod_above_the_builds_directory_fails_the_build_naming_it(pre_modules_origin, tmp_path):
+    from refbench.errors import BuildError
+    from test_builds import builder
+    _plant_module(tmp_path)
+    b = builder(pre_modules_origin, tmp_path / "builds")
+    with pytest.raises(BuildError, match=f"module of {tmp_path / 'go.mod'}, above the builds directory"):
+        b.build(b.resolve("v0.1.0"), "v0.1.0")
+    assert (tmp_path / "go.mod").is_file()  # the user's: named, never removed
