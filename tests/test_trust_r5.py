@@ -9,6 +9,8 @@ import pytest
 
 from refbench import fixtures as fx, paths
 from refbench.config import FixtureSpec
+from refbench.errors import BuildError
+from test_builds import builder, origin, run  # noqa: F401  (origin: a pytest fixture)
 
 
 def _next_run(monkeypatch) -> None:
@@ -129,8 +131,6 @@ def _plant_module(where: Path) -> None:
 
 
 def test_a_go_mod_planted_above_the_worktree_in_the_cache_is_not_built_in(pre_modules_origin, tmp_path):
-    from refbench.errors import BuildError
-    from test_builds import builder, run
     b = builder(pre_modules_origin, tmp_path / "builds")
     resolved = b.resolve("v0.1.0")
     _plant_module(b.root)
@@ -144,10 +144,69 @@ def test_a_go_mod_planted_above_the_worktree_in_the_cache_is_not_built_in(pre_mo
 
 
 def test_a_go_mod_above_the_builds_directory_fails_the_build_naming_it(pre_modules_origin, tmp_path):
-    from refbench.errors import BuildError
-    from test_builds import builder
     _plant_module(tmp_path)
     b = builder(pre_modules_origin, tmp_path / "builds")
     with pytest.raises(BuildError, match=f"module of {tmp_path / 'go.mod'}, above the builds directory"):
         b.build(b.resolve("v0.1.0"), "v0.1.0")
     assert (tmp_path / "go.mod").is_file()  # the user's: named, never removed
+
+
+# ---- Builder.export copies a cached build's files through links (MEDIUM) ----------------------------
+def test_export_copies_no_file_a_planted_link_in_a_cached_build_names(origin, tmp_path):
+    secret = tmp_path / "checkout-config"
+    secret.write_text("AUTHORIZATION: basic c2VjcmV0LXRva2Vu\n")  # a persisted checkout token, say
+    b = builder(origin, tmp_path / "builds")
+    first = b.build(b.resolve("v1.1.0"), "v1.1.0")
+    log_file = first.binary.parent / "build.log"
+    log_file.unlink()
+    log_file.symlink_to(secret)  # a restored cache: the sealed binary and record, build.log a link
+    cached = builder(origin, tmp_path / "builds").build(first.ref, "v1.1.0")
+    assert not cached.built_now
+    copied = b.export(cached, tmp_path / "out")
+    out = copied.parent
+    assert not any("c2VjcmV0LXRva2Vu" in p.read_text(errors="replace") for p in out.iterdir() if p.name != "hello")
+    assert not any(p.is_symlink() for p in out.iterdir())
+    assert sorted(p.name for p in out.iterdir()) == ["build.json", "hello"]
+
+
+def test_export_refuses_a_cached_record_that_is_a_link(origin, tmp_path):
+    b = builder(origin, tmp_path / "builds")
+    built = b.build(b.resolve("v1.1.0"), "v1.1.0")
+    meta = built.binary.parent / "build.json"
+    kept = tmp_path / "record.json"
+    meta.rename(kept)
+    meta.symlink_to(kept)  # the same sealed record, reached through a link a cache could aim elsewhere
+    with pytest.raises(BuildError, match="build.json"):
+        b.export(built, tmp_path / "out")
+
+
+# ---- a FIFO planted as a cached build.json or binary (LOW) ------------------------------------------
+@pytest.mark.parametrize("where", ["this commit's build.json", "another commit's build.json", "the binary"])
+def test_a_fifo_in_a_cached_build_does_not_block_the_build(origin, tmp_path, where):
+    import subprocess
+    import sys
+    import textwrap
+    builds = tmp_path / "builds"
+    b = builder(origin, builds)
+    resolved = b.resolve("v1.1.0")
+    if where == "the binary":  # a genuine record, the binary a FIFO: hashing it would block
+        built = b.build(resolved, "v1.1.0")
+        built.binary.unlink()
+        os.mkfifo(built.binary)
+    else:
+        d = b.build_dir(resolved.sha if where.startswith("this") else "0" * 40, resolved.toolchain)
+        d.mkdir(parents=True)
+        (d / "hello").write_bytes(b"")
+        os.mkfifo(d / "build.json")
+    # in a child, so a blocked read fails the test instead of hanging the suite
+    code = textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from test_builds import builder, origin
+        class O: path = {str(origin.path)!r}
+        b = builder(O, {str(builds)!r})
+        built = b.build(b.resolve("v1.1.0"), "v1.1.0")
+        print("built", built.built_now)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "built True" in proc.stdout
