@@ -43,6 +43,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -64,6 +65,8 @@ SOURCES = ("git", "module")
 REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
 BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buildvcs (and stamps no VCS)
 SEAL_PURPOSE = "refbench build record v1"
+#: what go looks for in every parent of a build's directory when the commit has no go.mod
+GO_SEARCHED_FILES = ("go.mod", "go.work")
 #: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
 SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
 #: sealed as well for the module source: which module and version the binary is. Its commit is only
@@ -234,13 +237,10 @@ class Builder:
         resolved = self.goes.settle(resolved)
         d = self.build_dir(resolved.sha, resolved.toolchain)
         meta, binary = d / "build.json", d / self.target.binary
-        if not (meta.exists() and binary.exists()):
+        info = read_record(meta)
+        if info is None or not _regular(binary):  # a link or a FIFO is no build: hashing a FIFO would block
             return None
-        try:
-            info = json.loads(meta.read_text())
-        except ValueError:
-            return None
-        if not isinstance(info, dict) or "tree" not in info:
+        if "tree" not in info:
             return None  # not a record, or one of a refbench from before trees were sealed: rebuild
         fields = {k: info.get(k) for k in sealed_keys(self.source)}
         # the commit names its tree: the sealed one stands (an artifact's builder may hold no clone)
@@ -300,16 +300,13 @@ class Builder:
             return None
         ignore = {"sha": None, "binary_sha256": None}
         for meta in sorted(self.root.glob("*/build.json")):
-            try:
-                info = json.loads(meta.read_text())
-            except (OSError, ValueError):
-                continue
-            if not isinstance(info, dict):
+            info = read_record(meta)
+            if info is None:
                 continue
             fields = {k: info.get(k) for k in SEALED_FIELDS}
             if fields["sha"] == resolved.sha or not fields["binary_sha256"] or {**fields, **ignore} != {**want, **ignore}:
                 continue
-            if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and (meta.parent / self.target.binary).is_file():
+            if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and _regular(meta.parent / self.target.binary):
                 return meta.parent / self.target.binary, fields, info["seal"]
         return None
 
@@ -331,8 +328,12 @@ class Builder:
         return fields
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
-        """Copy a build (binary, build.json, build.log) into out_dir with the cache's own layout, so
-        `--builds-dir out_dir` reuses it (verified by its hash). Returns the copied binary."""
+        """Copy a build (binary, build.json, and build.log when this run wrote it) into out_dir with
+        the cache's own layout, so `--builds-dir out_dir` reuses it (verified by its hash). Returns
+        the copied binary. out_dir is made to be shared (a CI artifact), so only what was verified
+        goes there, each a regular file opened with O_NOFOLLOW: a cached build's build.log is
+        sealed by nothing, and a restored cache could make it a link to any file the job can read
+        (a checkout's token, a key file; review35e)."""
         src = build.binary.parent
         dest = Path(out_dir).resolve() / self.target.name / src.name
         if dest == src:
@@ -341,9 +342,9 @@ class Builder:
         tmp = dest.with_name(dest.name + ".tmp")
         paths.remove_tree(tmp, out, ignore_errors=True)
         paths.make_dirs(tmp, out)
-        for name in (self.target.binary, "build.json", "build.log"):
-            if (src / name).exists():
-                shutil.copy2(src / name, tmp / name)
+        for name in (self.target.binary, "build.json") + (("build.log",) if build.built_now else ()):
+            if os.path.lexists(src / name):
+                copy_regular(src / name, tmp / name)
         paths.remove_tree(dest, out, ignore_errors=True)
         tmp.rename(dest)
         return dest / self.target.binary
@@ -416,6 +417,7 @@ class Builder:
         wt = Path(tempfile.mkdtemp(prefix=f"wt-{resolved.sha[:10]}-", dir=self.root))
         try:
             repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
+            self._no_module_above(wt, resolved)
             self._verify_modules(wt, log_path, resolved)
             argv = [a.replace("{out}", str(out)) for a in self.target.build]
             self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha,
@@ -426,6 +428,30 @@ class Builder:
             paths.remove_tree(wt, self.builds_dir, ignore_errors=True)
             with contextlib.suppress(git.GitCommandError):
                 repo.git.worktree("prune")
+
+    def _no_module_above(self, wt: Path, resolved: refs.ResolvedRef) -> None:
+        """Leave go no go.mod or go.work above the worktree `wt` to find. A commit without a go.mod
+        of its own (from before modules) makes go look in every parent: the worktree is inside the
+        builds cache, where a restored entry may hold <target>/go.mod whose `replace` lines compile
+        planted source into a binary refbench then seals (review35e). Such files inside the cache
+        are removed (refbench puts none there); a go.mod above the cache is the user's, so the
+        build fails naming it."""
+        if os.path.lexists(wt / "go.mod"):
+            return  # go stops at the commit's own go.mod
+        cache = Path(os.path.abspath(self.builds_dir))
+        for parent in Path(os.path.abspath(wt)).parents:
+            inside = parent == cache or cache in parent.parents
+            for name in GO_SEARCHED_FILES if inside else ("go.mod",):  # GOWORK=off: a go.work outside is unused
+                found = parent / name
+                if not os.path.lexists(found):
+                    continue
+                if not inside:
+                    raise BuildError(f"{resolved.display} ({resolved.short}) has no go.mod, and go would build it as "
+                                     f"part of the module of {found}, above the builds directory {cache}; move "
+                                     f"the builds directory (-l/--builds-dir) out of that module", sha=None)
+                log.warning("%s: a %s in the builds cache, which go would use for %s (no go.mod of its own): "
+                            "removed (see refbench/trust.py)", found, name, resolved.short)
+                paths.remove_tree(found, self.builds_dir)
 
     def _build_module(self, resolved: refs.ResolvedRef, out: Path, log_path: Path, d: Path) -> None:
         # made by the Go that builds, so its go line asks for no newer one
@@ -477,6 +503,61 @@ class Builder:
             tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
             how = f" with {ref.toolchain} (exit {rc}; {self.goes.hint(ref)})" if ref else f" (exit {rc})"
             raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
+
+
+#: a build.json is a few hundred bytes; a larger one is no record of refbench's
+RECORD_LIMIT = 1 << 20
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _regular(path: Path) -> bool:
+    """Whether `path` is a regular file itself (not a link to one)."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def read_record(path: Path) -> dict | None:
+    """The JSON object in the cached record at `path` (a build.json), or None when it is absent, not
+    a regular file, larger than RECORD_LIMIT or not a JSON object. Opened O_NOFOLLOW|O_NONBLOCK and
+    checked with fstat before reading: a FIFO planted as a record (review35e) would otherwise block
+    every later build for good, and a link would read any file."""
+    try:
+        fd = os.open(path, _READ)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > RECORD_LIMIT:
+            return None
+        data = fh.read(RECORD_LIMIT + 1)
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
+
+
+def copy_regular(src: Path, dest: Path) -> None:
+    """Copy the regular file `src` to the new file `dest` (mode and times kept, as shutil.copy2),
+    never through a link at either end: a link or anything but a regular file at `src` is a
+    BuildError naming it."""
+    try:
+        fd = os.open(src, _READ)
+    except OSError as e:
+        raise BuildError(f"cannot export {src}: {e.strerror} (a link in the builds cache is refused: a restored "
+                         f"cache may have planted it; remove it)") from None
+    with os.fdopen(fd, "rb") as fin:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BuildError(f"cannot export {src}: not a regular file (a restored cache may have planted it; "
+                             f"remove it)")
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      stat.S_IMODE(st.st_mode))
+        with os.fdopen(out, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
 def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:

@@ -1,7 +1,13 @@
 """Input files: sparse (truncate-style), seeded random bytes, seeded random directory trees.
 
 Generated once per spec into ``<cache>/fixtures/<spec-key>/`` and reused across refs and runs;
-a ``.complete`` marker is written last so an interrupted generation is redone, not trusted.
+a ``.complete`` marker is written last so an interrupted generation is redone. The marker vouches
+for nothing else: the builds cache may be restored from an entry anyone wrote (refbench.trust), and
+a planted fixture (10-byte files, zeros kubo deduplicates, a link to /dev/zero) would be what every
+build is timed on while the report states the planned size. So a cached fixture is compared, once
+per run, with what its generator makes (intact): the exact set of regular files, their sizes, and
+their bytes, regenerated at memory speed (sparse files: no data, SEEK_DATA; else zeros read). A
+fixture is a function of its spec, so no seal or key is needed, and comparing costs one read of it.
 
 Random content is incompressible and not dedupable (kubo turns zero-filled files into one block),
 and is produced at disk speed: one random pool per spec from numpy's Philox generator, and each
@@ -10,9 +16,12 @@ so no two blocks or chunks repeat while the generator runs once, not once per by
 """
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +32,7 @@ from .config import FixtureSpec
 from .units import human_bytes
 from .errors import RunError
 
+log = logging.getLogger(__name__)
 BLOCK = 4 * 1024 * 1024  # bytes written per call
 POOL = 64 * 1024 * 1024  # random pool per spec
 _ODD = np.uint64(0x9E3779B97F4A7C15)  # golden-ratio odd constant: k*_ODD differs for every k < 2**64
@@ -77,24 +87,24 @@ def planned(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
 
 
 def ensure(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
-    """Create the fixture if it is not cached yet; return where it is."""
+    """Create the fixture unless an intact one is cached (intact); return where it is. Every write
+    and removal goes through no link in the cache (paths.*, within the cache)."""
     root = fixture_dir(spec, cache_dir)
     marker = marker_path(root)
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)
     made = FixtureFiles(spec, root, files, total, allocated)
-    if marker.exists():
+    if _trusted(spec, root, plan):
         return made
     # two runs with a cold cache must not delete each other's half-written fixture: one writes it
     # (into a directory of its own, renamed into place when complete) while the other waits
-    with paths.locked(root.with_name(root.name + ".lock")):
-        if marker.exists():  # the other run made it while this one waited
+    with paths.locked(root.with_name(root.name + ".lock"), within=cache_dir):
+        if _trusted(spec, root, plan):  # the other run made it while this one waited
             return made
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
-        for d in (tmp, root):
-            if d.exists():
-                shutil.rmtree(d)
-        tmp.mkdir()
+        for d in (marker, tmp, root):
+            paths.remove_tree(d, cache_dir)
+        paths.make_dirs(tmp, cache_dir)
         if spec.kind == "sparse":
             write_sparse(tmp, spec.size, spec.count)
         elif spec.kind == "random":
@@ -102,8 +112,154 @@ def ensure(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
         else:
             write_tree(tmp, spec, plan)
         tmp.rename(root)
-        marker.write_text(json.dumps({"files": files, "bytes": total}))
+        paths.replace_file(marker, json.dumps({"files": files, "bytes": total}), within=cache_dir)
+        _intact_seen.add(_identity(marker))  # written by this run: no need to read it back
     return made
+
+
+#: markers (path, inode, mtime) whose fixture this process found intact or wrote: checked once per run
+_intact_seen: set[tuple] = set()
+
+
+def _identity(marker: Path) -> tuple:
+    st = os.lstat(marker)
+    return (str(marker), st.st_ino, st.st_mtime_ns)
+
+
+def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None) -> bool:
+    """Whether the cached fixture at `root` is complete and intact, asked once per marker and run;
+    a fixture with a marker that is not intact is logged (then made again)."""
+    marker = marker_path(root)
+    try:
+        st = os.lstat(marker)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        log.warning("fixture %s: its marker %s is not a file; generating it again", root, marker)
+        return False
+    ident = _identity(marker)
+    if ident in _intact_seen:
+        return True
+    why = intact(spec, root, plan)
+    if why:
+        log.warning("cached fixture %s is not what its spec makes: %s; generating it again", root, why)
+        return False
+    _intact_seen.add(ident)
+    return True
+
+
+def expected_files(spec: FixtureSpec, plan: list[tuple[str, int]] | None = None) -> list[tuple[str, int]]:
+    """(relative path, size) of every file the spec makes, in the order its generator writes them."""
+    if spec.kind == "tree":
+        return plan if plan is not None else _tree_plan(spec)
+    return [(_file_name(i), spec.size) for i in range(spec.count)]
+
+
+def intact(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None = None) -> str | None:
+    """Why the fixture at `root` is not exactly what `spec`'s generator makes, or None when it is:
+    a directory (not a link) holding the planned regular files and their directories and nothing
+    else, each of its planned size with the generator's bytes. The bytes are made again at memory
+    speed and compared, not hashed: a fixture is a function of its spec (module docstring). Files
+    are opened with O_NOFOLLOW and O_NONBLOCK, so a planted link or FIFO is refused, never read."""
+    want = expected_files(spec, plan)
+    try:
+        if not stat.S_ISDIR(os.lstat(root).st_mode):
+            return f"{root} is not a directory"
+        found = _entries(root)
+    except OSError as e:
+        return f"cannot list it: {e.strerror or e}"
+    dirs = {os.path.dirname(rel) for rel, _ in want} - {""}
+    dirs |= {str(p) for d in dirs for p in Path(d).parents} - {"."}
+    expected = {rel: "file" for rel, _ in want} | {d: "dir" for d in dirs}
+    for rel, kind in sorted(found.items()):
+        if expected.get(rel) != kind:
+            return f"it holds {rel} ({kind}), which the spec does not make"
+    missing = sorted(set(expected) - set(found))
+    if missing:
+        return f"{missing[0]} is missing"
+    gen = None
+    if spec.kind != "sparse":
+        gen = RandomWriter(spec.seed, pool_bytes=_pool_bytes(sum(size for _, size in want)))
+    for i, (rel, size) in enumerate(want):
+        why = _file_differs(os.path.join(root, rel), size, None if gen is None else (gen, i))
+        if why:
+            return f"{rel}: {why}"
+    return None
+
+
+def _entries(root: Path) -> dict[str, str]:
+    """Every entry below `root` by relative path: 'dir', 'file' (regular), or what else it is (a
+    link is listed, never followed). scandir's entry types need no stat per file (a million-file
+    fixture); a directory it cannot list raises (OSError), never skipped."""
+    found: dict[str, str] = {}
+    todo = [("", str(root))]
+    while todo:
+        rel, full = todo.pop()
+        with os.scandir(full) as it:
+            for e in it:
+                name = f"{rel}/{e.name}" if rel else e.name
+                if e.is_dir(follow_symlinks=False):
+                    found[name] = "dir"
+                    todo.append((name, e.path))
+                else:
+                    found[name] = "file" if e.is_file(follow_symlinks=False) else \
+                        "link" if e.is_symlink() else "not a regular file"
+    return found
+
+
+class _Differs(Exception):
+    """Raised by _Compare at the first block that is not the generator's."""
+
+
+class _Compare:
+    """A file-like sink for RandomWriter.write that reads the same number of bytes from `fd` and
+    compares them with what the generator wrote, instead of writing."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def write(self, want: memoryview) -> None:
+        if os.read(self.fd, len(want)) != want.tobytes():  # tobytes: bytes == bytes is one memcmp
+            raise _Differs
+
+
+_ZEROS = bytes(BLOCK)
+
+
+def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | None) -> str | None:
+    """Why the file at `path` is not the generator's (`random`: the writer and the file's stream;
+    None: a sparse file, all zeros), or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        return f"cannot open it: {e.strerror}"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size != size:
+            return f"{st.st_size} bytes, not {size}"
+        if random is not None:
+            try:
+                random[0].write(_Compare(fd), size, random[1])
+            except _Differs:
+                return "its bytes are not the generator's"
+            return None
+        try:
+            os.lseek(fd, 0, os.SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return None  # no data anywhere: all holes, all zeros
+            raise
+        left = size
+        while left > 0:  # a file system without holes: read the zeros
+            chunk = os.read(fd, min(left, BLOCK))
+            if not chunk or chunk != (_ZEROS if len(chunk) == BLOCK else bytes(len(chunk))):
+                return "not all zeros"
+            left -= len(chunk)
+        return None
+    finally:
+        os.close(fd)
 
 
 def marker_path(root: Path) -> Path:
@@ -154,8 +310,13 @@ class RandomWriter:
             block_no += 1
 
 
+def _pool_bytes(total: int) -> int:
+    """The random pool for a fixture of `total` bytes: what write_* and intact both use."""
+    return min(POOL, max(1 << 20, total))
+
+
 def write_random(root: Path, size: int, count: int, seed: int) -> None:
-    gen = RandomWriter(seed, pool_bytes=min(POOL, max(1 << 20, size * count)))
+    gen = RandomWriter(seed, pool_bytes=_pool_bytes(size * count))
     for i in range(count):
         with open(root / _file_name(i), "wb", buffering=0) as fh:
             gen.write(fh, size, i)
@@ -185,7 +346,7 @@ def _tree_plan(spec: FixtureSpec) -> list[tuple[str, int]]:
 
 def write_tree(root: Path, spec: FixtureSpec, plan: list[tuple[str, int]] | None = None) -> None:
     plan = plan if plan is not None else _tree_plan(spec)
-    gen = RandomWriter(spec.seed, pool_bytes=min(POOL, max(1 << 20, sum(s for _, s in plan))))
+    gen = RandomWriter(spec.seed, pool_bytes=_pool_bytes(sum(s for _, s in plan)))
     made = set()
     for i, (rel, size) in enumerate(plan):
         path = root / rel
