@@ -30,6 +30,11 @@ Counters (all process-wide, so every thread of the Go daemon counts):
 
 A daemon that is gone when a probe reads it is a RunError naming it, never a zero.
 
+The same probes run around each timed run of an s3 step on the embedded MinIO (MinioServer.probes,
+role "server"): of those only the CPU is kept, as `server-cpu` (Usage.values), context beside the
+request counts unless the run asks for its verdict (verdict.asked). A user's bucket (-b) has no
+process of ours to probe: no figure there.
+
 The probes are a ProbeServer per daemon: one process, started once inside the run's namespace
 (where the daemon's API is), keeps a connection to the metrics endpoint open and reads /proc
 itself; hyperfine's hooks only pass it a line through a FIFO with shell builtins and wait for
@@ -96,7 +101,10 @@ class Usage:
     gc: int | None = None
     cpu_source: str = "ticks"  # CPU_SOURCES: where `cpu` came from
 
-    def values(self) -> dict[str, float | int | None]:
+    def values(self, role: str = "daemon") -> dict[str, float | int | None]:
+        """By metric name: a daemon's (METRICS), or an S3 server's (its CPU only: `server-cpu`)."""
+        if role == "server":
+            return {"server-cpu": self.cpu}
         return {"daemon-cpu": self.cpu, "daemon-memory": self.memory, "daemon-writes": self.writes,
                 "daemon-alloc": self.alloc}
 

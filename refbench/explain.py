@@ -267,6 +267,13 @@ def _table(rows, headers) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
+def server_cpu_per_run(st: Step, label: str) -> str:
+    """The embedded MinIO's mean CPU per timed run of the build (`server-cpu`), "n/a" unmeasured."""
+    b = st.builds.get(label)
+    v = b.values("server-cpu") if b is not None else None
+    return "n/a" if not v else fmt_seconds(sum(v) / len(v))
+
+
 def markdown_parts(results: Results) -> dict:
     """The markdown blocks: `facts` (one line per step whose requests or block counts differ),
     `functions` (the five functions per profiled step), `requests` and `repo` tables, `notes`."""
@@ -296,13 +303,15 @@ def markdown_parts(results: Results) -> dict:
             req_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), md_escape(fmt_apis(r)),
                              str(r.total), fmt_bytes(r.received_bytes), fmt_bytes(r.sent_bytes),
                              f"{r.errors_4xx} / {r.errors_5xx} / {r.canceled}",
-                             "n/a" if r.server_cpu is None else fmt_seconds(r.server_cpu)])
+                             "n/a" if r.server_cpu is None else fmt_seconds(r.server_cpu),
+                             server_cpu_per_run(st, lab)])
         for lab, s in (st.repo or {}).items():
             repo_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), str(s.num_objects),
                               "n/a" if s.repo_size_estimate is None else f"≈ {fmt_bytes(s.repo_size_estimate)}"])
     return {"facts": facts, "functions": functions, "notes": list(results.explain_notes or ()),
             "requests": _table(req_rows, ["Scenario", "Build", "Requests by API", "Total", "Received", "Sent",
-                                          "4xx / 5xx / canceled", "Server CPU (context)"]) if req_rows else "",
+                                          "4xx / 5xx / canceled", "Server CPU (context)",
+                                          "Server CPU per timed run (mean)"]) if req_rows else "",
             "repo": _table(repo_rows, ["Scenario", "Build", "Blocks (NumObjects, exact)",
                                        "Repo size (RepoSize, kubo's estimate)"]) if repo_rows else ""}
 
