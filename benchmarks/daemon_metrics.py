@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What the daemon probes cost per timed run (issue 36): the two hooks hyperfine runs around each
 run (--prepare's before-probe, --conclude's after-probe), outside the timed command but inside
-the step's wall clock, against a stand-in daemon and, where one is built, a real kubo daemon.
+the step's wall clock, against a stand-in daemon, the embedded MinIO (s3 steps: its CPU per run)
+and, where one is built, a real kubo daemon.
 
 The hooks are refbench.daemon.ProbeServer's (what the kubo backend uses: one process per daemon
 with a kept-alive connection to the metrics page, the hooks only shell builtins talking to it
@@ -104,6 +105,26 @@ def measure(name: str, pid: int, url: str, runs: int, tmp: Path, real: bool = Fa
     return out
 
 
+def measure_minio(runs: int, tmp: Path) -> dict:
+    """The embedded MinIO's probes (MinioServer.probes: its CPU per timed run of an s3 step), as
+    the runner runs them around each run; {} where no minio is installed."""
+    from refbench.backends.minio import MinioServer
+    from refbench.tools import find_tool
+    if not find_tool("minio"):
+        print("minio: not installed (make setup)")
+        return {}
+    server = MinioServer(tmp).start()
+    try:
+        before, after, out, _ = server.probes("b0")
+        ms = per_run_ms((before, after), runs)
+        usages = daemon.read_usages(out)
+    finally:
+        server.stop()
+    print(f"embedded MinIO: server{'+cgroup' if usages[0].cpu_source == 'cgroup' else ''} {ms:.1f} ms/run; "
+          f"the probes charged it {sum(u.cpu for u in usages) / len(usages) * 1000:.2f} ms CPU per run")
+    return {"server": ms}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=30)
@@ -121,6 +142,7 @@ def main() -> int:
         finally:
             stand_in.kill()
             prom.close()
+        figures["minio"] = measure_minio(a.runs, tmp)
         kubo = a.kubo or newest_kubo()
         if kubo:
             proc, url = start_kubo(kubo, tmp / "repo")

@@ -153,7 +153,7 @@ def test_parsers():
 
 
 # a stand-in daemon driven by signals, as a CLI drives kubo's daemon through its API: on SIGUSR1
-# it holds `mib` MiB (touched) for a moment, then frees them and answers with SIGUSR2
+# it holds `mib` MiB (touched) for a moment, then frees them and answers with a line in its file
 _SIGNALLED = r"""
 import os, signal, sys, time
 mib = int(sys.argv[1])
@@ -161,7 +161,8 @@ def work(sig, frame):
     b = bytearray(mib << 20)
     time.sleep(0.05)
     del b
-    os.kill(int(open(sys.argv[2]).read()), signal.SIGUSR2) if os.path.exists(sys.argv[2]) else None
+    with open(sys.argv[2], "a") as fh:  # one line per run done: the timed command waits for it
+        fh.write("done\n")
 signal.signal(signal.SIGUSR1, work)
 print("ready", flush=True)
 while True:
@@ -181,14 +182,18 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
     if not binary:
         need("hyperfine", "run `refbench setup`")
     info = hyperfine.HyperfineInfo.probe(binary)
-    procs = [subprocess.Popen([sys.executable, "-c", _SIGNALLED, str(mib), str(tmp_path / "nobody")],
-                              stdout=subprocess.PIPE, text=True) for mib in (0, 64)]
+    for i in (0, 1):
+        (tmp_path / f"done{i}").write_text("")
+    procs = [subprocess.Popen([sys.executable, "-c", _SIGNALLED, str(mib), str(tmp_path / f"done{i}")],
+                              stdout=subprocess.PIPE, text=True) for i, mib in enumerate((0, 64))]
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
         servers = [daemon.ProbeServer((), p.pid, tmp_path / f"{i}.jsonl", None) for i, p in enumerate(procs)]
         probes = [s.commands() for s in servers]
-        cmds = [f"kill -USR1 {p.pid} && sleep 0.2" for p in procs]
+        # the run ends when the daemon answered (a loaded machine may take longer than any sleep)
+        cmds = [f"n=$(cat {tmp_path}/done{i} | wc -l); kill -USR1 {p.pid} && "
+                f"until [ $(cat {tmp_path}/done{i} | wc -l) -gt $n ]; do sleep 0.01; done" for i, p in enumerate(procs)]
         seq = [0, 1, 1, 0, 0, 1]
         out = tmp_path / "x.json"
         argv = hyperfine.command_line(out, [f"b{i}" for i in seq], [cmds[i] for i in seq],
