@@ -40,7 +40,8 @@ _LABELS = {"received_bytes": "bytes received", "sent_bytes": "bytes sent", "erro
 # exact only for the objects' data. So a byte count differs only beyond this slack.
 BYTES_SLACK, BYTES_SLACK_SHARE = 4096, 0.01
 _BYTE_KEYS = ("received_bytes", "sent_bytes")
-BUCKET_NOTE = "no request accounting: it needs the embedded MinIO (its metrics); -b BUCKET is a server refbench does not run"
+BUCKET_NOTE = ("no request accounting and no server CPU per run: they need the embedded MinIO (its metrics, its "
+               "process); -b BUCKET is a server refbench does not run")
 
 
 @dataclass(frozen=True)

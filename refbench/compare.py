@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from . import judge, stats, verdict
 from .accounting import changes as request_changes
 from .results import Fixture, RequestChange, Results, Samples, Scenario, comparable, Step, read_comparison
-from .verdict import ALL_METRICS, METRICS
+from .verdict import ALL_METRICS, METRICS, asked
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,8 @@ def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: stats.Criteri
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
     for metric in ALL_METRICS:  # the daemon's too, where both runs probed it (their own family)
+        if not asked(metric, criteria.metric_thresholds):  # the S3 server's CPU: context unless asked
+            continue
         x, y = ob.values(metric), nb.values(metric)
         if x is not None and y is not None and comparable(x, y):
             out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,

@@ -9,8 +9,17 @@ does its work in the daemon. So each timed run is bracketed by two probes, run b
 - after: append another snapshot. The run's usage is after − before, its peak is after's VmHWM.
 
 Counters (all process-wide, so every thread of the Go daemon counts):
-- CPU: utime + stime of /proc/PID/stat, in seconds;
-- peak memory: VmHWM of /proc/PID/status, bytes, since the reset;
+- CPU: usage_usec of the cpu.stat of a cgroup v2 the daemon was moved into at its start
+  (CpuCgroup), microseconds, every thread including those that exited. Where no cgroup can be
+  made (no cgroup v2 mount, not writable: a user without root), utime + stime of /proc/PID/stat,
+  which also counts exited threads but in clock ticks (10 ms at USER_HZ 100): a run of ~15 ms of
+  daemon CPU reads 10 or 20 ms there, and an A/A run gave false daemon-cpu verdicts on that
+  quantisation. (The sum of /proc/PID/task/*/schedstat, in ns, was the other candidate: it loses
+  a thread that exits during the run, and Go's runtime does end threads, so it was not taken.)
+  Each record says which source it read (CPU_SOURCES), and so does the backend's description;
+- peak memory: VmHWM of /proc/PID/status, bytes, since the reset (a cgroup's memory.peak, which
+  a write resets from Linux 6.12, needs the memory controller on the cgroup v2 tree: on a hybrid
+  system such as this one's, 6.18 with memory on cgroup v1, it has none, so clear_refs stays);
 - writes: write_bytes of /proc/PID/io, the bytes it caused to be sent to a block device. A repo
   on tmpfs (or any page-cache-only file system) counts 0 there: the figure is only meaningful
   where the run's work dir is on a disk;
@@ -21,32 +30,39 @@ Counters (all process-wide, so every thread of the Go daemon counts):
 
 A daemon that is gone when a probe reads it is a RunError naming it, never a zero.
 
-Two ways to run the probes, both writing the same records (read_usages):
-- probe_commands: each probe a plain shell that copies the /proc files (and curls the Go
-  metrics). 14 ms per run, but 64 ms with curl: a curl start and a full page per probe;
-- ProbeServer (what the kubo backend uses): one process per daemon, started once inside the
-  run's namespace, keeps a connection to the metrics endpoint open and reads /proc itself; the
-  hooks only pass it a line through a FIFO with shell builtins and wait for its answer
-  (server_commands). benchmarks/daemon_metrics.py measures both.
+The same probes run around each timed run of an s3 step on the embedded MinIO (MinioServer.probes,
+role "server"): of those only the CPU is kept, as `server-cpu` (Usage.values), context beside the
+request counts unless the run asks for its verdict (verdict.asked). A user's bucket (-b) has no
+process of ours to probe: no figure there.
+
+The probes are a ProbeServer per daemon: one process, started once inside the run's namespace
+(where the daemon's API is), keeps a connection to the metrics endpoint open and reads /proc
+itself; hyperfine's hooks only pass it a line through a FIFO with shell builtins and wait for
+its answer (server_commands). benchmarks/daemon_metrics.py measures what that costs per run.
+(A shell fallback that copied the /proc files and ran curl per probe was removed: every place
+that runs hooks can start the server, since it runs behind the same prefix as the scenario's
+commands with the same Python, and it cost 14 ms per run, 64 ms with curl.)
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import http.client
 import os
 import re
 import select
 import shlex
-import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RunError
+
+log = logging.getLogger(__name__)
 
 # metric name -> what it is, in the order the outputs show them
 METRICS = {
@@ -54,6 +70,11 @@ METRICS = {
     "daemon-memory": "the daemon's peak resident memory during the run",
     "daemon-writes": "bytes the daemon caused to be written to storage during the run",
     "daemon-alloc": "bytes the daemon's Go runtime allocated during the run",
+}
+# where a run's daemon CPU came from: what results.json's backend description and the summary say
+CPU_SOURCES = {
+    "cgroup": "cgroup v2 cpu.stat usage_usec (microseconds, every thread, exited ones too)",
+    "ticks": "utime + stime of /proc/PID/stat in clock ticks (10 ms: a few ms of CPU per run reads 0, 10 or 20 ms)",
 }
 PROM_ALLOC = "go_memstats_alloc_bytes_total"
 PROM_GC = "go_gc_duration_seconds_count"
@@ -67,6 +88,7 @@ class Snapshot:
     writes: int  # write_bytes
     alloc: int | None = None
     gc: int | None = None
+    cpu_source: str = "ticks"  # CPU_SOURCES
 
 
 @dataclass(frozen=True)
@@ -77,8 +99,12 @@ class Usage:
     writes: int
     alloc: int | None = None
     gc: int | None = None
+    cpu_source: str = "ticks"  # CPU_SOURCES: where `cpu` came from
 
-    def values(self) -> dict[str, float | int | None]:
+    def values(self, role: str = "daemon") -> dict[str, float | int | None]:
+        """By metric name: a daemon's (METRICS), or an S3 server's (its CPU only: `server-cpu`)."""
+        if role == "server":
+            return {"server-cpu": self.cpu}
         return {"daemon-cpu": self.cpu, "daemon-memory": self.memory, "daemon-writes": self.writes,
                 "daemon-alloc": self.alloc}
 
@@ -88,6 +114,12 @@ def parse_stat_cpu(text: str, ticks: int) -> float:
     spaces and parentheses, so the fields are counted after its last ')'."""
     rest = text[text.rindex(")") + 2:].split()
     return (int(rest[11]) + int(rest[12])) / ticks
+
+
+def parse_cgroup_cpu(text: str) -> float | None:
+    """usage_usec of a cgroup v2 cpu.stat, in seconds; None when the text has none."""
+    m = re.search(r"^usage_usec (\d+)$", text, re.M)
+    return int(m.group(1)) / 1e6 if m else None
 
 
 def parse_status_hwm(text: str) -> int:
@@ -131,23 +163,11 @@ def alive(pid: int) -> bool:
     return state[state.rindex(")") + 2:].split()[0] not in ("Z", "X")
 
 
-def snapshot(pid: int, metrics_url: str | None = None, timeout: float = 5) -> Snapshot:
-    """The daemon's counters now; RunError when it is gone (or a zombie)."""
+def snapshot(pid: int, cgroup: Path | None = None) -> Snapshot:
+    """The daemon's counters now (the Go ones aside); RunError when it is gone (or a zombie)."""
     if not alive(pid):
         raise RunError(f"the daemon (pid {pid}) exited during the run")
-    cpu = parse_stat_cpu(_proc(pid, "stat"), os.sysconf("SC_CLK_TCK"))
-    peak = parse_status_hwm(_proc(pid, "status"))
-    writes = parse_io_writes(_proc(pid, "io"))
-    alloc = gc = None
-    if metrics_url:
-        try:
-            with urllib.request.urlopen(metrics_url, timeout=timeout) as resp:
-                alloc, gc = parse_prometheus(resp.read().decode("utf-8", "replace"))
-        except OSError as e:
-            if not alive(pid):
-                raise RunError(f"the daemon (pid {pid}) exited during the run") from e
-            raise RunError(f"the daemon's metrics at {metrics_url} could not be read: {e}") from e
-    return Snapshot(cpu, peak, writes, alloc, gc)
+    return parse_block(proc_files(pid, cgroup), os.sysconf("SC_CLK_TCK"))
 
 
 def reset_peak(pid: int) -> None:
@@ -162,52 +182,112 @@ def reset_peak(pid: int) -> None:
 
 def usage(before: Snapshot, after: Snapshot) -> Usage:
     """The run's share: counter differences; the peak is after's (the mark was reset before)."""
+    if before.cpu_source != after.cpu_source:
+        raise RunError(f"a run's daemon probes read CPU from two sources ({before.cpu_source}, {after.cpu_source})")
     diff = lambda a, b: None if a is None or b is None else a - b  # noqa: E731
     return Usage(round(after.cpu - before.cpu, 6), after.peak, after.writes - before.writes,
-                 diff(after.alloc, before.alloc), diff(after.gc, before.gc))
+                 diff(after.alloc, before.alloc), diff(after.gc, before.gc), after.cpu_source)
 
 
-def probe_commands(prefix: tuple[str, ...], pid: int, out: Path, metrics_url: str | None) -> tuple[str, str]:
-    """The shell commands hyperfine runs as a run's --prepare (before) and --conclude (after).
-    Plain shell, a few milliseconds each (a Python probe took 0.45 s per run on a loaded
-    machine): they copy the raw /proc files (and the two Go metrics, by curl) into `out`, and
-    refbench parses them after the round (read_usages). A daemon gone or a zombie: the probe
-    fails with one line naming it, and hyperfine with it."""
-    q = shlex.quote
-    proc, o = f"/proc/{pid}", q(str(out))
-    gone = (f"{{ grep -qs '^State:[[:space:]]*[ZX]' {proc}/status || ! [ -r {proc}/io ]; }} && "
-            f"{{ echo {q(f'refbench: the daemon (pid {pid}) exited during the run')} >&2; exit 2; }}")
-    fetch = ""
-    if metrics_url and shutil.which("curl"):
-        fetch = (f"; echo @metrics; curl -fsS --max-time 5 {q(metrics_url)} "
-                 f"| grep -E '^({PROM_ALLOC}|{PROM_GC}) '")
-    inner = f"cat {proc}/stat {proc}/status {proc}/io{fetch}"
-    pre = " ".join(q(a) for a in prefix) + " " if prefix else ""
+@dataclass(frozen=True)
+class CpuCgroup:
+    """A cgroup v2 of the daemon's own, made only to read its CPU time in microseconds (cpu.stat's
+    usage_usec, which every cgroup v2 keeps without any controller enabled, so nothing about the
+    daemon's scheduling or limits changes). Made as a child of the cgroup refbench itself is in,
+    so it stays inside whatever hierarchy was delegated to us; removed by close() after the
+    daemon stopped. `why` says why there is none (the CPU is then read in ticks)."""
+    path: Path
 
-    def one(phase: str) -> str:
-        reset = f"echo 5 > {proc}/clear_refs && " if phase == "before" else ""
-        body = f"{gone}; {reset}{{ echo @{phase}; {inner}; echo @end; }} >> {o}"
-        return pre + "sh -c " + q(body)  # its own shell: it works under hyperfine -N too
-    return one("before"), one("after")
+    PREFIX = "refbench-daemon-"
+
+    @classmethod
+    def create(cls, pid: int) -> "tuple[CpuCgroup | None, str]":
+        """(the cgroup the daemon `pid` was moved into, "") or (None, why not)."""
+        root = cgroup2_mount()
+        if root is None:
+            return None, "no cgroup v2 mounted"
+        parent = root / own_cgroup().lstrip("/")
+        _sweep(parent)
+        path = parent / f"{cls.PREFIX}{pid}-{os.getpid()}"
+        try:
+            path.mkdir()
+        except OSError as e:
+            return None, f"cannot make a cgroup under {parent}: {e.strerror or e}"
+        try:
+            (path / "cgroup.procs").write_text(str(pid))
+            if parse_cgroup_cpu((path / "cpu.stat").read_text()) is None:
+                raise OSError(f"{path / 'cpu.stat'} has no usage_usec")
+        except OSError as e:
+            cls(path).close()
+            return None, f"cannot move the daemon into {path}: {e.strerror or e}"
+        return cls(path), ""
+
+    def close(self) -> None:
+        """Remove the cgroup; a process still in it goes back to the parent first (rmdir needs it empty)."""
+        with contextlib.suppress(OSError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.path.parent / "cgroup.procs").write_text(pid)
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
 
 
-def probe(phase: str, pid: int, out: Path, metrics_url: str | None = None) -> None:
-    """One probe run here (tests, the CLI): what hyperfine runs; RunError with its line on failure."""
-    cmd = probe_commands((), pid, out, metrics_url)[0 if phase == "before" else 1]
-    proc = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RunError((proc.stderr.strip().splitlines() or [f"daemon probe failed ({proc.returncode})"])[-1]
-                       .removeprefix("refbench: "))
+def cgroup2_mount(mounts: str | None = None) -> Path | None:
+    """Where the cgroup v2 hierarchy is mounted (/sys/fs/cgroup, or /sys/fs/cgroup/unified on a
+    hybrid system), from /proc/self/mounts; None without one."""
+    try:
+        text = Path("/proc/self/mounts").read_text() if mounts is None else mounts
+    except OSError:
+        return None
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "cgroup2":
+            return Path(parts[1])
+    return None
+
+
+def own_cgroup(text: str | None = None) -> str:
+    """This process's cgroup v2 path (the '0::' line of /proc/self/cgroup), '/' if none is given."""
+    try:
+        text = Path("/proc/self/cgroup").read_text() if text is None else text
+    except OSError:
+        return "/"
+    for line in text.splitlines():
+        if line.startswith("0::"):
+            return line[3:] or "/"
+    return "/"
+
+
+def _sweep(parent: Path, age: float = 600) -> None:
+    """Remove empty daemon cgroups left by runs that were killed (their daemons died with them).
+    rmdir fails on one that still holds a process, and one younger than `age` is left alone:
+    another run may be about to move its daemon in."""
+    now = time.time()
+    for old in parent.glob(CpuCgroup.PREFIX + "*"):
+        with contextlib.suppress(OSError):
+            if now - old.stat().st_mtime > age:
+                old.rmdir()
+
+
+def probe(phase: str, pid: int, out: Path, metrics_url: str | None = None, cgroup: Path | None = None) -> None:
+    """One probe run here, in this process (tests, the CLI): the record a probe server appends."""
+    fetch = _Metrics(metrics_url) if metrics_url else None
+    text = _probe_record(phase, pid, fetch, cgroup)
+    with open(out, "a") as fh:
+        fh.write(text)
 
 
 def parse_block(text: str, ticks: int) -> Snapshot:
-    """One probe's record: /proc/PID/stat, status and io as copied, then the Go metrics if any."""
+    """One probe's record: /proc/PID/stat, status and io (and the cgroup's cpu.stat where the
+    daemon has one: its CPU is then read there), then the Go metrics if any."""
     head, _, metrics = text.partition("@metrics")
     stat = next((ln for ln in head.splitlines() if ")" in ln and ln.split(" ", 1)[0].isdigit()), None)
     if stat is None:
         raise RunError("a daemon probe record has no /proc/PID/stat line")
     alloc, gc = parse_prometheus(metrics)
-    return Snapshot(parse_stat_cpu(stat, ticks), parse_status_hwm(head), parse_io_writes(head), alloc, gc)
+    cgroup_cpu = parse_cgroup_cpu(head)
+    cpu, source = (parse_stat_cpu(stat, ticks), "ticks") if cgroup_cpu is None else (cgroup_cpu, "cgroup")
+    return Snapshot(cpu, parse_status_hwm(head), parse_io_writes(head), alloc, gc, source)
 
 
 def read_usages(path: Path) -> list[Usage]:
@@ -235,18 +315,25 @@ def read_usages(path: Path) -> list[Usage]:
     return out
 
 
-def proc_files(pid: int) -> str:
-    """The daemon's /proc stat, status and io as the shell probe copies them (parse_block)."""
-    return "".join(_proc(pid, n) for n in ("stat", "status", "io"))
+def proc_files(pid: int, cgroup: Path | None = None) -> str:
+    """The daemon's /proc stat, status and io, then its cgroup's cpu.stat where it has one: one
+    probe record's head (parse_block)."""
+    head = "".join(_proc(pid, n) for n in ("stat", "status", "io"))
+    if cgroup is None:
+        return head
+    try:
+        return head + (Path(cgroup) / "cpu.stat").read_text()
+    except OSError as e:
+        raise RunError(f"the daemon's CPU counter {Path(cgroup) / 'cpu.stat'} could not be read: {e}") from e
 
 
 def record(phase: str, head: str, metrics: str | None) -> str:
-    """One probe's record in the shell probes' format (parse_block): /proc files, Go metric lines."""
+    """One probe's record (parse_block): /proc files (and cpu.stat), then the Go metric lines."""
     return f"@{phase}\n{head}" + (f"@metrics\n{metrics}" if metrics is not None else "") + "@end\n"
 
 
 def prom_lines(text: str) -> str:
-    """The two Go metric lines of a Prometheus page, as the shell probe's grep keeps them."""
+    """The two Go metric lines of a Prometheus page: all a record keeps of it."""
     return "".join(ln + "\n" for ln in text.splitlines() if ln.split(" ", 1)[0] in (PROM_ALLOC, PROM_GC))
 
 
@@ -277,7 +364,8 @@ class _Metrics:
         raise AssertionError("unreachable")
 
 
-def serve(pid: int, out: Path, fifo_dir: Path, metrics_url: str | None, ready=print) -> None:
+def serve(pid: int, out: Path, fifo_dir: Path, metrics_url: str | None, ready=print,
+          cgroup: Path | None = None) -> None:
     """The probe server's loop: each line `before` or `after` on fifo_dir/req is one probe of
     `pid`, its record appended to `out`, and `ok` (or the error, one line) written to
     fifo_dir/ack. Order: before = metrics, /proc, reset; after = /proc, metrics; so the daemon's
@@ -290,10 +378,11 @@ def serve(pid: int, out: Path, fifo_dir: Path, metrics_url: str | None, ready=pr
     fetch = _Metrics(metrics_url) if metrics_url else None
     if fetch is not None:
         fetch.get()  # fails now, at start, not in the first timed run
+    proc_files(pid, cgroup)  # so does an unreadable cgroup or /proc
     ready("ready", flush=True)
     for phase in _requests(req, parent):
         try:
-            text = _probe_record(phase, pid, fetch)
+            text = _probe_record(phase, pid, fetch, cgroup)
             with open(out, "a") as fh:  # opened per probe: the runner removes the file after each round
                 fh.write(text)
             answer = "ok"
@@ -315,17 +404,17 @@ def _requests(fd: int, parent: int):
             return
 
 
-def _probe_record(phase: str, pid: int, fetch: "_Metrics | None") -> str:
+def _probe_record(phase: str, pid: int, fetch: "_Metrics | None", cgroup: Path | None = None) -> str:
     """One probe's record (before: metrics, /proc, reset; after: /proc, metrics)."""
     if phase not in ("before", "after"):
         raise RunError(f"daemon probe server: unknown request {phase!r}")
     if not alive(pid):
         raise RunError(f"the daemon (pid {pid}) exited during the run")
     if phase == "before":
-        text = record(phase, proc_files(pid), fetch.get() if fetch else None)
+        text = record(phase, proc_files(pid, cgroup), fetch.get() if fetch else None)
         reset_peak(pid)
         return text
-    head = proc_files(pid)
+    head = proc_files(pid, cgroup)
     return record(phase, head, fetch.get() if fetch else None)
 
 
@@ -334,7 +423,7 @@ class ProbeServer:
     namespace, where the daemon's API is reachable). commands() are the hooks hyperfine runs."""
 
     def __init__(self, prefix: tuple[str, ...], pid: int, out: Path, metrics_url: str | None,
-                 timeout: float = 30):
+                 timeout: float = 30, cgroup: Path | None = None):
         self.pid, self.out = pid, Path(out)
         self.dir = self.out.with_name(self.out.name + ".fifo")
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -342,7 +431,8 @@ class ProbeServer:
             if not (self.dir / name).exists():
                 os.mkfifo(self.dir / name)
         argv = [*prefix, sys.executable, "-m", "refbench.daemon", "serve", "--pid", str(pid),
-                "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ())]
+                "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ()),
+                *(("--cgroup", str(cgroup)) if cgroup else ())]
         env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
@@ -388,14 +478,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--metrics")
     p.add_argument("--fifos", type=Path, help="serve: the directory of its req and ack FIFOs")
+    p.add_argument("--cgroup", type=Path, help="the daemon's own cgroup v2 directory (CpuCgroup): CPU from its cpu.stat")
     a = p.parse_args(argv)
     try:
         if a.phase == "serve":
             if a.fifos is None:
                 p.error("serve needs --fifos")
-            serve(a.pid, a.out, a.fifos, a.metrics)
+            serve(a.pid, a.out, a.fifos, a.metrics, cgroup=a.cgroup)
         else:
-            probe(a.phase, a.pid, a.out, a.metrics)
+            probe(a.phase, a.pid, a.out, a.metrics, a.cgroup)
     except RunError as e:
         print(f"refbench daemon probe: {e}", file=sys.stderr)
         return 2

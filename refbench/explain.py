@@ -4,7 +4,8 @@ build's untimed run and at the end of each step.
 - S3 on the embedded MinIO: the requests of each build's untimed run (accounting.py);
 - IPFS: each repo's block count and size estimate after that run (`ipfs repo stat`);
 - a differential CPU profile (profile.py) of every step whose wall or CPU verdict is slower or
-  faster, or of every step with --profile; none with --no-profile.
+  faster, or whose daemon moved enough (`moved`: the rule and its reasons), or of every step
+  with --profile; none with --no-profile.
 
 The runner knows nothing of these: it calls `wants_run`, `around_run` and `step_done`, and stores
 what `step_done` returns in the step's record. Seconds spent here are kept by kind in `seconds`.
@@ -31,24 +32,46 @@ from . import accounting, profile, results as rs
 from .render.format import fmt_bytes, fmt_seconds, md_code, md_escape
 from .results import FunctionShift, Profile, RequestChange, Requests, Results, Step
 from .errors import RunError
+from .figures import Criteria
 from .verdict import DAEMON_METRICS, Verdict
 
 log = logging.getLogger(__name__)
 
-# a step whose wall time, CPU or one of the daemon's metrics moved is profiled: the daemon's moved
-# figures are explained by its own profile (perf -p on it, kubo's /debug/pprof/profile) (issue 36)
-PROFILED_METRICS = ("wall", "cpu", *DAEMON_METRICS)
+# What makes a step worth a CPU profile (issue 36). A profile shows where CPU time went, so:
+# - the client's wall or CPU time moved (slower/faster): as before the daemon's metrics existed;
+# - the daemon's CPU moved past its threshold (|change| >= --metric-threshold's, 5% by default):
+#   its own profile (perf -p on it, kubo's /debug/pprof/profile) is what explains that;
+# - the daemon's memory, writes or allocations moved past their threshold AND the step's wall or
+#   daemon CPU moved too: alone they are not a profile's business. Allocations are nearly
+#   deterministic, so a 1% change is significant (slower) on nearly every step of a contender
+#   that allocates a little differently, and profiling each such step cost the kubo test
+#   fixture 208 s of its 249 s; a CPU profile cannot say where bytes were held or written.
+# A daemon verdict inside its threshold (significant, but small) is never a reason on its own.
+PROFILED_METRICS = ("wall", "cpu")
+DAEMON_CPU = "daemon-cpu"
+DAEMON_ONLY_WITH_TIME = tuple(m for m in DAEMON_METRICS if m != DAEMON_CPU)
 
 
-def moved(comparisons) -> bool:
-    """A wall, CPU or daemon verdict of slower or faster (a comparison without a metric is a wall one)."""
-    return any(Verdict(c.verdict).moved and getattr(c, "metric", "wall") in PROFILED_METRICS for c in comparisons)
+def moved(comparisons, criteria: Criteria | None = None) -> bool:
+    """Whether the step gets a profile, by the rule above (a comparison without a metric is a
+    wall one; thresholds are `criteria`'s, the defaults without it)."""
+    crit = criteria or Criteria()
+    comps = [c for c in comparisons if Verdict(c.verdict).moved]
+    metric = lambda c: getattr(c, "metric", "wall")  # noqa: E731
+    past = lambda c: abs(c.rel) >= crit.threshold_for(metric(c))  # noqa: E731
+    if any(metric(c) in PROFILED_METRICS for c in comps):
+        return True
+    if any(metric(c) == DAEMON_CPU and past(c) for c in comps):
+        return True
+    daemon_cpu_moved = any(metric(c) == DAEMON_CPU for c in comps)  # wall and cpu returned above
+    return daemon_cpu_moved and any(metric(c) in DAEMON_ONLY_WITH_TIME and past(c) for c in comps)
 
 
 class Explainer:
     def __init__(self, backend, workdir: Path, profile_mode: str = "auto", perf: str | None = None,
-                 perf_ok: bool | None = None, perf_why: str = ""):
+                 perf_ok: bool | None = None, perf_why: str = "", criteria: Criteria | None = None):
         self.backend = backend
+        self.criteria = criteria  # the run's thresholds, which decide what moved enough to profile
         self.workdir = workdir
         self.profile_mode = profile_mode
         self.seconds = {"accounting": 0.0, "profile": 0.0}
@@ -113,7 +136,7 @@ class Explainer:
         if self._repo:
             out["repo"] = MappingProxyType({lab: self._repo[lab] for lab in labels if lab in self._repo})
         self._requests, self._repo = {}, {}
-        wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(comparisons))
+        wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(comparisons, self.criteria))
         if wanted:
             t0 = time.monotonic()
             try:
@@ -244,6 +267,13 @@ def _table(rows, headers) -> str:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
+def server_cpu_per_run(st: Step, label: str) -> str:
+    """The embedded MinIO's mean CPU per timed run of the build (`server-cpu`), "n/a" unmeasured."""
+    b = st.builds.get(label)
+    v = b.values("server-cpu") if b is not None else None
+    return "n/a" if not v else fmt_seconds(sum(v) / len(v))
+
+
 def markdown_parts(results: Results) -> dict:
     """The markdown blocks: `facts` (one line per step whose requests or block counts differ),
     `functions` (the five functions per profiled step), `requests` and `repo` tables, `notes`."""
@@ -273,13 +303,15 @@ def markdown_parts(results: Results) -> dict:
             req_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), md_escape(fmt_apis(r)),
                              str(r.total), fmt_bytes(r.received_bytes), fmt_bytes(r.sent_bytes),
                              f"{r.errors_4xx} / {r.errors_5xx} / {r.canceled}",
-                             "n/a" if r.server_cpu is None else fmt_seconds(r.server_cpu)])
+                             "n/a" if r.server_cpu is None else fmt_seconds(r.server_cpu),
+                             server_cpu_per_run(st, lab)])
         for lab, s in (st.repo or {}).items():
             repo_rows.append([md_escape(f"{st.name} {sc.name}"), md_escape(lab), str(s.num_objects),
                               "n/a" if s.repo_size_estimate is None else f"≈ {fmt_bytes(s.repo_size_estimate)}"])
     return {"facts": facts, "functions": functions, "notes": list(results.explain_notes or ()),
             "requests": _table(req_rows, ["Scenario", "Build", "Requests by API", "Total", "Received", "Sent",
-                                          "4xx / 5xx / canceled", "Server CPU (context)"]) if req_rows else "",
+                                          "4xx / 5xx / canceled", "Server CPU (context)",
+                                          "Server CPU per timed run (mean)"]) if req_rows else "",
             "repo": _table(repo_rows, ["Scenario", "Build", "Blocks (NumObjects, exact)",
                                        "Repo size (RepoSize, kubo's estimate)"]) if repo_rows else ""}
 

@@ -755,7 +755,7 @@ def measure(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
                 reporter.info(line)
             with watching(backend, workdir, checked, env.machine.watchdog) as watchdog:
                 executor = env.executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
-                observer = Explainer(backend, workdir, checked.request.profile,
+                observer = Explainer(backend, workdir, checked.request.profile, criteria=checked.request.criteria,
                                      **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
                 runner = Runner(dataclasses.replace(make_bench(checked, built, backend, workdir, client_cpus, executor,
                                                                env), observer=observer),

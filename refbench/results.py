@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from . import __version__
 from .errors import RefbenchError
 from .figures import Comparison, Criteria, Summary, criteria, summarize
-from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, THRESHOLD, Verdict, count
+from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, SERVER_METRICS, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
@@ -178,7 +178,7 @@ def metric_values(metric: str, times, user, system, memory, instructions,
     """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
     instructions), or None unless every run has one: what a comparison of that metric reads, in
     a run (runner.BuildSamples) and from a saved one (Samples) alike."""
-    if metric in DAEMON_METRICS:  # the build's daemon during each run (refbench.daemon), where measured
+    if metric in DAEMON_METRICS or metric in SERVER_METRICS:  # probed around each run (refbench.daemon), where measured
         v = (daemon or {}).get(metric) or ()
     else:
         v = {"wall": times, "cpu": tuple(u + k for u, k in zip(user, system)), "memory": memory,
@@ -212,6 +212,8 @@ class Samples(_Doc):
     daemon_memory: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # peak bytes in the run
     daemon_writes: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # write_bytes
     daemon_alloc: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # Go bytes allocated
+    # the embedded S3 server's CPU during each timed run (context unless asked: verdict.asked)
+    server_cpu: tuple[float, ...] | None = _f(list, default=None, omit_none=True)  # seconds, user + system
     stats: Summary | None = _f(dict, default=None, read=_read_summary)
     cpu_mean: float | None = _f((int, float), default=None)
     cpu_wall_ratio: float | None = _f((int, float), default=None)
@@ -231,11 +233,16 @@ class Samples(_Doc):
         instructions), or None unless every run has one: what a saved run's comparison of that
         metric reads (`compare`), as the runner reads its own samples."""
         return metric_values(metric, self.times, self.user, self.system, self.memory_bytes or (),
-                             self.instructions or (), self.daemon_values())
+                             self.instructions or (), {**self.daemon_values(), **self.server_values()})
 
     def daemon_values(self) -> dict[str, tuple]:
         """The daemon's per-run figures by metric name (verdict.DAEMON_METRICS), those measured."""
         got = {m: getattr(self, m.replace("-", "_")) for m in DAEMON_METRICS}
+        return {m: v for m, v in got.items() if v is not None}
+
+    def server_values(self) -> dict[str, tuple]:
+        """The S3 server's per-run figures by metric name (verdict.SERVER_METRICS), those measured."""
+        got = {m: getattr(self, m.replace("-", "_")) for m in SERVER_METRICS}
         return {m: v for m, v in got.items() if v is not None}
 
     @classmethod

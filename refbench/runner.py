@@ -32,7 +32,7 @@ from .sampling import Sampling
 from .stats import Comparison, Criteria, contrast_metric
 from .stopping import CONTINUE, Progress, StopRule, split_runs  # noqa: F401 (judge and soak read split_runs here)
 from .units import slug
-from .verdict import DAEMON_METRICS
+from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
 
 log = logging.getLogger(__name__)
@@ -135,11 +135,16 @@ class BuildSamples:
         self.runs += runs
         self.rounds += [r] * len(runs)
 
-    def add_daemon(self, usages: list) -> None:
-        """The daemon's figures of the runs just added (refbench.daemon.Usage, in run order)."""
+    def add_daemon(self, usages: list, role: str = "daemon") -> None:
+        """The daemon's (or, role "server", the S3 server's) figures of the runs just added
+        (refbench.daemon.Usage, in run order)."""
         for u in usages:
-            for metric, value in u.values().items():
+            for metric, value in u.values(role).items():
                 self.daemon.setdefault(metric, []).append(value)
+
+    def probed(self, role: str) -> int:
+        """How many runs have the daemon's (or the server's) figures so far."""
+        return len(self.daemon.get(f"{role}-cpu", ()))
 
 
 def _every(values) -> list:
@@ -464,7 +469,8 @@ class Runner:
         base = builds[0].label
         b0 = samples[base]
         out = []
-        measured = (*self.bench.metrics, *(m for m in DAEMON_METRICS if m in b0.daemon))
+        measured = (*self.bench.metrics, *(m for m in (*DAEMON_METRICS, *SERVER_METRICS)
+                                           if m in b0.daemon and asked(m, self.bench.criteria.metric_thresholds)))
         for metric in measured if metrics is None else [m for m in measured if m in metrics]:
             x = b0.values(metric)
             for b in builds[1:]:
@@ -527,13 +533,15 @@ class Runner:
         self.check_exits(f"{where} round {r + 1}", samples)
         for b, p in zip(builds, probes):
             if p is not None:
-                samples[b.label].add_daemon(collect_usages(p[2], len(samples[b.label].runs)
-                                                           - len(samples[b.label].daemon.get("daemon-cpu", ())),
-                                                           f"{where} round {r + 1}, {b.label}"))
+                role = p[3] if len(p) > 3 else "daemon"  # a backend's S3 server says "server"
+                s = samples[b.label]
+                s.add_daemon(collect_usages(p[2], len(s.runs) - s.probed(role), f"{where} round {r + 1}, {b.label}"),
+                             role)
         return elapsed
 
-    def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple[str, str, Path] | None]:
-        """Each build's daemon probes (backend.daemon_probes), None where it runs no daemon."""
+    def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
+        """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3
+        server the role "server"), None where it runs no daemon."""
         get = getattr(self.bench.backend, "daemon_probes", None)
         return [get(b.label) if get is not None else None for b in builds]
 

@@ -22,11 +22,22 @@ METRICS = ("wall", "cpu", "memory", "instructions")
 # (stats.adjust_family), so they cost wall time's verdicts no power. A run without a daemon has
 # none of them. Their default threshold is --threshold's, like wall's (figures.Criteria).
 DAEMON_METRICS = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
-ALL_METRICS = METRICS + DAEMON_METRICS
+# What the S3 server (the embedded MinIO) spent during each timed run of an s3 step, probed as
+# the daemon is: the server's cost of the requests a client change causes. Context, shown beside
+# the request counts; judged only when a run asks for it (`asked`), then in the daemon's family.
+SERVER_METRICS = ("server-cpu",)
+ALL_METRICS = METRICS + DAEMON_METRICS + SERVER_METRICS
 
 
 def is_daemon_metric(metric: str) -> bool:
-    return metric in DAEMON_METRICS
+    """A long-lived process beside the client (kubo's daemon, the embedded MinIO): its own family."""
+    return metric in DAEMON_METRICS or metric in SERVER_METRICS
+
+
+def asked(metric: str, metric_thresholds: Iterable[tuple[str, float]]) -> bool:
+    """Whether a measured metric gets a verdict: all do but SERVER_METRICS, context unless the
+    run's criteria give one a threshold (`--metric-threshold server-cpu=0.05`; no default has it)."""
+    return metric not in SERVER_METRICS or metric in dict(metric_thresholds)
 # The verdicts' defaults, written once: the command line, a run's request, the statistics' criteria
 # and a results file read without them all take them from here. --threshold: wall time's
 # equivalence margin (a change inside ±5% is no change worth a verdict); --alpha: the run's

@@ -39,11 +39,17 @@ def test_online_probes_come_from_a_server_inside_the_namespace(tmp_path, namespa
             assert len(usages) == 2
             assert all(u.alloc and u.alloc > 1 << 20 for u in usages), usages  # the add's 1 MiB went through it
             assert all(u.cpu > 0 or u.memory > 0 for u in usages)
+            # root here: each daemon in a cgroup of its own, its CPU in µs, and results.json says so
+            assert backend.repos[lab].cpu_cgroup is not None, backend.repos[lab].cpu_why
+            assert {u.cpu_source for u in usages} == {"cgroup"}
             assert backend.daemon_probes(lab)[0] == before  # the same server for the next round
         servers = [s.proc for s in backend.probe_servers.values()]
+        cgroups = [r.cpu_cgroup.path for r in backend.repos.values()]
+        assert "usage_usec" in backend.describe()["daemon cpu"]
     finally:
         backend.close()
     assert all(p.poll() is not None for p in servers)  # stopped with the scenario
+    assert not any(c.exists() for c in cgroups)  # and the daemons' cgroups removed
 
 
 @pytest.mark.slow

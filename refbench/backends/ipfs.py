@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..daemon import CPU_SOURCES, CpuCgroup, ProbeServer
 from ..config import ShellCode
 from ..errors import RunError
 from .process import child_env, die_with_parent, group_guard, release_guard, stop_process
@@ -77,6 +78,8 @@ class IpfsRepo:
     lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
     pass_env: frozenset[str] = frozenset()  # more names ipfs sees (MachineSettings.pass_env)
     in_process: bool = False  # an implementation that is its own node in one process (Helia): a directory, no daemon
+    cpu_cgroup: object = None  # the daemon's own cgroup (refbench.daemon.CpuCgroup): its CPU in µs
+    cpu_why: str = ""  # why the daemon has none (its CPU is then read in clock ticks)
 
     @property
     def env(self) -> dict[str, str]:
@@ -132,6 +135,7 @@ class IpfsRepo:
                                            env={**child_env(extra=self.pass_env), **self.env},
                                            start_new_session=True, preexec_fn=die_with_parent)
         self.guard = group_guard(self.daemon.pid)
+        self.cpu_cgroup, self.cpu_why = CpuCgroup.create(self.daemon.pid)  # before it starts its threads
         deadline = time.monotonic() + timeout
         api_file = self.path / "api"
         while time.monotonic() < deadline:
@@ -152,6 +156,18 @@ class IpfsRepo:
             self.daemon = None
         release_guard(self.guard)
         self.guard = None
+        if self.cpu_cgroup is not None:  # empty now: the daemon is gone
+            self.cpu_cgroup.close()
+            self.cpu_cgroup = None
+
+
+def daemon_cpu_fact(sources) -> dict[str, str]:
+    """results.json's backend fact `daemon cpu`: where the daemons' CPU figures came from (each
+    run's daemon had the same source unless some could not get a cgroup: then both, and why)."""
+    got = dict(sorted(set(sources)))
+    if not got:
+        return {}
+    return {"daemon cpu": "; ".join(CPU_SOURCES[k] + (f" ({why})" if why else "") for k, why in got.items())}
 
 
 @dataclass(frozen=True)
@@ -188,6 +204,7 @@ class IpfsBackend:
     probe_servers: dict = field(default_factory=dict)  # label -> its daemon's refbench.daemon.ProbeServer
     pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
     in_process: frozenset[str] = frozenset()  # labels of builds that are their own node in one process (Helia)
+    cpu_sources: dict = field(default_factory=dict)  # label -> (refbench.daemon.CPU_SOURCES key, why not cgroup)
 
     @classmethod
     def open(cls, workdir: Path, cache_dir: Path | None = None,
@@ -385,7 +402,6 @@ class IpfsBackend:
         pid = self.server_pid(label)
         if pid is None or self.mode == "none":
             return None
-        from ..daemon import ProbeServer
         repo = self.repos[label]
         out = repo.path.with_name(repo.path.name + ".daemon-probes.jsonl")
         server = self.probe_servers.get(label)
@@ -393,7 +409,9 @@ class IpfsBackend:
             if server is not None:
                 server.close()
             metrics = f"{repo.api}/debug/metrics/prometheus" if repo.api else None
-            server = self.probe_servers[label] = ProbeServer(self.command_prefix(), pid, out, metrics)
+            cgroup = repo.cpu_cgroup.path if repo.cpu_cgroup is not None else None
+            server = self.probe_servers[label] = ProbeServer(self.command_prefix(), pid, out, metrics, cgroup=cgroup)
+            self.cpu_sources[label] = ("cgroup", "") if cgroup else ("ticks", repo.cpu_why)
         before, after = server.commands()
         return before, after, out
 
@@ -403,7 +421,7 @@ class IpfsBackend:
     def describe(self) -> dict:
         modes = ", ".join(f"{name}: {mode}" for name, mode in self.modes.items())
         return {"kind": "ipfs", "repos": "fresh IPFS_PATH per build and scenario",
-                "daemon": modes or "none",
+                "daemon": modes or "none", **daemon_cpu_fact(self.cpu_sources.values()),
                 **({"network": "a network namespace of the run's own, loopback only"
                                + (" (through a user namespace)" if self.sandbox.user else "")}
                    if self.sandbox else {})}

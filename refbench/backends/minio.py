@@ -17,6 +17,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..daemon import CPU_SOURCES, CpuCgroup, ProbeServer, parse_cgroup_cpu, parse_stat_cpu
 from ..errors import RunError
 from ..tools import find_tool
 from .dirs import sweep_stale, tree_bytes, write_owner
@@ -124,6 +125,10 @@ class MinioServer:
         self.metrics_public = True  # its metrics v3 endpoint needs no token (request accounting)
         self._purger: threading.Thread | None = None
         self._stop_purger = threading.Event()
+        self.cpu_cgroup: CpuCgroup | None = None  # its own cgroup v2: its CPU in µs (refbench.daemon)
+        self.cpu_why = ""  # why it has none (its CPU is then read in clock ticks)
+        self.cpu_source = "ticks"  # refbench.daemon.CPU_SOURCES: where its CPU figures came from
+        self.probe_servers: dict[str, ProbeServer] = {}  # build label -> the probes of its timed runs
 
     @property
     def trash(self) -> Path:
@@ -178,6 +183,8 @@ class MinioServer:
                  "--console-address", "127.0.0.1:0", str(self.data_dir / "data")],
                 stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True,
                 preexec_fn=lambda: server_preexec(self.cpus))
+        self.cpu_cgroup, self.cpu_why = CpuCgroup.create(self.proc.pid)
+        self.cpu_source = "cgroup" if self.cpu_cgroup is not None else "ticks"  # kept for describe(), after stop()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -205,15 +212,34 @@ class MinioServer:
         return f"its process {self.proc.pid} " + (f"was killed by signal {-code}" if code < 0 else f"exited with code {code}")
 
     def cpu_seconds(self) -> float | None:
-        """MinIO's CPU time so far (user + system, every thread), from /proc: read around a run,
-        the server's cost of the requests a build made (accounting.server_cpu). None when not running."""
+        """MinIO's CPU time so far (user + system, every thread): from its cgroup (µs) where it has
+        one, else /proc's ticks. Read around a run, the server's cost of the requests a build made
+        (accounting.server_cpu). None when not running."""
         if self.proc is None or self.proc.poll() is not None:
             return None
-        from ..daemon import parse_stat_cpu
         try:
+            if self.cpu_cgroup is not None:
+                return parse_cgroup_cpu((self.cpu_cgroup.path / "cpu.stat").read_text())
             return parse_stat_cpu(Path(f"/proc/{self.proc.pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
         except OSError:
             return None
+
+    def probes(self, label: str) -> tuple[str, str, Path, str] | None:
+        """The hooks hyperfine runs around each timed run of `label` (refbench.daemon.ProbeServer on
+        this server's process, one per build so each build's runs land in its own file), the file,
+        and the role "server" (the runner keeps only its CPU: `server-cpu`); None when not running."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None
+        server = self.probe_servers.get(label)
+        if server is None:
+            out = self.data_dir.with_name(f"{self.data_dir.name}.probes-{len(self.probe_servers)}")
+            cgroup = self.cpu_cgroup.path if self.cpu_cgroup is not None else None
+            server = self.probe_servers[label] = ProbeServer((), self.proc.pid, out, None, cgroup=cgroup)
+        return (*server.commands(), server.out, "server")
+
+    def cpu_fact(self) -> str:
+        """Where its per-run CPU comes from (results.json's backend fact `server cpu`)."""
+        return CPU_SOURCES[self.cpu_source] + (f" ({self.cpu_why})" if self.cpu_why else "")
 
     @staticmethod
     def _ready(port: int) -> bool:
@@ -228,9 +254,16 @@ class MinioServer:
         if self._purger is not None:
             self._purger.join(timeout=10)
             self._purger = None
+        for server in self.probe_servers.values():
+            server.close()
+            server.out.unlink(missing_ok=True)
+        self.probe_servers.clear()
         if self.proc is not None:
             stop_process(self.proc)
             self.proc = None
+        if self.cpu_cgroup is not None:  # empty now: the server is gone
+            self.cpu_cgroup.close()
+            self.cpu_cgroup = None
         shutil.rmtree(self.data_dir, ignore_errors=True)
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()

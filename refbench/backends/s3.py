@@ -32,6 +32,7 @@ from .toxiproxy import Toxiproxy
 log = logging.getLogger(__name__)
 
 EMBEDDED_BUCKET = "refbench"  # the embedded server's bucket
+SERVER_CPU_NONE = "not measured: a user's bucket (-b) is served by a server refbench does not run"
 VERSIONED_BUCKET = "refbench-versioned"  # and its versioned one, for areas whose deletions are undone
 PORT_PLACEHOLDER = "http://127.0.0.1:<port>"  # the embedded server's endpoint before it starts
 SECRET_PLACEHOLDER = "<random>"  # its credentials, made when it starts
@@ -377,13 +378,19 @@ class S3Backend:
     def watch_extra(self) -> dict:
         return {"trash_purged": self.server.trash_purged} if self.server is not None else {}
 
+    def daemon_probes(self, label: str) -> tuple | None:
+        """The embedded MinIO's probes around each timed run of `label` (MinioServer.probes: its
+        CPU per run, `server-cpu`, context beside the request counts); None on a user's bucket."""
+        return self.server.probes(label) if self.server is not None else None
+
     def describe(self) -> dict:
         where = ""
         if self.server is not None:
             where = " in RAM" if self.server.in_ram else " on disk"
         out = {"kind": "s3", "embedded": self.server is not None, "bucket": self.bucket,
                "prefix": self.prefix, "data_dir": str(self.server.data_dir) if self.server else None,
-               "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})"}
+               "endpoint": self.endpoint if not self.server else f"embedded MinIO (loopback, data{where})",
+               "server cpu": self.server.cpu_fact() if self.server else SERVER_CPU_NONE}
         if self.networks:  # the profiles the steps ran under, with their figures (results: Step.network)
             out["networks"] = {name: {**p.record(), "shaper": "toxiproxy" if not p.direct else None}
                                for name, p in self.networks.items()}

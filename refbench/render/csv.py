@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 from ..results import Results, Samples, Step
-from ..verdict import DAEMON_METRICS, METRICS
+from ..verdict import DAEMON_METRICS, METRICS, SERVER_METRICS
 
 # the metrics other than wall time, each with its own comparison columns
 OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
@@ -31,20 +31,31 @@ DAEMON_FIELDS = [*(f"{m.replace('-', '_')}_mean" for m in DAEMON_METRICS),
                  *(f"{m.replace('-', '_')}_{f}" for m in DAEMON_METRICS for f in METRIC_FIELDS)]
 
 
+# a run on the embedded MinIO gets its CPU per timed run (context; the verdict where asked)
+SERVER_FIELDS = [*(f"{m.replace('-', '_')}_mean" for m in SERVER_METRICS),
+                 *(f"{m.replace('-', '_')}_{f}" for m in SERVER_METRICS for f in METRIC_FIELDS)]
+
+
 def fields_of(results: Results) -> list[str]:
-    """The CSV's columns: the daemon's only where some step has its figures (a run without a
-    daemon keeps the columns it always had)."""
+    """The CSV's columns: the daemon's (the S3 server's) only where some step has its figures (a
+    run without one keeps the columns it always had)."""
     probed = any(b.daemon_values() for _, st in results.steps() for b in st.builds.values())
-    return CSV_FIELDS + (DAEMON_FIELDS if probed else [])
+    served = any(b.server_values() for _, st in results.steps() for b in st.builds.values())
+    return CSV_FIELDS + (DAEMON_FIELDS if probed else []) + (SERVER_FIELDS if served else [])
 
 
 def _daemon_columns(st: Step, label: str, b: Samples) -> dict:
-    """The build's daemon: each metric's mean per run and the contender's verdict on it."""
-    if not b.daemon_values():
+    """The build's daemon (and S3 server): each metric's mean per run and the contender's verdict on it."""
+    return {**_probed_columns(st, label, b.daemon_values(), DAEMON_METRICS),
+            **_probed_columns(st, label, b.server_values(), SERVER_METRICS)}
+
+
+def _probed_columns(st: Step, label: str, values: dict, metrics: tuple[str, ...]) -> dict:
+    if not values:
         return {}
     by_metric = st.by_metric(label)
-    out = {f"{m.replace('-', '_')}_mean": _mean(v) for m, v in b.daemon_values().items()}
-    for m in DAEMON_METRICS:
+    out = {f"{m.replace('-', '_')}_mean": _mean(v) for m, v in values.items()}
+    for m in metrics:
         c, k = by_metric.get(m), m.replace("-", "_")
         out.update({f"{k}_rel_change": _of(c, "rel"), f"{k}_ci_low": _of(c, "ci_low"),
                     f"{k}_ci_high": _of(c, "ci_high"), f"{k}_p_value": _of(c, "p_value"),

@@ -11,7 +11,8 @@ import re
 METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions",
                 # what the build's daemon (kubo) spent during each run (refbench.daemon), not the CLI's
                 "daemon-cpu": "daemon CPU", "daemon-memory": "daemon memory", "daemon-writes": "daemon writes",
-                "daemon-alloc": "daemon allocations"}
+                "daemon-alloc": "daemon allocations",
+                "server-cpu": "server CPU"}  # the embedded MinIO's, judged only where a run asked
 
 
 def fmt_pct(x: float | None, digits: int = 1) -> str:
