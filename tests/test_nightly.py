@@ -349,3 +349,84 @@ def test_a_history_written_before_upgrades_and_its_daemon_figures_become_series(
     assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     # the old night's samples have no daemon columns filled (its per-run figures stay in results)
     assert raw.execute("SELECT COUNT(*) FROM samples WHERE run_id = 1 AND daemon_cpu IS NOT NULL").fetchone()[0] == 0
+
+
+# ---- an implementation's pinned version as a series of its own (issue 37) --------------------
+def test_an_implementation_is_a_series_of_its_own_on_the_mock(tmp_path, monkeypatch):
+    """`nightly --impl other-cli`, two nights on --executor mock into a SQLite history: each night
+    the head's series as before, and the implementation's: tonight's head against it at its pinned
+    version, recorded under `impl:other-cli@3.1` with the head as its baseline, in
+    implementations/NAME@VERSION, on the trend page as a chart of its own. It is twice as slow as
+    the head by design: no alarm, no REGRESSION line, no bisect line, while the head's series is
+    judged as ever."""
+    from fakes.pipeline import mock_args, scenarios_file
+    from refbench import results as rs
+    from test_implementations import SCENARIOS  # a target `fake`, and other-cli 3.1 with a command for `copy`
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    binaries = {"v1.0.0": "fake-1.00", "other-cli": "fake-2.00"}
+    common = ("--history", tmp_path / "h.db", "--scenarios", scenarios, "-t", "fake", "--base", "v1.0.0",
+              "--head", "v1.0.0", "--builds-dir", tmp_path / "b", "--trend", tmp_path / "trend.html",
+              "-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+              "--measure-identical", "--alarm", "both", "--impl", "other-cli")
+    for night in (1, 2):
+        proc = run_cli("nightly", *common, "--out-dir", tmp_path / f"night{night}",
+                       *mock_args(binaries, f"N{night}", 0.005))
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        assert "nightly [other-cli@3.1]:" in proc.stdout and "REGRESSION" not in proc.stdout, proc.stdout
+        assert "v1.0.0 vs other-cli 3.1 (pinned, pypi)" in proc.stderr
+        r = rs.load(tmp_path / f"night{night}" / "implementations" / "other-cli@3.1" / "results.json")
+        assert [(b.label, b.kind) for b in r.builds] == [("v1.0.0", "tag"), ("other-cli 3.1", "implementation")]
+        assert {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in r.steps()} == {
+            "list": ["not supported"], "copy": ["slower"]}  # its own command where it has one
+        assert "--impl other-cli@3.1" in " ".join(r.command_line)
+
+    db = sqlite3.connect(tmp_path / "h.db")
+    rows = db.execute("SELECT head_ref, base_ref, mode, exit_code FROM runs ORDER BY id").fetchall()
+    assert rows == [("v1.0.0", "v1.0.0", "release", 0), ("impl:other-cli@3.1", "v1.0.0", "implementation", 0)] * 2
+    heads = db.execute("SELECT DISTINCT c.label, c.kind, c.ref FROM commits c JOIN runs r ON r.id = c.run_id "
+                       "WHERE r.head_ref = 'impl:other-cli@3.1' AND c.role = 'head'").fetchall()
+    assert heads == [("other-cli 3.1", "implementation", "other-cli@3.1")]
+    from refbench import nightly
+    from refbench.history import open_history
+    h = open_history(tmp_path / "h.db")
+    s = nightly.series(h, head_ref="impl:other-cli@3.1")
+    h.close()
+    machine = nightly_machine(db)
+    nights, unsupported = (s[("fake", machine, "impl:other-cli@3.1", "tiny", step)] for step in ("copy", "list"))
+    assert len(nights) == 2 and all(n.verdict == "slower" and n.rel > 0.5 and n.h_median for n in nights)
+    assert all(n.verdict == "not supported" and n.h_mean is None for n in unsupported)  # no point to plot
+    page = (tmp_path / "trend.html").read_text()
+    # a chart per step of each series: the head's list and copy, the implementation's copy (list has no point)
+    assert "impl:other-cli@3.1" in page and page.count("<svg") == 3
+
+
+def nightly_machine(db) -> str:
+    return db.execute("SELECT DISTINCT machine FROM runs").fetchone()[0]
+
+
+def test_a_shift_in_an_implementations_series_is_found_but_never_alarms(tmp_path):
+    """Ten nights of an implementation's series whose own times step up by 30% at night 6 (its
+    program the same pinned bytes: the machine moved): the change point is found and recorded,
+    without an alarm and without a bisect line (no commit to walk); the same nights under a ref's
+    key alarm, with one."""
+    from refbench import changepoints as cpd, nightly
+    from refbench.history import open_history
+    from test_changepoints import fake_results
+    rng = np.random.default_rng(37)
+    db = open_history(tmp_path / "h.db")
+    found = {}
+    for key in ("impl:other-cli@3.1", "master"):
+        for night in range(1, 11):
+            run_id = db.record_run(started=f"2026-01-{night:02d}T03:00:00Z", mode="implementation",
+                                   base_ref="master", head_ref=key, exit_code=0, machine="ci",
+                                   results=fake_results(night, 13.0 if night >= 6 else 10.0, rng))
+            found.setdefault(key, []).extend(nightly.new_changepoints(
+                db, target="s5cmd", machine="ci", head_ref=key, params=cpd.Params(), statistic="median",
+                run_id=run_id, alarms=nightly.impl_of(key) is None))
+    (impl_shift,), (ref_shift,) = found["impl:other-cli@3.1"], found["master"]
+    assert impl_shift.rel > 0.2 and not impl_shift.alarm and impl_shift.bisect == nightly.NO_BISECT
+    assert ref_shift.alarm and ref_shift.bisect.startswith("./bench.py bisect")
+    assert {(k["head_ref"], k["alarm"]) for k in db.known_changepoints()} == {("impl:other-cli@3.1", 0),
+                                                                           ("master", 1)}
+    assert nightly.series_label("impl:other-cli@3.1") == "other-cli@3.1" and nightly.series_label("master") is None
+    db.close()
