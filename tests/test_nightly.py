@@ -430,3 +430,28 @@ def test_a_shift_in_an_implementations_series_is_found_but_never_alarms(tmp_path
                                                                            ("master", 1)}
     assert nightly.series_label("impl:other-cli@3.1") == "other-cli@3.1" and nightly.series_label("master") is None
     db.close()
+
+
+@pytest.mark.slow
+def test_a_real_night_with_an_implementation(s5_origin, builds_dir, tmp_path):
+    """One real night on the embedded MinIO with `--impl s3cmd` (a PyPI install: seconds, where rclone
+    is a Go build): the head's series (v1.0.0 against itself: an identical binary) and s3cmd's,
+    measured against the head on one step of the small-files scenario, recorded as `impl:s3cmd@2.4.0`."""
+    from conftest import need
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    db_path = tmp_path / "h.db"
+    proc = run_bench("nightly", "--history", str(db_path), "--repo", str(s5_origin.path), "--base", "v1.0.0",
+                     "--head", "v1.0.0", "--builds-dir", str(builds_dir), "--impl", "s3cmd", "--machine", "ci",
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "1",
+                     "--budget", "none", "--no-profile", "--out-dir", str(tmp_path / "night"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout
+    assert "nightly [s3cmd@2.4.0]:" in proc.stdout
+    db = sqlite3.connect(db_path)
+    assert db.execute("SELECT head_ref, mode, exit_code FROM runs ORDER BY id").fetchall() == [
+        ("v1.0.0", "release", 0), ("impl:s3cmd@2.4.0", "implementation", 0)]
+    steps = db.execute("SELECT DISTINCT s.step FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.role = 'head' "
+                       "AND r.head_ref = 'impl:s3cmd@2.4.0' AND s.median > 0").fetchall()
+    assert [s[0] for s in steps] == ["upload"]
+    assert "impl:s3cmd@2.4.0" in (tmp_path / "trend.html").read_text()
