@@ -64,22 +64,25 @@ IMPL_PREFIX = "impl:"  # an implementation's series key: `impl:NAME@VERSION` (no
 IMPL_MODE = "implementation"  # the mode an implementation's nights are recorded under: against tonight's head
 
 
-def impl_key(impl: impls.Implementation) -> str:
-    """The head_ref an implementation's series is recorded under: its pinned version, so a new pin
-    (another version) starts a series of its own beside the old one, and neither mixes the other's
-    nights. A colon is in no git ref's name, so no watched ref's series meets it."""
-    return IMPL_PREFIX + impl.spec
+def impl_key(impl: impls.Implementation, variant: str | None = None) -> str:
+    """The head_ref an implementation's series is recorded under: its pinned version (and a named
+    variant's name: `impl:NAME@VERSION [VARIANT]`), so a new pin (another version) starts a series
+    of its own beside the old one, and neither mixes the other's nights. A colon is in no git ref's
+    name, so no watched ref's series meets it."""
+    return series_key(IMPL_PREFIX + impl.spec, variant)
 
 
 def impl_of(head_ref: str | None) -> str | None:
     """`NAME@VERSION` of an implementation's series key (None: a ref's or a variant's series)."""
-    return head_ref[len(IMPL_PREFIX):] if head_ref and head_ref.startswith(IMPL_PREFIX) else None
+    if not head_ref or not head_ref.startswith(IMPL_PREFIX):
+        return None
+    return head_ref[len(IMPL_PREFIX):].partition(" [")[0]
 
 
 def series_label(head_ref: str | None) -> str | None:
-    """What a series is called after a step in the night's lines: a variant's name, an
-    implementation's NAME@VERSION, or None for the plain watched ref."""
-    return impl_of(head_ref) or variant_of(head_ref)
+    """What a series is called after a step in the night's lines: a variant's name (of a ref or of
+    an implementation), an implementation's NAME@VERSION, or None for the plain watched ref."""
+    return variant_of(head_ref) or impl_of(head_ref)
 
 
 def variant_of(head_ref: str | None) -> str | None:
@@ -401,17 +404,20 @@ class NightRequest:
     show_target: str | None = None  # the trend page: only this target / machine type
     show_machine: str | None = None
     variants: tuple[Variant, ...] = ()  # --variant: each a series of its own (Watched)
-    # --impl: each implementation at its pinned version a series of its own, against tonight's head
+    # --impl: each implementation at its pinned version a series of its own, against tonight's head;
+    # --variant NAME=impl:IMPL,env=...: a named variant of one, another series of its own
     implementations: tuple[impls.Implementation, ...] = ()
+    impl_variants: tuple[tuple[Variant, impls.Implementation], ...] = ()
 
     def watched(self) -> tuple["Watched", ...]:
         """The series tonight extends: the head, then each variant's, then each implementation's."""
         return ((Watched(self.head),) + tuple(Watched(v.ref, v) for v in self.variants)
-                + tuple(Watched(self.head, impl=i) for i in self.implementations))
+                + tuple(Watched(self.head, impl=i) for i in self.implementations)
+                + tuple(Watched(self.head, v, impl=i) for v, i in self.impl_variants))
 
     def bisect_variants(self) -> dict[str, str]:
         """{series key: the --variant its bisect line gives}: each variant's settings alone."""
-        return {w.key: vr.settings_text(w.variant) for w in self.watched() if w.variant}
+        return {w.key: vr.settings_text(w.variant) for w in self.watched() if w.variant and not w.impl}
 
 
 @dataclass(frozen=True)
@@ -424,15 +430,17 @@ class Watched:
 
     @property
     def key(self) -> str:
-        return impl_key(self.impl) if self.impl else series_key(self.ref, self.variant.name if self.variant else None)
+        name = self.variant.name if self.variant else None
+        return impl_key(self.impl, name) if self.impl else series_key(self.ref, name)
 
     def comparison(self, run: RunRequest, base: str) -> RunRequest:
         """Tonight's comparison of this series: base vs ref, both under the variant's settings
         (the baseline named `NAME.base`, the watched build NAME); for an implementation's, tonight's
         head (`base`, as baseline() gives it) then the implementation, on the scenarios it supports
         (pipeline.select_scenarios), the watched build being the last."""
-        if self.impl is not None:
-            return run.replace(refs=(base,), implementations=(self.impl.spec,), impl_first=False, variants=())
+        if self.impl is not None:  # plain (--impl), or a named variant of it (the pipeline's impl: variant)
+            return run.replace(refs=(base,), impl_first=False, implementations=() if self.variant else (self.impl.spec,),
+                               variants=(self.variant,) if self.variant else ())
         if self.variant is None:
             return run.replace(refs=(base, self.ref))
         return run.replace(refs=(), variants=vr.against(self.variant, base, self.ref, "base"))
@@ -441,13 +449,14 @@ class Watched:
         """Where its summary and results.json go: the night's directory, or variants/NAME or
         implementations/NAME@VERSION in it."""
         if self.impl:
-            return night_dir / "implementations" / self.impl.spec
+            return night_dir / "implementations" / (self.variant.name if self.variant else self.impl.spec)
         return night_dir / "variants" / self.variant.name if self.variant else night_dir
 
     def says(self, base: str) -> str:
         """What tonight compares, for the progress line."""
         if self.impl:
-            return f"{base} vs {self.impl.label} (pinned, {self.impl.registry})"
+            named = f"variant {self.variant.describe()} of " if self.variant else ""
+            return f"{base} vs {named}{self.impl.label} (pinned, {self.impl.registry})"
         under = f" under variant {self.variant.describe()}" if self.variant else ""
         return f"{base} vs {self.ref}{under}"
 
@@ -481,8 +490,8 @@ def _stderr(text: str) -> None:
 def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Path) -> tuple[str, ...]:
     """The command line results.json records for the night's comparison `run` (its refs or its
     variants set): the `bench.py` run it amounts to."""
-    compared = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs
-                else tuple(x for v in run.variants for x in ("--variant", vr.spec(v))))
+    compared = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs else ()) \
+        + tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
     return (*compared, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
             *(("--budget", budget_text) if run.budget else ()), *run.command_line,
             "--json", str(json_path), "-o", str(summary))

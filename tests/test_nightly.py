@@ -265,6 +265,12 @@ def test_a_failing_variant_does_not_stop_the_head_series(tmp_path, monkeypatch, 
     (("--variant", "go=1.26"), "settings alone"),
     (("--variant", "a=master", "--variant", "a=main"), "'a' is named twice"),
     (("--variant", "nosuch"), "or the name of a [[variants]] table"),
+    # an implementation's series (issue 37): checked as a run checks its --impl
+    (("--impl", "nosuch"), "--impl nosuch: unknown implementation 'nosuch'"),
+    (("--impl", "rclone@v1.0"), "rclone is pinned at v1.76.0"),
+    (("--impl", "helia"), "--impl helia@5.5.1: a ipfs client; 's5cmd' uses the s3 backend"),
+    (("--impl", "rclone", "--impl", "rclone"), "rclone v1.76.0 given twice"),
+    (("--variant", "x=impl:rclone,go=1.26"), "an implementation takes env= only"),
 ])
 def test_a_bad_nightly_variant_is_one_line(tmp_path, argv, says):
     proc = run_cli("nightly", "--history", tmp_path / "h.db", "--builds-dir", tmp_path / "b", *argv)
@@ -398,6 +404,38 @@ def test_an_implementation_is_a_series_of_its_own_on_the_mock(tmp_path, monkeypa
     page = (tmp_path / "trend.html").read_text()
     # a chart per step of each series: the head's list and copy, the implementation's copy (list has no point)
     assert "impl:other-cli@3.1" in page and page.count("<svg") == 3
+
+
+def test_a_named_variant_of_an_implementation_is_a_series_of_its_own(tmp_path, monkeypatch):
+    """`nightly --variant bulk=impl:other-cli,env=OTHER_THREADS=16`: the implementation under its
+    variant's environment against tonight's head, recorded under `impl:other-cli@3.1 [bulk]`
+    (its own series beside the plain one), labelled by the variant's name, in
+    implementations/bulk, never an alarm. Before, it was taken for a ref's variant: its baseline
+    the base ref under the implementation's environment, its alarm the verdict of another program."""
+    from fakes.pipeline import mock_args, scenarios_file
+    from refbench import results as rs
+    from test_implementations import SCENARIOS
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    proc = run_cli("nightly", "--history", tmp_path / "h.db", "--scenarios", scenarios, "-t", "fake", "--base",
+                   "v1.0.0", "--head", "v1.0.0", "--builds-dir", tmp_path / "b", "--trend", tmp_path / "trend.html",
+                   "-r", "4", "--rounds", "2", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+                   "--alarm", "both", "--out-dir", tmp_path / "night", "--impl", "other-cli",
+                   "--variant", "bulk=impl:other-cli,env=OTHER_THREADS=16",
+                   *mock_args({"v1.0.0": "fake-1.00", "other-cli": "fake-2.00"}, "V", 0.005))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "nightly [bulk]:" in proc.stdout and "nightly [other-cli@3.1]:" in proc.stdout, proc.stdout
+    assert "v1.0.0 vs variant bulk (env OTHER_THREADS=16) of other-cli 3.1 (pinned, pypi)" in proc.stderr
+    r = rs.load(tmp_path / "night" / "implementations" / "bulk" / "results.json")
+    assert [(b.label, b.kind, dict(b.env or {})) for b in r.builds] == [
+        ("v1.0.0", "tag", {}), ("bulk", "implementation", {"OTHER_THREADS": "16"})]
+    assert "--variant bulk=impl:other-cli,env=OTHER_THREADS=16" in " ".join(r.command_line)
+    db = sqlite3.connect(tmp_path / "h.db")
+    assert db.execute("SELECT head_ref, base_ref, mode, exit_code FROM runs ORDER BY id").fetchall() == [
+        ("v1.0.0", "v1.0.0", "release", 0), ("impl:other-cli@3.1", "v1.0.0", "implementation", 0),
+        ("impl:other-cli@3.1 [bulk]", "v1.0.0", "implementation", 0)]
+    from refbench import nightly
+    assert nightly.impl_of("impl:other-cli@3.1 [bulk]") == "other-cli@3.1"
+    assert nightly.series_label("impl:other-cli@3.1 [bulk]") == "bulk"
 
 
 def nightly_machine(db) -> str:

@@ -139,8 +139,7 @@ def night_request(args: argparse.Namespace, request: RunRequest, home: Path, tre
                         head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
                         budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
                         show_target=args.show_target, show_machine=args.show_machine, draw=render_trend,
-                        variants=night_variants(args.variant, request),
-                        implementations=night_implementations(args.impl, request, args.head))
+                        **night_series(args.variant, args.impl, request, args.head))
 
 
 def night_variants(specs: list[str], request: RunRequest) -> tuple[vr.Variant, ...]:
@@ -151,17 +150,25 @@ def night_variants(specs: list[str], request: RunRequest) -> tuple[vr.Variant, .
     return vr.builds((), tuple(specs), load_config(request.scenarios_path()).variants)
 
 
-def night_implementations(specs: list[str], request: RunRequest, head: str) -> tuple[impls.Implementation, ...]:
-    """The --impl series, each the declared implementation it names, checked as a run checks its
-    --impl (pipeline.implementations_of: an unknown name, another version than the pinned one, a
-    client of another backend, one given twice: one line) before anything is measured."""
-    if not specs:
-        return ()
+def night_series(variant_specs: list[str], impl_specs: list[str], request: RunRequest, head: str) -> dict:
+    """NightRequest's variants, implementations and impl_variants: the --variant series of refs, the
+    --impl series, and the --variant NAME=impl:IMPL,env=... series (a named variant of an
+    implementation), each checked as a run checks it (pipeline.implementations_of: an unknown name,
+    another version than the pinned one, a client of another backend, one given twice, go= or
+    flags= on an implementation: one line) before anything is measured."""
+    variants = night_variants(variant_specs, request)
+    on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
+    out = {"variants": tuple(v for v in variants if v not in on_impls), "implementations": (), "impl_variants": ()}
+    if not impl_specs and not on_impls:
+        return out
     cfg = load_config(request.scenarios_path())
     target = cfg.targets.get(request.target)
     if target is None:
         raise RefbenchError(f"unknown target {request.target!r} in {request.scenarios_path()}")
-    return implementations_of(request.replace(refs=(head,), implementations=tuple(specs)), cfg, target)[0]
+    chosen = implementations_of(request.replace(refs=(head,), implementations=tuple(impl_specs)), cfg, target,
+                                on_impls)[0]
+    return {**out, "implementations": chosen[:len(impl_specs)],
+            "impl_variants": tuple(zip(on_impls, chosen[len(impl_specs):]))}
 
 
 def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
