@@ -10,6 +10,11 @@ through to the comparison. Each `--variant NAME=REF[,go=...][,flags=...][,env=K=
 compared each night with the baseline under the same settings (so a variant that is slower by
 design is no regression; a commit that is slower only under it is), recorded under the head_ref
 `REF [NAME]` (series_key), with its own alarms, change points, trend charts and results.
+Each `--impl NAME[@VERSION]` (and `--variant NAME=impl:IMPL,env=...`) watches an implementation at
+its pinned version as a series of its own: tonight's head against it on the scenarios it supports,
+recorded under `impl:NAME@VERSION` (impl_key; a new pin is a new key, so a new series), with mode
+`implementation`, its change points drawn but never an alarm (judged: another program is slower or
+faster by design, and its own pinned bytes never move: a shift there is the machine's).
 The alarm (exit 1) is, by default, a *lasting regression*: a step tonight's comparison calls
 slower on its second night running (against last night's head: a jump that held), or a *new
 change point*: per step, the watched build's nightly median (--cp-statistic) on this machine
@@ -327,8 +332,9 @@ def trend_series(db: History, target: str | None = None, machine: str | None = N
     change points; a change point reported before with an alarm is marked alarmed. Wall time's
     series first, then each daemon metric's (issue 36) where nights judged one: those show where
     the daemon's cost moved; only wall time's change points alarm (new_changepoints)."""
+    # reported with an alarm: an implementation's series records its change points without one
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
-             for k in db.known_changepoints(target, machine)}
+             for k in db.known_changepoints(target, machine) if k["alarm"]}
     out = []
     for metric in ("wall", *db.daemon_metrics(target, machine)):
         charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point

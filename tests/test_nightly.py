@@ -467,6 +467,10 @@ def test_a_shift_in_an_implementations_series_is_found_but_never_alarms(tmp_path
     assert {(k["head_ref"], k["alarm"]) for k in db.known_changepoints()} == {("impl:other-cli@3.1", 0),
                                                                            ("master", 1)}
     assert nightly.series_label("impl:other-cli@3.1") == "other-cli@3.1" and nightly.series_label("master") is None
+    # the trend page marks the ref's change point as alarmed, never the implementation's
+    charts = {t.head_ref: t for t in nightly.trend_series(db, "s5cmd", "ci")}
+    assert [c.alarmed for c in charts["master"].changepoints] == [True]
+    assert [c.alarmed for c in charts["impl:other-cli@3.1"].changepoints] == [False]
     db.close()
 
 
