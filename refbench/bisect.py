@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping
 
-from . import pipeline, runenv, variants as vr
+from . import implementations as impls, pipeline, runenv, variants as vr
 from .config import load_config
 from .errors import BuildError, RefbenchError
 from .pipeline import RunRequest, choose_target
@@ -131,13 +131,15 @@ def prepare(search: Search, base: RunRequest, env: runenv.RunEnv | None = None) 
     scenarios = base.scenarios_path()
     cfg = load_config(scenarios)
     target, origin = choose_target(cfg, base.target, base.repo, "git")
+    # the variant first: a bad one is refused before the origin is fetched
+    variant = vr.configuration(search.variant, cfg.variants, "bisect") if search.variant else None
+    impls.refuse_for_refs(variant, "bisect")
     builder = (env or runenv.real()).builder(runenv.BuildSite(request=base.replace(source="git"), target=target, origin=origin))
     good, bad = builder.resolve(search.good), builder.resolve(search.bad)
     commits = builder.commits_between(good.sha, bad.sha)
     if not commits:
         raise RefbenchError(f"no commits between {search.good} and {search.bad}")
     request = base.replace(target=target.name, repo=builder.repo_url, scenarios=scenarios, only=(search.step,))
-    variant = vr.configuration(search.variant, cfg.variants, "bisect") if search.variant else None
     return Line(good, bad, commits, request, variant)
 
 

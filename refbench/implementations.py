@@ -635,6 +635,16 @@ def supports(build, scenario, step) -> bool:
     return impl is None or impl.supports(scenario.name, step.name)
 
 
+def refuse_for_refs(variant, command: str) -> None:
+    """One line for a variant of an implementation (a [[variants]] table whose ref is `impl:NAME`)
+    where a command walks a ref's commits (bisect): its environment is the implementation's, and
+    the implementation is one pinned version, with no history to walk. Without this, its
+    environment would silently be put on the refs."""
+    if variant is not None and str(variant.ref or "").startswith(VARIANT_PREFIX):
+        raise RefbenchError(f"{command} walks a ref's commits; --variant {variant.name} is a variant of an "
+                            f"implementation ({variant.ref}), installed at its pinned version")
+
+
 def merge(refs: list, impls: list, impl_first: bool) -> list:
     """The run's builds in the order the command line gave its kinds: refs then implementations,
     or implementations first (the baseline an implementation)."""

@@ -10,6 +10,11 @@ through to the comparison. Each `--variant NAME=REF[,go=...][,flags=...][,env=K=
 compared each night with the baseline under the same settings (so a variant that is slower by
 design is no regression; a commit that is slower only under it is), recorded under the head_ref
 `REF [NAME]` (series_key), with its own alarms, change points, trend charts and results.
+Each `--impl NAME[@VERSION]` (and `--variant NAME=impl:IMPL,env=...`) watches an implementation at
+its pinned version as a series of its own: tonight's head against it on the scenarios it supports,
+recorded under `impl:NAME@VERSION` (impl_key; a new pin is a new key, so a new series), with mode
+`implementation`, its change points drawn but never an alarm (judged: another program is slower or
+faster by design, and its own pinned bytes never move: a shift there is the machine's).
 The alarm (exit 1) is, by default, a *lasting regression*: a step tonight's comparison calls
 slower on its second night running (against last night's head: a jump that held), or a *new
 change point*: per step, the watched build's nightly median (--cp-statistic) on this machine
@@ -39,7 +44,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from . import builds as bl, changepoints as cpd, runenv, variants as vr
+from . import builds as bl, changepoints as cpd, implementations as impls, runenv, variants as vr
 from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
@@ -58,6 +63,31 @@ def series_key(ref: str, variant: str | None = None) -> str:
     `REF [NAME]`. No git ref has a space in its name, so the two never meet, and the rows of the
     plain series, older ones included, keep their meaning."""
     return f"{ref} [{variant}]" if variant else ref
+
+
+IMPL_PREFIX = "impl:"  # an implementation's series key: `impl:NAME@VERSION` (no git ref has a colon)
+IMPL_MODE = "implementation"  # the mode an implementation's nights are recorded under: against tonight's head
+
+
+def impl_key(impl: impls.Implementation, variant: str | None = None) -> str:
+    """The head_ref an implementation's series is recorded under: its pinned version (and a named
+    variant's name: `impl:NAME@VERSION [VARIANT]`), so a new pin (another version) starts a series
+    of its own beside the old one, and neither mixes the other's nights. A colon is in no git ref's
+    name, so no watched ref's series meets it."""
+    return series_key(IMPL_PREFIX + impl.spec, variant)
+
+
+def impl_of(head_ref: str | None) -> str | None:
+    """`NAME@VERSION` of an implementation's series key (None: a ref's or a variant's series)."""
+    if not head_ref or not head_ref.startswith(IMPL_PREFIX):
+        return None
+    return head_ref[len(IMPL_PREFIX):].partition(" [")[0]
+
+
+def series_label(head_ref: str | None) -> str | None:
+    """What a series is called after a step in the night's lines: a variant's name (of a ref or of
+    an implementation), an implementation's NAME@VERSION, or None for the plain watched ref."""
+    return variant_of(head_ref) or impl_of(head_ref)
 
 
 def variant_of(head_ref: str | None) -> str | None:
@@ -142,7 +172,12 @@ def bisect_variant(head_ref: str | None, variants: Mapping[str, str]) -> str | N
     return variants.get(head_ref or "", variant_of(head_ref))
 
 
+NO_BISECT = "(an implementation's pinned version: nothing to bisect; the machine, the fixture or the server moved)"
+
+
 def _bisect_of(bad: NightPoint, good_sha: str | None, variants: Mapping[str, str]) -> str:
+    if impl_of(bad.head_ref):  # its program is the same pinned bytes every night: no commit to walk
+        return NO_BISECT
     return bisect_line(good_sha, bad.h_sha, bad.scenario, bad.step, bad.target, bad.repo,
                        bisect_variant(bad.head_ref, variants))
 
@@ -271,7 +306,8 @@ def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str
 
 
 def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
-                     statistic: str, run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS) -> list[Shift]:
+                     statistic: str, run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS,
+                     alarms: bool = True) -> list[Shift]:
     """Change points not reported before (a known one may move by up to --cp-min-nights nights as
     nights accumulate); they are recorded, and the slower ones are the alarm."""
     known = _known(db, target, machine, head_ref)
@@ -283,7 +319,8 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
             if _reported(known.get((sc, st), []), pos, c.index, c.slower, tol):
                 continue
             rows.append(_shift(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
-                               before=c.before, after=c.after, alarm=c.slower, run_id=run_id, variants=variants))
+                               before=c.before, after=c.after, alarm=alarms and c.slower, run_id=run_id,
+                               variants=variants))
     return _record(db, rows)
 
 
@@ -295,8 +332,9 @@ def trend_series(db: History, target: str | None = None, machine: str | None = N
     change points; a change point reported before with an alarm is marked alarmed. Wall time's
     series first, then each daemon metric's (issue 36) where nights judged one: those show where
     the daemon's cost moved; only wall time's change points alarm (new_changepoints)."""
+    # reported with an alarm: an implementation's series records its change points without one
     known = {(k["target"], k["machine"], k["head_ref"], k["scenario"], k["step"], k["run_id"])
-             for k in db.known_changepoints(target, machine)}
+             for k in db.known_changepoints(target, machine) if k["alarm"]}
     out = []
     for metric in ("wall", *db.daemon_metrics(target, machine)):
         charts = {key: [n for n in nights if n.h_mean is not None]  # an identical binary never measured: no point
@@ -372,14 +410,20 @@ class NightRequest:
     show_target: str | None = None  # the trend page: only this target / machine type
     show_machine: str | None = None
     variants: tuple[Variant, ...] = ()  # --variant: each a series of its own (Watched)
+    # --impl: each implementation at its pinned version a series of its own, against tonight's head;
+    # --variant NAME=impl:IMPL,env=...: a named variant of one, another series of its own
+    implementations: tuple[impls.Implementation, ...] = ()
+    impl_variants: tuple[tuple[Variant, impls.Implementation], ...] = ()
 
     def watched(self) -> tuple["Watched", ...]:
-        """The series tonight extends: the head, then each variant's."""
-        return (Watched(self.head),) + tuple(Watched(v.ref, v) for v in self.variants)
+        """The series tonight extends: the head, then each variant's, then each implementation's."""
+        return ((Watched(self.head),) + tuple(Watched(v.ref, v) for v in self.variants)
+                + tuple(Watched(self.head, impl=i) for i in self.implementations)
+                + tuple(Watched(self.head, v, impl=i) for v, i in self.impl_variants))
 
     def bisect_variants(self) -> dict[str, str]:
         """{series key: the --variant its bisect line gives}: each variant's settings alone."""
-        return {w.key: vr.settings_text(w.variant) for w in self.watched() if w.variant}
+        return {w.key: vr.settings_text(w.variant) for w in self.watched() if w.variant and not w.impl}
 
 
 @dataclass(frozen=True)
@@ -388,24 +432,37 @@ class Watched:
     baseline is --base (or that series' last night) under the same settings."""
     ref: str
     variant: Variant | None = None
+    impl: impls.Implementation | None = None  # an implementation's series: it, measured against `ref`
 
     @property
     def key(self) -> str:
-        return series_key(self.ref, self.variant.name if self.variant else None)
+        name = self.variant.name if self.variant else None
+        return impl_key(self.impl, name) if self.impl else series_key(self.ref, name)
 
     def comparison(self, run: RunRequest, base: str) -> RunRequest:
         """Tonight's comparison of this series: base vs ref, both under the variant's settings
-        (the baseline named `NAME.base`, the watched build NAME)."""
+        (the baseline named `NAME.base`, the watched build NAME); for an implementation's, tonight's
+        head (`base`, as baseline() gives it) then the implementation, on the scenarios it supports
+        (pipeline.select_scenarios), the watched build being the last."""
+        if self.impl is not None:  # plain (--impl), or a named variant of it (the pipeline's impl: variant)
+            return run.replace(refs=(base,), impl_first=False, implementations=() if self.variant else (self.impl.spec,),
+                               variants=(self.variant,) if self.variant else ())
         if self.variant is None:
             return run.replace(refs=(base, self.ref))
         return run.replace(refs=(), variants=vr.against(self.variant, base, self.ref, "base"))
 
     def out_dir(self, night_dir: Path) -> Path:
-        """Where its summary and results.json go: the night's directory, or variants/NAME in it."""
+        """Where its summary and results.json go: the night's directory, or variants/NAME or
+        implementations/NAME@VERSION in it."""
+        if self.impl:
+            return night_dir / "implementations" / (self.variant.name if self.variant else self.impl.spec)
         return night_dir / "variants" / self.variant.name if self.variant else night_dir
 
     def says(self, base: str) -> str:
         """What tonight compares, for the progress line."""
+        if self.impl:
+            named = f"variant {self.variant.describe()} of " if self.variant else ""
+            return f"{base} vs {named}{self.impl.label} (pinned, {self.impl.registry})"
         under = f" under variant {self.variant.describe()}" if self.variant else ""
         return f"{base} vs {self.ref}{under}"
 
@@ -439,7 +496,8 @@ def _stderr(text: str) -> None:
 def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Path) -> tuple[str, ...]:
     """The command line results.json records for the night's comparison `run` (its refs or its
     variants set): the `bench.py` run it amounts to."""
-    compared = ("-s", *run.refs) if run.refs else tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
+    compared = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs else ()) \
+        + tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
     return (*compared, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
             *(("--budget", budget_text) if run.budget else ()), *run.command_line,
             "--json", str(json_path), "-o", str(summary))
@@ -448,8 +506,13 @@ def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Pat
 def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str], None] = _stderr,
              watched: Watched | None = None) -> tuple[str, str]:
     """(tonight's baseline, the mode recorded): the base ref, or since last night the watched ref's
-    commit of the series' last recorded night (the base ref on the first night)."""
-    key = (watched or Watched(req.head)).key
+    commit of the series' last recorded night (the base ref on the first night). An
+    implementation's series is measured against tonight's head, whatever the mode: its own
+    program never moves, so it is the head it is set beside (IMPL_MODE)."""
+    w = watched or Watched(req.head)
+    if w.impl:
+        return w.ref, IMPL_MODE
+    key = w.key
     if req.since_last:
         prev = db.last_head(req.run.target, repo_url, key, req.machine)
         if prev:
@@ -586,7 +649,7 @@ def series_night(db: History, req: NightRequest, w: Watched, started: str, build
         failed(db, replace(record, exit_code=code, error=str(e) or type(e).__name__), out_dir, req, say)
         raise
     run_id = keep(db, replace(record, results_path=str(json_path)), results, out_dir)
-    return judged(db, replace(req, head=w.key), results, run_id, out_dir)
+    return judged(db, replace(req, head=w.key), results, run_id, out_dir, alarms=w.impl is None)
 
 
 def redraw(db: History, req: NightRequest) -> Path:
@@ -606,19 +669,27 @@ def failed(db: History, record: NightRecord, out_dir: Path, req: NightRequest, s
         say(f"nightly: warning: {e}")
 
 
-def judged(db: History, req: NightRequest, results: Results, run_id: int, out_dir: Path | None) -> NightOutcome:
+def judged(db: History, req: NightRequest, results: Results, run_id: int, out_dir: Path | None,
+           alarms: bool | None = None) -> NightOutcome:
     """A recorded night's alarm: the lasting regressions and new change points it completes (they
-    are recorded), its exit code, the trend page redrawn."""
+    are recorded), its exit code, the trend page redrawn. An implementation's series (`alarms`
+    False; by default, read from its key) never alarms: its tonight's verdict is another program
+    against the head, slower or faster by design, and a shift in its own pinned program's times is
+    the machine's, the fixture's or the server's, not a commit's. Its change points are found,
+    recorded and shown all the same (a control beside the head's series)."""
+    alarms = impl_of(req.head) is None if alarms is None else alarms
     slower = results.regressions()
     # the lasting rule first: it records what it reports, so Otava confirming the same step a
     # night or two later is not a second alarm
     variants = req.bisect_variants()
     lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
                                   tol=max(1, req.params.min_nights), run_id=run_id,
-                                  variants=variants) if req.alarm == "lasting" else []
+                                  variants=variants) if req.alarm == "lasting" and alarms else []
     found = new_changepoints(db, target=results.target.name, machine=req.machine, head_ref=req.head,
-                             params=req.params, statistic=req.statistic, run_id=run_id, variants=variants)
-    code = alarm(req.alarm, found + lasting, slower)
+                             params=req.params, statistic=req.statistic, run_id=run_id, variants=variants,
+                             alarms=alarms)
+    code = alarm(req.alarm, found + lasting, slower) if alarms else EXIT_OK
+    slower = slower if alarms else []  # another program against the head: no regression of the head's
     if code != EXIT_OK:
         db.set_exit_code(run_id, code)
     return NightOutcome(code, redraw(db, req), results, run_id, out_dir, tuple(slower), tuple(lasting), tuple(found),

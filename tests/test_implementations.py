@@ -226,11 +226,29 @@ def test_a_missing_registry_in_the_scenarios_file_is_one_line_and_exit_2(tmp_pat
     proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli")
     assert proc.returncode == EXIT_ERROR, proc.stderr
     assert "implementations.other-cli.registry: expected a string (required)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
 
 
 def test_bisect_takes_no_implementation(tmp_path):
     proc = run_cli("bisect", "v1.0.0", "v2.0.0", "--only", "small files", "--impl", "aws-cli")
     assert proc.returncode == EXIT_ERROR and "bisect walks a ref's commits; --impl aws-cli" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.parametrize("variant, says", [
+    ("bulk", "bisect walks a ref's commits; --variant bulk is a variant of an implementation (impl:other-cli)"),
+    ("b=impl:other-cli,env=X=1", "expected settings without a ref"),
+])
+def test_bisect_refuses_a_variant_of_an_implementation_before_fetching(tmp_path, monkeypatch, variant, says):
+    """A [[variants]] table on an implementation, named to bisect: one line, before the origin is
+    fetched (the target's repo, example.invalid, cannot be). Before, its environment was put on the
+    refs and the bisect ran."""
+    path = scenarios_file(monkeypatch, tmp_path, SCENARIOS + '[[variants]]\nname = "bulk"\nref = "impl:other-cli"\n'
+                          'env = { OTHER_THREADS = "16" }\n')
+    proc = run_cli("bisect", "v1.0.0", "v2.0.0", "--only", "tiny/copy", "-t", "fake", "--scenarios", path,
+                   "--builds-dir", tmp_path / "b", "--variant", variant)
+    assert proc.returncode == EXIT_ERROR and says in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and "cannot fetch" not in proc.stderr, proc.stderr
 
 
 # ---- real registries (slow) ----------------------------------------------------------------------

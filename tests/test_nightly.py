@@ -265,6 +265,12 @@ def test_a_failing_variant_does_not_stop_the_head_series(tmp_path, monkeypatch, 
     (("--variant", "go=1.26"), "settings alone"),
     (("--variant", "a=master", "--variant", "a=main"), "'a' is named twice"),
     (("--variant", "nosuch"), "or the name of a [[variants]] table"),
+    # an implementation's series (issue 37): checked as a run checks its --impl
+    (("--impl", "nosuch"), "--impl nosuch: unknown implementation 'nosuch'"),
+    (("--impl", "rclone@v1.0"), "rclone is pinned at v1.76.0"),
+    (("--impl", "helia"), "--impl helia@5.5.1: a ipfs client; 's5cmd' uses the s3 backend"),
+    (("--impl", "rclone", "--impl", "rclone"), "rclone v1.76.0 given twice"),
+    (("--variant", "x=impl:rclone,go=1.26"), "an implementation takes env= only"),
 ])
 def test_a_bad_nightly_variant_is_one_line(tmp_path, argv, says):
     proc = run_cli("nightly", "--history", tmp_path / "h.db", "--builds-dir", tmp_path / "b", *argv)
@@ -349,3 +355,145 @@ def test_a_history_written_before_upgrades_and_its_daemon_figures_become_series(
     assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     # the old night's samples have no daemon columns filled (its per-run figures stay in results)
     assert raw.execute("SELECT COUNT(*) FROM samples WHERE run_id = 1 AND daemon_cpu IS NOT NULL").fetchone()[0] == 0
+
+
+# ---- an implementation's pinned version as a series of its own (issue 37) --------------------
+def test_an_implementation_is_a_series_of_its_own_on_the_mock(tmp_path, monkeypatch):
+    """`nightly --impl other-cli`, two nights on --executor mock into a SQLite history: each night
+    the head's series as before, and the implementation's: tonight's head against it at its pinned
+    version, recorded under `impl:other-cli@3.1` with the head as its baseline, in
+    implementations/NAME@VERSION, on the trend page as a chart of its own. It is twice as slow as
+    the head by design: no alarm, no REGRESSION line, no bisect line, while the head's series is
+    judged as ever."""
+    from fakes.pipeline import mock_args, scenarios_file
+    from refbench import results as rs
+    from test_implementations import SCENARIOS  # a target `fake`, and other-cli 3.1 with a command for `copy`
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    binaries = {"v1.0.0": "fake-1.00", "other-cli": "fake-2.00"}
+    common = ("--history", tmp_path / "h.db", "--scenarios", scenarios, "-t", "fake", "--base", "v1.0.0",
+              "--head", "v1.0.0", "--builds-dir", tmp_path / "b", "--trend", tmp_path / "trend.html",
+              "-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+              "--measure-identical", "--alarm", "both", "--impl", "other-cli")
+    for night in (1, 2):
+        proc = run_cli("nightly", *common, "--out-dir", tmp_path / f"night{night}",
+                       *mock_args(binaries, f"N{night}", 0.005))
+        assert proc.returncode == 0, proc.stderr + proc.stdout
+        assert "nightly [other-cli@3.1]:" in proc.stdout and "REGRESSION" not in proc.stdout, proc.stdout
+        assert "v1.0.0 vs other-cli 3.1 (pinned, pypi)" in proc.stderr
+        r = rs.load(tmp_path / f"night{night}" / "implementations" / "other-cli@3.1" / "results.json")
+        assert [(b.label, b.kind) for b in r.builds] == [("v1.0.0", "tag"), ("other-cli 3.1", "implementation")]
+        assert {st.name: [c.verdict for c in st.comparisons if c.metric == "wall"] for _, st in r.steps()} == {
+            "list": ["not supported"], "copy": ["slower"]}  # its own command where it has one
+        assert "--impl other-cli@3.1" in " ".join(r.command_line)
+
+    db = sqlite3.connect(tmp_path / "h.db")
+    rows = db.execute("SELECT head_ref, base_ref, mode, exit_code FROM runs ORDER BY id").fetchall()
+    assert rows == [("v1.0.0", "v1.0.0", "release", 0), ("impl:other-cli@3.1", "v1.0.0", "implementation", 0)] * 2
+    heads = db.execute("SELECT DISTINCT c.label, c.kind, c.ref FROM commits c JOIN runs r ON r.id = c.run_id "
+                       "WHERE r.head_ref = 'impl:other-cli@3.1' AND c.role = 'head'").fetchall()
+    assert heads == [("other-cli 3.1", "implementation", "other-cli@3.1")]
+    from refbench import nightly
+    from refbench.history import open_history
+    h = open_history(tmp_path / "h.db")
+    s = nightly.series(h, head_ref="impl:other-cli@3.1")
+    h.close()
+    machine = nightly_machine(db)
+    nights, unsupported = (s[("fake", machine, "impl:other-cli@3.1", "tiny", step)] for step in ("copy", "list"))
+    assert len(nights) == 2 and all(n.verdict == "slower" and n.rel > 0.5 and n.h_median for n in nights)
+    assert all(n.verdict == "not supported" and n.h_mean is None for n in unsupported)  # no point to plot
+    page = (tmp_path / "trend.html").read_text()
+    # a chart per step of each series: the head's list and copy, the implementation's copy (list has no point)
+    assert "impl:other-cli@3.1" in page and page.count("<svg") == 3
+
+
+def test_a_named_variant_of_an_implementation_is_a_series_of_its_own(tmp_path, monkeypatch):
+    """`nightly --variant bulk=impl:other-cli,env=OTHER_THREADS=16`: the implementation under its
+    variant's environment against tonight's head, recorded under `impl:other-cli@3.1 [bulk]`
+    (its own series beside the plain one), labelled by the variant's name, in
+    implementations/bulk, never an alarm. Before, it was taken for a ref's variant: its baseline
+    the base ref under the implementation's environment, its alarm the verdict of another program."""
+    from fakes.pipeline import mock_args, scenarios_file
+    from refbench import results as rs
+    from test_implementations import SCENARIOS
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)
+    proc = run_cli("nightly", "--history", tmp_path / "h.db", "--scenarios", scenarios, "-t", "fake", "--base",
+                   "v1.0.0", "--head", "v1.0.0", "--builds-dir", tmp_path / "b", "--trend", tmp_path / "trend.html",
+                   "-r", "4", "--rounds", "2", "-w", "0", "--no-rss", "--no-profile", "--budget", "none",
+                   "--alarm", "both", "--out-dir", tmp_path / "night", "--impl", "other-cli",
+                   "--variant", "bulk=impl:other-cli,env=OTHER_THREADS=16",
+                   *mock_args({"v1.0.0": "fake-1.00", "other-cli": "fake-2.00"}, "V", 0.005))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert "nightly [bulk]:" in proc.stdout and "nightly [other-cli@3.1]:" in proc.stdout, proc.stdout
+    assert "v1.0.0 vs variant bulk (env OTHER_THREADS=16) of other-cli 3.1 (pinned, pypi)" in proc.stderr
+    r = rs.load(tmp_path / "night" / "implementations" / "bulk" / "results.json")
+    assert [(b.label, b.kind, dict(b.env or {})) for b in r.builds] == [
+        ("v1.0.0", "tag", {}), ("bulk", "implementation", {"OTHER_THREADS": "16"})]
+    assert "--variant bulk=impl:other-cli,env=OTHER_THREADS=16" in " ".join(r.command_line)
+    db = sqlite3.connect(tmp_path / "h.db")
+    assert db.execute("SELECT head_ref, base_ref, mode, exit_code FROM runs ORDER BY id").fetchall() == [
+        ("v1.0.0", "v1.0.0", "release", 0), ("impl:other-cli@3.1", "v1.0.0", "implementation", 0),
+        ("impl:other-cli@3.1 [bulk]", "v1.0.0", "implementation", 0)]
+    from refbench import nightly
+    assert nightly.impl_of("impl:other-cli@3.1 [bulk]") == "other-cli@3.1"
+    assert nightly.series_label("impl:other-cli@3.1 [bulk]") == "bulk"
+
+
+def nightly_machine(db) -> str:
+    return db.execute("SELECT DISTINCT machine FROM runs").fetchone()[0]
+
+
+def test_a_shift_in_an_implementations_series_is_found_but_never_alarms(tmp_path):
+    """Ten nights of an implementation's series whose own times step up by 30% at night 6 (its
+    program the same pinned bytes: the machine moved): the change point is found and recorded,
+    without an alarm and without a bisect line (no commit to walk); the same nights under a ref's
+    key alarm, with one."""
+    from refbench import changepoints as cpd, nightly
+    from refbench.history import open_history
+    from test_changepoints import fake_results
+    rng = np.random.default_rng(37)
+    db = open_history(tmp_path / "h.db")
+    found = {}
+    for key in ("impl:other-cli@3.1", "master"):
+        for night in range(1, 11):
+            run_id = db.record_run(started=f"2026-01-{night:02d}T03:00:00Z", mode="implementation",
+                                   base_ref="master", head_ref=key, exit_code=0, machine="ci",
+                                   results=fake_results(night, 13.0 if night >= 6 else 10.0, rng))
+            found.setdefault(key, []).extend(nightly.new_changepoints(
+                db, target="s5cmd", machine="ci", head_ref=key, params=cpd.Params(), statistic="median",
+                run_id=run_id, alarms=nightly.impl_of(key) is None))
+    (impl_shift,), (ref_shift,) = found["impl:other-cli@3.1"], found["master"]
+    assert impl_shift.rel > 0.2 and not impl_shift.alarm and impl_shift.bisect == nightly.NO_BISECT
+    assert ref_shift.alarm and ref_shift.bisect.startswith("./bench.py bisect")
+    assert {(k["head_ref"], k["alarm"]) for k in db.known_changepoints()} == {("impl:other-cli@3.1", 0),
+                                                                           ("master", 1)}
+    assert nightly.series_label("impl:other-cli@3.1") == "other-cli@3.1" and nightly.series_label("master") is None
+    # the trend page marks the ref's change point as alarmed, never the implementation's
+    charts = {t.head_ref: t for t in nightly.trend_series(db, "s5cmd", "ci")}
+    assert [c.alarmed for c in charts["master"].changepoints] == [True]
+    assert [c.alarmed for c in charts["impl:other-cli@3.1"].changepoints] == [False]
+    db.close()
+
+
+@pytest.mark.slow
+def test_a_real_night_with_an_implementation(s5_origin, builds_dir, tmp_path):
+    """One real night on the embedded MinIO with `--impl s3cmd` (a PyPI install: seconds, where rclone
+    is a Go build): the head's series (v1.0.0 against itself: an identical binary) and s3cmd's,
+    measured against the head on one step of the small-files scenario, recorded as `impl:s3cmd@2.4.0`."""
+    from conftest import need
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    db_path = tmp_path / "h.db"
+    proc = run_bench("nightly", "--history", str(db_path), "--repo", str(s5_origin.path), "--base", "v1.0.0",
+                     "--head", "v1.0.0", "--builds-dir", str(builds_dir), "--impl", "s3cmd", "--machine", "ci",
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "1",
+                     "--budget", "none", "--no-profile", "--out-dir", str(tmp_path / "night"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout
+    assert "nightly [s3cmd@2.4.0]:" in proc.stdout
+    db = sqlite3.connect(db_path)
+    assert db.execute("SELECT head_ref, mode, exit_code FROM runs ORDER BY id").fetchall() == [
+        ("v1.0.0", "release", 0), ("impl:s3cmd@2.4.0", "implementation", 0)]
+    steps = db.execute("SELECT DISTINCT s.step FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.role = 'head' "
+                       "AND r.head_ref = 'impl:s3cmd@2.4.0' AND s.median > 0").fetchall()
+    assert [s[0] for s in steps] == ["upload"]
+    assert "impl:s3cmd@2.4.0" in (tmp_path / "trend.html").read_text()

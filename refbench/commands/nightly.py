@@ -11,12 +11,12 @@ import os
 import sys
 from pathlib import Path
 
-from .. import changepoints as cpd, nightly, trust, variants as vr
+from .. import changepoints as cpd, implementations as impls, nightly, trust, variants as vr
 from ..config import load_config
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, RefbenchError
 from ..history import History, is_url, local_machine, open_history
 from ..nightly import ALARMS, NightRequest, Shift
-from ..pipeline import RunRequest
+from ..pipeline import RunRequest, implementations_of
 from ..render.format import fmt_interval, fmt_p, fmt_pct
 from ..render.trend import render_trend, write_trend
 from ..verdict import counts_line
@@ -62,6 +62,11 @@ def parser() -> argparse.ArgumentParser:
                    help="also watch REF under these settings (its Go, the target's flags, environment), or NAME, a "
                    "[[variants]] table: a series of its own, labelled 'REF [NAME]', compared each night with the "
                    "baseline under the same settings, with its own alarms and trend charts (repeatable)")
+    p.add_argument("--impl", action="append", default=[], metavar="NAME[@VERSION]",
+                   help="also watch an implementation at its pinned version (bundled, or the scenarios file's "
+                   "[implementations.NAME]): each night the head against it on the scenarios it supports, a "
+                   "series of its own labelled 'impl:NAME@VERSION' (a new pin starts a new series); it never "
+                   "alarms (repeatable)")
     p.add_argument("-t", "--target", default="s5cmd")
     p.add_argument("--repo", help="origin to build from (default: the target's repo)")
     g = p.add_argument_group("alarm")
@@ -135,7 +140,7 @@ def night_request(args: argparse.Namespace, request: RunRequest, home: Path, tre
                         head=args.head, since_last=args.since_last, alarm=args.alarm, statistic=args.cp_statistic,
                         budget_text=args.budget, out_dir=Path(args.out_dir) if args.out_dir else None,
                         show_target=args.show_target, show_machine=args.show_machine, draw=render_trend,
-                        variants=night_variants(args.variant, request))
+                        **night_series(args.variant, args.impl, request, args.head))
 
 
 def night_variants(specs: list[str], request: RunRequest) -> tuple[vr.Variant, ...]:
@@ -144,6 +149,27 @@ def night_variants(specs: list[str], request: RunRequest) -> tuple[vr.Variant, .
     if not specs:
         return ()
     return vr.builds((), tuple(specs), load_config(request.scenarios_path()).variants)
+
+
+def night_series(variant_specs: list[str], impl_specs: list[str], request: RunRequest, head: str) -> dict:
+    """NightRequest's variants, implementations and impl_variants: the --variant series of refs, the
+    --impl series, and the --variant NAME=impl:IMPL,env=... series (a named variant of an
+    implementation), each checked as a run checks it (pipeline.implementations_of: an unknown name,
+    another version than the pinned one, a client of another backend, one given twice, go= or
+    flags= on an implementation: one line) before anything is measured."""
+    variants = night_variants(variant_specs, request)
+    on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
+    out = {"variants": tuple(v for v in variants if v not in on_impls), "implementations": (), "impl_variants": ()}
+    if not impl_specs and not on_impls:
+        return out
+    cfg = load_config(request.scenarios_path())
+    target = cfg.targets.get(request.target)
+    if target is None:
+        raise RefbenchError(f"unknown target {request.target!r} in {request.scenarios_path()}")
+    chosen = implementations_of(request.replace(refs=(head,), implementations=tuple(impl_specs)), cfg, target,
+                                on_impls)[0]
+    return {**out, "implementations": chosen[:len(impl_specs)],
+            "impl_variants": tuple(zip(on_impls, chosen[len(impl_specs):]))}
 
 
 def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
@@ -162,7 +188,8 @@ def said(db: History, outcome, args: argparse.Namespace) -> int:
     for o in (outcome, *outcome.variants):
         if o.results is None:
             continue
-        series = f" [{nightly.variant_of(o.head_ref)}]" if nightly.variant_of(o.head_ref) else ""
+        label = nightly.series_label(o.head_ref)
+        series = f" [{label}]" if label else ""
         print(f"nightly{series}: run {o.run_id} recorded in {db.display} (machine {o.machine}); trend page "
               f"{o.trend}", file=sys.stderr)
         say_night(o.results, list(o.regressions), list(o.found), args.alarm, list(o.lasting), series)
@@ -185,7 +212,8 @@ def say_night(results, slower: list, found: list[Shift], rule: str, lasting: lis
               f"{c.bad_sha[:10]} (run {c.run_id}; before it {c.good_sha[:10] or 'nothing'}, {before}); "
               f"bisect: {c.bisect}")
     for c in found:
-        kind = "CHANGE POINT" if c.alarm else "change point (faster)"
+        kind = ("CHANGE POINT" if c.alarm else "change point (faster)" if (c.rel or 0) < 0
+                else "change point (an implementation's series: no alarm)")
         print(f"{kind} {c.scenario} / {c.step}{series}: {fmt_pct(c.rel)} (p {fmt_p(c.pvalue)}) "
               f"between {c.good_sha[:10]} (run {c.prev_run_id}) and {c.bad_sha[:10]} (run {c.run_id}); "
               f"bisect: {c.bisect}")
