@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -491,6 +493,87 @@ def _simpson(g: int) -> np.ndarray:
     return w / 3.0
 
 
+@dataclass(frozen=True)
+class _Look:
+    """What _bounds knows once a look is solved, for the looks after it: the boundaries so far
+    (A, looks), this look's boundary on the score scale, and where its sub-density comes from:
+    None at the first look (a normal), else the previous look's grid, its mass and the increment."""
+    bounds: np.ndarray
+    b: np.ndarray
+    source: tuple[np.ndarray, np.ndarray, float] | None
+
+
+# A sequential step asks again at every look with one look more and the earlier fractions as they
+# were: the solved looks are kept by prefix, so each call solves its new looks only (the same
+# operations in the same order: the same floats as solving from the first look).
+_LOOKS: OrderedDict = OrderedDict()
+_LOOKS_MAX = 128
+_LOOKS_LOCK = threading.Lock()
+
+
+def _looks_get(key):
+    with _LOOKS_LOCK:
+        hit = _LOOKS.get(key)
+        if hit is not None:
+            _LOOKS.move_to_end(key)
+        return hit
+
+
+def _looks_put(key, look: _Look) -> None:
+    for a in (look.bounds, look.b, *(look.source[:2] if look.source else ())):
+        a.flags.writeable = False  # shared between calls
+    with _LOOKS_LOCK:
+        _LOOKS[key] = look
+        _LOOKS.move_to_end(key)
+        while len(_LOOKS) > _LOOKS_MAX:
+            _LOOKS.popitem(last=False)
+
+
+def _solve_look(prev: _Look, t: np.ndarray, k: int, inc_k: np.ndarray) -> _Look:
+    """Look k from look k − 1: lay look k − 1's sub-density on a grid inside its boundary (spacing
+    from this increment), then solve this look's boundary for the alpha it releases."""
+    half = np.minimum(prev.b, _GRID_HALF * math.sqrt(t[k - 1]))
+    g = _grid_size(float(np.max(half)), t[k] - t[k - 1])
+    u = np.linspace(-1, 1, g)
+    s = half[:, None] * u[None, :]
+    if prev.source is None:  # S_1 ~ N(0, t_1)
+        f = np.exp(-s * s / (2 * t[0])) / math.sqrt(2 * math.pi * t[0])
+    else:  # carried from the grid before, through its N(0, dt) increment
+        s_prev, mass_prev, dt_prev = prev.source
+        kern = np.exp(-((s[:, :, None] - s_prev[:, None, :]) ** 2) / (2 * dt_prev)) / math.sqrt(2 * math.pi * dt_prev)
+        f = np.einsum("agh,ah->ag", kern, mass_prev)
+    wts = _simpson(g)[None, :] * (2 * half / (g - 1))[:, None]
+    dt = t[k] - t[k - 1]
+    sd = math.sqrt(dt)
+    mass = wts * f  # (A, G): probability mass of each grid point still running
+    bk = np.full(len(inc_k), np.inf)
+    live = inc_k > 1e-15
+    if np.any(live):
+        target = inc_k[live]
+        m, sl = mass[live], s[live]
+        lo_b = np.zeros(target.size)
+        hi_b = np.full(target.size, 40.0)
+        # start: the boundary if nothing had stopped before (a little too high)
+        x = np.minimum(-ndtri(np.clip(target, 1e-300, 1) / 2), 30.0) * math.sqrt(t[k])
+        for _ in range(50):
+            a1, a2 = (-x[:, None] - sl) / sd, (x[:, None] - sl) / sd
+            err = (m * (ndtr(a1) + ndtr(-a2))).sum(1) - target
+            dens = (m * (np.exp(-a1 * a1 / 2) + np.exp(-a2 * a2 / 2))).sum(1) / (sd * _SQRT2PI)
+            lo_b = np.where(err > 0, x, lo_b)  # crossing too likely: the boundary must go up
+            hi_b = np.where(err <= 0, x, hi_b)
+            nx = x + err / np.maximum(dens, 1e-300)
+            # inside the bracket or on its end: a root reached exactly steps by nothing (err's sign
+            # made x an end), and halving from there again took up to 20 more rounds, ending 1e-8 off
+            nx = np.where((nx >= lo_b) & (nx <= hi_b), nx, 0.5 * (lo_b + hi_b))
+            done = np.abs(nx - x) < 1e-8
+            x = nx
+            if done.all():
+                break
+        bk[live] = x
+    bounds = np.concatenate([prev.bounds, (bk / math.sqrt(t[k]))[:, None]], axis=1)
+    return _Look(bounds, bk, (s, mass, dt))
+
+
 def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str,
             spend: tuple[float, ...] | None = None) -> np.ndarray:
     """Two-sided critical |z| per look (columns) for each total alpha (rows).
@@ -502,68 +585,38 @@ def _bounds(fractions: tuple[float, ...], alphas: np.ndarray, spending: str,
     alpha the spending function releases there. `spend`: the spending time of every look where
     it is not its information fraction (a step whose most runs grew after a look keeps the alpha
     that look spent: Lan & DeMets' calendar-time use, gsDesign's usTime); non-decreasing, and a
-    look that releases no alpha has no boundary (inf)."""
+    look that releases no alpha has no boundary (inf). Looks solved before with the same earlier
+    fractions, spending times and alphas are taken from _LOOKS."""
     t = np.asarray(fractions, float)
     if t.ndim != 1 or t.size == 0 or np.any(t <= 0) or np.any(np.diff(t) <= 0):
         raise ValueError("information fractions must be positive and increasing")
     st = t if spend is None else np.asarray(spend, float)
     if st.shape != t.shape or np.any(st < 0) or np.any(np.diff(st) < 0):
         raise ValueError("spending times must be one per look, non-negative and non-decreasing")
+    alphas = np.asarray(alphas, float)
     a_n, k_n = len(alphas), t.size
     cum = _spent(st, alphas, spending)
     inc = np.diff(np.concatenate([np.zeros((a_n, 1)), cum], axis=1), axis=1)
-    out = np.full((a_n, k_n), np.inf)
-    with np.errstate(divide="ignore"):
-        out[:, 0] = np.where(inc[:, 0] > 0, -ndtri(np.clip(inc[:, 0], 1e-300, 1) / 2), np.inf)
-    if k_n == 1:
-        return out
-    # sub-density of S_1 on its grid, per alpha
-    b = out[:, 0] * math.sqrt(t[0])
-    half = np.minimum(b, _GRID_HALF * math.sqrt(t[0]))
-    g = _grid_size(float(np.max(half)), t[1] - t[0])
-    u = np.linspace(-1, 1, g)
-    s = half[:, None] * u[None, :]
-    f = np.exp(-s * s / (2 * t[0])) / math.sqrt(2 * math.pi * t[0])
-    wts = _simpson(g)[None, :] * (2 * half / (g - 1))[:, None]
-    for k in range(1, k_n):
-        dt = t[k] - t[k - 1]
-        sd = math.sqrt(dt)
-        mass = wts * f  # (A, G): probability mass of each grid point still running
-        bk = np.full(a_n, np.inf)
-        live = inc[:, k] > 1e-15
-        if np.any(live):
-            target = inc[live, k]
-            m, sl = mass[live], s[live]
-            lo_b = np.zeros(target.size)
-            hi_b = np.full(target.size, 40.0)
-            # start: the boundary if nothing had stopped before (a little too high)
-            x = np.minimum(-ndtri(np.clip(target, 1e-300, 1) / 2), 30.0) * math.sqrt(t[k])
-            for _ in range(50):
-                a1, a2 = (-x[:, None] - sl) / sd, (x[:, None] - sl) / sd
-                err = (m * (ndtr(a1) + ndtr(-a2))).sum(1) - target
-                dens = (m * (np.exp(-a1 * a1 / 2) + np.exp(-a2 * a2 / 2))).sum(1) / (sd * _SQRT2PI)
-                lo_b = np.where(err > 0, x, lo_b)  # crossing too likely: the boundary must go up
-                hi_b = np.where(err <= 0, x, hi_b)
-                nx = x + err / np.maximum(dens, 1e-300)
-                nx = np.where((nx > lo_b) & (nx < hi_b), nx, 0.5 * (lo_b + hi_b))
-                done = np.abs(nx - x) < 1e-8
-                x = nx
-                if done.all():
-                    break
-            bk[live] = x
-        out[:, k] = bk / math.sqrt(t[k])
-        if k == k_n - 1:
+    tk, sk, ak = tuple(t.tolist()), tuple(st.tolist()), (alphas.tobytes(), spending)
+
+    def key(n):
+        return ak, tk[:n], sk[:n]
+
+    done, look = 0, None
+    for n in range(k_n, 0, -1):
+        look = _looks_get(key(n))
+        if look is not None:
+            done = n
             break
-        # carry the sub-density to the new grid (inside this look's boundary)
-        half = np.minimum(bk, _GRID_HALF * math.sqrt(t[k]))
-        g = _grid_size(float(np.max(half)), t[k + 1] - t[k])
-        u = np.linspace(-1, 1, g)
-        s_new = half[:, None] * u[None, :]
-        kern = np.exp(-((s_new[:, :, None] - s[:, None, :]) ** 2) / (2 * dt)) / math.sqrt(2 * math.pi * dt)
-        f = np.einsum("agh,ah->ag", kern, mass)
-        s = s_new
-        wts = _simpson(g)[None, :] * (2 * half / (g - 1))[:, None]
-    return out
+    if look is None:
+        with np.errstate(divide="ignore"):
+            first = np.where(inc[:, 0] > 0, -ndtri(np.clip(inc[:, 0], 1e-300, 1) / 2), np.inf)
+        look, done = _Look(first[:, None], first * math.sqrt(t[0]), None), 1
+        _looks_put(key(1), look)
+    for k in range(done, k_n):
+        look = _solve_look(look, t, k, inc[:, k])
+        _looks_put(key(k + 1), look)
+    return np.array(look.bounds)
 
 
 @lru_cache(maxsize=256)

@@ -118,6 +118,24 @@ def go_env() -> dict:
     return env
 
 
+def module_proxy(root: Path, module: str, files: dict[str, str], version: str = "v1.0.0") -> Path:
+    """A Go module proxy in a directory (GOPROXY=file://<the path returned>) serving one version of
+    one module: a go.mod on go 1.21 and `files` beside it, as `go mod download` fetches them."""
+    import json
+    import zipfile
+    at = root / "proxy" / module / "@v"
+    at.mkdir(parents=True)
+    mod = f"module {module}\n\ngo 1.21\n"
+    (at / "list").write_text(f"{version}\n")
+    (at / f"{version}.info").write_text(json.dumps({"Version": version, "Time": "2026-01-01T00:00:00Z"}))
+    (at / f"{version}.mod").write_text(mod)
+    with zipfile.ZipFile(at / f"{version}.zip", "w") as z:
+        z.writestr(f"{module}@{version}/go.mod", mod)
+        for name, text in files.items():
+            z.writestr(f"{module}@{version}/{name}", text)
+    return root / "proxy"
+
+
 GO_LINE_FLOOR = "1.21"  # the wrappers' go line before `go get` raises it (module_files)
 _LOCAL_GO: list[str] = []
 

@@ -32,6 +32,7 @@ Z95 = norm.ppf(0.975)
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # its assertion is an interval of real timings: another test beside it would be in it
 def test_identical_builds_measure_identical_on_the_seed_steps(tmp_path, s5_origin, builds_dir):
     base, cont = aa_binaries(str(ROOT / "bench.py"), s5_origin.path, builds_dir, tmp_path)
     exec_filled(base, "version")  # cached long ago, run once since

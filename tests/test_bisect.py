@@ -14,6 +14,7 @@ from origins import make_bisect_origin, new_origin
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # each probe's verdict is read off real timings
 def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, builds_dir):
     root = tmp_path_factory.mktemp("bisect-origin")
     o = make_bisect_origin(root, n=8, slow_from=5, broken=(6,), slow=100)
@@ -49,6 +50,7 @@ def test_bisect_finds_the_slow_commit_in_about_log2_builds(tmp_path_factory, bui
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_bisect_under_a_variant_finds_the_slow_commit(tmp_path_factory, builds_dir):
     """A real bisect whose every build runs s5cmd with --numworkers 2: c3 sleeps as long again."""
     root = tmp_path_factory.mktemp("bisect-variant")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import need
-from origins import git, local_go, new_origin, toolchain_line
+from origins import git, local_go, module_proxy, new_origin, toolchain_line
 from refbench import builds as bl, trust
 from refbench.config import TargetSpec
 from refbench.errors import BuildError, RefError
@@ -263,27 +263,13 @@ def test_labels_are_unique_among_the_compared_builds(origin, tmp_path):
     assert bl.unique_labels([one, one, b.resolve("v1.1.0"), one]) == ["v1.0.0", "v1.0.0 #2", "v1.1.0", "v1.0.0 #3"]
 
 
-def _module_proxy(root: Path) -> Path:
-    """A Go module proxy in a directory (GOPROXY=file://...) serving example.com/dep v1.0.0."""
-    import zipfile
-    at = root / "proxy" / "example.com" / "dep" / "@v"
-    at.mkdir(parents=True)
-    mod = "module example.com/dep\n\ngo 1.21\n"
-    (at / "list").write_text("v1.0.0\n")
-    (at / "v1.0.0.info").write_text('{"Version": "v1.0.0", "Time": "2026-01-01T00:00:00Z"}')
-    (at / "v1.0.0.mod").write_text(mod)
-    with zipfile.ZipFile(at / "v1.0.0.zip", "w") as z:
-        z.writestr("example.com/dep@v1.0.0/go.mod", mod)
-        z.writestr("example.com/dep@v1.0.0/dep.go", 'package dep\n\nfunc Word() string { return "dep" }\n')
-    return root / "proxy"
-
-
 def test_a_changed_module_in_the_module_cache_fails_the_build_naming_it(tmp_path, monkeypatch):
     """A restored module cache (GOMODCACHE) with a module changed after download: `go mod verify`
     stops the build instead of building the change in; the failure is no commit's."""
     if not shutil.which("go"):
         need("go", "run `make setup`")
-    env = {"GOPROXY": f"file://{_module_proxy(tmp_path)}", "GONOSUMDB": "example.com", "GONOSUMCHECK": "1",
+    proxy = module_proxy(tmp_path, "example.com/dep", {"dep.go": 'package dep\n\nfunc Word() string { return "dep" }\n'})
+    env = {"GOPROXY": f"file://{proxy}", "GONOSUMDB": "example.com", "GONOSUMCHECK": "1",
            "GOMODCACHE": str(tmp_path / "modcache"), "GOFLAGS": "-mod=mod"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)

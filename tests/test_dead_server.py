@@ -239,6 +239,7 @@ def test_a_users_s3_server_killed_during_the_upload_ends_the_run_within_a_minute
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # /dev/shm is checked machine-wide: another test's embedded MinIO would show there
 def test_the_embedded_minio_killed_during_the_upload_ends_the_run_within_a_minute(s5_origin, builds_dir, tmp_path):
     local = tmp_path / "local"
     local.mkdir()

@@ -51,6 +51,7 @@ setup = "{{ bin }} cp {{ file }} {{ remote ~ '/obj' }}"
 ''' % {"n": N_CATS}
 
 
+@pytest.mark.alone  # compares the shaped step's real times with the direct one's: load beside it would slow either
 def test_a_round_trip_of_20_ms_delays_every_sequential_request_and_minio_still_counts_them(
         s5_origin, builds_dir, tmp_path):
     need_shaper()

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import need, run_cli
 from fakes.pipeline import mock_args, scenarios_file
+from origins import module_proxy
 from refbench import implementations as impls, pins, results as rs
 from refbench.errors import EXIT_ERROR, EXIT_OK, ConfigError, RefbenchError
 from refbench.verdict import Verdict
@@ -414,24 +415,15 @@ def test_a_go_implementation_is_built_from_a_module_cache_of_its_own(tmp_path, m
     .ziphash and compiled its unpacked source unhashed, so a planted main.go was built and sealed.
     A stand-in module on a file:// proxy (GONOSUMDB only because it is not in sum.golang.org)."""
     import subprocess
-    import zipfile
     from refbench.tools import find_tool
     if not find_tool("go"):
         need("go", "building an implementation from the Go module proxy")
-    px = tmp_path / "proxy" / "example.com" / "tool" / "@v"
-    px.mkdir(parents=True)
-    gomod = "module example.com/tool\n\ngo 1.21\n"
-    (px / "list").write_text("v1.0.0\n")
-    (px / "v1.0.0.info").write_text('{"Version":"v1.0.0"}')
-    (px / "v1.0.0.mod").write_text(gomod)
-    with zipfile.ZipFile(px / "v1.0.0.zip", "w") as z:
-        z.writestr("example.com/tool@v1.0.0/go.mod", gomod)
-        z.writestr("example.com/tool@v1.0.0/main.go",
-                   'package main\nimport "fmt"\nfunc main() { fmt.Println("genuine tool") }\n')
+    proxy = module_proxy(tmp_path, "example.com/tool",
+                         {"main.go": 'package main\nimport "fmt"\nfunc main() { fmt.Println("genuine tool") }\n'})
     user_cache = tmp_path / "gomod"
     for k, v in {"XDG_CACHE_HOME": tmp_path / "cache", "XDG_CONFIG_HOME": tmp_path / "config",
                  "GOMODCACHE": user_cache, "GOCACHE": tmp_path / "gocache",
-                 "GOPROXY": f"file://{tmp_path / 'proxy'}", "GONOSUMDB": "example.com"}.items():
+                 "GOPROXY": f"file://{proxy}", "GONOSUMDB": "example.com"}.items():
         monkeypatch.setenv(k, str(v))
     from refbench.tools import go
     env = {**pins.build_env(), "GOFLAGS": "-mod=mod -modcacherw"}

@@ -30,6 +30,7 @@ def release_and_a_commit(root):
 
 
 @pytest.mark.slow
+@pytest.mark.alone  # the alarm is tonight's verdict, read off real timings
 def test_two_nights_with_a_regression_between(tmp_path_factory, builds_dir):
     root = tmp_path_factory.mktemp("nightly")
     scratch = root / "scratch"
@@ -123,6 +124,7 @@ def test_a_failed_night_is_recorded_and_exits_2(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.alone
 def test_a_night_with_a_variant_on_real_s5cmd(tmp_path_factory, builds_dir):
     """One real night with `--variant w2=master,flags=--numworkers 2`: two series in the history,
     the variant's comparison runs both builds with --numworkers 2 and is labelled w2.base / w2

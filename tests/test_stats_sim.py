@@ -363,10 +363,25 @@ def test_sequential_bounds_are_fast():
     stats._bounds(tuple(fr), np.array([0.05]), "obrien-fleming")  # warm up
     t0 = time.perf_counter()
     for _ in range(5):
+        stats._LOOKS.clear()  # every look solved anew, not read from the looks solved before
         stats._bounds(tuple(fr), np.array([0.05]), "obrien-fleming")
     per = (time.perf_counter() - t0) / 5
     print(f"\nsequential_bounds, 30 looks: {per * 1000:.1f} ms")
     assert per < 0.2  # ~20-60 ms on a shared 2-core machine; generous for CI
+
+
+def test_boundaries_grown_look_by_look_are_those_solved_at_once():
+    """A step asks at every look with one look more (stats._LOOKS keeps the looks solved): each
+    answer is, to the bit, what solving every look from the first gives."""
+    fr = tuple((i + 1) / 12 for i in range(12))
+    spend = (0.01,) + fr[1:]  # a first look that spent by calendar time, as a replanned step's
+    for st in (None, spend):
+        stats._LOOKS.clear()
+        grown = [stats._bounds(fr[:k], stats._P_GRID, "obrien-fleming", st and st[:k]) for k in range(1, 13)]
+        stats._LOOKS.clear()
+        whole = stats._bounds(fr, stats._P_GRID, "obrien-fleming", st)
+        assert all(np.array_equal(b, whole[:, :k + 1]) for k, b in enumerate(grown))
+        assert np.array_equal(stats._bounds(fr, stats._P_GRID, "obrien-fleming", st), whole)  # read back
 
 
 def test_should_stop():

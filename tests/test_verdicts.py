@@ -10,7 +10,7 @@ from scipy.stats import binom
 
 from conftest import ROOT, run_bench
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.alone]  # every test here reads verdicts off real timings
 CALIBRATION = str(ROOT / "tests" / "calibration.toml")
 ALPHA = 0.05
 
