@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .results import Results, Scenario, Step
-from .stats import geomean_scoreboard
+from .judge import geomean_scoreboard
 from .verdict import Verdict, count
 
 
@@ -36,9 +36,9 @@ def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def scoreboard(results: Results) -> tuple[BuildScore, ...]:
+def build_scores(results: Results) -> tuple[BuildScore, ...]:
     """Per build: the geometric-mean scoreboard the run stored (runs of three or more builds store
-    one; for two builds, stats.geomean_scoreboard over the stored ratios, as the run computes it),
+    one; for two builds, judge.geomean_scoreboard over the stored ratios, as the run computes it),
     and its verdict counts."""
     labels = results.labels
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
@@ -117,4 +117,4 @@ class Analysis:
 
 
 def analyse(results: Results) -> Analysis:
-    return Analysis(scoreboard(results), tuple(size_families(results)))
+    return Analysis(build_scores(results), tuple(size_families(results)))

@@ -5,8 +5,8 @@ one metric (Comparison).
 Why apart from stats: reading a results file, and every view rendered from one (`report`, the PR
 comment, HTML, CSV), needs these types but none of the tests that compute them. stats needs numpy
 and scipy (about 0.4 s to import on a fast machine, more on a busy CI runner); this module needs
-the standard library and verdict.py only, so `import refbench.results` loads neither. stats
-re-exports every name here, so code that computes and code that reads share one definition.
+the standard library and verdict.py only, so `import refbench.results` loads neither. Code that
+computes (stats, judge) and code that reads import these from here: one definition, one home.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class Comparison:
     rel: float  # ratio − 1
     ci_low: float | None  # of rel; None when the data cannot bound it
     ci_high: float | None
-    p_value: float | None  # two-sided; after adjust_family the run-wide adjusted p
+    p_value: float | None  # two-sided; after judge.adjust_family the run-wide adjusted p
     verdict: Verdict  # a string read back from a file becomes its Verdict (see __post_init__)
     noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
     mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)

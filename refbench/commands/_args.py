@@ -9,7 +9,8 @@ import re
 from .. import toolchain
 from ..errors import EXIT_ERROR, RefbenchError
 from ..figures import Criteria, criteria
-from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, failing
+from ..judge import failing
+from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD
 
 
 class Parser(argparse.ArgumentParser):
@@ -128,7 +129,7 @@ def criteria_of(args: argparse.Namespace) -> Criteria:
 
 
 def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
-    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (verdict.failing)."""
+    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (judge.failing)."""
     p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
     p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
                    help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
