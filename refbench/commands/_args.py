@@ -141,6 +141,17 @@ def fails(args: argparse.Namespace, comparisons) -> bool:
     return bool((args.fail_on_regression or args.fail_on) and failing(comparisons, args.fail_on))
 
 
+def write_views(results, html_path: str | None, csv_path: str | None) -> None:
+    """--html and --csv of a run, a merge or a report: the HTML report's analysis computed first
+    (numpy, so only when --html asks for it), then render.files writes both."""
+    from ..render.files import write_extras
+    analysis = None
+    if html_path:
+        from ..analysis import analyse
+        analysis = analyse(results)
+    write_extras(results, analysis, html_path, csv_path)
+
+
 def metric_threshold(text: str) -> tuple[str, float]:
     """'memory=0.1' -> ('memory', 0.1); argparse type for --metric-threshold."""
     name, _, value = text.partition("=")
