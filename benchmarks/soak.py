@@ -37,7 +37,7 @@ os.environ["PATH"] = f"{ROOT / 'tools' / 'bin'}:{os.environ['PATH']}"
 
 from refbench.backends import tree_bytes  # noqa: E402
 from refbench.config import human_bytes, load_config  # noqa: E402
-from refbench.runner import split_runs  # noqa: E402
+from refbench.stopping import split_runs  # noqa: E402
 from refbench.watchdog import meminfo, open_fds, proc_status  # noqa: E402
 
 PLANS = {

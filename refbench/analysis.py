@@ -4,7 +4,11 @@ results, computed here before anything renders, so that render/ only formats and
 
 - the scoreboard: per build its verdict counts and the geometric mean of its time ratios to the
   baseline (a run of three or more builds stores one; for two, it is computed as the run would);
-- the latency-vs-size fits of steps run at several sizes (bee-bench's view).
+- the latency-vs-size fits of steps run at several sizes (bee-bench's view);
+- each build's box of each step's run times (quartiles and whiskers: the summary stores none).
+
+The records it fills (figures.Analysis and its parts) are plain, so the views read them without
+importing this module, numpy or the statistics.
 
 Verdict counts and regressions are plain queries of the results (`Results.verdict_counts`,
 `Results.regressions`); only what takes arithmetic lives here.
@@ -13,32 +17,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 
-from .results import Results, Scenario, Step
-from .stats import geomean_scoreboard
-from .verdict import Verdict, count
-
-
-@dataclass(frozen=True)
-class BuildScore:
-    """One build's line of the scoreboard."""
-    label: str
-    baseline: bool
-    counts: Mapping[Verdict, int]  # its comparisons' verdicts against the baseline (none for the baseline)
-    geomean: float | None  # geometric mean of its time ratios to the baseline across steps; None if unknown
-    vs_fastest: float | None  # that, relative to the fastest build's (1.00 = fastest)
+from .figures import Analysis, Box, BuildScore, SizeFamily, SizeFit
+from .judge import geomean_scoreboard
+from .results import Results, Samples, Scenario, Step
+from .verdict import count
 
 
 def _finite(x: float | None) -> float | None:
     return x if x is not None and math.isfinite(x) else None
 
 
-def scoreboard(results: Results) -> tuple[BuildScore, ...]:
+def build_scores(results: Results) -> tuple[BuildScore, ...]:
     """Per build: the geometric-mean scoreboard the run stored (runs of three or more builds store
-    one; for two builds, stats.geomean_scoreboard over the stored ratios, as the run computes it),
+    one; for two builds, judge.geomean_scoreboard over the stored ratios, as the run computes it),
     and its verdict counts."""
     labels = results.labels
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
@@ -54,17 +49,6 @@ def scoreboard(results: Results) -> tuple[BuildScore, ...]:
 
 
 # ---- latency vs size ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SizeFit:
-    """Least-squares time = overhead + slope · bytes over every run of one build at several sizes
-    (bee-bench's latency-vs-size view); the fields are None with fewer than two sizes."""
-    points: tuple[tuple[float, float], ...]  # (bytes, seconds) of every run
-    overhead: float | None  # seconds a run takes whatever its size
-    slope: float | None  # seconds per byte
-    throughput: float | None  # bytes per second (1 / slope; None unless the slope is positive)
-    r2: float | None  # share of the variance the line explains
-
-
 def size_fit(points) -> SizeFit:
     pts = tuple((float(b), float(t)) for b, t in points)
     if len({p[0] for p in pts}) < 2:
@@ -76,16 +60,6 @@ def size_fit(points) -> SizeFit:
     ss_tot = float(((ys - ys.mean()) ** 2).sum())
     return SizeFit(pts, overhead=float(icpt), slope=float(slope), throughput=float(1 / slope) if slope > 0 else None,
                    r2=1 - float(((ys - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else None)
-
-
-@dataclass(frozen=True)
-class SizeFamily:
-    """One step run at two or more sizes of the same shape, with each build's fit."""
-    step: str
-    kind: str  # what the sizes share, e.g. "sparse, 1 file"
-    scenarios: tuple[str, ...]
-    sizes: tuple[int, ...]  # ascending
-    builds: dict[str, SizeFit]  # label -> fit, in the run's build order
 
 
 def size_families(results: Results) -> list[SizeFamily]:
@@ -109,12 +83,24 @@ def size_families(results: Results) -> list[SizeFamily]:
     return out
 
 
-@dataclass(frozen=True)
-class Analysis:
-    """What the HTML report shows beyond the typed results, computed before it renders."""
-    scores: tuple[BuildScore, ...]
-    families: tuple[SizeFamily, ...]
+# ---- the distribution chart's boxes ---------------------------------------------------------------
+def box(b: Samples) -> Box:
+    """The box of one build's runs: quartiles (numpy's linear percentiles) and Tukey's whiskers,
+    the furthest runs within 1.5 interquartile ranges of the box."""
+    a = np.asarray(b.times, dtype=float)
+    q1, q3 = (float(q) for q in np.percentile(a, [25, 75]))
+    iqr = q3 - q1
+    return Box(q1=q1, q3=q3, whisker_low=float(a[a >= q1 - 1.5 * iqr].min()),
+               whisker_high=float(a[a <= q3 + 1.5 * iqr].max()))
+
+
+def boxes(results: Results) -> Mapping[tuple[str, str], Mapping[str, Box]]:
+    """(scenario, step) -> label -> the box of that build's runs, for every build that has runs."""
+    return MappingProxyType({(sc.name, st.name): MappingProxyType({lab: box(b) for lab, b in st.builds.items()
+                                                                   if b is not None and b.times})
+                             for sc, st in results.steps()})
 
 
 def analyse(results: Results) -> Analysis:
-    return Analysis(scoreboard(results), tuple(size_families(results)))
+    """Everything the HTML report shows beyond the typed results, computed before it renders."""
+    return Analysis(build_scores(results), tuple(size_families(results)), boxes(results))

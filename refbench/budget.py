@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 
-from .stats import Criteria, runs_for
+from .figures import Criteria
+from .stats import runs_for
 
 # The default budget per judged step (2+ runs per build), --quick and full size. 60 s decides a
 # --quick s5cmd step of 0.02-0.75 s per run at cv up to ~12% (the demo's noisiest needs ~190 runs

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scipy.stats import t as scipy_t
 
-from . import stats
+from . import figures, stats
 from .results import Results, Step
 from .verdict import Verdict
 
@@ -220,7 +220,7 @@ def _r(x):
     return round(x, 6) if isinstance(x, float) else x
 
 
-def analyse(results: list[Results], arm_list: list[Arm], criteria: stats.Criteria, *, target: str, ref: str,
+def analyse(results: list[Results], arm_list: list[Arm], criteria: figures.Criteria, *, target: str, ref: str,
             run_settings: dict) -> Calibration:
     """Aggregate K results of calibration runs (arms as builds) into per-step figures."""
     slowdowns = tuple(a.percent for a in arm_list[2:])
@@ -281,13 +281,13 @@ def _runs(st: Step) -> int:
     return len(st.builds[BASE].times)
 
 
-def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], criteria: stats.Criteria,
+def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...], criteria: figures.Criteria,
           n_max: int | None, family: int, per_round: int) -> StepCalibration:
     def verdict(st, label):
         return next((c.verdict for c in st.comparisons if c.contender == label), None)
 
     base = [st.builds[BASE] for st in reps]
-    cvs = [stats.summarize(list(b.times)).cv for b in base if len(b.times) >= 2]
+    cvs = [figures.summarize(list(b.times)).cv for b in base if len(b.times) >= 2]
     # the noise the test itself sees: the A/A comparison's (within blocks, outliers discounted)
     robust = [c.noise for st in reps for c in st.comparisons if c.contender == AA and c.noise]
     noise = statistics.median(robust) if robust else 0.0
@@ -304,7 +304,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
         need, need * 2 * mean_run * 1.05 if need else None)
 
 
-def seconds_to_verdict(st: Step, label: str, criteria: stats.Criteria, n_max: int | None,
+def seconds_to_verdict(st: Step, label: str, criteria: figures.Criteria, n_max: int | None,
                        family: int) -> float | None:
     """Replay the step's looks for one arm against the baseline, as a two-build run would have
     made them, and return the measured time (both builds' runs) up to the first look at which the

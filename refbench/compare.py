@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import judge, stats, verdict
+from . import figures, judge, stats, verdict
 from .accounting import changes as request_changes
 from .results import Fixture, RequestChange, Results, Samples, Scenario, comparable, Step, read_comparison
 from .verdict import ALL_METRICS, METRICS, asked
@@ -26,15 +26,15 @@ class StepChange:
     new_mean: float
     old_n: int
     new_n: int
-    comparison: stats.Comparison  # as a results file would hold it (unbounded ends None)
+    comparison: figures.Comparison  # as a results file would hold it (unbounded ends None)
     fixture_differs: bool  # the step ran on a different fixture: not like-for-like
     notes: tuple[str, ...]
     # the new run's requests against the old run's for this build (empty: equal, or not counted in both)
     request_changes: tuple[RequestChange, ...] = ()
     # the other metrics both runs measured in every run (cpu, memory, instructions), judged alike
-    metric_comparisons: tuple[stats.Comparison, ...] = ()
+    metric_comparisons: tuple[figures.Comparison, ...] = ()
 
-    def all_comparisons(self) -> tuple[stats.Comparison, ...]:
+    def all_comparisons(self) -> tuple[figures.Comparison, ...]:
         """Every metric's comparison, wall first: the family members this row adds."""
         return (self.comparison, *self.metric_comparisons)
 
@@ -108,8 +108,8 @@ def _warnings(old: Results, new: Results) -> list[str]:
     return warnings
 
 
-def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: stats.Criteria,
-             family_size: int) -> list[stats.Comparison]:
+def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: figures.Criteria,
+             family_size: int) -> list[figures.Comparison]:
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
     for metric in ALL_METRICS:  # the daemon's too, where both runs probed it (their own family)
@@ -136,7 +136,7 @@ def _matched(old: Results, new: Results, pairs) -> list[tuple[tuple[str, str], s
     return out
 
 
-def compare_runs(old: Results, new: Results, criteria: stats.Criteria = stats.Criteria(),
+def compare_runs(old: Results, new: Results, criteria: figures.Criteria = figures.Criteria(),
                  match: str = "label") -> RunComparison:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
     (baseline with baseline, ...) with match="position". Every matched step's metrics are one

@@ -1,12 +1,13 @@
 """The plain figures the statistics produce and results.json stores: what a comparison is judged
 by (Criteria), a sample's summary (Summary, summarize) and one contender against the baseline on
-one metric (Comparison).
+one metric (Comparison); and the plain records of what the views show beyond the results
+(Analysis: the scoreboard's lines, size fits, boxes), which analysis.py computes.
 
 Why apart from stats: reading a results file, and every view rendered from one (`report`, the PR
 comment, HTML, CSV), needs these types but none of the tests that compute them. stats needs numpy
 and scipy (about 0.4 s to import on a fast machine, more on a busy CI runner); this module needs
-the standard library and verdict.py only, so `import refbench.results` loads neither. stats
-re-exports every name here, so code that computes and code that reads share one definition.
+the standard library and verdict.py only, so `import refbench.results` loads neither. Code that
+computes (stats, judge) and code that reads import these from here: one definition, one home.
 """
 from __future__ import annotations
 
@@ -94,7 +95,7 @@ class Comparison:
     rel: float  # ratio − 1
     ci_low: float | None  # of rel; None when the data cannot bound it
     ci_high: float | None
-    p_value: float | None  # two-sided; after adjust_family the run-wide adjusted p
+    p_value: float | None  # two-sided; after judge.adjust_family the run-wide adjusted p
     verdict: Verdict  # a string read back from a file becomes its Verdict (see __post_init__)
     noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
     mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)
@@ -156,3 +157,52 @@ def hyperfine_ratio(fast: Summary, slow: Summary) -> tuple[float, float]:
     err = ratio * math.sqrt((slow.stddev / slow.mean) ** 2 + (fast.stddev / fast.mean) ** 2) \
         if slow.mean > 0 and fast.mean > 0 else 0.0
     return ratio, err
+
+
+# ---- what the views show beyond the results (analysis.analyse computes it, render/ reads it) ----
+@dataclass(frozen=True)
+class Box:
+    """The box of one build's runs on the distribution chart (the summary stores no quartiles)."""
+    q1: float
+    q3: float
+    whisker_low: float  # the lowest run within 1.5 interquartile ranges below q1
+    whisker_high: float  # the highest run within 1.5 interquartile ranges above q3
+
+
+@dataclass(frozen=True)
+class BuildScore:
+    """One build's line of the scoreboard."""
+    label: str
+    baseline: bool
+    counts: Mapping[Verdict, int]  # its comparisons' verdicts against the baseline (none for the baseline)
+    geomean: float | None  # geometric mean of its time ratios to the baseline across steps; None if unknown
+    vs_fastest: float | None  # that, relative to the fastest build's (1.00 = fastest)
+
+
+@dataclass(frozen=True)
+class SizeFit:
+    """Least-squares time = overhead + slope · bytes over every run of one build at several sizes
+    (bee-bench's latency-vs-size view); the fields are None with fewer than two sizes."""
+    points: tuple[tuple[float, float], ...]  # (bytes, seconds) of every run
+    overhead: float | None  # seconds a run takes whatever its size
+    slope: float | None  # seconds per byte
+    throughput: float | None  # bytes per second (1 / slope; None unless the slope is positive)
+    r2: float | None  # share of the variance the line explains
+
+
+@dataclass(frozen=True)
+class SizeFamily:
+    """One step run at two or more sizes of the same shape, with each build's fit."""
+    step: str
+    kind: str  # what the sizes share, e.g. "sparse, 1 file"
+    scenarios: tuple[str, ...]
+    sizes: tuple[int, ...]  # ascending
+    builds: Mapping[str, SizeFit]  # label -> fit, in the run's build order
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """What the HTML report shows beyond the typed results, computed before it renders."""
+    scores: tuple[BuildScore, ...]
+    families: tuple[SizeFamily, ...]
+    boxes: Mapping[tuple[str, str], Mapping[str, Box]]  # (scenario, step) -> label -> its runs' box

@@ -1,11 +1,13 @@
-"""The verdict engine: a run's last steps, in one place.
+"""The verdict engine: every rule that turns figures into a verdict, in one place.
 
-Per-metric comparisons come from stats (the runner's per look, `compare`'s per saved pair of
-builds); everything after them is here: the criteria a run is judged by (the options over the
-defaults, or a results file's recorded settings — rebuilt in exactly one way), the adjustment of
-the whole family of comparisons (steps × contenders × metrics, weighted Benjamini–Hochberg), the
-verdicts it settles, the N-way scoreboard, and which verdicts fail a run (--fail-on-regression,
---fail-on). `pipeline.run` (and so nightly, bisect and calibrate, which run it), `merge` and
+The figures of one comparison (shift, interval, p) come from stats (the runner's per look,
+`compare`'s per saved pair of builds); what is decided from them is here: the verdict of one
+comparison (decide, which stats applies at each look), the criteria a saved run is judged by
+again (figures.criteria builds them, from options or a results file's settings), the adjustment
+of the whole family of comparisons (steps × contenders × metrics, weighted Benjamini–Hochberg),
+the verdicts it settles, the N-way scoreboard, and which verdicts fail a run
+(--fail-on-regression, --fail-on). Views (render/, analysis) only read what this decided.
+`pipeline.run` (and so nightly, bisect and calibrate, which run it), `merge` and
 `compare` all call it, so a sharded, merged or re-compared run cannot be judged differently
 from the run itself.
 
@@ -14,27 +16,110 @@ Before measuring, `design_warnings` says which steps' designs cannot reach a ver
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
-from . import results as rs, stats
-from .figures import criteria  # noqa: F401  (what every command that judges builds its criteria with)
-# which verdicts fail a run is the verdicts' own (commands' argument checks read it without stats)
-from .verdict import fail_metrics, failing  # noqa: F401
+from . import results as rs
+from .figures import Comparison, Criteria
+from .verdict import Verdict, is_daemon_metric
+
+# No numpy or scipy at import (each is imported where it computes): the commands' argument checks
+# read `failing` here, and reading a results file must not pay for the statistics (issue 28).
+# stats imports this module (decide), so this one imports stats only inside design_warnings.
 
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
 # ---- the criteria ----------------------------------------------------------------------------
-def recorded(settings: rs.Settings) -> stats.Criteria:
+def recorded(settings: rs.Settings) -> Criteria:
     """The criteria a results file's settings record: how `merge` (and anything else re-judging a
     saved run) judges it as the run did, metric thresholds included."""
     return settings.criteria
 
 
+# ---- one comparison's verdict ------------------------------------------------------------------
+def decide(rel: float, lo: float | None, hi: float | None, p: float | None, criteria: Criteria) -> Verdict:
+    """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
+    shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
+    than TOST's 90%, and valid at every look of a sequential run where the interval is the
+    repeated one); slower/faster: otherwise, when significant (p < alpha) and the interval
+    excludes 0, by the sign of rel, however small the change (a tight +5% is slower; equivalence
+    margins decide what counts as nothing); otherwise inconclusive."""
+    if lo is None or hi is None or p is None:
+        return Verdict.INCONCLUSIVE
+    t = criteria.threshold
+    if -t < lo and hi < t:
+        return Verdict.SAME
+    if p < criteria.alpha and (lo > 0 or hi < 0):
+        return Verdict.SLOWER if rel > 0 else Verdict.FASTER
+    return Verdict.INCONCLUSIVE
+
+
 # ---- the family -------------------------------------------------------------------------------
-def adjust_groups(groups: list[list[stats.Comparison]], criteria: stats.Criteria,
-                  per_contender: bool = False) -> list[list[stats.Comparison]]:
+WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
+
+
+def metric_weights(comps: list[Comparison]) -> list[float]:
+    """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
+    2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
+    at alpha). Wall time, the primary metric, holds WALL_SHARE of the family's weight and the other
+    metrics share the rest: adding CPU and memory verdicts makes wall time's family at most 25%
+    larger (plain BH would triple it with three metrics, and a 6-run smoke run of a +30% slow-down
+    would no longer call it), while a clear change in CPU or memory (p far below alpha, as any
+    real one is at the default 10 or 20 runs) still passes. One metric: all weights 1."""
+    metrics = {c.metric for c in comps}
+    if len(metrics) < 2 or "wall" not in metrics:
+        return [1.0] * len(comps)
+    n_wall = sum(1 for c in comps if c.metric == "wall")
+    n_other = len(comps) - n_wall
+    w_wall = WALL_SHARE * len(comps) / n_wall
+    w_other = (1 - WALL_SHARE) * len(comps) / n_other
+    return [w_wall if c.metric == "wall" else w_other for c in comps]
+
+
+def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> list[Comparison]:
+    """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
+    nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
+    the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
+    (the A/A case, where false discovery rate and family-wise error coincide) and loses less power
+    than Bonferroni-Holm when something did; weighted (metric_weights) so the primary metric keeps
+    most of its power. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
+    p-values are repeated p-values when they looked more than once: valid at the look where they
+    stopped, so BH applies unchanged. The daemon's metrics (verdict.DAEMON_METRICS) are a family
+    of their own, adjusted apart: the client's family, and so wall time's power, is what it was
+    without them (issue 36)."""
+    daemon = [i for i, c in enumerate(comps) if is_daemon_metric(c.metric)]
+    if daemon:
+        client = [i for i in range(len(comps)) if i not in set(daemon)]
+        out = list(comps)
+        for part in (client, daemon):
+            for i, c in zip(part, _adjust_one([comps[i] for i in part], criteria)):
+                out[i] = c
+        return out
+    return _adjust_one(list(comps), criteria)
+
+
+def _adjust_one(comps: list[Comparison], criteria: Criteria) -> list[Comparison]:
+    """Weighted Benjamini-Hochberg over one family (adjust_family)."""
+    idx = [i for i, c in enumerate(comps) if c.p_value is not None]
+    if len(idx) < 2:
+        return list(comps)
+    from scipy.stats import false_discovery_control
+    weights = metric_weights([comps[i] for i in idx])
+    adjusted = false_discovery_control([min(1.0, comps[i].p_value / w) for i, w in zip(idx, weights)], method="bh")
+    out = list(comps)
+    for i, a in zip(idx, adjusted):
+        c = comps[i]
+        a = float(a)
+        out[i] = replace(c, p_value=a, p_raw=c.p_value,
+                         verdict=decide(c.rel, c.ci_low, c.ci_high, a, criteria.for_metric(c.metric)))
+    return out
+
+
+def adjust_groups(groups: list[list[Comparison]], criteria: Criteria,
+                  per_contender: bool = False) -> list[list[Comparison]]:
     """Comparisons in groups (a step's, a compared pair's) adjusted as one family: every comparison
     of the run, or (calibrate) each contender's apart. New lists; the comparisons given stay."""
     comps = [list(g) for g in groups]
@@ -42,12 +127,12 @@ def adjust_groups(groups: list[list[stats.Comparison]], criteria: stats.Criteria
     for family in (contenders if per_contender else [None]):
         members = [(k, i) for k, cs in enumerate(comps) for i in range(len(cs))
                    if family is None or cs[i].contender == family]
-        for (k, i), c in zip(members, stats.adjust_family([comps[k][i] for k, i in members], criteria)):
+        for (k, i), c in zip(members, adjust_family([comps[k][i] for k, i in members], criteria)):
             comps[k][i] = c
     return comps
 
 
-def adjust(scenarios: Iterable[rs.Scenario], criteria: stats.Criteria,
+def adjust(scenarios: Iterable[rs.Scenario], criteria: Criteria,
            per_contender: bool = False) -> tuple[rs.Scenario, ...]:
     """The run's p-value adjustment over its family; new scenarios, the measured ones unchanged."""
     scenarios = list(scenarios)
@@ -63,12 +148,12 @@ def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
                                metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 
 
-def unadjusted(c: stats.Comparison) -> stats.Comparison:
+def unadjusted(c: Comparison) -> Comparison:
     """A comparison with its own p-value back (p_raw, where an adjustment replaced it): what a
     shard's comparison was before the shard adjusted it within itself. A plain Comparison, so its
     phrase is said again from the stored factor, as for any comparison judged again."""
-    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(stats.Comparison)}
-    return stats.Comparison(**{**kw, "p_value": c.p_value if c.p_raw is None else c.p_raw, "p_raw": None})
+    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(Comparison)}
+    return Comparison(**{**kw, "p_value": c.p_value if c.p_raw is None else c.p_raw, "p_raw": None})
 
 
 # ---- the run's verdicts -------------------------------------------------------------------------
@@ -79,12 +164,35 @@ class Judged:
     scoreboard: dict | None
 
 
-def scoreboard(scenarios: Iterable[rs.Scenario], labels) -> dict | None:
-    """The N-way scoreboard from the wall-time comparisons (stats.scoreboard)."""
-    return stats.scoreboard((st.comparisons for sc in scenarios for st in sc.steps), list(labels))
+def scoreboard(scenarios: Iterable[rs.Scenario], labels) -> dict[str, dict] | None:
+    """The N-way scoreboard of a run (None with two builds, where the one comparison says it all),
+    from each step's wall-time comparisons (each contender against the baseline, labels[0])."""
+    labels = list(labels)
+    if len(labels) <= 2:
+        return None
+    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
+    for comparisons in (st.comparisons for sc in scenarios for st in sc.steps):
+        comparisons = list(comparisons)
+        if any(c.verdict == Verdict.NOT_SUPPORTED for c in comparisons):
+            continue  # over the steps every build ran: a geomean of other steps ranks nothing
+        for c in comparisons:
+            ratios[c.contender].append(c.ratio)
+        ratios[labels[0]].append(1.0)
+    return geomean_scoreboard(ratios)
 
 
-def verdicts(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria,
+def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
+    """Per build: geometric mean of its time ratios to the baseline across steps, and relative
+    to the fastest build (bee-bench's "1.00x = fastest")."""
+    import numpy as np  # here: reading a verdict (`failing`) needs no numpy
+    gm = {label: float(np.exp(np.mean(np.log(r)))) if r else float("nan") for label, r in ratios.items()}
+    finite = [v for v in gm.values() if math.isfinite(v)]
+    best = min(finite) if finite else float("nan")
+    return {label: {"geomean_vs_baseline": round(v, 6), "vs_fastest": round(v / best, 6) if best else None}
+            for label, v in gm.items()}
+
+
+def verdicts(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria,
              per_contender: bool = False) -> Judged:
     """A run's last steps: its comparisons adjusted as one family (per contender for calibrate),
     which settles their verdicts, and the scoreboard."""
@@ -92,7 +200,7 @@ def verdicts(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria,
     return Judged(adjusted, scoreboard(adjusted, labels))
 
 
-def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria) -> Judged:
+def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria) -> Judged:
     """Saved comparisons judged again as one run: each from its own p-value (a shard adjusted
     within the shard only), then verdicts() over all of them (merge)."""
     raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
@@ -102,11 +210,27 @@ def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: stats.Criteria) 
     return verdicts(raw, labels, criteria)
 
 
+# ---- what fails a run -------------------------------------------------------------------------
+C = TypeVar("C")  # a comparison (figures.Comparison): anything with a verdict and a metric
+
+
+def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:
+    """The metrics whose slower verdicts fail a run: wall time, widened by --fail-on."""
+    return tuple(dict.fromkeys(("wall", *extra)))
+
+
+def failing(comparisons: Iterable[C], fail_on: Iterable[str] = ()) -> list[C]:
+    """The slower verdicts that fail a run with --fail-on-regression (wall) or --fail-on METRICS."""
+    metrics = fail_metrics(fail_on)
+    return [c for c in comparisons if c.verdict == Verdict.SLOWER and c.metric in metrics]
+
+
 # ---- before measuring --------------------------------------------------------------------------
-def design_warnings(units, rounds: int, criteria: stats.Criteria) -> list[str]:
+def design_warnings(units, rounds: int, criteria: Criteria) -> list[str]:
     """One line naming the judged steps whose planned rounds cannot reach alpha at all (1 round of
     1 + 1 runs: two arrangements and no noise to estimate), said before anything is measured."""
-    from .runner import split_runs  # the runner's own split of a step's runs into rounds
+    from . import stats  # here: stats imports this module (decide)
+    from .stopping import split_runs  # the runner's own split of a step's runs into rounds
     lost = [u for u in units
             if not stats.reachable([(k, k) for k in split_runs(u.runs, rounds)], criteria)]
     if not lost:

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from . import __version__, budget as bg, builds as bl, fixtures as fx, judge, paths, refs, results as rs, shard, stats
+from . import __version__, budget as bg, builds as bl, figures, fixtures as fx, judge, paths, refs, results as rs, shard, stats
 from . import implementations as impls, network as nw, toolchain as tc, tools, variants as vr
 from .backends import Backend, make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
@@ -155,8 +155,8 @@ class RunRequest:
                                    min_rounds=bg.PILOT_ROUNDS if budget and not self.runs_given else None)
 
     @property
-    def criteria(self) -> stats.Criteria:
-        return judge.criteria(self.threshold, self.alpha, self.noise_limit, self.metric_thresholds)
+    def criteria(self) -> figures.Criteria:
+        return figures.criteria(self.threshold, self.alpha, self.noise_limit, self.metric_thresholds)
 
     def scenarios_path(self) -> str:
         return str(self.scenarios or paths.default_scenarios())
@@ -601,7 +601,7 @@ def with_identical(st: StepResult, built: Sequence[Build], same: frozenset[int])
         measured.setdefault(c.contender, []).append(c)
     return dataclasses.replace(st, comparisons=tuple(
         c for i, b in enumerate(built[1:], 1)
-        for c in measured.get(b.label, [stats.identical(built[0].label, b.label)] if i in same else [])))
+        for c in measured.get(b.label, [figures.identical(built[0].label, b.label)] if i in same else [])))
 
 
 # ---- measure ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any, Callable, ContextManager, Mapping, Protocol
 
 import numpy as np
 
-from . import fixtures as fx, implementations as impls, results as rs, stats
+from . import figures, fixtures as fx, implementations as impls, results as rs, stats
 from .backends import Backend
 from .backends.process import child_env, settle_page_cache
 from .builds import BuiltRef
@@ -29,8 +29,9 @@ from .errors import RunError
 from .executor import Call, Executor, Measurement, Shell, measurements
 from .hyperfine import CommandResult
 from .sampling import Sampling
-from .stats import Comparison, Criteria, contrast_metric
-from .stopping import CONTINUE, Progress, StopRule, split_runs  # noqa: F401 (judge and soak read split_runs here)
+from .figures import Comparison, Criteria
+from .stats import contrast_metric
+from .stopping import CONTINUE, Progress, StopRule
 from .units import slug
 from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
@@ -441,7 +442,7 @@ class Runner:
         base = self.bench.builds[0].label
         return StepResult(scenario=scenario.name, step=step.name, runs=0, warmup=0, rounds=0,
                           samples=MappingProxyType({}),
-                          comparisons=tuple(stats.not_supported(base, b.label) for b in self.bench.builds[1:]),
+                          comparisons=tuple(figures.not_supported(base, b.label) for b in self.bench.builds[1:]),
                           hyperfine_seconds=0.0, stopped="not supported", network=step.network)
 
     def with_unsupported(self, comps: list[Comparison]) -> list[Comparison]:
@@ -449,7 +450,7 @@ class Runner:
         base, by = self.bench.builds[0].label, {}
         for c in comps:
             by.setdefault(c.contender, []).append(c)
-        return [c for b in self.bench.builds[1:] for c in by.get(b.label, [stats.not_supported(base, b.label)])]
+        return [c for b in self.bench.builds[1:] for c in by.get(b.label, [figures.not_supported(base, b.label)])]
 
     def noise(self, builds: list[BuiltRef], samples: dict[str, BuildSamples]) -> float | None:
         """The step's wall-time noise so far, the largest any contender's comparison sees: what its

@@ -1,4 +1,4 @@
-"""From raw per-run times to a verdict.
+"""From raw per-run times to the figures a verdict is decided from (judge.decide decides it).
 
 - summary: mean ± σ, median, min, max, p95, cv; hyperfine's phrase "'B' ran 1.18 ± 0.23 times
   faster than 'A'" (same error propagation). Display data: the verdict does not use them.
@@ -18,7 +18,7 @@
   the design, never on the data, so the false-alarm rate is each test's own
   (tests/test_stats_floor_sim.py: 1.6% of A/A comparisons at α 5% with drift, trend and outliers,
   4.9% without; +247% memory at 3 rounds of 2 + 2 decided in every simulated run).
-- verdict: no significant change when the interval lies inside ±threshold (equivalence, checked
+- verdict (judge.decide, applied per look here): no significant change when the interval lies inside ±threshold (equivalence, checked
   first); slower / faster when significant and the interval excludes 0; else inconclusive; with
   the minimum detectable effect and the runs needed, from the robust noise the test sees.
 
@@ -56,9 +56,11 @@ from scipy.interpolate import PchipInterpolator
 from scipy.signal import fftconvolve
 from scipy.special import ndtr, ndtri
 
-# the plain figures live in figures.py (results.py reads them without numpy); re-exported here
-from .figures import POWER, Comparison, Criteria, Summary, criteria, hyperfine_ratio, identical, not_supported, summarize  # noqa: F401
-from .verdict import METRICS, Verdict, is_daemon_metric
+# the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
+# from the figures computed here, and adjusting a family of them, is judge.py's
+from .figures import Comparison, Criteria, Summary, hyperfine_ratio, summarize
+from .judge import WALL_SHARE, decide
+from .verdict import METRICS, Verdict
 
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -743,7 +745,8 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
     family_size: comparisons in the run (steps × contenders × metrics), for mde /
     runs_needed and the level its test must be able to reach (shift_fit); metric: what the values
     are (its weight in the family)."""
-    b, c = summarize(base_times), summarize(cont_times)
+    b: Summary = summarize(base_times)
+    c: Summary = summarize(cont_times)
     if c.mean <= b.mean:
         factor, err = hyperfine_ratio(c, b)
         faster, slower_label = cont_label, base_label
@@ -798,23 +801,6 @@ def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, 
     return contrast(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 
-def decide(rel: float, lo: float | None, hi: float | None, p: float | None, criteria: Criteria) -> Verdict:
-    """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
-    shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
-    than TOST's 90%, and valid at every look of a sequential run where the interval is the
-    repeated one); slower/faster: otherwise, when significant (p < alpha) and the interval
-    excludes 0, by the sign of rel, however small the change (a tight +5% is slower; equivalence
-    margins decide what counts as nothing); otherwise inconclusive."""
-    if lo is None or hi is None or p is None:
-        return Verdict.INCONCLUSIVE
-    t = criteria.threshold
-    if -t < lo and hi < t:
-        return Verdict.SAME
-    if p < criteria.alpha and (lo > 0 or hi < 0):
-        return Verdict.SLOWER if rel > 0 else Verdict.FASTER
-    return Verdict.INCONCLUSIVE
-
-
 def should_stop(comp: Comparison, criteria: Criteria, family_size: int) -> bool:
     """Whether the runner can stop sampling this step: the step's own p is below
     alpha/family_size (Benjamini–Hochberg will keep it, whatever the other steps do), the
@@ -828,89 +814,3 @@ def should_stop(comp: Comparison, criteria: Criteria, family_size: int) -> bool:
         if -t < lo and hi < t:
             return True
     return comp.fraction >= 1.0
-
-
-WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
-
-
-def metric_weights(comps: list[Comparison]) -> list[float]:
-    """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
-    2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
-    at alpha). Wall time, the primary metric, holds WALL_SHARE of the family's weight and the other
-    metrics share the rest: adding CPU and memory verdicts makes wall time's family at most 25%
-    larger (plain BH would triple it with three metrics, and a 6-run smoke run of a +30% slow-down
-    would no longer call it), while a clear change in CPU or memory (p far below alpha, as any
-    real one is at the default 10 or 20 runs) still passes. One metric: all weights 1."""
-    metrics = {c.metric for c in comps}
-    if len(metrics) < 2 or "wall" not in metrics:
-        return [1.0] * len(comps)
-    n_wall = sum(1 for c in comps if c.metric == "wall")
-    n_other = len(comps) - n_wall
-    w_wall = WALL_SHARE * len(comps) / n_wall
-    w_other = (1 - WALL_SHARE) * len(comps) / n_other
-    return [w_wall if c.metric == "wall" else w_other for c in comps]
-
-
-def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> list[Comparison]:
-    """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
-    nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
-    the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
-    (the A/A case, where false discovery rate and family-wise error coincide) and loses less power
-    than Bonferroni-Holm when something did; weighted (metric_weights) so the primary metric keeps
-    most of its power. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
-    p-values are repeated p-values when they looked more than once: valid at the look where they
-    stopped, so BH applies unchanged. The daemon's metrics (verdict.DAEMON_METRICS) are a family
-    of their own, adjusted apart: the client's family, and so wall time's power, is what it was
-    without them (issue 36)."""
-    daemon = [i for i, c in enumerate(comps) if is_daemon_metric(c.metric)]
-    if daemon:
-        client = [i for i in range(len(comps)) if i not in set(daemon)]
-        out = list(comps)
-        for part in (client, daemon):
-            for i, c in zip(part, _adjust_one([comps[i] for i in part], criteria)):
-                out[i] = c
-        return out
-    return _adjust_one(list(comps), criteria)
-
-
-def _adjust_one(comps: list[Comparison], criteria: Criteria) -> list[Comparison]:
-    """Weighted Benjamini-Hochberg over one family (adjust_family)."""
-    idx = [i for i, c in enumerate(comps) if c.p_value is not None]
-    if len(idx) < 2:
-        return list(comps)
-    from scipy.stats import false_discovery_control
-    weights = metric_weights([comps[i] for i in idx])
-    adjusted = false_discovery_control([min(1.0, comps[i].p_value / w) for i, w in zip(idx, weights)], method="bh")
-    out = list(comps)
-    for i, a in zip(idx, adjusted):
-        c = comps[i]
-        a = float(a)
-        out[i] = replace(c, p_value=a, p_raw=c.p_value,
-                         verdict=decide(c.rel, c.ci_low, c.ci_high, a, criteria.for_metric(c.metric)))
-    return out
-
-
-def scoreboard(steps, labels) -> dict[str, dict] | None:
-    """The N-way scoreboard of a run (None with two builds, where the one comparison says it all):
-    `steps` gives each step's comparisons (each contender against the baseline, labels[0])."""
-    if len(labels) <= 2:
-        return None
-    ratios: dict[str, list[float]] = {lab: [] for lab in labels}
-    for comparisons in steps:
-        comparisons = list(comparisons)
-        if any(c.verdict == Verdict.NOT_SUPPORTED for c in comparisons):
-            continue  # over the steps every build ran: a geomean of other steps ranks nothing
-        for c in comparisons:
-            ratios[c.contender].append(c.ratio)
-        ratios[labels[0]].append(1.0)
-    return geomean_scoreboard(ratios)
-
-
-def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
-    """Per build: geometric mean of its time ratios to the baseline across steps, and relative
-    to the fastest build (bee-bench's "1.00x = fastest")."""
-    gm = {label: float(np.exp(np.mean(np.log(r)))) if r else float("nan") for label, r in ratios.items()}
-    finite = [v for v in gm.values() if math.isfinite(v)]
-    best = min(finite) if finite else float("nan")
-    return {label: {"geomean_vs_baseline": round(v, 6), "vs_fastest": round(v / best, 6) if best else None}
-            for label, v in gm.items()}

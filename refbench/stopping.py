@@ -22,7 +22,8 @@ from typing import Mapping, Sequence
 
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .stats import Comparison, Criteria, should_stop
+from .figures import Comparison, Criteria
+from .stats import should_stop
 from .verdict import Verdict
 
 CONTINUE = None  # the decision to run another round

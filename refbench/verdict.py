@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import TypeVar
 
 # What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
 # run's own peak RSS), instructions retired (where the kernel lets hyperfine count them). Here, on
@@ -19,7 +18,7 @@ from typing import TypeVar
 METRICS = ("wall", "cpu", "memory", "instructions")
 # What a build's daemon (kubo online/offline) spent during each run (refbench.daemon): measured
 # by probes around the run, not by hyperfine, and judged in an adjustment family of their own
-# (stats.adjust_family), so they cost wall time's verdicts no power. A run without a daemon has
+# (judge.adjust_family), so they cost wall time's verdicts no power. A run without a daemon has
 # none of them. Their default threshold is --threshold's, like wall's (figures.Criteria).
 DAEMON_METRICS = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
 # What the S3 server (the embedded MinIO) spent during each timed run of an s3 step, probed as
@@ -123,19 +122,3 @@ def counts_phrase(counts: Mapping[str, int], *, markers: bool = False, sep: str 
 def counts_line(counts: Mapping[str, int]) -> str:
     """The counts as the commands' last line says them: '3 slower, 0 faster, …'."""
     return counts_phrase(counts, sep=", ")
-
-
-# ---- what fails a run -------------------------------------------------------------------------
-# here, not in judge: the commands' argument checks decide it without loading the statistics
-C = TypeVar("C")  # a comparison (figures.Comparison): anything with a verdict and a metric
-
-
-def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """The metrics whose slower verdicts fail a run: wall time, widened by --fail-on."""
-    return tuple(dict.fromkeys(("wall", *extra)))
-
-
-def failing(comparisons: Iterable[C], fail_on: Iterable[str] = ()) -> list[C]:
-    """The slower verdicts that fail a run with --fail-on-regression (wall) or --fail-on METRICS."""
-    metrics = fail_metrics(fail_on)
-    return [c for c in comparisons if c.verdict == Verdict.SLOWER and c.metric in metrics]

@@ -8,9 +8,9 @@ import json
 import pytest
 
 import factories
-from refbench import compare, results as rs, stats
+from refbench import compare, judge, results as rs, stats
 from refbench.commands._args import metric_list, metric_threshold
-from refbench.verdict import DAEMON_METRICS, Verdict, failing
+from refbench.verdict import DAEMON_METRICS, Verdict
 
 MiB = 1 << 20
 
@@ -28,8 +28,8 @@ def test_daemon_metrics_do_not_cost_wall_time_any_power():
         client += [stats.contrast_metric(m, "a", base, "b", cont) for m in ("wall", "cpu")]
     daemon = [stats.contrast_metric(m, "a", [1.0, 1.01, 0.99, 1.0] * 3, "b", [2.0, 2.02, 1.98, 2.0] * 3)
               for m in DAEMON_METRICS for _ in range(9)]
-    alone = stats.adjust_family(client)
-    mixed = stats.adjust_family(client + daemon)
+    alone = judge.adjust_family(client)
+    mixed = judge.adjust_family(client + daemon)
     assert [c.p_value for c in mixed[:len(client)]] == [c.p_value for c in alone]
     assert [c.verdict for c in mixed[:len(client)]] == [c.verdict for c in alone]
     assert all(c.verdict == Verdict.SLOWER for c in mixed[len(client):])
@@ -43,7 +43,7 @@ def test_the_options_take_the_daemon_metrics():
         metric_list("daemon-nothing")
     slow = stats.contrast_metric("daemon-memory", "a", [1.0, 1.01, 0.99] * 4, "b", [1.5, 1.51, 1.49] * 4)
     assert slow.verdict == Verdict.SLOWER
-    assert failing([slow]) == [] and failing([slow], ("daemon-memory",)) == [slow]
+    assert judge.failing([slow]) == [] and judge.failing([slow], ("daemon-memory",)) == [slow]
 
 
 def _daemon_doc(heavy: int = 64 * MiB) -> dict:

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import ROOT, run_bench
-from refbench import pipeline, results as rs, stats
+from refbench import figures, judge, pipeline, results as rs, stats
 from refbench.config import load_config
 from refbench.verdict import Verdict
 
@@ -25,13 +25,13 @@ def test_vary_makes_a_comparison_of_configurations():
 
 
 def test_identical_is_no_change_and_survives_the_results_file():
-    c = stats.identical("v1", "v1-docs")
+    c = figures.identical("v1", "v1-docs")
     assert c.verdict == Verdict.IDENTICAL and c.verdict.no_change and c.marker == Verdict(c.verdict).marker
     assert c.p_value is None and c.rel == 0.0
     back = rs.read_comparison(json.loads(json.dumps(c.to_json())))
     assert back.verdict == Verdict.IDENTICAL and back.ratio == 1.0
     # the run's p adjustment leaves it as it is
-    assert stats.adjust_family([c, c])[0].verdict == Verdict.IDENTICAL
+    assert judge.adjust_family([c, c])[0].verdict == Verdict.IDENTICAL
 
 
 # ---- end to end: the s5cmd test origin, branch docs-only = v1.0.0 plus a README ---------------

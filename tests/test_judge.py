@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli
-from refbench import judge, pipeline, results as rs, stats
+from refbench import figures, judge, pipeline, results as rs, stats
 from refbench.verdict import Verdict
 from fakes.pipeline import mock_args, scenarios_file
 from test_pipeline import SCENARIOS as PIPELINE_SCENARIOS
@@ -149,7 +149,7 @@ def test_the_defaults_are_written_once():
     req = pipeline.RunRequest(refs=("a", "b"))
     assert (req.threshold, req.alpha, req.noise_limit) == want
     c = stats.Criteria()
-    assert (c.threshold, c.alpha, c.noise_limit) == want and judge.criteria() == c == req.criteria
+    assert (c.threshold, c.alpha, c.noise_limit) == want and figures.criteria() == c == req.criteria
     s = rs.Settings.read({}, "")
     assert (s.threshold, s.alpha, s.noise_limit) == want and judge.recorded(s) == c
 
@@ -166,3 +166,24 @@ def test_a_design_that_cannot_reach_alpha_is_said_before_measuring(fakes, tmp_pa
     assert "2 step(s)" in warning[0] and "tiny / list" in warning[0] and "-r 2" in warning[0]
     assert proc.stderr.index(warning[0]) < proc.stderr.index("wrote")  # said before the run's results
     assert "cannot reach" not in run_cli(*argv, "-r", "2", "--rounds", "2").stderr  # 2 rounds of 1 + 1: the paired t
+
+
+# the verdict's rules, each in one module (issue 38 part 5b): deciding, the family, the
+# scoreboard, what fails a run; the statistics compute figures, the views read
+VERDICT_RULES = ("decide", "metric_weights", "adjust_family", "adjust_groups", "adjust", "scoreboard",
+                 "geomean_scoreboard", "fail_metrics", "failing", "verdicts", "rejudge")
+
+
+def test_the_verdicts_rules_are_defined_in_judge_alone():
+    import ast
+    root = Path(judge.__file__).parent
+    defined: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef) and node.name in VERDICT_RULES:
+                defined.setdefault(node.name, []).append(str(path.relative_to(root)))
+    assert defined == {name: ["judge.py"] for name in VERDICT_RULES}
+    # and nothing reaches them through another module's re-export
+    for name in ("judge.py", "stats.py", "verdict.py", "figures.py", "analysis.py", "runner.py"):
+        assert "noqa: F401" not in (root / name).read_text(encoding="utf-8"), name

@@ -253,7 +253,7 @@ def test_adjust_returns_new_results_and_keeps_the_measured_ones():
     assert adjusted[0] is not measured[0] and adjusted[0].steps[0] is not measured[0].steps[0]
     new = [c for st in adjusted[0].steps for c in st.comparisons]
     old = [c for st in measured[0].steps for c in st.comparisons]
-    assert new == stats.adjust_family(old, stats.Criteria())  # one family: the whole run
+    assert new == judge.adjust_family(old, stats.Criteria())  # one family: the whole run
     assert all(n.p_value >= o.p_value for n, o in zip(new, old) if o.p_value is not None)
     assert [st.name for st in adjusted[0].steps] == ["a", "b"]
 
@@ -263,14 +263,14 @@ def test_adjust_per_contender_makes_one_family_per_contender():
     adjusted = judge.adjust(measured, stats.Criteria(), per_contender=True)
     for i in range(2):
         old = [st.comparisons[i] for st in measured[0].steps]
-        assert [st.comparisons[i] for st in adjusted[0].steps] == stats.adjust_family(old, stats.Criteria())
+        assert [st.comparisons[i] for st in adjusted[0].steps] == judge.adjust_family(old, stats.Criteria())
 
 
 def test_scoreboard_only_with_three_builds_or_more():
     two = [_scenario(_step("a", {"B": 1.2}, 1))]
-    assert stats.scoreboard((st.comparisons for sr in two for st in sr.steps), ["A", "B"]) is None
+    assert judge.scoreboard(two, ["A", "B"]) is None
     three = [_scenario(_step("a", {"B": 1.2, "C": 0.9}, 1))]
-    board = stats.scoreboard((st.comparisons for sr in three for st in sr.steps), ["A", "B", "C"])
+    board = judge.scoreboard(three, ["A", "B", "C"])
     assert list(board) == ["A", "B", "C"] and board["A"]["geomean_vs_baseline"] == 1.0
     assert board["B"]["geomean_vs_baseline"] == pytest.approx(three[0].steps[0].comparisons[0].ratio, rel=1e-6)
     assert board["C"]["vs_fastest"] == 1.0  # C, about 10% faster than A, is the fastest

@@ -2,8 +2,9 @@
 import numpy as np
 import pytest
 
-from refbench import stats
-from refbench.runner import round_orders, split_runs
+from refbench import judge, stats
+from refbench.runner import round_orders
+from refbench.stopping import split_runs
 from refbench.verdict import Verdict
 
 
@@ -81,7 +82,7 @@ def test_threshold_is_adjustable():
 
 
 def test_geomean_scoreboard():
-    board = stats.geomean_scoreboard({"A": [1.0, 1.0], "B": [0.5, 2.0], "C": [0.5, 0.5]})
+    board = judge.geomean_scoreboard({"A": [1.0, 1.0], "B": [0.5, 2.0], "C": [0.5, 0.5]})
     assert board["A"]["geomean_vs_baseline"] == pytest.approx(1.0)
     assert board["B"]["geomean_vs_baseline"] == pytest.approx(1.0)
     assert board["C"]["vs_fastest"] == pytest.approx(1.0) and board["A"]["vs_fastest"] == pytest.approx(2.0)
@@ -103,13 +104,13 @@ def test_family_adjustment_keeps_an_aa_fluke_from_being_called_slower():
     others = [stats.contrast("A", sample(1.0, 0.05, 10, 100 + i), "B", sample(1.0, 0.05, 10, 200 + i))
               for i in range(8)]
     assert fluke.verdict == Verdict.SLOWER and 0.001 < fluke.p_value < 0.05
-    adjusted = stats.adjust_family([fluke, *others])
+    adjusted = judge.adjust_family([fluke, *others])
     assert adjusted[0].verdict != Verdict.SLOWER and adjusted[0].p_raw == fluke.p_value
     assert adjusted[0].p_value > fluke.p_value
     # a real +30% regression among them keeps its verdict
     real = stats.contrast("A", sample(1.0, 0.05, 10, 1), "B", sample(1.3, 0.05, 10, 2))
-    assert stats.adjust_family([real, *others])[0].verdict == Verdict.SLOWER
-    assert stats.adjust_family([real]) == [real]  # a family of one is left as it is
+    assert judge.adjust_family([real, *others])[0].verdict == Verdict.SLOWER
+    assert judge.adjust_family([real]) == [real]  # a family of one is left as it is
 
 
 def test_looks_too_early_for_any_boundary_give_p_one_not_an_error():

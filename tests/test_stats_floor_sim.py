@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from refbench import stats
+from refbench import judge, stats
 from refbench.verdict import Verdict
 from test_stats_metrics_sim import families, judged, metrics_of
 from test_stats_sim import alarm_bound, at_least, count, decide_all, simulate
@@ -53,7 +53,7 @@ def test_complete_separation_at_3_rounds_of_2_plus_2_runs_is_decided():
     data["memory"] = (np.log(rng.uniform(30, 34, (n, ROUNDS, K)) * mib),
                       np.log(rng.uniform(110, 112, (n, ROUNDS, K)) * mib))
     by = {m: decide_all(*xy, family_size=3, metric=m) for m, xy in data.items()}
-    fams = [stats.adjust_family([replace_metric(by[m][i], m) for m in by]) for i in range(n)]
+    fams = [judge.adjust_family([replace_metric(by[m][i], m) for m in by]) for i in range(n)]
     memory = [f[2] for f in fams]
     print(f"\n+247% memory at 3 rounds of 2 + 2 runs, wall and CPU unchanged: memory slower in "
           f"{count(memory, Verdict.SLOWER) / n:.1%} of runs (exact test alone: p ≥ "

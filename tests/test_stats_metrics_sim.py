@@ -17,7 +17,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from refbench import stats
+from refbench import judge, stats
 from refbench.verdict import Verdict
 from test_stats_sim import alarm_bound, at_least, count, decide_all, sequential, simulate
 
@@ -56,7 +56,7 @@ def judged(metric: str, x, y, looks=(1.0,)) -> list:
 def families(by_metric: dict[str, list]) -> list[list]:
     """Runs of STEPS steps, each a family of steps x metrics, adjusted together."""
     n = len(by_metric["wall"])
-    return [stats.adjust_family([by_metric[m][i] for i in range(r, r + STEPS) for m in by_metric])
+    return [judge.adjust_family([by_metric[m][i] for i in range(r, r + STEPS) for m in by_metric])
             for r in range(0, n, STEPS)]
 
 
@@ -171,6 +171,6 @@ def test_power_per_metric_in_a_family():
 
 def test_weights_average_one_and_favour_wall_time():
     comps = [replace(stats.contrast("A", [1, 2, 3], "B", [1, 2, 3]), metric=m) for m in ("wall", "cpu", "memory") * 4]
-    w = stats.metric_weights(comps)
+    w = judge.metric_weights(comps)
     assert sum(w) == pytest.approx(len(comps)) and w[0] == pytest.approx(2.4) and w[1] == w[2] == pytest.approx(0.3)
-    assert stats.metric_weights(comps[::3]) == [1.0] * 4
+    assert judge.metric_weights(comps[::3]) == [1.0] * 4

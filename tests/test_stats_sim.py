@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from refbench import stats
+from refbench import judge, stats
 from refbench.runner import round_orders
 from refbench.verdict import Verdict
 
@@ -99,7 +99,7 @@ def decide_all(x, y, looks=(1.0,), criteria=CRITERIA, blocked=True, family_size=
         rel = math.expm1(shift)
         rlo = math.expm1(lo) if math.isfinite(lo) else None
         rhi = math.expm1(hi) if math.isfinite(hi) else None
-        out.append(comparison(rel, rlo, rhi, p, stats.decide(rel, rlo, rhi, p, criteria), looks, fit.method))
+        out.append(comparison(rel, rlo, rhi, p, judge.decide(rel, rlo, rhi, p, criteria), looks, fit.method))
     return out
 
 
@@ -169,7 +169,7 @@ def test_fixed_size_false_alarms_within_alpha_per_step_and_per_family():
           f"{wrong / n:.3%} slower/faster per step")
     assert wrong <= alarm_bound(n)
     # a run's steps are one family: 8 steps each, Benjamini-Hochberg across them
-    fams = [stats.adjust_family(comps[i:i + 8]) for i in range(0, n, 8)]
+    fams = [judge.adjust_family(comps[i:i + 8]) for i in range(0, n, 8)]
     any_wrong = sum(any(c.verdict in (Verdict.SLOWER, Verdict.FASTER) for c in f) for f in fams)
     print(f"families of 8 steps with BH: {any_wrong / len(fams):.2%} with any false slower/faster "
           f"(without BH: {np.mean([count(comps[i:i + 8], Verdict.SLOWER, Verdict.FASTER) > 0 for i in range(0, n, 8)]):.1%})")

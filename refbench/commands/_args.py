@@ -9,7 +9,8 @@ import re
 from .. import toolchain
 from ..errors import EXIT_ERROR, RefbenchError
 from ..figures import Criteria, criteria
-from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, failing
+from ..judge import failing
+from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD
 
 
 class Parser(argparse.ArgumentParser):
@@ -128,7 +129,7 @@ def criteria_of(args: argparse.Namespace) -> Criteria:
 
 
 def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
-    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (verdict.failing)."""
+    """--fail-on-regression and --fail-on: which slower verdicts exit 1 (judge.failing)."""
     p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
     p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
                    help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
@@ -138,6 +139,17 @@ def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
 def fails(args: argparse.Namespace, comparisons) -> bool:
     """Whether these verdicts fail the command under its --fail-on-regression / --fail-on."""
     return bool((args.fail_on_regression or args.fail_on) and failing(comparisons, args.fail_on))
+
+
+def write_views(results, html_path: str | None, csv_path: str | None) -> None:
+    """--html and --csv of a run, a merge or a report: the HTML report's analysis computed first
+    (numpy, so only when --html asks for it), then render.files writes both."""
+    from ..render.files import write_extras
+    analysis = None
+    if html_path:
+        from ..analysis import analyse
+        analysis = analyse(results)
+    write_extras(results, analysis, html_path, csv_path)
 
 
 def metric_threshold(text: str) -> tuple[str, float]:

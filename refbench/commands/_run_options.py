@@ -17,11 +17,10 @@ from ..sampling import UNTIL_DECIDED_RUNS
 from ..progress import Reporter
 from ..render import markdown
 from ..render.format import fmt_pct
-from ..render.files import write_extras
 from ..verdict import counts_line
 from . import COMMANDS
 from ._args import (Parser, add_fail_args, add_go_arg, add_stats_args, bind_flag_values, budget, cpu_split, duration,
-                    nonneg, positive, reserved_option)
+                    nonneg, positive, reserved_option, write_views)
 
 SUBCOMMANDS = tuple(COMMANDS)
 
@@ -211,7 +210,7 @@ def write_outputs(results: rs.Results, outputs: Outputs) -> None:
     with writing(outputs.summary, "the summary"):
         outputs.summary.parent.mkdir(parents=True, exist_ok=True)
         outputs.summary.write_text(markdown.render_markdown(results, outputs.format))
-    write_extras(results, outputs.html, outputs.csv)
+    write_views(results, outputs.html, outputs.csv)
 
 
 def run_and_write(request: RunRequest, outputs: Outputs, env: runenv.RunEnv) -> rs.Results:

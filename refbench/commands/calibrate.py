@@ -75,7 +75,7 @@ def main(argv: list[str]) -> int:
         print(f"refbench: calibrate repetition {k + 1}/{args.repetitions}", file=sys.stderr)
         rep = env.with_reporter(Reporter())
         results.append(_measured(pipeline.run(request, rep), rep.reporter))
-    criteria = request.criteria  # what the repetitions were judged by (judge.criteria)
+    criteria = request.criteria  # what the repetitions were judged by (figures.criteria)
     sampling = request.sampling
     run_settings = {**{k: v for k, v in sampling.record().items() if k != "until_decided"}, "quick": args.quick,
                     "sequential": sampling.sequential, "cpus": args.cpus if isinstance(args.cpus, str)

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import results as rs
-from ._args import Parser, add_fail_args, fails
-from ..render.files import write_extras
+from ._args import Parser, add_fail_args, fails, write_views
 from ..errors import EXIT_OK, EXIT_REGRESSION, writing
 from ..merge import merge_files
 from ..render import markdown
@@ -40,7 +39,7 @@ def main(argv: list[str]) -> int:
     if args.summary:
         with writing(args.summary, "the summary") as out:
             out.write_text(markdown.render_markdown(merged, args.format), encoding="utf-8")
-    write_extras(merged, args.html, args.csv)
+    write_views(merged, args.html, args.csv)
     counts = merged.verdict_counts()
     print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)
     if fails(args, (c for _, st in merged.steps() for c in st.all_comparisons())):

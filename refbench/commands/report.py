@@ -7,9 +7,8 @@ from pathlib import Path
 
 from .. import results as rs
 from ..errors import EXIT_OK, writing
-from ..render.files import write_extras
 from ..render.markdown import render_markdown
-from ._args import Parser
+from ._args import Parser, write_views
 
 
 def parser() -> Parser:
@@ -27,7 +26,7 @@ def parser() -> Parser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     results = rs.load(Path(args.results))
-    write_extras(results, args.html, args.csv)
+    write_views(results, args.html, args.csv)
     for written in (args.html, args.csv):
         if written:
             print(f"wrote {written}", file=sys.stderr)

@@ -12,9 +12,9 @@ import html
 import math
 from dataclasses import dataclass
 
-import numpy as np
+from collections.abc import Mapping
 
-from ..analysis import SizeFamily
+from ..figures import Box, SizeFamily
 from ..results import Comparison, Samples, Step
 from .env import VERDICT_COLOURS
 from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds
@@ -65,23 +65,14 @@ def build_colour(labels: list[str], label: str) -> str:
     return BUILD_COLOURS[labels.index(label) % len(BUILD_COLOURS)] if label in labels else "#57606a"
 
 
-def _quartiles(a: np.ndarray) -> tuple[float, float]:
-    """The box's edges (the summary stores no quartiles; the chart draws them from the runs)."""
-    q1, q3 = np.percentile(a, [25, 75])
-    return float(q1), float(q3)
-
-
 # ---- charts -----------------------------------------------------------------------------------
-def _box_row(lab: str, b: Samples, cy: float, col: str, x, left: int) -> list[str]:
-    """One build's row of the distribution chart: whiskers, quartile box, the stored median and
-    mean, and every run as a dot (its round in the tooltip)."""
-    a = np.asarray(b.times, dtype=float)
+def _box_row(lab: str, b: Samples, box: Box, cy: float, col: str, x, left: int) -> list[str]:
+    """One build's row of the distribution chart: whiskers, quartile box (analysis computed both),
+    the stored median and mean, and every run as a dot (its round in the tooltip)."""
+    a = b.times
     out = [f'<text x="{left - 8}" y="{cy + 4:.1f}" text-anchor="end" fill="#24292f">{_e(lab)}</text>']
-    q1, q3 = _quartiles(a)
+    q1, q3, wlo, whi = box.q1, box.q3, box.whisker_low, box.whisker_high
     med, mean = b.stats.median, b.stats.mean
-    iqr = q3 - q1
-    wlo = float(a[a >= q1 - 1.5 * iqr].min())
-    whi = float(a[a <= q3 + 1.5 * iqr].max())
     out.append(f'<line x1="{x(wlo):.1f}" y1="{cy:.1f}" x2="{x(whi):.1f}" y2="{cy:.1f}" stroke="{col}" '
                f'stroke-width="1.5"/>')
     for w in (wlo, whi):
@@ -103,8 +94,9 @@ def _box_row(lab: str, b: Samples, cy: float, col: str, x, left: int) -> list[st
     return out
 
 
-def distribution_svg(step: Step, labels: list[str], width: int = 900) -> str:
-    """Box plot + every run as a dot, one row per build (outliers and bimodality stay visible)."""
+def distribution_svg(step: Step, labels: list[str], boxes: Mapping[str, Box], width: int = 900) -> str:
+    """Box plot + every run as a dot, one row per build (outliers and bimodality stay visible);
+    `boxes`: each build's box (analysis.boxes)."""
     rows = [(lab, step.builds[lab]) for lab in labels if lab in step.builds and step.builds[lab].times]
     if not rows:
         return ""
@@ -131,7 +123,7 @@ def distribution_svg(step: Step, labels: list[str], width: int = 900) -> str:
     out.append(f'<text x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle" fill="#57606a">'
                f'wall time per run (every dot is one run; box: quartiles, line: median, ◆: mean)</text>')
     for i, (lab, b) in enumerate(rows):
-        out += _box_row(lab, b, top + row_h * i + row_h / 2, build_colour(labels, lab), x, left)
+        out += _box_row(lab, b, boxes[lab], top + row_h * i + row_h / 2, build_colour(labels, lab), x, left)
     out.append("</svg>")
     return "".join(out)
 

@@ -3,11 +3,12 @@ distribution chart, the latency-vs-size fits, builds and environment. No scripts
 images are fetched, so it opens offline from a CI artefact."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from markupsafe import Markup
 
-from ..analysis import Analysis, BuildScore, SizeFamily
+from ..figures import Analysis, Box, BuildScore, SizeFamily
 from ..results import SCHEMA, SCHEMA_VERSION, Results
 from .charts import ForestRow, build_colour, distribution_svg, fit_svg, forest_svg
 from .env import render as render_template
@@ -40,7 +41,7 @@ def _metric_rows(st, labels: list[str], metrics: tuple[str, ...]) -> list[dict]:
     return rows
 
 
-def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...]) -> dict:
+def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...], boxes: Mapping[str, Box]) -> dict:
     """One step's card: a row per build with its summary, comparison and throughput, and a verdict
     per metric per contender where the run judged more than wall time."""
     comp = {c.contender: c for c in st.comparisons}
@@ -50,7 +51,7 @@ def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...]) -> dict:
             for lab in labels if st.builds.get(lab)]
     worst = max(st.comparisons, key=lambda c: (c.verdict == Verdict.SLOWER, c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
-            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels)),
+            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels, boxes)),
             "explain": _explain_view(st, labels), "metrics": _metric_rows(st, labels, metrics) if metrics else []}
 
 
@@ -77,7 +78,8 @@ def html_context(results: Results, analysis: Analysis) -> dict:
     return {"r": results, "labels": labels, "multi": multi, "counts": results.verdict_counts(),
             "forest": Markup(forest_svg(forest_rows if len(forest_rows) <= 30 else by_severity, threshold)),
             "headline": [r for r in by_severity if r.c.verdict.moved],
-            "steps": [_step_view(sc, st, labels, results.judged_metrics()) for sc, st in results.steps()],
+            "steps": [_step_view(sc, st, labels, results.judged_metrics(), analysis.boxes[(sc.name, st.name)])
+                      for sc, st in results.steps()],
             "families": [_family_view(f, labels) for f in analysis.families],
             "scoreboard": [_score_view(s, labels) for s in analysis.scores],
             "threshold": threshold, "baseline": labels[0] if labels else None,

@@ -1,13 +1,13 @@
 """The nightly trend page: one chart per step's series of nights (the watched build's mean ± σ,
-the baseline's mean, the change points), as SVG geometry in the page's template. The series and
-their change points come from refbench.nightly; nothing here queries or detects."""
+the baseline's mean, the change points), as SVG geometry in the page's template. The page's model
+(nightly.TrendPage: the series and their change points) is built before, by nightly.trend_page
+from the history; render_trend only draws it, and nothing here queries or detects."""
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
 
 from ..changepoints import Params
-from ..history import History, TrendSeries
 from ..nightly import TrendPage, trend_page, write_page
 from ..verdict import Verdict
 from .env import render as render_template
@@ -21,7 +21,8 @@ def _value(metric: str, digits: str, unit: str = " s"):
     return (lambda v: f"{v:{digits}}{unit}") if metric in ("wall", "daemon-cpu") else fmt_bytes
 
 
-def _chart(s: TrendSeries, several: bool) -> dict:
+def _chart(s, several: bool) -> dict:
+    """One series' chart (s: a history.TrendSeries of the page) as the template's geometry."""
     pts = s.nights
     fmt, tick, spread = _value(s.metric, ".3f"), _value(s.metric, ".3g"), _value(s.metric, ".3f", "")
     top = max(max(p.h_mean + (p.h_sd or 0), p.b_mean) for p in pts) * 1.15 or 1.0
@@ -74,7 +75,9 @@ def render_trend(page: TrendPage) -> str:
         shown_machine=page.shown_machine, params=page.params, statistic=page.statistic)
 
 
-def write_trend(db: History, path: Path, title: str = "refbench nightly", target: str | None = None,
+def write_trend(db, path: Path, title: str = "refbench nightly", target: str | None = None,
                 machine: str | None = None, params: Params = Params(), statistic: str = "median") -> Path:
-    """The trend page of the history (or of one target / machine) drawn and written atomically."""
+    """The trend page of a history (`db`, a history.History; or of one target / machine): its model
+    built first by nightly.trend_page (the only query), then drawn and written atomically. The one
+    composition `nightly --render-only` and the history tests call; the drawing reads the model only."""
     return write_page(path, render_trend(trend_page(db, title, target, machine, params, statistic)))
