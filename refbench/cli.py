@@ -19,7 +19,7 @@ import time
 import traceback
 from pathlib import Path
 
-from . import commands, tools, trust
+from . import commands, paths, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 from .runenv import MachineSettings
 
@@ -30,11 +30,24 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 def main(argv: list[str] | None = None) -> int:
     path = os.environ.get("PATH")
+    previous = paths.use(paths.layout())  # read_environment installs this run's; the caller's comes back
     try:
         return _main(argv)
-    finally:  # an in-process caller (a test, an embedding) gets its own PATH back
+    finally:  # an in-process caller (a test, an embedding) gets its own PATH and Layout back
         if path is not None:
             os.environ["PATH"] = path
+        paths.use(previous)
+
+
+def read_environment() -> MachineSettings:
+    """The one reading of the environment (library modules read none: they get paths.layout(),
+    installed here, or MachineSettings): PATH cleaned of refbench's cache directories first, since
+    a restored cache may hold a `go`, `git` or `sh` of anyone's and refbench finds its own tools by
+    path (refbench.tools), so nothing refbench starts searches one; then the settings, read once."""
+    os.environ["PATH"] = tools.clean_path(os.environ.get("PATH", ""), paths.Layout.from_environ(os.environ))
+    machine = MachineSettings.from_environ(os.environ)
+    paths.use(machine.layout)
+    return machine
 
 
 def _main(argv: list[str] | None = None) -> int:
@@ -46,9 +59,7 @@ def _main(argv: list[str] | None = None) -> int:
         if verbose:
             logging.getLogger("refbench").setLevel(logging.DEBUG)
         _install_signal_handlers()
-        # no cache directory on the PATH of anything refbench starts: a restored cache may hold a
-        # `go`, `git` or `sh` of anyone's; refbench finds its own tools by path (refbench.tools)
-        os.environ["PATH"] = tools.clean_path()
+        read_environment()
         trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
             return commands.dispatch(argv[0], argv[1:])

@@ -46,6 +46,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import paths
 from .errors import RunError
 
 # metric name -> what it is, in the order the outputs show them
@@ -343,7 +344,7 @@ class ProbeServer:
                 os.mkfifo(self.dir / name)
         argv = [*prefix, sys.executable, "-m", "refbench.daemon", "serve", "--pid", str(pid),
                 "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ())]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        env = {**paths.layout().environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline().strip() if ready else ""

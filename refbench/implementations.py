@@ -510,9 +510,10 @@ def _npm_env(d: Path) -> dict:
     public registry, a cache of the install's own (removed after), no audit, no update check."""
     from .tools import child_env
     # the machine's trust store and proxy (a TLS-intercepting proxy's CA is the machine's, not the user's npm config)
-    cafile = next((f for f in (os.environ.get("NODE_EXTRA_CA_CERTS"), os.environ.get("SSL_CERT_FILE"),
+    machine = paths.layout().environ  # as the command line read it
+    cafile = next((f for f in (machine.get("NODE_EXTRA_CA_CERTS"), machine.get("SSL_CERT_FILE"),
                                "/etc/ssl/certs/ca-certificates.crt") if f and os.path.isfile(f)), None)
-    proxy = {k: v for k, v in os.environ.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")}
+    proxy = {k: v for k, v in machine.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")}
     return {**child_env(), **proxy, **({"npm_config_cafile": cafile} if cafile else {}),
             "HOME": str(d / "home"), "npm_config_userconfig": str(d / "home" / ".npmrc"),
             "npm_config_globalconfig": os.devnull, "npm_config_cache": str(d / "npm-cache"),

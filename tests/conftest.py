@@ -16,6 +16,12 @@ from origins import go_env, make_s5cmd_origin  # noqa: E402
 
 os.environ["PATH"] = go_env()["PATH"]
 
+# the suite is an edge, as the command line is: the library reads no environment, so the tests that
+# call it in-process give it theirs, read at each use (a test's monkeypatch.setenv takes effect)
+from refbench import paths as _paths  # noqa: E402
+
+_paths.use(lambda: _paths.Layout.from_environ(os.environ))
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 

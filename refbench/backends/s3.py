@@ -13,7 +13,6 @@ goes to the server directly, so the server still counts every request the comman
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from types import MappingProxyType
 from typing import Mapping
 from urllib.parse import urlsplit
 
+from .. import paths
 from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..tools import find_tool
@@ -40,8 +40,9 @@ RUN_ID_PLACEHOLDER = "<run-id>"  # the run's own part of the prefix, known once 
 
 def user_endpoint(endpoint: str | None) -> str | None:
     """The endpoint of a user's bucket: --endpoint-url, else S3_ENDPOINT_URL or AWS_ENDPOINT_URL
-    (None: AWS)."""
-    return endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+    as the command line read them (paths.Layout.environ) (None: AWS)."""
+    machine = paths.layout().environ
+    return endpoint or machine.get("S3_ENDPOINT_URL") or machine.get("AWS_ENDPOINT_URL")
 
 
 def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
@@ -53,8 +54,8 @@ def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
     if env.get("AWS_ACCESS_KEY_ID"):
         kwargs = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
                   "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
-    region = env.get("AWS_REGION") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
-        or "us-east-1"
+    machine = paths.layout().environ  # the command line's
+    region = env.get("AWS_REGION") or machine.get("AWS_REGION") or machine.get("AWS_DEFAULT_REGION") or "us-east-1"
     return boto3.client("s3", endpoint_url=endpoint, region_name=region,
                         config=BotoConfig(s3={"addressing_style": "path"} if endpoint else {},
                                           retries={"max_attempts": 3}), **kwargs)
@@ -219,7 +220,7 @@ class S3Backend:
             return False
 
     def client(self):
-        env = {**os.environ, **self.extra_env}
+        env = {**paths.layout().environ, **self.extra_env}
         return s3_client(self.endpoint, env if self.server else None)
 
     def check_bucket(self) -> None:
