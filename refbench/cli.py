@@ -30,13 +30,14 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 def main(argv: list[str] | None = None) -> int:
     path = os.environ.get("PATH")
-    previous = paths.use(paths.layout())  # read_environment installs this run's; the caller's comes back
+    # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
+    # its own Layout and PATH back
     try:
-        return _main(argv)
-    finally:  # an in-process caller (a test, an embedding) gets its own PATH and Layout back
+        with paths.installed(paths.layout()):
+            return _main(argv)
+    finally:
         if path is not None:
             os.environ["PATH"] = path
-        paths.use(previous)
 
 
 def read_environment() -> MachineSettings:

@@ -374,9 +374,11 @@ def cached(impl: Implementation) -> Installed | None:
     return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
 
 
-def install(impl: Implementation, say: Callable[[str], None] | None = None) -> Installed:
+def install(impl: Implementation, say: Callable[[str], None] | None = None,
+            installers: Mapping[str, Callable[["Implementation", Path], tuple[Path, str]]] | None = None) -> Installed:
     """The pinned install of `impl`: the sealed one in the cache, else installed from its registry
-    (hash-checked) and sealed. A failure removes what it left."""
+    (hash-checked) and sealed. A failure removes what it left. `installers`: (implementation, its
+    directory) -> (program, toolchain) per registry, INSTALLERS unless given (a test's stand-in)."""
     d = install_dir(impl)
     if impl.registry == "npm":
         node_runtime(impl)  # refused with one line before anything is fetched
@@ -390,7 +392,7 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None) -> I
         (d / "root").mkdir(parents=True)
         t0 = time.monotonic()
         try:
-            installer = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}[impl.registry]
+            installer = {**INSTALLERS, **(installers or {})}[impl.registry]
             program, toolchain = installer(impl, d)
         except BaseException:
             shutil.rmtree(d, ignore_errors=True)
@@ -545,6 +547,10 @@ def _install_npm(impl: Implementation, d: Path) -> tuple[Path, str]:
     wrapper.write_text(f"#!/bin/sh\nexec {node} {root / impl.program} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper, f"node {version}"
+
+
+#: how each registry's implementation is installed: (implementation, its directory) -> (program, toolchain)
+INSTALLERS = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}
 
 
 # ---- running -------------------------------------------------------------------------------

@@ -146,13 +146,15 @@ class Layout:
     tools_bin: Path | None = None  # REFBENCH_TOOLS_BIN: where `refbench setup` links the tools, when set
     unpinned_tools: bool = False  # REFBENCH_UNPINNED_TOOLS=1: a tool whose hash is not pinned is used, warned
     tool_versions: tuple[tuple[str, str], ...] = ()  # MINIO_VERSION, TOXIPROXY_VERSION: (tool, version) overrides
+    # the source checkout refbench runs from (its builds/ and tools/bin), None when installed (a wheel)
+    checkout: Path | None = CHECKOUT
     # the environment the command line started with (PATH already cleaned, refbench.tools): what
     # the children refbench starts are given (each through its allow-list) and the few machine
     # variables a library module needs (PATH, S3_ENDPOINT_URL, AWS_REGION, a proxy's)
     environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "Layout":
+    def from_environ(cls, environ: Mapping[str, str], checkout: Path | None = CHECKOUT) -> "Layout":
         home = os.path.expanduser("~")
 
         def xdg(name: str, *default: str) -> Path:
@@ -165,7 +167,7 @@ class Layout:
                    config_root=xdg("XDG_CONFIG_HOME", ".config"), builds_dir=given("REFBENCH_BUILDS_DIR"),
                    tools_bin=given("REFBENCH_TOOLS_BIN"),
                    unpinned_tools=environ.get("REFBENCH_UNPINNED_TOOLS", "").lower() in ("1", "true", "yes"),
-                   tool_versions=versions, environ=dict(environ))
+                   tool_versions=versions, environ=dict(environ), checkout=checkout)
 
 
 #: (pinned tool, the variable that names another version of it): refused unless unpinned tools are allowed
@@ -195,6 +197,16 @@ def layout() -> Layout:
     return _source()
 
 
+@contextlib.contextmanager
+def installed(source: Layout | Callable[[], Layout]) -> Iterator[None]:
+    """use(source) for the block, and what was in place back after it (an in-process caller's own)."""
+    previous = use(source)
+    try:
+        yield
+    finally:
+        use(previous)
+
+
 def cache_root(given: Layout | None = None) -> Path:
     """$XDG_CACHE_HOME/refbench (default ~/.cache/refbench): tools built once per machine."""
     return (given or layout()).cache_root
@@ -211,7 +223,7 @@ def default_builds_dir(given: Layout | None = None) -> Path:
     where = given or layout()
     if where.builds_dir:
         return where.builds_dir
-    return CHECKOUT / "builds" if CHECKOUT else where.cache_root / "builds"
+    return where.checkout / "builds" if where.checkout else where.cache_root / "builds"
 
 
 #: the file that says "refbench made this directory": `clean` removes no directory without it
@@ -427,4 +439,4 @@ def tools_bin(given: Layout | None = None) -> Path:
     where = given or layout()
     if where.tools_bin:
         return where.tools_bin
-    return CHECKOUT / "tools" / "bin" if CHECKOUT else where.cache_root / "bin"
+    return where.checkout / "tools" / "bin" if where.checkout else where.cache_root / "bin"

@@ -32,9 +32,8 @@ def _sealed_install(tmp_path, monkeypatch):
         program.write_text("#!/bin/sh\necho pinned\n")
         program.chmod(0o755)
         return program, "python3.11"
-    monkeypatch.setattr(impls, "_install_pypi", fake_pypi)
     impl = impls.bundled()["s3cmd"]
-    got = impls.install(impl)
+    got = impls.install(impl, installers={"pypi": fake_pypi})
     assert impls.cached(impl) is not None
     return impl, got.root
 
