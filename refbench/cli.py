@@ -18,6 +18,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 from . import commands, paths, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
@@ -28,13 +29,15 @@ SUBCOMMANDS = tuple(commands.COMMANDS)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, dispatch: Callable[[str, list[str]], int] | None = None) -> int:
+    """The command line: its exit code. `dispatch`: (command, its argv) -> exit code, runs a
+    subcommand (commands.dispatch unless given: a test's stand-in that fails a given way)."""
     path = os.environ.get("PATH")
     # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
     # its own Layout and PATH back
     try:
         with paths.installed(paths.layout()):
-            return _main(argv)
+            return _main(argv, dispatch or commands.dispatch)
     finally:
         if path is not None:
             os.environ["PATH"] = path
@@ -51,7 +54,7 @@ def read_environment() -> MachineSettings:
     return machine
 
 
-def _main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None, dispatch: Callable[[str, list[str]], int]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:
@@ -63,7 +66,7 @@ def _main(argv: list[str] | None = None) -> int:
         read_environment()
         trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
-            return commands.dispatch(argv[0], argv[1:])
+            return dispatch(argv[0], argv[1:])
         from .commands import run
         return run.main(argv)
     except RefbenchError as e:

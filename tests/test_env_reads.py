@@ -197,11 +197,9 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: issue 35/38 is rewriting (trust's key, sources, nightly, implementations, pins) or not reached yet.
 #: The list only shrinks: a new patch fails, and so does an entry that is gone.
 PENDING = {
-    "test_backends.py": 4,
     "test_build_site.py": 1,
     "test_builds.py": 2,
     "test_dryrun.py": 1,
-    "test_exit_codes.py": 3,
     "test_golden.py": 1,
     "test_hyperfine.py": 3,
     "test_implementations.py": 1,
@@ -210,7 +208,6 @@ PENDING = {
     "test_runner.py": 1,
     "test_trust_cache.py": 5,
     "test_trust_gate.py": 2,
-    "test_watchdog.py": 1,
 }
 
 
