@@ -198,7 +198,6 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: The list only shrinks: a new patch fails, and so does an entry that is gone.
 PENDING = {
     "test_build_site.py": 1,
-    "test_builds.py": 2,
     "test_dryrun.py": 1,
     "test_golden.py": 1,
     "test_hyperfine.py": 3,
