@@ -197,8 +197,6 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: issue 35/38 is rewriting (trust's key, sources, nightly, implementations, pins) or not reached yet.
 #: The list only shrinks: a new patch fails, and so does an entry that is gone.
 PENDING = {
-    "test_build_site.py": 1,
-    "test_dryrun.py": 1,
     "test_golden.py": 1,
     "test_hyperfine.py": 3,
     "test_implementations.py": 1,

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from .. import paths
@@ -108,20 +108,23 @@ class S3Backend:
 
     @classmethod
     def planned(cls, bucket: str | None, prefix_base: str, endpoint: str | None,
-                networks: Mapping[str, NetworkProfile] = MappingProxyType({})) -> "S3Backend":
+                networks: Mapping[str, NetworkProfile] = MappingProxyType({}),
+                find: Callable[[str], str | None] = find_tool) -> "S3Backend":
         """What open() would give, for a dry run: nothing is started, listed or written. What only
         a started run knows shows as a placeholder: the run id in the prefix, the embedded server's
-        port, each network proxy's port. A user's bucket shows as unversioned (open() looks that up)."""
+        port, each network proxy's port. A user's bucket shows as unversioned (open() looks that up).
+        `find`: how tools are found (the RunEnv's find_tool), for the restore tool."""
         base = check_prefix(prefix_base)
+        restore_tool = find("refbench-s3restore")
         prefix = f"{base}/{RUN_ID_PLACEHOLDER}"
         if bucket is None:
             backend = cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
                           client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
-                          versioned_bucket=VERSIONED_BUCKET)
+                          versioned_bucket=VERSIONED_BUCKET, restore_tool=restore_tool)
         else:
             endpoint = user_endpoint(endpoint)
             backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
-                          base_prefix=base)
+                          base_prefix=base, restore_tool=restore_tool)
         backend.networks = dict(networks)
         backend.network_endpoints = {name: f"http://127.0.0.1:<{name}-port>" for name, p in networks.items()
                                      if not p.direct}
