@@ -18,8 +18,9 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
-from . import commands, tools, trust
+from . import commands, paths, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 from .runenv import MachineSettings
 
@@ -28,16 +29,32 @@ SUBCOMMANDS = tuple(commands.COMMANDS)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, dispatch: Callable[[str, list[str]], int] | None = None) -> int:
+    """The command line: its exit code. `dispatch`: (command, its argv) -> exit code, runs a
+    subcommand (commands.dispatch unless given: a test's stand-in that fails a given way)."""
     path = os.environ.get("PATH")
+    # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
+    # its own Layout and PATH back
     try:
-        return _main(argv)
-    finally:  # an in-process caller (a test, an embedding) gets its own PATH back
+        with paths.installed(paths.layout()):
+            return _main(argv, dispatch or commands.dispatch)
+    finally:
         if path is not None:
             os.environ["PATH"] = path
 
 
-def _main(argv: list[str] | None = None) -> int:
+def read_environment() -> MachineSettings:
+    """The one reading of the environment (library modules read none: they get paths.layout(),
+    installed here, or MachineSettings): PATH cleaned of refbench's cache directories first, since
+    a restored cache may hold a `go`, `git` or `sh` of anyone's and refbench finds its own tools by
+    path (refbench.tools), so nothing refbench starts searches one; then the settings, read once."""
+    os.environ["PATH"] = tools.clean_path(os.environ.get("PATH", ""), paths.Layout.from_environ(os.environ))
+    machine = MachineSettings.from_environ(os.environ)
+    paths.use(machine.layout)
+    return machine
+
+
+def _main(argv: list[str] | None, dispatch: Callable[[str, list[str]], int]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:
@@ -46,12 +63,10 @@ def _main(argv: list[str] | None = None) -> int:
         if verbose:
             logging.getLogger("refbench").setLevel(logging.DEBUG)
         _install_signal_handlers()
-        # no cache directory on the PATH of anything refbench starts: a restored cache may hold a
-        # `go`, `git` or `sh` of anyone's; refbench finds its own tools by path (refbench.tools)
-        os.environ["PATH"] = tools.clean_path()
+        read_environment()
         trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
-            return commands.dispatch(argv[0], argv[1:])
+            return dispatch(argv[0], argv[1:])
         from .commands import run
         return run.main(argv)
     except RefbenchError as e:

@@ -60,6 +60,7 @@ import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import paths
 from .errors import RunError
 
 log = logging.getLogger(__name__)
@@ -433,7 +434,7 @@ class ProbeServer:
         argv = [*prefix, sys.executable, "-m", "refbench.daemon", "serve", "--pid", str(pid),
                 "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ()),
                 *(("--cgroup", str(cgroup)) if cgroup else ())]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        env = {**paths.layout().environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline().strip() if ready else ""

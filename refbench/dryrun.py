@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
-from . import fixtures as fx
+from . import fixtures as fx, tools
 from .backends import IpfsBackend, S3Backend
 from .builds import BuiltRef, Builder
 from .config import ScenarioSpec, StepSpec, TargetSpec
@@ -49,10 +49,11 @@ def planned_builds(builder: Builder, resolved: Sequence[ResolvedRef], labels: Se
 
 
 def planned_backend(target: TargetSpec, bucket: str | None, prefix: str, endpoint: str | None,
-                    workdir: Path = WORKDIR_PLACEHOLDER, networks: Mapping = MappingProxyType({})):
+                    workdir: Path = WORKDIR_PLACEHOLDER, networks: Mapping = MappingProxyType({}),
+                    find_tool: Callable[[str], str | None] = tools.find_tool):
     """The run's backend in its planned form: nothing started, listed or written."""
     if target.backend == "s3":
-        return S3Backend.planned(bucket, prefix, endpoint, networks)
+        return S3Backend.planned(bucket, prefix, endpoint, networks, find=find_tool)
     return IpfsBackend.planned(workdir)
 
 
@@ -72,7 +73,8 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
                 step_filter: Callable[[ScenarioSpec, StepSpec], bool] | None, builds: Sequence[PlannedBuild], *,
                 bucket: str | None, prefix: str, endpoint: str | None, sampling: Sampling,
                 cache_dir: Path, target_flags: Sequence[str] = (), hyperfine_flags: Sequence[str] = (),
-                networks: Mapping = MappingProxyType({}), implementations: Sequence = ()) -> str:
+                networks: Mapping = MappingProxyType({}), implementations: Sequence = (),
+                find_tool: Callable[[str], str | None] = tools.find_tool) -> str:
     """The dry run's report: target, builds, backend and settings, then per scenario and selected
     step the commands that would run for the first build, in the order they run; an S3 step with
     its network profile (`networks`: the run's, by name), its commands with that profile's proxy."""
@@ -89,7 +91,7 @@ def render_plan(target: TargetSpec, source: str, scenarios: Sequence[ScenarioSpe
     lines.append(f"backend: {desc}; {sampling.describe()}")
     if not builds:  # implementations alone: their commands are their own (implementations.toml)
         return "\n".join(lines)
-    backend = planned_backend(target, bucket, prefix, endpoint, networks=networks)
+    backend = planned_backend(target, bucket, prefix, endpoint, networks=networks, find_tool=find_tool)
     first = builds[0].build
     lines.append(f"commands as they would run for {first.label}, the first build "
                  "(<workdir>, <run-id>, <port>: known once the run starts)")

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping, Protocol
 
-from . import hyperfine
+from . import hyperfine, paths
 from .backends.process import run_group
 from .errors import RunError
 from .hyperfine import CommandResult, HyperfineInfo
@@ -159,7 +159,7 @@ class HyperfineExecutor:
 
     def gnu_time(self) -> str | None:
         if self._gnu_time is False:
-            path = shutil.which("time", path="/usr/bin:/usr/local/bin:" + os.environ.get("PATH", ""))
+            path = shutil.which("time", path="/usr/bin:/usr/local/bin:" + paths.layout().environ.get("PATH", ""))
             ok = False
             if path:
                 with contextlib.suppress(OSError, subprocess.SubprocessError):

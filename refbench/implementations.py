@@ -374,9 +374,11 @@ def cached(impl: Implementation) -> Installed | None:
     return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
 
 
-def install(impl: Implementation, say: Callable[[str], None] | None = None) -> Installed:
+def install(impl: Implementation, say: Callable[[str], None] | None = None,
+            installers: Mapping[str, Callable[["Implementation", Path], tuple[Path, str]]] | None = None) -> Installed:
     """The pinned install of `impl`: the sealed one in the cache, else installed from its registry
-    (hash-checked) and sealed. A failure removes what it left."""
+    (hash-checked) and sealed. A failure removes what it left. `installers`: (implementation, its
+    directory) -> (program, toolchain) per registry, INSTALLERS unless given (a test's stand-in)."""
     d = install_dir(impl)
     if impl.registry == "npm":
         node_runtime(impl)  # refused with one line before anything is fetched
@@ -391,7 +393,7 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None) -> I
         paths.make_dirs(d / "root", cache)
         t0 = time.monotonic()
         try:
-            installer = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}[impl.registry]
+            installer = {**INSTALLERS, **(installers or {})}[impl.registry]
             program, toolchain = installer(impl, d)
         except BaseException:
             paths.remove_tree(d, cache, ignore_errors=True)
@@ -515,9 +517,10 @@ def _npm_env(d: Path) -> dict:
     public registry, a cache of the install's own (removed after), no audit, no update check."""
     from .tools import child_env
     # the machine's trust store and proxy (a TLS-intercepting proxy's CA is the machine's, not the user's npm config)
-    cafile = next((f for f in (os.environ.get("NODE_EXTRA_CA_CERTS"), os.environ.get("SSL_CERT_FILE"),
+    machine = paths.layout().environ  # as the command line read it
+    cafile = next((f for f in (machine.get("NODE_EXTRA_CA_CERTS"), machine.get("SSL_CERT_FILE"),
                                "/etc/ssl/certs/ca-certificates.crt") if f and os.path.isfile(f)), None)
-    proxy = {k: v for k, v in os.environ.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")}
+    proxy = {k: v for k, v in machine.items() if k.lower() in ("https_proxy", "http_proxy", "no_proxy")}
     return {**child_env(), **proxy, **({"npm_config_cafile": cafile} if cafile else {}),
             "HOME": str(d / "home"), "npm_config_userconfig": str(d / "home" / ".npmrc"),
             "npm_config_globalconfig": os.devnull, "npm_config_cache": str(d / "npm-cache"),
@@ -549,6 +552,10 @@ def _install_npm(impl: Implementation, d: Path) -> tuple[Path, str]:
     wrapper.write_text(f"#!/bin/sh\nexec {node} {root / impl.program} \"$@\"\n")
     wrapper.chmod(0o755)
     return wrapper, f"node {version}"
+
+
+#: how each registry's implementation is installed: (implementation, its directory) -> (program, toolchain)
+INSTALLERS = {"pypi": _install_pypi, "go": _install_go, "npm": _install_npm}
 
 
 # ---- running -------------------------------------------------------------------------------

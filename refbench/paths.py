@@ -25,9 +25,9 @@ import importlib.resources
 import os
 import shutil
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 from .errors import RefbenchError
 
@@ -136,9 +136,9 @@ class Layout:
     """Where this machine keeps refbench's files and which of its tools it accepts, as the
     environment says: the one reader of XDG_CACHE_HOME, XDG_DATA_HOME, XDG_CONFIG_HOME,
     REFBENCH_BUILDS_DIR, REFBENCH_TOOLS_BIN, REFBENCH_UNPINNED_TOOLS, MINIO_VERSION and
-    TOXIPROXY_VERSION (docs/usage.md#environment). Read when asked (layout()), never at import,
-    so an embedding or a test that sets one before a call gets it; the command line reads it into
-    MachineSettings once (runenv)."""
+    TOXIPROXY_VERSION (docs/usage.md#environment). Read once, by the command line (cli.main, into
+    runenv.MachineSettings) which installs it for the process (use()); never at import, and no
+    library module reads the environment itself: what they need of it is `environ`."""
     cache_root: Path  # $XDG_CACHE_HOME/refbench: tools built once per machine
     data_root: Path  # $XDG_DATA_HOME/refbench: a Go `refbench setup` fetched (not a cache: none is trusted to run)
     config_root: Path  # $XDG_CONFIG_HOME/refbench: the cache key (refbench.trust)
@@ -146,9 +146,15 @@ class Layout:
     tools_bin: Path | None = None  # REFBENCH_TOOLS_BIN: where `refbench setup` links the tools, when set
     unpinned_tools: bool = False  # REFBENCH_UNPINNED_TOOLS=1: a tool whose hash is not pinned is used, warned
     tool_versions: tuple[tuple[str, str], ...] = ()  # MINIO_VERSION, TOXIPROXY_VERSION: (tool, version) overrides
+    # the source checkout refbench runs from (its builds/ and tools/bin), None when installed (a wheel)
+    checkout: Path | None = CHECKOUT
+    # the environment the command line started with (PATH already cleaned, refbench.tools): what
+    # the children refbench starts are given (each through its allow-list) and the few machine
+    # variables a library module needs (PATH, S3_ENDPOINT_URL, AWS_REGION, a proxy's)
+    environ: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "Layout":
+    def from_environ(cls, environ: Mapping[str, str], checkout: Path | None = CHECKOUT) -> "Layout":
         home = os.path.expanduser("~")
 
         def xdg(name: str, *default: str) -> Path:
@@ -161,21 +167,49 @@ class Layout:
                    config_root=xdg("XDG_CONFIG_HOME", ".config"), builds_dir=given("REFBENCH_BUILDS_DIR"),
                    tools_bin=given("REFBENCH_TOOLS_BIN"),
                    unpinned_tools=environ.get("REFBENCH_UNPINNED_TOOLS", "").lower() in ("1", "true", "yes"),
-                   tool_versions=versions)
+                   tool_versions=versions, environ=dict(environ), checkout=checkout)
 
 
 #: (pinned tool, the variable that names another version of it): refused unless unpinned tools are allowed
 TOOL_VERSION_ENV = (("minio", "MINIO_VERSION"), ("toxiproxy-server", "TOXIPROXY_VERSION"))
 
 
+def _unread() -> Layout:
+    """No command line has read the environment (a library caller that installed nothing): the
+    defaults, and no variable. Reading the environment here would make every caller an edge."""
+    return Layout.from_environ({})
+
+
+_source: Callable[[], Layout] = _unread
+
+
+def use(source: Layout | Callable[[], Layout]) -> Callable[[], Layout]:
+    """Make `source` (a Layout, or what makes one at each call: the test suite's live reading) the
+    process's Layout; returns what was in place, for the caller to put back (cli.main does)."""
+    global _source
+    previous = _source
+    _source = source if callable(source) else (lambda: source)
+    return previous
+
+
 def layout() -> Layout:
-    """This process's Layout, read from its environment now (Layout says why not at import)."""
-    return Layout.from_environ(os.environ)
+    """This process's Layout: the one the command line read and installed (use())."""
+    return _source()
 
 
-def cache_root() -> Path:
+@contextlib.contextmanager
+def installed(source: Layout | Callable[[], Layout]) -> Iterator[None]:
+    """use(source) for the block, and what was in place back after it (an in-process caller's own)."""
+    previous = use(source)
+    try:
+        yield
+    finally:
+        use(previous)
+
+
+def cache_root(given: Layout | None = None) -> Path:
     """$XDG_CACHE_HOME/refbench (default ~/.cache/refbench): tools built once per machine."""
-    return layout().cache_root
+    return (given or layout()).cache_root
 
 
 def data_root() -> Path:
@@ -189,7 +223,7 @@ def default_builds_dir(given: Layout | None = None) -> Path:
     where = given or layout()
     if where.builds_dir:
         return where.builds_dir
-    return CHECKOUT / "builds" if CHECKOUT else where.cache_root / "builds"
+    return where.checkout / "builds" if where.checkout else where.cache_root / "builds"
 
 
 #: the file that says "refbench made this directory": `clean` removes no directory without it
@@ -399,10 +433,10 @@ def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
         os.close(fd)
 
 
-def tools_bin() -> Path:
+def tools_bin(given: Layout | None = None) -> Path:
     """Where `refbench setup` links the tools: tools/bin in the checkout, else the cache's bin/
     (REFBENCH_TOOLS_BIN overrides)."""
-    where = layout()
+    where = given or layout()
     if where.tools_bin:
         return where.tools_bin
-    return CHECKOUT / "tools" / "bin" if CHECKOUT else where.cache_root / "bin"
+    return where.checkout / "tools" / "bin" if where.checkout else where.cache_root / "bin"

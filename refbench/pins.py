@@ -135,7 +135,7 @@ def build_env(base: dict | None = None) -> dict:
     """The environment of a reproducible tool build: the proxy, checksum database and cache
     settings kept, every variable that changes the output (GOFLAGS, GOAMD64, CGO_*, GOEXPERIMENT,
     ...) replaced by ours, and PATH without refbench's cache directories (refbench.tools)."""
-    base = dict(os.environ if base is None else base)
+    base = dict(paths.layout().environ if base is None else base)  # default: what the command line read
     env = {k: v for k, v in base.items()
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
            or k in ("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",

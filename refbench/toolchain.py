@@ -261,7 +261,7 @@ def go_version(env: dict | None = None) -> str:
     """The Go that builds under env: with GOTOOLCHAIN naming a toolchain, that one (fetched first
     when it is not here yet). Read from `go version`, which every Go has; `go env GOVERSION` came
     with Go 1.16, and an s5cmd commit of 2022 asks for go 1.13."""
-    return version_of(_run_go(["version"], dict(os.environ) if env is None else env))
+    return version_of(_run_go(["version"], dict(paths.layout().environ) if env is None else env))
 
 
 def version_of(output: str) -> str:
@@ -281,7 +281,7 @@ def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MA
     path = Path(cache_dir) / LIST_FILE
     if str(path) in _LISTED:
         return _LISTED[str(path)]
-    env = {**(env or os.environ), "GOTOOLCHAIN": LOCAL}
+    env = {**(env or paths.layout().environ), "GOTOOLCHAIN": LOCAL}  # default: what the command line read
     kept = _read_listing(path, now())
     if kept and now() - kept[0] < max_age:
         _LISTED[str(path)] = kept[2]

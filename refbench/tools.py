@@ -28,22 +28,23 @@ def _within(d: str, roots: tuple[str, ...]) -> bool:
     return any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
 
-def cache_dirs() -> tuple[str, ...]:
+def cache_dirs(layout: paths.Layout | None = None) -> tuple[str, ...]:
     """The directories no PATH refbench uses may hold: the cache root (every tool it keeps, the
-    hyperfine wheel's bin/) and the tools directory (its links into the cache), as given and resolved."""
+    hyperfine wheel's bin/) and the tools directory (its links into the cache), as given and resolved.
+    `layout`: the process's (paths.layout()) unless given (the command line's, before it installs it)."""
     out: list[str] = []
-    for d in (paths.cache_root(), paths.tools_bin()):
+    for d in (paths.cache_root(layout), paths.tools_bin(layout)):
         for form in (os.path.abspath(d), os.path.realpath(d)):
             if form not in out:
                 out.append(form)
     return tuple(out)
 
 
-def clean_path(path: str | None = None) -> str:
-    """`path` (default: PATH) without any directory in or under refbench's caches (cache_dirs), nor
-    an empty or relative entry (the current directory)."""
-    roots = cache_dirs()
-    parts = (os.environ.get("PATH", "") if path is None else path).split(os.pathsep)
+def clean_path(path: str | None = None, layout: paths.Layout | None = None) -> str:
+    """`path` (default: the PATH the command line read, paths.Layout.environ) without any directory
+    in or under refbench's caches (cache_dirs), nor an empty or relative entry (the current directory)."""
+    roots = cache_dirs(layout)
+    parts = ((layout or paths.layout()).environ.get("PATH", "") if path is None else path).split(os.pathsep)
     return os.pathsep.join(p for p in parts if p and os.path.isabs(p) and not _within(os.path.abspath(p), roots)
                            and not _within(os.path.realpath(p), roots))
 
@@ -88,7 +89,7 @@ def child_env(base: dict | None = None) -> dict[str, str]:
     and no cache directory is searched for a program."""
     from .backends import process  # not at the top: backends/__init__ imports this module
     env = process.child_env(BUILD_ENV, base)
-    env.update({k: v for k, v in (os.environ if base is None else base).items() if k.startswith("CGO_")})
+    env.update({k: v for k, v in (paths.layout().environ if base is None else base).items() if k.startswith("CGO_")})
     env["PATH"] = clean_path(env.get("PATH", ""))
     return env
 

@@ -16,6 +16,12 @@ from origins import go_env, make_s5cmd_origin  # noqa: E402
 
 os.environ["PATH"] = go_env()["PATH"]
 
+# the suite is an edge, as the command line is: the library reads no environment, so the tests that
+# call it in-process give it theirs, read at each use (a test's monkeypatch.setenv takes effect)
+from refbench import paths as _paths  # noqa: E402
+
+_paths.use(lambda: _paths.Layout.from_environ(os.environ))
+
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
@@ -58,11 +64,12 @@ def run_bench(*args: str, env: dict | None = None, cwd: Path | None = None, time
                           capture_output=True, text=True, timeout=timeout)
 
 
-def run_cli(*args, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args, env: dict | None = None, cwd: Path | None = None, dispatch=None) -> subprocess.CompletedProcess:
     """./bench.py's main() in this process, with what a user would see: exit code, stdout, stderr.
     For commands whose test is what they print and return (refusals, clean, compare); run_bench's
     subprocess stays where the process itself is under test (signals, kills, a fresh interpreter,
-    a whole run). The environment, working directory and signal handlers are restored after."""
+    a whole run). The environment, working directory and signal handlers are restored after.
+    `dispatch`: cli.main's, for a test whose command fails a given way."""
     import contextlib
     import io
     import signal
@@ -78,7 +85,7 @@ def run_cli(*args, env: dict | None = None, cwd: Path | None = None) -> subproce
             os.chdir(cwd)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main([str(a) for a in args])
+                code = cli.main([str(a) for a in args], dispatch=dispatch)
             except SystemExit as e:  # argparse's usage errors
                 code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     finally:

@@ -78,11 +78,14 @@ def test_ipfs_backend_as_a_context_manager_removes_its_repos(tmp_path):
     assert not (tmp_path / "ipfs").exists()
 
 
-def test_s3_backend_closes_on_leaving_the_block_even_on_an_error(monkeypatch):
+def test_s3_backend_closes_on_leaving_the_block_even_on_an_error():
     closed = []
-    monkeypatch.setattr(S3Backend, "close", lambda self: closed.append(self.prefix))
+
+    class Closing(S3Backend):  # what close does is another test's: here, that leaving the block calls it
+        def close(self):
+            closed.append(self.prefix)
     with pytest.raises(RuntimeError, match="boom"):
-        with S3Backend("bucket", "p/run") as backend:
+        with Closing("bucket", "p/run") as backend:
             assert backend.bucket == "bucket"
             raise RuntimeError("boom")
     assert closed == ["p/run"]
@@ -203,15 +206,15 @@ def test_a_sweep_that_cannot_finish_leaves_the_dir_marked_for_the_next(tmp_path,
         (dead / "late").mkdir(parents=True, exist_ok=True)  # the server finishes one more part
         (dead / "late" / "part.2").write_bytes(b"y")
 
-    monkeypatch.setattr(dirs.shutil, "rmtree", rmtree_while_written)
+    monkeypatch.setattr(shutil, "rmtree", rmtree_while_written)  # the OS: a server still writing
     assert dirs.sweep_stale(tmp_path) == []
     assert dirs.owner_dead(dead)  # still marked, still a dead run's
-    monkeypatch.setattr(dirs.shutil, "rmtree", real_rmtree)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
     assert dirs.sweep_stale(tmp_path) == [dead] and not dead.exists()
 
 
 # ---- ports -----------------------------------------------------------------------------------
-def test_embedded_minio_binds_its_own_port(minio, tmp_path, monkeypatch):
+def test_embedded_minio_binds_its_own_port(minio, tmp_path):
     """MinIO binds 127.0.0.1:0 itself and refbench reads the port back from /proc: no port is
     chosen first and handed over (another process could take it in between, and a health check
     would then be answered by that process). The endpoint is a port the server's own process
@@ -222,11 +225,11 @@ def test_embedded_minio_binds_its_own_port(minio, tmp_path, monkeypatch):
     assert server.port in minio_mod.listening_ports(server.proc.pid)
     assert server.endpoint == f"http://127.0.0.1:{server.port}"
 
-    def no_choosing():
-        raise AssertionError("the embedded MinIO must not pick a port for the server")
-    monkeypatch.setattr(minio_mod, "free_port", no_choosing)
     with MinioServer(tmp_path) as other:
         assert other.port != server.port and minio_mod.listening_ports(other.proc.pid) == [other.port]
+        # no port picked for the server: it is told port 0 for both of its addresses
+        argv = list(other.proc.args)
+        assert argv[argv.index("--address") + 1] == argv[argv.index("--console-address") + 1] == "127.0.0.1:0"
 
 
 def test_listening_ports_names_only_the_process_own_sockets():

@@ -66,7 +66,7 @@ def test_the_night_resolves_its_head_with_the_run_envs_builder(tmp_path):
     assert site.origin is None and site.cache_dir == (tmp_path / "b").resolve()
 
 
-def test_refbench_build_builds_with_the_run_envs_builder(tmp_path, monkeypatch):
+def test_refbench_build_builds_with_the_run_envs_builder(tmp_path):
     from refbench import runenv
     from refbench.commands import build as build_cmd
     sites: list = []
@@ -75,10 +75,10 @@ def test_refbench_build_builds_with_the_run_envs_builder(tmp_path, monkeypatch):
         sites.append(site)
         raise Reached(site)
 
-    monkeypatch.setattr(runenv, "make_builder", builder)  # what runenv.real() builds with
+    env = dataclasses.replace(runenv.real(runenv.MachineSettings()), builder=builder)
     with pytest.raises(Reached):
         build_cmd.main(["-s", "v1.0.0", "--out", str(tmp_path / "out"), "--repo", str(tmp_path / "no-origin"),
-                        "--source", "git", "--builds-dir", str(tmp_path / "b")])
+                        "--source", "git", "--builds-dir", str(tmp_path / "b")], env=env)
     (site,) = sites
     assert site.target.name == "s5cmd" and site.request.repo == str(tmp_path / "no-origin")
     assert site.request.source == "git" and site.request.refs == ("v1.0.0",)

@@ -45,6 +45,15 @@ def target(**kw) -> TargetSpec:
                           "backend": "s3", **kw})
 
 
+def another_jobs_key(monkeypatch, tmp_path: Path) -> None:
+    """From here on the key is another job's: the machine's settings name another config directory
+    (XDG_CONFIG_HOME, read through paths.Layout), whose cache-key is made at its first use."""
+    monkeypatch.delenv(trust.KEY_FILE_ENV, raising=False)
+    before = trust.key_id()
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "another-jobs-config"))
+    assert trust.key_id() != before
+
+
 def builder(origin, builds_dir: Path, **kw) -> bl.Builder:
     return bl.Builder(kw.pop("target", None) or target(), builds_dir, repo_url=str(origin.path), **kw)
 
@@ -113,7 +122,7 @@ def test_a_build_that_may_depend_on_the_commit_or_is_not_sealed_here_is_not_shar
     one = b.build(b.resolve("v1.0.0"), "v1.0.0")
     assert one.built_now
     if how == "another key's record":
-        monkeypatch.setattr(trust, "_key", b"another-key-" + b"x" * 40)
+        another_jobs_key(monkeypatch, tmp_path)
     assert not b.tree_determined(one.ref.toolchain) if kw else b.tree_determined(None)
     same = b.build(b.resolve("reworded"), "reworded")
     assert same.built_now and run(same.binary) == "one"
@@ -155,7 +164,7 @@ def test_a_record_that_is_not_sealed_under_this_key_is_rebuilt(origin, tmp_path,
         del meta["binary_sha256"], meta["seal"]
     meta_path.write_text(json.dumps(meta))
     if forgery == "another key":  # a job with its own key (a pull request's) made the entry
-        monkeypatch.setattr(trust, "_key", b"another-key-" + b"x" * 40)
+        another_jobs_key(monkeypatch, tmp_path)
     again = builder(origin, tmp_path).build(b.resolve("v1.0.0"), "v1.0.0")
     assert again.built_now and run(again.binary) == "one"
     assert builder(origin, tmp_path).cached(again.ref) == again.binary  # sealed under this key now

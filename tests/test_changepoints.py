@@ -209,12 +209,11 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
         night["n"] += 1
         return fake_results(night["n"], levels[night["n"] - 1], rng)
 
-    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
               "--out-dir", str(tmp_path / "out")]
     codes, lines = [], []
     for _ in range(NIGHTS):
-        codes.append(nightly_cmd.main([*common, "--alarm", "changepoint"]))
+        codes.append(nightly_cmd.main([*common, "--alarm", "changepoint"], measure=fake_run))
         lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CHANGE POINT")]
     assert [i + 1 for i, c in enumerate(codes) if c == 1] == [28]
     assert len(lines) == 1 and "small files / upload" in lines[0] and \
@@ -223,7 +222,7 @@ def test_nightly_command_exit_codes_over_the_backtest(tmp_path, monkeypatch, cap
     old = tmp_path / "old"
     old.mkdir()
     night["n"], rng = 0, np.random.default_rng(1007)
-    verdict_codes = [nightly_cmd.main([*common[:1], str(old / "h.db"), *common[2:], "--alarm", "verdict"])
+    verdict_codes = [nightly_cmd.main([*common[:1], str(old / "h.db"), *common[2:], "--alarm", "verdict"], measure=fake_run)
                      for _ in range(NIGHTS)]
     slow_nights = [i + 1 for i, c in enumerate(verdict_codes) if c == 1]
     assert 10 in slow_nights and len(slow_nights) >= 15  # the spike night, and every night of the step
@@ -258,12 +257,11 @@ def _nightly_over(levels: list[float | None], tmp_path, monkeypatch, capsys, *ex
         return identical_results(night["n"]) if level is IDENTICAL else fake_results(night["n"], level, rng,
                                                                                       base_level=base_level)
 
-    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
               "--out-dir", str(tmp_path / "out"), *extra]
     codes, lines = [], []
     for _ in levels:
-        codes.append(nightly_cmd.main(common))
+        codes.append(nightly_cmd.main(common, measure=fake_run))
         lines += [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith(("LASTING", "CHANGE POINT"))]
     return codes, lines
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from refbench import dryrun, paths
-from refbench.backends import s3
 from refbench.builds import BuiltRef
 from refbench.config import load_config
 from refbench.refs import ResolvedRef
@@ -60,9 +59,9 @@ def test_s5cmd_embedded_every_command_rendered_for_the_first_build():
     assert f"{'2' * 40}/s5cmd --log" not in out  # the first build only
 
 
-def test_s5cmd_user_bucket_and_no_restore_tool_take_the_unversioned_branches(monkeypatch):
-    monkeypatch.setattr(s3, "find_tool", lambda name: None)
-    out = plan("s5cmd", bucket="mybucket", prefix="ci/pr-7", endpoint="http://s3.example:9000", target_flags=[])
+def test_s5cmd_user_bucket_and_no_restore_tool_take_the_unversioned_branches():
+    out = plan("s5cmd", bucket="mybucket", prefix="ci/pr-7", endpoint="http://s3.example:9000", target_flags=[],
+               find_tool=lambda name: None)  # no restore tool on this machine
     assert "backend: s3://mybucket; fixed: 10 runs a build" in out
     assert "S3_ENDPOINT_URL=http://s3.example:9000" in out
     large = section(out, "large file")

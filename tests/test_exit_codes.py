@@ -17,7 +17,7 @@ import pytest
 import factories as fx
 from conftest import run_cli
 from fakes.pipeline import mock_args, scenarios_file
-from refbench import history
+from refbench import history, results as rs
 from refbench.commands import compare as compare_cmd
 from refbench.errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_REGRESSION
 from test_judge import BINARIES, SCENARIOS
@@ -49,6 +49,17 @@ def one_crash_line(proc) -> Path:
 
 
 # ---- every code, through cli.main ------------------------------------------------------------------
+def comparing_fails(error: BaseException):
+    """cli.main's dispatch for a `compare` whose comparison raises `error`: its options parsed and
+    its files loaded as the command does (compare_cmd.main), then the comparison fails that way."""
+    def dispatch(name: str, argv: list[str]) -> int:
+        assert name == "compare"
+        args = compare_cmd.parser().parse_args(argv)
+        rs.load(Path(args.old)), rs.load(Path(args.new))
+        raise error
+    return dispatch
+
+
 def test_every_exit_code_through_cli_main(tmp_path, monkeypatch):
     old, new = saved(tmp_path, 1.35)
     assert run_cli("compare", old, new).returncode == EXIT_OK  # a regression, but nobody asked to fail on it
@@ -57,21 +68,14 @@ def test_every_exit_code_through_cli_main(tmp_path, monkeypatch):
     assert bad.returncode == EXIT_ERROR and bad.stderr.count("\n") == 1 and "missing.json" in bad.stderr
     assert run_cli("compare", old, new, "--alpha", "2").returncode == EXIT_ERROR  # a bad flag
 
-    def boom(*a, **k):
-        raise RuntimeError("boom\nsecond line")
-
-    monkeypatch.setattr(compare_cmd, "compare_runs", boom)
-    crash = run_cli("compare", old, new, "--fail-on-regression", env=crash_dir(tmp_path))
+    crash = run_cli("compare", old, new, "--fail-on-regression", env=crash_dir(tmp_path),
+                    dispatch=comparing_fails(RuntimeError("boom\nsecond line")))
     assert crash.returncode == EXIT_CRASH  # never 1: a crash is not a regression
     path = one_crash_line(crash)
     assert path.parent == tmp_path / "crashes" and "RuntimeError: boom" in path.read_text()
     assert "RuntimeError: boom;" in crash.stderr  # the error's first line only
 
-    def interrupt(*a, **k):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(compare_cmd, "compare_runs", interrupt)
-    stopped = run_cli("compare", old, new)
+    stopped = run_cli("compare", old, new, dispatch=comparing_fails(KeyboardInterrupt()))
     assert stopped.returncode == EXIT_INTERRUPTED and "interrupted" in stopped.stderr
 
 
@@ -86,11 +90,7 @@ def test_no_space_for_an_output_is_exit_2_naming_the_file(tmp_path, monkeypatch)
     html = run_cli("report", DATA, "--html", "/dev/full")
     assert html.returncode == EXIT_ERROR and "cannot write the HTML report to /dev/full" in html.stderr
 
-    def full(*a, **k):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(compare_cmd, "compare_runs", full)
-    anywhere = run_cli("compare", DATA, DATA)
+    anywhere = run_cli("compare", DATA, DATA, dispatch=comparing_fails(OSError(errno.ENOSPC, "No space left on device")))
     assert anywhere.returncode == EXIT_ERROR and anywhere.stderr.startswith("refbench: error: no space left on device")
 
 

@@ -80,12 +80,13 @@ def test_a_lock_that_does_not_pin_every_package_is_refused_naming_it(tmp_path):
     ("v18.19.1", "is v18.19.1"),
 ])
 def test_node_missing_or_older_than_20_is_one_line(tmp_path, monkeypatch, node, message):
-    fake = None
+    bindir = tmp_path / "bin"  # the machine's PATH: node there, or no node at all
+    bindir.mkdir()
     if node:
-        fake = tmp_path / "node"
+        fake = bindir / "node"
         fake.write_text(f"#!/bin/sh\necho {node}\n")
         fake.chmod(0o755)
-    monkeypatch.setattr("refbench.tools.find_tool", lambda name: str(fake) if fake and name == "node" else None)
+    monkeypatch.setenv("PATH", str(bindir))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(RefbenchError, match=message.replace("(", r"\(").replace(")", r"\)")) as e:
         impls.install(impls.bundled()["helia"])

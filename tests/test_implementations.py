@@ -139,17 +139,17 @@ def test_an_install_is_sealed_reused_and_installed_again_when_its_files_change(t
         made.append(impl.name)
         return program, "python3.11"
 
-    monkeypatch.setattr(impls, "_install_pypi", fake_pypi)
+    installers = {"pypi": fake_pypi}
     impl = impls.bundled()["s3cmd"]
-    first = impls.install(impl)
+    first = impls.install(impl, installers=installers)
     assert first.built_now and made == ["s3cmd"] and first.program.is_absolute()
     record = json.loads((impls.install_dir(impl) / "impl.json").read_text())
     assert record["seal"] and record["content_sha256"] == impls.tree_digest(first.root)
-    again = impls.install(impl)
+    again = impls.install(impl, installers=installers)
     assert not again.built_now and made == ["s3cmd"]  # cached: its seal and its files hold
     first.program.write_text("#!/bin/sh\necho planted\n")  # a restored cache changed a file
     assert impls.cached(impl) is None
-    third = impls.install(impl)
+    third = impls.install(impl, installers=installers)
     assert third.built_now and made == ["s3cmd", "s3cmd"] and "pinned" in third.program.read_text()
     # a record sealed under another key (another job's cache) is not trusted either
     (tmp_path / "config" / "refbench" / "cache-key").write_text("f" * 64 + "\n")

@@ -182,14 +182,13 @@ def nights_with_a_variant(tmp_path, monkeypatch, capsys, plain, variant, *extra,
         night["n"] += 1
         return series_results(request, night["n"], plain[night["n"] - 1], rng)
 
-    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
     common = ["--history", str(tmp_path / "h.db"), "--machine", "ci", "--builds-dir", str(tmp_path / "b"),
               "--out-dir", str(tmp_path / "out"), "--trend", str(tmp_path / "trend.html"), "--variant", VARIANT,
               *extra]
     codes, outs = [], []
     for _ in plain:
         try:
-            codes.append(nightly_cmd.main(common))
+            codes.append(nightly_cmd.main(common, measure=fake_run))
         except RefbenchError as e:  # as cli.main ends it
             codes.append(e.code)
         outs.append(capsys.readouterr().out)

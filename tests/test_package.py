@@ -227,7 +227,7 @@ def test_example_workflows_use_the_action():
     assert "actions/checkout" not in comment  # the write-token job checks nothing out
 
 
-def test_paths_defaults(tmp_path, monkeypatch):
+def test_paths_defaults(tmp_path, monkeypatch, request):
     from refbench import paths, tools
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -237,7 +237,9 @@ def test_paths_defaults(tmp_path, monkeypatch):
     # this test runs from a checkout: builds and tools stay in it, as before
     assert paths.CHECKOUT == ROOT and paths.default_builds_dir() == ROOT / "builds"
     assert paths.tools_bin() == ROOT / "tools" / "bin"
-    monkeypatch.setattr(paths, "CHECKOUT", None)  # as installed from the wheel
+    # as installed from the wheel: the machine's settings say no checkout (paths.Layout.checkout)
+    previous = paths.use(lambda: paths.Layout.from_environ(os.environ, checkout=None))
+    request.addfinalizer(lambda: paths.use(previous))
     assert paths.default_builds_dir() == tmp_path / "xdg" / "refbench" / "builds"
     assert paths.tools_bin() == tmp_path / "xdg" / "refbench" / "bin"
     monkeypatch.setenv("REFBENCH_BUILDS_DIR", str(tmp_path / "mine"))

@@ -174,14 +174,16 @@ def test_nightly_looks_the_target_up_in_the_scenarios_file_given_with_equals(tmp
     def fake_run(request, outputs, reporter):
         raise RefbenchError("stop here: the lookup is what this test is about")
 
-    monkeypatch.setattr("refbench.builds.Builder", Builder)
-    monkeypatch.setattr(nightly_cmd, "run_and_write", fake_run)
+    # the night's RunEnv makes its builder as runenv.real's does, from the checked site: this one's
+    env = dataclasses.replace(runenv.real(runenv.MachineSettings()),
+                              builder=lambda site: Builder(site.target, site.cache_dir, site.request.repo))
     with pytest.raises(RefbenchError, match="stop here"):
         nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", f"--scenarios={path}",
-                          "--out-dir", str(tmp_path / "out")])
+                          "--out-dir", str(tmp_path / "out")], env=env, measure=fake_run)
     assert seen == ["other"]  # declared only in FILE
     with pytest.raises(RefbenchError, match="unknown target 'other'"):
-        nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", "--out-dir", str(tmp_path / "out")])
+        nightly_cmd.main(["--history", str(tmp_path / "h.db"), "-t", "other", "--out-dir", str(tmp_path / "out")],
+                         env=env, measure=fake_run)
 
 
 # ---- validate: refused before anything is built ----------------------------------------------

@@ -3,12 +3,15 @@
 Each test is named for the hole and was written to fail on the code before the fix."""
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from conftest import run_bench, run_cli
+from conftest import need, run_bench, run_cli
 from refbench.render.markdown import COMMENT_MARKER
 from test_github import TOKEN, gh, post, results_file  # noqa: F401  (pytest fixtures)
 
@@ -479,9 +482,9 @@ def test_build_defaults_to_the_usual_builds_dir_not_one_inside_the_package(monke
     from refbench import paths
     from refbench.commands import build
     monkeypatch.delenv("REFBENCH_BUILDS_DIR", raising=False)
-    monkeypatch.setattr(paths, "CHECKOUT", None)  # as installed from a wheel
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    default = build.parser().parse_args(["-s", "v1", "--out", str(tmp_path)]).builds_dir
+    with paths.installed(paths.Layout.from_environ(os.environ, checkout=None)):  # as installed from a wheel
+        default = build.parser().parse_args(["-s", "v1", "--out", str(tmp_path)]).builds_dir
     assert default == str(tmp_path / "xdg" / "refbench" / "builds")
     assert not default.startswith(str(paths.PACKAGE_DIR))
 
@@ -503,15 +506,21 @@ def test_cache_poisoning_a_swapped_minio_binary_is_refused(monkeypatch, tmp_path
     from refbench import paths, pins, tools
     from refbench.backends import MinioServer
     from refbench.errors import RefbenchError
+    pinned = pins.cached_path("minio")  # this machine's, before the test's cache takes its place
     planted = _planted_tool(monkeypatch, tmp_path, "minio")
     with pytest.raises(RefbenchError, match=r"refusing .*/bin/minio: its SHA-256 is .*pins.py.*tampered.*refbench setup"):
         tools.find_tool("minio")
     with pytest.raises(RefbenchError, match="refusing"):  # the embedded server never starts it
         MinioServer(tmp_path / "data")
-    # the pinned bytes pass: the same file, were its hash the pinned one
-    pin = pins.pin_for("minio")
-    monkeypatch.setattr(pins, "PINS", (pins.Pin("minio", pin.version, pin.build, pin.platform,
-                                                 pins.sha256_of(planted)),))
+    # the pinned bytes pass: the same file holding the pinned build (`refbench setup` made it)
+    if not pinned.is_file():
+        need("minio", "the pinned build, to put in the planted one's place (refbench setup)")
+    planted.unlink()
+    try:
+        os.link(pinned, planted)  # the same bytes, without copying 150 MB
+    except OSError:
+        shutil.copyfile(pinned, planted)
+    planted.chmod(0o755)
     assert tools.find_tool("minio") == str(planted)
 
 
@@ -519,11 +528,17 @@ def test_cache_poisoning_a_tool_with_no_pin_here_is_refused_unless_allowed(monke
     from refbench import paths, pins, tools
     from refbench.errors import RefbenchError
     planted = _planted_tool(monkeypatch, tmp_path, "refbench-s3restore")
-    monkeypatch.setattr(pins, "current_platform", lambda: "plan9/mips")
-    with pytest.raises(RefbenchError, match="no hash is pinned for refbench-s3restore .* on plan9/mips"):
-        tools.find_tool("refbench-s3restore")
-    monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
-    assert tools.find_tool("refbench-s3restore") == str(planted)
+    # a version of the tool that has no pin on this platform, as the machine's settings name it
+    # (paths.Layout.tool_versions: what MINIO_VERSION and TOXIPROXY_VERSION set for theirs)
+    def unpinned_version():
+        return dataclasses.replace(paths.Layout.from_environ(os.environ),
+                                   tool_versions=(("refbench-s3restore", "0000unpinned0000"),))
+    with paths.installed(unpinned_version):
+        with pytest.raises(RefbenchError, match=f"no hash is pinned for refbench-s3restore 0000unpinned0000 .* "
+                                                f"on {pins.current_platform()}"):
+            tools.find_tool("refbench-s3restore")
+        monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
+        assert tools.find_tool("refbench-s3restore") == str(planted)
 
 
 def test_every_tool_refbench_builds_is_pinned_for_the_platforms_ci_runs_on():

@@ -153,13 +153,13 @@ def test_an_implementations_install_replaces_a_link_at_its_slot_not_writing_thro
     which silently leaves a link, then wrote the venv and its sealed impl.json through it."""
     from refbench import implementations as impls
     from test_trust_walks import fake_registry
-    impl = fake_registry(tmp_path, monkeypatch)
+    impl, installers = fake_registry(tmp_path, monkeypatch)
     slot = impls.install_dir(impl)
     elsewhere = tmp_path / "users-dir"
     elsewhere.mkdir()
     slot.parent.mkdir(parents=True)
     os.symlink(elsewhere, slot)
-    done = impls.install(impl)
+    done = impls.install(impl, installers=installers)
     assert list(elsewhere.iterdir()) == []  # nothing written through the link
     assert not slot.is_symlink() and slot.is_dir() and done.program.read_text().endswith("echo pinned\n")
     assert impls.cached(impl) is not None  # sealed where it was written

@@ -23,7 +23,7 @@ def _unlistable(monkeypatch, planted):
 
 
 def fake_registry(tmp_path, monkeypatch):
-    """s3cmd, its registry stood in by a function that writes its program, in a cache of tmp_path's."""
+    """s3cmd and installers standing in for its registry (a function that writes its program), in a cache of tmp_path's."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
@@ -33,13 +33,12 @@ def fake_registry(tmp_path, monkeypatch):
         program.write_text("#!/bin/sh\necho pinned\n")
         program.chmod(0o755)
         return program, "python3.11"
-    monkeypatch.setattr(impls, "_install_pypi", fake_pypi)
-    return impls.bundled()["s3cmd"]
+    return impls.bundled()["s3cmd"], {"pypi": fake_pypi}
 
 
 def _sealed_install(tmp_path, monkeypatch):
-    impl = fake_registry(tmp_path, monkeypatch)
-    got = impls.install(impl)
+    impl, installers = fake_registry(tmp_path, monkeypatch)
+    got = impls.install(impl, installers=installers)
     assert impls.cached(impl) is not None
     return impl, got.root
 

@@ -109,7 +109,8 @@ def test_ram_or_disk_counts_everything_the_server_keeps(tmp_path, monkeypatch):
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(24 * GIB, 0, 24 * GIB))
-    monkeypatch.setattr(minio, "_mem_available", lambda: 8 * GIB)  # half of it: 4 GiB
+    memory = lambda: 8 * GIB  # noqa: E731 — half of it: 4 GiB
     assert minio.minio_footprint(3 * GIB) == 6 * GIB + minio.MINIO_META_BYTES
-    assert minio.minio_data_parent(1 * GIB, tmp_path) == minio.Path("/dev/shm")
-    assert minio.minio_data_parent(int(1.8 * GIB), tmp_path) == tmp_path  # 3.6 GiB + metadata + RSS > 4 GiB
+    assert minio.minio_data_parent(1 * GIB, tmp_path, mem_available=memory) == minio.Path("/dev/shm")
+    # 3.6 GiB + metadata + RSS > 4 GiB
+    assert minio.minio_data_parent(int(1.8 * GIB), tmp_path, mem_available=memory) == tmp_path

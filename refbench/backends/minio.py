@@ -16,6 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Callable
 
 from ..daemon import CPU_SOURCES, CpuCgroup, ProbeServer, parse_cgroup_cpu, parse_stat_cpu
 from ..errors import RunError
@@ -297,15 +298,17 @@ def minio_footprint(stored_bytes: int, step_bytes: int | None = None) -> int:
     return stored_bytes + trash + MINIO_META_BYTES
 
 
-def minio_data_parent(stored_bytes: int, workdir: Path, step_bytes: int | None = None) -> Path:
+def minio_data_parent(stored_bytes: int, workdir: Path, step_bytes: int | None = None,
+                      mem_available: Callable[[], int] | None = None) -> Path:
     """Where the embedded MinIO keeps its data: RAM (/dev/shm) when everything it keeps fits with
     room to spare (the data dir within the free space of /dev/shm, and the data dir plus the
     server's own memory within half the available memory), so the server's disk adds no noise and
-    teardown is instant; else the run's local directory."""
+    teardown is instant; else the run's local directory. `mem_available`: the machine's available
+    memory in bytes (/proc/meminfo's MemAvailable unless given)."""
     shm = Path("/dev/shm")
     try:
         free = shutil.disk_usage(shm).free
-        avail = _mem_available()
+        avail = (mem_available or _mem_available)()
     except OSError:
         return workdir
     footprint = minio_footprint(stored_bytes, step_bytes)

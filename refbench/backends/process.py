@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 
+from .. import paths
 
 # What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
 # commands, MinIO, kubo) sees of refbench's own environment: an allow-list, because that
@@ -36,10 +37,11 @@ def pass_env_names(text: str) -> frozenset[str]:
 
 def child_env(also: frozenset[str] = frozenset(), env: dict | None = None,
               extra: frozenset[str] = frozenset()) -> dict[str, str]:
-    """The allow-listed part of `env` (default os.environ), plus the names in `also` (what a
+    """The allow-listed part of `env` (default: the environment the command line read,
+    paths.Layout.environ), plus the names in `also` (what a
     backend's commands need) and `extra` (the run's MachineSettings.pass_env, which the runner and
     the backends' servers are given)."""
-    env = os.environ if env is None else env
+    env = paths.layout().environ if env is None else env
     return {k: v for k, v in env.items()
             if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
 

@@ -13,14 +13,14 @@ goes to the server directly, so the server still counts every request the comman
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
+from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
+from .. import paths
 from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..tools import find_tool
@@ -41,8 +41,9 @@ RUN_ID_PLACEHOLDER = "<run-id>"  # the run's own part of the prefix, known once 
 
 def user_endpoint(endpoint: str | None) -> str | None:
     """The endpoint of a user's bucket: --endpoint-url, else S3_ENDPOINT_URL or AWS_ENDPOINT_URL
-    (None: AWS)."""
-    return endpoint or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
+    as the command line read them (paths.Layout.environ) (None: AWS)."""
+    machine = paths.layout().environ
+    return endpoint or machine.get("S3_ENDPOINT_URL") or machine.get("AWS_ENDPOINT_URL")
 
 
 def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
@@ -54,8 +55,8 @@ def s3_client(endpoint: str | None, env: dict[str, str] | None = None):
     if env.get("AWS_ACCESS_KEY_ID"):
         kwargs = {"aws_access_key_id": env["AWS_ACCESS_KEY_ID"],
                   "aws_secret_access_key": env["AWS_SECRET_ACCESS_KEY"]}
-    region = env.get("AWS_REGION") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") \
-        or "us-east-1"
+    machine = paths.layout().environ  # the command line's
+    region = env.get("AWS_REGION") or machine.get("AWS_REGION") or machine.get("AWS_DEFAULT_REGION") or "us-east-1"
     return boto3.client("s3", endpoint_url=endpoint, region_name=region,
                         config=BotoConfig(s3={"addressing_style": "path"} if endpoint else {},
                                           retries={"max_attempts": 3}), **kwargs)
@@ -108,20 +109,23 @@ class S3Backend:
 
     @classmethod
     def planned(cls, bucket: str | None, prefix_base: str, endpoint: str | None,
-                networks: Mapping[str, NetworkProfile] = MappingProxyType({})) -> "S3Backend":
+                networks: Mapping[str, NetworkProfile] = MappingProxyType({}),
+                find: Callable[[str], str | None] = find_tool) -> "S3Backend":
         """What open() would give, for a dry run: nothing is started, listed or written. What only
         a started run knows shows as a placeholder: the run id in the prefix, the embedded server's
-        port, each network proxy's port. A user's bucket shows as unversioned (open() looks that up)."""
+        port, each network proxy's port. A user's bucket shows as unversioned (open() looks that up).
+        `find`: how tools are found (the RunEnv's find_tool), for the restore tool."""
         base = check_prefix(prefix_base)
+        restore_tool = find("refbench-s3restore")
         prefix = f"{base}/{RUN_ID_PLACEHOLDER}"
         if bucket is None:
             backend = cls(EMBEDDED_BUCKET, prefix, PORT_PLACEHOLDER, None,
                           client_env(SECRET_PLACEHOLDER, SECRET_PLACEHOLDER, PORT_PLACEHOLDER),
-                          versioned_bucket=VERSIONED_BUCKET)
+                          versioned_bucket=VERSIONED_BUCKET, restore_tool=restore_tool)
         else:
             endpoint = user_endpoint(endpoint)
             backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
-                          base_prefix=base)
+                          base_prefix=base, restore_tool=restore_tool)
         backend.networks = dict(networks)
         backend.network_endpoints = {name: f"http://127.0.0.1:<{name}-port>" for name, p in networks.items()
                                      if not p.direct}
@@ -220,7 +224,7 @@ class S3Backend:
             return False
 
     def client(self):
-        env = {**os.environ, **self.extra_env}
+        env = {**paths.layout().environ, **self.extra_env}
         return s3_client(self.endpoint, env if self.server else None)
 
     def check_bucket(self) -> None:

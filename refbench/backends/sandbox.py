@@ -94,5 +94,6 @@ def unavailable() -> str | None:
 
 def sbin_path() -> str:
     """PATH with the sbin directories, where ip lives on Debian for non-root users."""
-    parts = os.environ.get("PATH", "").split(":")
+    from ..tools import clean_path  # not at the top: tools imports the backends
+    parts = clean_path().split(":")
     return ":".join(dict.fromkeys(parts + ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"]))

@@ -63,13 +63,14 @@ def manifest(where: Path) -> str:
     listing of sizes and times, which a cache can copy onto planted files. tar walks the million
     files of the seed's state in C; hashing its stream takes about 11 s for 1 M blocks (4 GB) warm
     (benchmarks/trust_cost.py): a Python walk of the same took 105 s."""
-    tar = shutil.which("tar", path=os.environ.get("PATH", "")) or "tar"
+    path = paths.layout().environ.get("PATH", "")  # the command line's (refbench.tools cleaned it)
+    tar = shutil.which("tar", path=path) or "tar"
     top = sorted(name for name in os.listdir(where) if name != STATE_FILE)
     h = hashlib.sha256()
     if not top:
         return h.hexdigest()
     proc = subprocess.Popen([tar, *TAR_CANONICAL, "-C", str(where), "-cf", "-", "--", *top],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": os.environ.get("PATH", ""),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PATH": path,
                                                                                  "LC_ALL": "C"})
     assert proc.stdout is not None
     for chunk in iter(lambda: proc.stdout.read(1 << 20), b""):

@@ -38,7 +38,8 @@ def parser() -> Parser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], env: runenv.RunEnv | None = None) -> int:
+    """`env`: the RunEnv whose builder builds (this machine's, runenv.real(), unless given)."""
     args = parser().parse_args(argv)
     cfg = load_config(args.scenarios)
     target = cfg.targets.get(args.target)
@@ -47,7 +48,7 @@ def main(argv: list[str]) -> int:
     # built as a run builds (RunEnv.builder), from --repo or the target's own origin
     request = RunRequest(refs=tuple(args.refs), target=target.name, repo=args.repo, source=args.source,
                          builds_dir=args.builds_dir)
-    builder = runenv.real().builder(runenv.BuildSite(request=request, target=target))
+    builder = (env or runenv.real()).builder(runenv.BuildSite(request=request, target=target))
     resolved = builder.resolve_all(args.refs, args.go or runenv.environ_go())
     out = Path(args.out).expanduser().resolve()
     entries = []

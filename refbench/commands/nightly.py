@@ -10,8 +10,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
-from .. import changepoints as cpd, implementations as impls, nightly, trust, variants as vr
+from .. import changepoints as cpd, implementations as impls, nightly, results as rs, runenv, trust, variants as vr
 from ..config import load_config
 from ..errors import EXIT_OK, RefbenchError
 from ..history import History, is_url, local_machine, open_history
@@ -112,7 +113,13 @@ def cp_params(args: argparse.Namespace, request: RunRequest) -> cpd.Params:
                       min_nights=args.cp_min_nights)
 
 
-def main(argv: list[str]) -> int:
+#: one comparison with its files written: (request, outputs, RunEnv) -> its results
+Measure = Callable[[RunRequest, Outputs, runenv.RunEnv], rs.Results]
+
+
+def main(argv: list[str], env: runenv.RunEnv | None = None, measure: Measure = run_and_write) -> int:
+    """`env`: the RunEnv the night builds and runs with (this machine's, as the options ask, unless
+    given); `measure`: how it runs one comparison (run_and_write unless given: a test's series)."""
     args, request = parse(argv)
     args.machine = args.machine or os.environ.get("REFBENCH_MACHINE") or local_machine()
     where = args.history if is_url(args.history) else str(Path(args.history).expanduser())
@@ -129,7 +136,7 @@ def main(argv: list[str]) -> int:
         req = night_request(args, request, home, trend, params)
         if args.replay:
             return said(db, nightly.replay(db, req, Path(args.replay)), args)
-        return night(db, args, req)
+        return night(db, args, req, env or run_env(args), measure)
     finally:
         db.close()
 
@@ -172,14 +179,13 @@ def night_series(variant_specs: list[str], impl_specs: list[str], request: RunRe
             "impl_variants": tuple(zip(on_impls, chosen[len(impl_specs):]))}
 
 
-def night(db: History, args: argparse.Namespace, req: NightRequest) -> int:
+def night(db: History, args: argparse.Namespace, req: NightRequest, env: runenv.RunEnv,
+          measure: Measure = run_and_write) -> int:
     """The night as nightly.night runs it, the comparison through the main command's run."""
-    env = run_env(args)
+    def one(tonight: RunRequest, summary: Path, json_path: Path):
+        return measure(tonight, Outputs(summary=summary, json=json_path), env)
 
-    def measure(tonight: RunRequest, summary: Path, json_path: Path):
-        return run_and_write(tonight, Outputs(summary=summary, json=json_path), env)
-
-    return said(db, nightly.night(db, req, measure, env=env), args)
+    return said(db, nightly.night(db, req, one, env=env), args)
 
 
 def said(db: History, outcome, args: argparse.Namespace) -> int:

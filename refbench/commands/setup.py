@@ -41,7 +41,7 @@ from pathlib import Path
 from .. import hyperfine, paths, pins, tools, trust
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
-GO_TOOLCHAIN = os.environ.get("GO_TOOLCHAIN", "go1.24.6")  # fetched only when no Go is installed
+DEFAULT_GO_TOOLCHAIN = "go1.24.6"  # fetched only when no Go is installed; GO_TOOLCHAIN names another
 
 
 def say(msg: str) -> None:
@@ -93,19 +93,20 @@ def ensure_go(bin_dir: Path) -> str:
     if go:
         return go
     arch = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine(), platform.machine())
-    dest = paths.data_root() / f"{GO_TOOLCHAIN}.linux-{arch}"
+    toolchain = os.environ.get("GO_TOOLCHAIN", DEFAULT_GO_TOOLCHAIN)  # read when asked, never at import
+    dest = paths.data_root() / f"{toolchain}.linux-{arch}"
     if not (dest / "bin" / "go").is_file():
         dest.parent.mkdir(parents=True, exist_ok=True)
         proxy = (os.environ.get("GOPROXY") or "https://proxy.golang.org").split(",")[0].split("|")[0]
         if proxy in ("direct", "off"):
             proxy = "https://proxy.golang.org"
-        url = f"{proxy}/golang.org/toolchain/@v/v0.0.1-{GO_TOOLCHAIN}.linux-{arch}.zip"
-        say(f"Go not found: fetching the {GO_TOOLCHAIN} toolchain from the Go module proxy")
+        url = f"{proxy}/golang.org/toolchain/@v/v0.0.1-{toolchain}.linux-{arch}.zip"
+        say(f"Go not found: fetching the {toolchain} toolchain from the Go module proxy")
         try:
             data = urllib.request.urlopen(url, timeout=300).read()
         except OSError as e:
             raise RefbenchError(f"cannot fetch Go from {url}: {e} (install Go, or set GOPROXY)") from None
-        prefix = f"golang.org/toolchain@v0.0.1-{GO_TOOLCHAIN}.linux-{arch}/"
+        prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-{arch}/"
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             for info in z.infolist():
