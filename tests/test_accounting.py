@@ -212,11 +212,12 @@ def test_the_servers_cpu_over_a_run_is_kept_beside_its_requests_as_context(tmp_p
     assert rs.Requests.read(json.loads(json.dumps(doc)), "t").server_cpu == 0.03
     # the server's CPU time, read from /proc of its process (a stand-in that burns CPU)
     server = MinioServer(tmp_path)
+    # it says when it has burnt 0.3 s of CPU: a fixed wait of 1 s read 0.16 s at load 10 on 2 cores
     server.proc = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                                    "while time.process_time() - t < 0.3: pass\ntime.sleep(60)"])
+                                    "while time.process_time() - t < 0.3: pass\nprint('burnt', flush=True)\n"
+                                    "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
     try:
-        import time
-        time.sleep(1.0)
+        assert server.proc.stdout.readline().strip() == "burnt"
         assert server.cpu_seconds() >= 0.25
     finally:
         server.proc.kill()
