@@ -27,7 +27,7 @@ os.environ["PATH"] = f"{ROOT / 'tools' / 'bin'}:{os.environ['PATH']}"
 
 import numpy as np  # noqa: E402
 
-from refbench import fixtures as fx  # noqa: E402
+from refbench import fixtures as fx, paths  # noqa: E402
 from refbench.backends import MinioServer, s3_client  # noqa: E402
 
 
@@ -148,6 +148,7 @@ def bench_runs(refs: list[str], source: str, tmp: Path) -> dict:
 
 
 def main() -> None:
+    paths.use(paths.Layout.from_environ(os.environ))  # a command line of its own: it reads the environment, as cli.main does
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-run", action="store_true", help="skip the two --quick comparison runs")
     ap.add_argument("--refs", nargs=2, default=["v2.2.2", "v2.3.0"])

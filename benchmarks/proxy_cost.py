@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from refbench.backends import MinioServer, s3_client  # noqa: E402
+from refbench import paths  # noqa: E402
 from refbench.backends.toxiproxy import Toxiproxy  # noqa: E402
 from refbench.network import BUNDLED, NetworkProfile  # noqa: E402
 
@@ -40,6 +41,7 @@ def measure(shaper: Toxiproxy, minio_pid: int, work) -> tuple[float, float, floa
 
 
 def main() -> None:
+    paths.use(paths.Layout.from_environ(os.environ))  # a command line of its own: it reads the environment, as cli.main does
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=1000, help="small GETs, one after another")
     p.add_argument("--mib", type=int, default=256, help="MiB downloaded in 64 MiB objects")

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from refbench import builds as bl  # noqa: E402
+from refbench import paths  # noqa: E402
 from refbench.backends import snapshot  # noqa: E402
 from refbench.config import TargetSpec  # noqa: E402
 
@@ -144,6 +145,7 @@ def state_cost(n: int) -> None:
 
 
 def main() -> int:
+    paths.use(paths.Layout.from_environ(os.environ))  # a command line of its own: it reads the environment, as cli.main does
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
     c = sub.add_parser("clone")
