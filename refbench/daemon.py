@@ -74,8 +74,8 @@ METRICS = {
 }
 # where a run's daemon CPU came from: what results.json's backend description and the summary say
 CPU_SOURCES = {
-    "cgroup": "cgroup v2 cpu.stat usage_usec (microseconds, every thread, exited ones too)",
-    "ticks": "utime + stime of /proc/PID/stat in clock ticks (10 ms: a few ms of CPU per run reads 0, 10 or 20 ms)",
+    "cgroup": "read from its own cgroup v2's cpu.stat usage_usec, in microseconds, every thread counted, exited ones too",
+    "ticks": "read from utime + stime of /proc/PID/stat, in clock ticks of 10 ms: a few ms per run reads 0, 10 or 20 ms",
 }
 PROM_ALLOC = "go_memstats_alloc_bytes_total"
 PROM_GC = "go_gc_duration_seconds_count"

@@ -37,6 +37,8 @@ def asked(metric: str, metric_thresholds: Iterable[tuple[str, float]]) -> bool:
     """Whether a measured metric gets a verdict: all do but SERVER_METRICS, context unless the
     run's criteria give one a threshold (`--metric-threshold server-cpu=0.05`; no default has it)."""
     return metric not in SERVER_METRICS or metric in dict(metric_thresholds)
+
+
 # The verdicts' defaults, written once: the command line, a run's request, the statistics' criteria
 # and a results file read without them all take them from here. --threshold: wall time's
 # equivalence margin (a change inside ±5% is no change worth a verdict); --alpha: the run's

@@ -150,3 +150,16 @@ def test_a_daemon_figure_that_is_zero_in_every_run_is_not_judged():
     assert not comparable((0, 5), (4, 5))
     assert not comparable((), (1,))
     assert comparable((3, 4), (5, 6))
+
+
+def test_the_summary_says_which_counter_the_daemons_cpu_came_from():
+    """results.json's backend fact `daemon cpu` (IpfsBackend.describe) is in the 'whose figures' note."""
+    from refbench.daemon import CPU_SOURCES
+    from refbench.render.markdown import render_markdown
+
+    r = _judged_daemon_results()
+    doc = r.to_json()
+    doc["backend"] = {**doc.get("backend", {}), "kind": "ipfs", "daemon cpu": CPU_SOURCES["cgroup"]}
+    md = render_markdown(rs.Results.from_json(json.loads(json.dumps(doc)), "t"))
+    assert f"its CPU time ({CPU_SOURCES['cgroup']})" in md
+    assert "its CPU time (" not in render_markdown(r)  # an older file: no source, nothing said

@@ -45,6 +45,8 @@ def test_server_cpu_is_context_unless_the_run_asks_for_it():
     assert asked("server-cpu", criteria(metric_thresholds={"server-cpu": 0.05}).metric_thresholds)
     assert asked("daemon-cpu", ()) and asked("wall", ())
     assert is_daemon_metric("server-cpu")  # when judged, in the family beside the client's: no cost to wall
+    from refbench.commands._args import metric_list, metric_threshold
+    assert metric_threshold("server-cpu=0.05") == ("server-cpu", 0.05) and metric_list("server-cpu") == ("server-cpu",)
     old, new = rs.Results.from_json(_server_doc(), "old"), rs.Results.from_json(_server_doc(0.02), "new")
     metrics = lambda rc: {c.metric: c.verdict for row in rc.rows for c in row.all_comparisons()}  # noqa: E731
     assert "server-cpu" not in metrics(compare.compare_runs(old, new))

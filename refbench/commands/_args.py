@@ -120,7 +120,9 @@ def add_stats_args(p: argparse.ArgumentParser) -> None:
                    help=f"flag a step as noisy above this coefficient of variation (default {NOISE_LIMIT:g})")
     g.add_argument("--metric-threshold", type=metric_threshold, action="append", default=[], metavar="METRIC=X",
                    help="the threshold of another metric than wall time (--threshold), e.g. memory=0.1; defaults: "
-                        + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS))
+                        + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS)
+                        + "; server-cpu (the embedded MinIO's CPU per run) has none: it is context, and a "
+                          "verdict only when given here, e.g. server-cpu=0.05")
 
 
 def criteria_of(args: argparse.Namespace) -> Criteria:
