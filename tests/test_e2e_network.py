@@ -14,7 +14,8 @@ from refbench import accounting, paths, results as rs, tools
 
 pytestmark = pytest.mark.slow
 
-CHEAP = ("-r", "2", "-w", "0", "--rounds", "1")  # smoke-sized: what is checked here is not a verdict
+# smoke-sized: what is checked here is not a verdict, and no test here reads a profile
+CHEAP = ("-r", "2", "-w", "0", "--rounds", "1", "--no-profile")
 
 
 def need_shaper() -> None:

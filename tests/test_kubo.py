@@ -183,8 +183,9 @@ vary = { pin = [[], ["--pin=false"]] }
 ''')
     local = tmp_path / "local"
     local.mkdir()
+    # --no-profile: what is read is the CIDs and the summary's warning, never a profile
     proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--scenarios",
-                     str(scen), "-r", "2", "-w", "0", "--rounds", "1", "-l", str(local),
+                     str(scen), "-r", "2", "-w", "0", "--rounds", "1", "--no-profile", "-l", str(local),
                      "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-4000:]
     got = steps(json.loads((tmp_path / "results.json").read_text()))
@@ -251,7 +252,7 @@ fixture = { kind = "random", size = "300K", count = 3, seed = 9 }
     local.mkdir()
     proc = run_bench("-t", "mytool", "-s", "v1.0.0", "v1.0.0", "--measure-identical", "--repo", str(kubo_origin.path),
                      "--builds-dir", str(builds_dir), "--scenarios", str(scen), "-r", "2", "-w", "0",
-                     "--rounds", "1", "-l", str(local), "-o", str(tmp_path / "summary.md"),
+                     "--rounds", "1", "--no-profile", "-l", str(local), "-o", str(tmp_path / "summary.md"),
                      "--json", str(tmp_path / "results.json"), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
