@@ -60,7 +60,7 @@ def test_every_exit_code_through_cli_main(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr(compare_cmd, "compare_runs", boom)
+    monkeypatch.setattr(compare_cmd, "pair_runs", boom)
     crash = run_cli("compare", old, new, "--fail-on-regression", env=crash_dir(tmp_path))
     assert crash.returncode == EXIT_CRASH  # never 1: a crash is not a regression
     path = one_crash_line(crash)
@@ -70,7 +70,7 @@ def test_every_exit_code_through_cli_main(tmp_path, monkeypatch):
     def interrupt(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(compare_cmd, "compare_runs", interrupt)
+    monkeypatch.setattr(compare_cmd, "pair_runs", interrupt)
     stopped = run_cli("compare", old, new)
     assert stopped.returncode == EXIT_INTERRUPTED and "interrupted" in stopped.stderr
 
@@ -89,7 +89,7 @@ def test_no_space_for_an_output_is_exit_2_naming_the_file(tmp_path, monkeypatch)
     def full(*a, **k):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(compare_cmd, "compare_runs", full)
+    monkeypatch.setattr(compare_cmd, "pair_runs", full)
     anywhere = run_cli("compare", DATA, DATA)
     assert anywhere.returncode == EXIT_ERROR and anywhere.stderr.startswith("refbench: error: no space left on device")
 
