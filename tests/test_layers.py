@@ -3,6 +3,7 @@ the source with `ast`: fast, and no module needs importing for it."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import refbench
@@ -70,3 +71,17 @@ def test_compare_is_the_command_alone():
                 found.setdefault(tok.string, set()).add(rel)
     assert found == {}
     assert (ROOT / COMMAND).is_file() and not (ROOT / "compare.py").exists()
+
+
+# the words above, each with its one meaning in the architecture page's glossary (issue 38 part 5e)
+GLOSSARY_WORDS = ("build", "ref", "implementation", "variant", "step", "scenario", "round", "run", "sample",
+                  "metric", "family", "verdict", "contrast", "pairing", "compare", "budget", "seal", "shard",
+                  "series", "baseline", "contender")
+
+
+def test_the_glossary_gives_each_word_one_meaning():
+    page = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    glossary = page.split("\n## Glossary\n", 1)[1].split("\n## ", 1)[0]
+    defined = re.findall(r"^- \*\*([a-z ]+)\*\*:", glossary, flags=re.MULTILINE)
+    assert [w for w in GLOSSARY_WORDS if defined.count(w) != 1] == []
+    assert sorted(set(defined)) == sorted(defined)  # no word defined twice
