@@ -86,7 +86,7 @@ class Line:
     request: RunRequest
     variant: vr.Variant | None = None  # the settings of every build (Search.variant, resolved)
 
-    def compare(self, sha: str, threshold: float) -> RunRequest:
+    def probe_request(self, sha: str, threshold: float) -> RunRequest:
         """The probe's comparison: GOOD vs sha, under the variant's settings when there is one (the
         two builds named after it, as the pipeline gives a variant's settings to builds by name)."""
         if self.variant is None:
@@ -148,7 +148,7 @@ def probe(line: Line, i: int, state: State, run: Run, say) -> tuple[State, Probe
     skipped; any other failure (GOOD's build, the toolchain) stops the search."""
     sha, subject = line.commits[i]
     try:
-        res = run(line.compare(sha, state.threshold), Reporter())
+        res = run(line.probe_request(sha, state.threshold), Reporter())
     except BuildError as e:
         if e.sha != sha:
             raise

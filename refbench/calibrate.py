@@ -236,7 +236,7 @@ def analyse(results: list[Results], arm_list: list[Arm], criteria: figures.Crite
     family = max(1, sum(1 for sts in keyed.values() if sts and _runs(sts[0]) >= 2))
     per_round = max(1, run_settings.get("runs", 2) // max(1, run_settings.get("rounds", 1)))
     steps = [_step(sc, name, sts, slowdowns, criteria, n_max, family, per_round) for (sc, name), sts in keyed.items()]
-    checked = sum(len(aa_comparisons(sts)) for sts in keyed.values())
+    checked = sum(len(aa_contrasts(sts)) for sts in keyed.values())
     steps = [with_bias(s, sts, checked, criteria.threshold) for s, sts in zip(steps, keyed.values())]
     any_false = sum(any(c.contender == AA and c.verdict.moved
                         for _, st in res.steps() for c in (*st.comparisons, *st.metric_comparisons))
@@ -247,13 +247,13 @@ def analyse(results: list[Results], arm_list: list[Arm], criteria: figures.Crite
 
 def with_bias(step: StepCalibration, reps: list[Step], checked: int, threshold: float) -> StepCalibration:
     """The step with its A/A bias per metric and the threshold its wall verdicts can be trusted at."""
-    found = [bias_of(m, comps, checked) for m, comps in aa_comparisons(reps).items()]
+    found = [bias_of(m, comps, checked) for m, comps in aa_contrasts(reps).items()]
     bias = tuple(b for b in found if b is not None)
     wall = next((b for b in bias if b.metric == "wall"), None)
     return replace(step, bias=bias, trust=trusted_at(wall, threshold))
 
 
-def aa_comparisons(reps: list[Step]) -> dict[str, list]:
+def aa_contrasts(reps: list[Step]) -> dict[str, list]:
     """metric -> the A/A arm's comparison in each repetition of a step (wall first), for the
     metrics every repetition judged."""
     out: dict[str, list] = {}

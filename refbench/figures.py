@@ -1,6 +1,7 @@
 """The plain figures the statistics produce and results.json stores: what a comparison is judged
 by (Criteria), a sample's summary (Summary, summarize) and one contender against the baseline on
-one metric (Comparison); and the plain records of what the views show beyond the results
+one metric (Contrast: the statistical comparison of two samples; results.json keeps a step's
+under its "comparisons" key); and the plain records of what the views show beyond the results
 (Analysis: the scoreboard's lines, size fits, boxes), which analysis.py computes.
 
 Why apart from stats: reading a results file, and every view rendered from one (`report`, the PR
@@ -88,7 +89,10 @@ def summarize(times) -> Summary:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Contrast:
+    """One contender against the baseline on one metric of one step: the statistical comparison of
+    two samples (stats.contrast computes it, judge settles its verdict). Named apart from
+    `refbench compare` (two saved runs) and the pairing of their steps (pairing.py)."""
     baseline: str
     contender: str
     ratio: float  # exp(shift): the typical contender/baseline time ratio (> 1: contender slower)
@@ -133,19 +137,19 @@ class Comparison:
         return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
 
 
-def identical(base_label: str, cont_label: str) -> Comparison:
+def identical(base_label: str, cont_label: str) -> Contrast:
     """The comparison of a contender that was not measured because its binary is the baseline's:
     ratio 1, no interval and no p (so the run's p adjustment leaves it out)."""
-    return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
+    return Contrast(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
                       p_value=None, verdict=Verdict.IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
                       factor_err=0.0, faster=base_label, slower_label=cont_label, method=Verdict.IDENTICAL.value,
                       look=0, fraction=0.0)
 
 
-def not_supported(base_label: str, cont_label: str) -> Comparison:
+def not_supported(base_label: str, cont_label: str) -> Contrast:
     """The comparison of a step one side has no command for (an implementation's unsupported step):
     no figures, no p (left out of the run's adjustment), verdict `not supported`."""
-    return Comparison(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
+    return Contrast(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
                       p_value=None, verdict=Verdict.NOT_SUPPORTED, noisy=False, mde=None, runs_needed=None, factor=1.0,
                       factor_err=0.0, faster=base_label, slower_label=cont_label, method=Verdict.NOT_SUPPORTED.value,
                       look=0, fraction=0.0)

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from . import results as rs
-from .figures import Comparison, Criteria
+from .figures import Contrast, Criteria
 from .verdict import Verdict, is_daemon_metric
 
 # No numpy or scipy at import (each is imported where it computes): the commands' argument checks
@@ -61,7 +61,7 @@ def decide(rel: float, lo: float | None, hi: float | None, p: float | None, crit
 WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
 
 
-def metric_weights(comps: list[Comparison]) -> list[float]:
+def metric_weights(comps: list[Contrast]) -> list[float]:
     """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
     2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
     at alpha). Wall time, the primary metric, holds WALL_SHARE of the family's weight and the other
@@ -79,7 +79,7 @@ def metric_weights(comps: list[Comparison]) -> list[float]:
     return [w_wall if c.metric == "wall" else w_other for c in comps]
 
 
-def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> list[Comparison]:
+def adjust_family(comps: list[Contrast], criteria: Criteria = Criteria()) -> list[Contrast]:
     """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
     the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
@@ -101,7 +101,7 @@ def adjust_family(comps: list[Comparison], criteria: Criteria = Criteria()) -> l
     return _adjust_one(list(comps), criteria)
 
 
-def _adjust_one(comps: list[Comparison], criteria: Criteria) -> list[Comparison]:
+def _adjust_one(comps: list[Contrast], criteria: Criteria) -> list[Contrast]:
     """Weighted Benjamini-Hochberg over one family (adjust_family)."""
     idx = [i for i, c in enumerate(comps) if c.p_value is not None]
     if len(idx) < 2:
@@ -118,8 +118,8 @@ def _adjust_one(comps: list[Comparison], criteria: Criteria) -> list[Comparison]
     return out
 
 
-def adjust_groups(groups: list[list[Comparison]], criteria: Criteria,
-                  per_contender: bool = False) -> list[list[Comparison]]:
+def adjust_groups(groups: list[list[Contrast]], criteria: Criteria,
+                  per_contender: bool = False) -> list[list[Contrast]]:
     """Comparisons in groups (a step's, a compared pair's) adjusted as one family: every comparison
     of the run, or (calibrate) each contender's apart. New lists; the comparisons given stay."""
     comps = [list(g) for g in groups]
@@ -136,24 +136,24 @@ def adjust(scenarios: Iterable[rs.Scenario], criteria: Criteria,
            per_contender: bool = False) -> tuple[rs.Scenario, ...]:
     """The run's p-value adjustment over its family; new scenarios, the measured ones unchanged."""
     scenarios = list(scenarios)
-    adjusted = iter(adjust_groups([list(st.all_comparisons()) for sc in scenarios for st in sc.steps],
+    adjusted = iter(adjust_groups([list(st.all_contrasts()) for sc in scenarios for st in sc.steps],
                                   criteria, per_contender))
-    return tuple(dataclasses.replace(sc, steps=tuple(_with_comparisons(st, next(adjusted)) for st in sc.steps))
+    return tuple(dataclasses.replace(sc, steps=tuple(_with_contrasts(st, next(adjusted)) for st in sc.steps))
                  for sc in scenarios)
 
 
-def _with_comparisons(st: rs.Step, comps: list) -> rs.Step:
+def _with_contrasts(st: rs.Step, comps: list) -> rs.Step:
     """The step with its comparisons replaced, wall apart from the other metrics as rs.Step keeps them."""
     return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
                                metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 
 
-def unadjusted(c: Comparison) -> Comparison:
+def unadjusted(c: Contrast) -> Contrast:
     """A comparison with its own p-value back (p_raw, where an adjustment replaced it): what a
-    shard's comparison was before the shard adjusted it within itself. A plain Comparison, so its
+    shard's comparison was before the shard adjusted it within itself. A plain Contrast, so its
     phrase is said again from the stored factor, as for any comparison judged again."""
-    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(Comparison)}
-    return Comparison(**{**kw, "p_value": c.p_value if c.p_raw is None else c.p_raw, "p_raw": None})
+    kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(Contrast)}
+    return Contrast(**{**kw, "p_value": c.p_value if c.p_raw is None else c.p_raw, "p_raw": None})
 
 
 # ---- the run's verdicts -------------------------------------------------------------------------
@@ -211,7 +211,7 @@ def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria) -> Jud
 
 
 # ---- what fails a run -------------------------------------------------------------------------
-C = TypeVar("C")  # a comparison (figures.Comparison): anything with a verdict and a metric
+C = TypeVar("C")  # a comparison (figures.Contrast): anything with a verdict and a metric
 
 
 def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:

@@ -49,7 +49,7 @@ from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
 from .pipeline import RunRequest
-from .results import Comparison, Results, load as load_results
+from .results import Contrast, Results, load as load_results
 from .variants import Variant
 from .verdict import Verdict
 
@@ -439,7 +439,7 @@ class Watched:
         name = self.variant.name if self.variant else None
         return impl_key(self.impl, name) if self.impl else series_key(self.ref, name)
 
-    def comparison(self, run: RunRequest, base: str) -> RunRequest:
+    def series_request(self, run: RunRequest, base: str) -> RunRequest:
         """Tonight's comparison of this series: base vs ref, both under the variant's settings
         (the baseline named `NAME.base`, the watched build NAME); for an implementation's, tonight's
         head (`base`, as baseline() gives it) then the implementation, on the scenarios it supports
@@ -477,7 +477,7 @@ class NightOutcome:
     results: Results | None = None  # None: the watched ref had not moved, nothing was compared
     run_id: int | None = None
     out_dir: Path | None = None
-    regressions: tuple[tuple[str, str, Comparison], ...] = ()  # tonight's slower verdicts (wall time)
+    regressions: tuple[tuple[str, str, Contrast], ...] = ()  # tonight's slower verdicts (wall time)
     lasting: tuple[Shift, ...] = ()
     found: tuple[Shift, ...] = ()  # new change points
     machine: str | None = None  # the machine type the night is recorded under
@@ -496,9 +496,9 @@ def _stderr(text: str) -> None:
 def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Path) -> tuple[str, ...]:
     """The command line results.json records for the night's comparison `run` (its refs or its
     variants set): the `bench.py` run it amounts to."""
-    compared = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs else ()) \
+    builds = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs else ()) \
         + tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
-    return (*compared, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
+    return (*builds, "--target", run.target, *(("--repo", run.repo) if run.repo else ()),
             *(("--budget", budget_text) if run.budget else ()), *run.command_line,
             "--json", str(json_path), "-o", str(summary))
 
@@ -634,7 +634,7 @@ def series_night(db: History, req: NightRequest, w: Watched, started: str, build
     out_dir = w.out_dir(night_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary, json_path = out_dir / "summary.md", out_dir / "results.json"
-    tonight = w.comparison(req.run, base)
+    tonight = w.series_request(req.run, base)
     tonight = tonight.replace(command_line=record_line(tonight, req.budget_text, summary, json_path))
     record = NightRecord(started=started, mode=mode, base_ref=base, head_ref=w.key, exit_code=EXIT_OK,
                          machine=req.machine, target=req.run.target, repo=repo_url)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from . import __version__
 from .errors import RefbenchError
-from .figures import Comparison, Criteria, Summary, criteria, summarize
+from .figures import Contrast, Criteria, Summary, criteria, summarize
 from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, SERVER_METRICS, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
@@ -188,7 +188,7 @@ def metric_values(metric: str, times, user, system, memory, instructions,
     return tuple(float(x) for x in v)
 
 
-def comparable(x, y) -> bool:
+def contrastable(x, y) -> bool:
     """Whether two builds' figures of a metric can be compared (on the log scale the statistics
     use): no zero among them. A daemon's writes can be 0 in some runs, or in every run of both (a
     daemon that wrote nothing, or only to a tmpfs, or an offline daemon with no Go counters): they
@@ -267,7 +267,7 @@ class Samples(_Doc):
 
 
 @dataclass(frozen=True)
-class StoredComparison(Comparison):
+class StoredContrast(Contrast):
     """A comparison read from a file. It keeps the phrase the run wrote: re-deriving it from the
     stored (rounded) factor can round the other way (1.305 -> "1.30" where the run said "1.31")."""
     stored_phrase: str | None = field(default=None, compare=False)
@@ -284,11 +284,11 @@ class StoredComparison(Comparison):
         return d
 
 
-_COMPARISON_DEFAULTS = {"ci_low": None, "ci_high": None, "p_value": None, "noisy": False, "mde": None,
+_CONTRAST_DEFAULTS = {"ci_low": None, "ci_high": None, "p_value": None, "noisy": False, "mde": None,
                         "runs_needed": None, "factor_err": 0.0}
 
 
-def read_comparison(value, where: str = "comparison") -> Comparison:
+def read_contrast(value, where: str = "comparison") -> Contrast:
     """A comparison as a results file holds it: floats rounded, unbounded interval ends None."""
     _check(value, dict, where)
     for key in ("baseline", "contender", "verdict"):
@@ -306,16 +306,16 @@ def read_comparison(value, where: str = "comparison") -> Comparison:
                "faster": value["baseline"] if rel >= 0 else value["contender"],
                "slower_label": value["contender"] if rel >= 0 else value["baseline"]}
     kw = {}
-    for f in fields(Comparison):
+    for f in fields(Contrast):
         if value.get(f.name) is not None:
             kw[f.name] = value[f.name]
         elif f.name in derived:
             kw[f.name] = derived[f.name]
-        elif f.name in _COMPARISON_DEFAULTS:
-            kw[f.name] = _COMPARISON_DEFAULTS[f.name]
+        elif f.name in _CONTRAST_DEFAULTS:
+            kw[f.name] = _CONTRAST_DEFAULTS[f.name]
         elif f.default is not MISSING:
             kw[f.name] = f.default
-    return StoredComparison(**kw, stored_phrase=value["phrase"] if isinstance(value.get("phrase"), str) else None)
+    return StoredContrast(**kw, stored_phrase=value["phrase"] if isinstance(value.get("phrase"), str) else None)
 
 
 
@@ -417,13 +417,13 @@ class Step(_Doc):
     spend: tuple[float, ...] | None = _f(list, default=None, omit_none=True)
     stopped: str | None = _f(str, default=None)
     builds: Mapping[str, Samples] = _f(dict, read=_by_label(Samples.read))
-    comparisons: tuple[Comparison, ...] = _f(list, read=_tuple_of(read_comparison))  # wall time: the primary
+    comparisons: tuple[Contrast, ...] = _f(list, read=_tuple_of(read_contrast))  # wall time: the primary
     check_differs: bool = _f(bool, default=False)
     hyperfine_seconds: float | None = _f((int, float), default=None)
     # the other metrics' comparisons (cpu, memory, instructions). The file keeps one `comparisons`
     # list, each naming its metric; typed, the wall ones stay apart, so every view, bisect, nightly
     # and the scoreboard that judge on wall time read `comparisons` as before
-    metric_comparisons: tuple[Comparison, ...] = field(default=(), metadata={"kind": None})
+    metric_comparisons: tuple[Contrast, ...] = field(default=(), metadata={"kind": None})
 
     @classmethod
     def _finish(cls, kw, doc, where):
@@ -437,14 +437,14 @@ class Step(_Doc):
         out["comparisons"] = out["comparisons"] + out.pop("metric_comparisons")
         return out
 
-    def all_comparisons(self) -> tuple[Comparison, ...]:
+    def all_contrasts(self) -> tuple[Contrast, ...]:
         """Every metric's comparisons, wall first: the family members this step adds."""
         return self.comparisons + self.metric_comparisons
 
-    def by_metric(self, contender: str | None = None) -> dict[str, Comparison]:
+    def by_metric(self, contender: str | None = None) -> dict[str, Contrast]:
         """{metric: comparison} of one contender (default: the first), wall first."""
         out = {}
-        for c in self.all_comparisons():
+        for c in self.all_contrasts():
             if contender is None:
                 contender = c.contender
             if c.contender == contender:
@@ -649,7 +649,7 @@ class Results(_Doc):
             for st in sc.steps:
                 yield sc, st
 
-    def comparisons(self) -> Iterator[tuple[Scenario, Step, Comparison]]:
+    def comparisons(self) -> Iterator[tuple[Scenario, Step, Contrast]]:
         for sc, st in self.steps():
             for c in st.comparisons:
                 yield sc, st, c
@@ -702,10 +702,10 @@ class Results(_Doc):
         rec = nets.get(name) if isinstance(nets, Mapping) else None
         return str(rec.get("words", "")) if isinstance(rec, Mapping) else ""
 
-    def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Comparison]]:
+    def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Contrast]]:
         """(scenario, step, comparison) of every comparison of the given metrics that got slower:
         what --fail-on-regression and the nightly act on."""
-        return [(sc.name, st.name, c) for sc, st in self.steps() for c in st.all_comparisons()
+        return [(sc.name, st.name, c) for sc, st in self.steps() for c in st.all_contrasts()
                 if c.verdict == Verdict.SLOWER and c.metric in metrics]
 
 

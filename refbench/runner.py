@@ -29,7 +29,7 @@ from .errors import RunError
 from .executor import Call, Executor, Measurement, Shell, measurements
 from .hyperfine import CommandResult
 from .sampling import Sampling
-from .figures import Comparison, Criteria
+from .figures import Contrast, Criteria
 from .stats import contrast_metric
 from .stopping import CONTINUE, Progress, StopRule
 from .units import slug
@@ -47,7 +47,7 @@ class Observer(Protocol):
     def around_run(self, label: str) -> ContextManager[None]: ...
 
     def step_done(self, labels: list[str], binaries: list[str], cmds: list[str], preps: list[str | None],
-                  comparisons: list[Comparison], means: list[float | None],
+                  comparisons: list[Contrast], means: list[float | None],
                   execute: Callable[[list[str], str], None], where: str) -> Mapping[str, Any]: ...
 
 
@@ -162,7 +162,7 @@ class StepResult:
     warmup: int
     rounds: int
     samples: Mapping[str, BuildSamples]  # by build label
-    comparisons: tuple[Comparison, ...]  # every metric's, contender by contender
+    comparisons: tuple[Contrast, ...]  # every metric's, contender by contender
     hyperfine_seconds: float
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at
@@ -445,7 +445,7 @@ class Runner:
                           comparisons=tuple(figures.not_supported(base, b.label) for b in self.bench.builds[1:]),
                           hyperfine_seconds=0.0, stopped="not supported", network=step.network)
 
-    def with_unsupported(self, comps: list[Comparison]) -> list[Comparison]:
+    def with_unsupported(self, comps: list[Contrast]) -> list[Contrast]:
         """The step's comparisons in the builds' order, `not supported` for the contenders it has no command for."""
         base, by = self.bench.builds[0].label, {}
         for c in comps:
@@ -463,7 +463,7 @@ class Runner:
 
     def comparisons(self, builds: list[BuiltRef], samples: dict[str, BuildSamples],
                     looks: tuple[float, ...] = (1.0,), spend: tuple[float, ...] | None = None,
-                    metrics: tuple[str, ...] | None = None) -> list[Comparison]:
+                    metrics: tuple[str, ...] | None = None) -> list[Contrast]:
         """One comparison per contender and metric (of `metrics`, default all the bench measures)
         with a figure for every run of both builds, wall first (the primary metric), each against
         its own threshold; spend: the looks' spending times (StepState.spend)."""
@@ -476,7 +476,7 @@ class Runner:
             x = b0.values(metric)
             for b in builds[1:]:
                 y = samples[b.label].values(metric)
-                if x is None or y is None or not rs.comparable(x, y):
+                if x is None or y is None or not rs.contrastable(x, y):
                     continue
                 # rounds are the blocks: runs are compared within a round only, so drift between rounds
                 # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there

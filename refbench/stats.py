@@ -58,7 +58,7 @@ from scipy.special import ndtr, ndtri
 
 # the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
 # from the figures computed here, and adjusting a family of them, is judge.py's
-from .figures import Comparison, Criteria, Summary, hyperfine_ratio, summarize
+from .figures import Contrast, Criteria, Summary, hyperfine_ratio, summarize
 from .judge import WALL_SHARE, decide
 from .verdict import METRICS, Verdict
 
@@ -441,7 +441,7 @@ def robust_noise(times, rounds=None) -> float:
 
 
 def pair_noise(base_times, base_rounds, cont_times, cont_rounds) -> float | None:
-    """The noise a comparison of these two builds' runs sees (Comparison.noise), without the test:
+    """The noise a comparison of these two builds' runs sees (Contrast.noise), without the test:
     what the budget plans a step's most runs from (refbench.stopping)."""
     if not len(base_times) or not len(cont_times):
         return None
@@ -735,9 +735,9 @@ def runs_for(effect: float, power: float, noise: float, criteria: Criteria, fami
 
 def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria: Criteria = Criteria(), *,
              base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
-             spend: tuple[float, ...] | None = None, family_size: int = 1, metric: str = "wall") -> Comparison:
+             spend: tuple[float, ...] | None = None, family_size: int = 1, metric: str = "wall") -> Contrast:
     """The contender's samples against the baseline's: the shift, its interval, p and verdict, as a
-    Comparison ("contrast": the statistics of two samples; "compare" is two saved runs). base_rounds / cont_rounds: the round of every sample
+    Contrast (the statistics of two samples; "compare" is `refbench compare` of two saved runs). base_rounds / cont_rounds: the round of every sample
     (runs are compared within rounds only); looks: information fractions (runs per build so far
     / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
     run; spend: the looks' alpha-spending times where a re-plan of the step's most runs made them
@@ -770,7 +770,7 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
                   noise=noise, look=len(looks), fraction=(spend or looks)[-1], metric=metric)
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
-        return Comparison(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
+        return Contrast(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
                           needed, method="too few runs", **common)
     level = member_level(criteria, metric, family_size)
     fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, criteria, level, spend)
@@ -782,13 +782,13 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
     verdict = decide(rel, rlo, rhi, p, criteria)
     mcrit = _crit(looks, criteria.alpha / max(1, family_size), criteria.spending, spend)
     mde = detectable(noise, fit.s_eff, criteria, family_size, crit=mcrit) if noise is not None else None
-    return Comparison(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
+    return Contrast(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
                       method=fit.method, z=z, crit=_crit(looks, 1 - criteria.confidence, criteria.spending, spend),
                       **common)
 
 
 def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
-                    criteria: Criteria = Criteria(), **kw) -> Comparison:
+                    criteria: Criteria = Criteria(), **kw) -> Contrast:
     """contrast() for one metric, against that metric's threshold. Values that are the same in every
     run of both builds (peak memory of a small program, to the byte) are no change: the rank test
     has nothing to rank there, and would call it inconclusive."""
@@ -801,7 +801,7 @@ def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, 
     return contrast(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 
-def should_stop(comp: Comparison, criteria: Criteria, family_size: int) -> bool:
+def should_stop(comp: Contrast, criteria: Criteria, family_size: int) -> bool:
     """Whether the runner can stop sampling this step: the step's own p is below
     alpha/family_size (Benjamini–Hochberg will keep it, whatever the other steps do), the
     interval shows equivalence, or the information fraction reached 1 (n_max)."""

@@ -22,7 +22,7 @@ from typing import Mapping, Sequence
 
 from . import budget as bg
 from .sampling import UNTIL_DECIDED_RUNS, Sampling
-from .figures import Comparison, Criteria
+from .figures import Contrast, Criteria
 from .stats import should_stop
 from .verdict import Verdict
 
@@ -216,7 +216,7 @@ class StopRule:
         """Seconds per run at the step's pace so far."""
         return (now - state.t_rounds) / max(1, state.n_each * self.n_builds)
 
-    def decide(self, state: StepState, comparisons: Sequence[Comparison], now: float,
+    def decide(self, state: StepState, comparisons: Sequence[Contrast], now: float,
                progress: Progress) -> tuple[str | None, StepState]:
         """(why the step stops now, or CONTINUE; the state after the decision). `comparisons` are
         the step's wall comparisons at `state.looks()`: the rule watches wall time, the primary
@@ -224,7 +224,7 @@ class StopRule:
         why = self._why(state, comparisons, now, progress)
         return why, state if why is CONTINUE else state.ended(why)
 
-    def _why(self, state: StepState, comps: Sequence[Comparison], now: float, progress: Progress) -> str | None:
+    def _why(self, state: StepState, comps: Sequence[Contrast], now: float, progress: Progress) -> str | None:
         sampling, n_each = self.sampling, state.n_each
         if not state.on:
             return CONTINUE if state.rounds < len(state.per_round) else "planned"

@@ -12,15 +12,15 @@ from conftest import run_cli
 from fakes.pipeline import mock_args, scenarios_file
 from refbench import calibrate as cal
 from refbench.errors import EXIT_ERROR, EXIT_OK
-from refbench.figures import Comparison
+from refbench.figures import Contrast
 from refbench.verdict import Verdict
 from test_judge import BINARIES, SCENARIOS
 
 FIXED = ("-r", "6", "--rounds", "3", "-w", "0", "--no-rss", "--no-profile", "--budget", "none")
 
 
-def aa(rel: float, verdict=Verdict.SAME, metric="wall", half=0.02) -> Comparison:
-    return Comparison("base", cal.AA, 1 + rel, rel, rel - half, rel + half, 0.5, verdict, False, None, None, 1.0, 0.0,
+def aa(rel: float, verdict=Verdict.SAME, metric="wall", half=0.02) -> Contrast:
+    return Contrast("base", cal.AA, 1 + rel, rel, rel - half, rel + half, 0.5, verdict, False, None, None, 1.0, 0.0,
                       "base", cal.AA, metric=metric)
 
 

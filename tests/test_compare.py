@@ -9,7 +9,7 @@ import pytest
 
 import factories as fx
 from conftest import run_bench
-from refbench import compare, results as rs
+from refbench import pairing, results as rs
 from refbench.commands import compare as compare_cmd
 from refbench.errors import RefbenchError
 from refbench.render import markdown
@@ -26,15 +26,15 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
         ("small files", "remove"): {"old": fx.times(0.2, seed=9), "new": fx.times(0.2, seed=10)},
         ("small files", "download"): {"old": fx.times(0.5, seed=11), "new": fx.times(0.5, seed=12)},
     }, fixtures={"small files": (10, 10 * 1024 * 1024)})
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
+    cmp = pairing.pair_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     assert list(cmp.only_old) == ["large file / upload"]
     assert list(cmp.only_new) == ["small files / download"]
     by = {(r.scenario, r.step, r.old_build): r for r in cmp.rows}
     assert len(by) == 4  # two common steps × two builds
-    assert by[("small files", "upload", "new")].comparison.verdict == "slower"
-    assert by[("small files", "upload", "new")].comparison.rel == pytest.approx(0.35, abs=0.05)
-    assert by[("small files", "upload", "old")].comparison.verdict in ("no significant change", "inconclusive")
-    md = markdown.render_compare_md(cmp, "old.json", "new.json")
+    assert by[("small files", "upload", "new")].contrast.verdict == "slower"
+    assert by[("small files", "upload", "new")].contrast.rel == pytest.approx(0.35, abs=0.05)
+    assert by[("small files", "upload", "old")].contrast.verdict in ("no significant change", "inconclusive")
+    md = markdown.render_pairing_md(cmp, "old.json", "new.json")
     assert "Steps only in old.json:** large file / upload" in md
     assert "Steps only in new.json:** small files / download" in md
     assert re.search(r"🔴 +\| small files +\| upload +\| new", md)
@@ -52,12 +52,12 @@ def test_compare_flags_change_and_lists_missing_steps(tmp_path):
 def test_compare_builds_only_in_one_file_and_position_matching():
     old = fx.results({("s", "a"): {"v1": fx.times(1.0, seed=1), "v2": fx.times(1.0, seed=2)}}, labels=("v1", "v2"))
     new = fx.results({("s", "a"): {"v1": fx.times(1.0, seed=3), "v3": fx.times(1.0, seed=4)}}, labels=("v1", "v3"))
-    cmp = compare.compare_runs(old, new, fx.CRITERIA)
+    cmp = pairing.pair_runs(old, new, fx.CRITERIA)
     assert cmp.builds_only_old == ("v2",) and cmp.builds_only_new == ("v3",)
     assert [r.old_build for r in cmp.rows] == ["v1"]
-    cmp = compare.compare_runs(old, new, fx.CRITERIA, match="position")
+    cmp = pairing.pair_runs(old, new, fx.CRITERIA, match="position")
     assert [(r.old_build, r.new_build) for r in cmp.rows] == [("v1", "v1"), ("v2", "v3")]
-    assert "v2 → v3" in markdown.render_compare_md(cmp)
+    assert "v2 → v3" in markdown.render_pairing_md(cmp)
 
 
 def test_compare_names_the_requests_that_differ_between_the_runs():
@@ -71,14 +71,14 @@ def test_compare_names_the_requests_that_differ_between_the_runs():
         return d
     old, new = doc(200), doc(200)
     new["scenarios"][0]["steps"][0]["requests"]["new"]["by_api"]["PutObject"] = 400
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
+    cmp = pairing.pair_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     by = {r.old_build: r for r in cmp.rows}
     assert by["old"].request_changes == ()
     assert [(c.name, c.baseline_value, c.value) for c in by["new"].request_changes] == [("PutObject", 200, 400)]
     assert cmp.to_json()["rows"][1]["request_changes"][0]["value"] == 400
-    assert "requests differ: PutObject 200 → 400 (×2.00)" in markdown.render_compare_md(cmp)
+    assert "requests differ: PutObject 200 → 400 (×2.00)" in markdown.render_pairing_md(cmp)
     del old["scenarios"][0]["steps"][0]["requests"]  # the old run did not count: no change claimed
-    cmp = compare.compare_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
+    cmp = pairing.pair_runs(rs.Results.from_json(old), rs.Results.from_json(new), fx.CRITERIA)
     assert all(r.request_changes == () for r in cmp.rows)
 
 
@@ -87,9 +87,9 @@ def test_compare_marks_different_fixtures():
                      fixtures={"s": (10, 1 << 20)})
     new = fx.results({("s", "a"): {"old": fx.times(1.0, seed=3), "new": fx.times(1.0, seed=4)}},
                      fixtures={"s": (100, 1 << 24)})
-    cmp = compare.compare_runs(old, new, fx.CRITERIA)
+    cmp = pairing.pair_runs(old, new, fx.CRITERIA)
     assert all(r.fixture_differs for r in cmp.rows)
-    assert "fixture differs" in markdown.render_compare_md(cmp)
+    assert "fixture differs" in markdown.render_pairing_md(cmp)
 
 
 def test_compare_bad_input_is_one_line_exit_2(tmp_path):

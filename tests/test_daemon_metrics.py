@@ -8,7 +8,7 @@ import json
 import pytest
 
 import factories
-from refbench import compare, judge, results as rs, stats
+from refbench import pairing, judge, results as rs, stats
 from refbench.commands._args import metric_list, metric_threshold
 from refbench.verdict import DAEMON_METRICS, Verdict
 
@@ -78,8 +78,8 @@ def test_compare_judges_the_daemon_metrics_apart_from_the_client():
     old = rs.Results.from_json(_daemon_doc(0), "old")
     new = rs.Results.from_json(_daemon_doc(64 * MiB), "new")
     # same labels: compare the new run's heavy `new` against the old run's light `new`
-    rc = compare.compare_runs(old, new)
-    comps = [c for row in rc.rows for c in row.all_comparisons()]
+    rc = pairing.pair_runs(old, new)
+    comps = [c for row in rc.rows for c in row.all_contrasts()]
     by = {c.metric: c.verdict for c in comps}
     assert by["daemon-memory"] == Verdict.SLOWER, by
     assert by["memory"] == Verdict.SAME and by["daemon-cpu"] != Verdict.SLOWER, by
@@ -144,12 +144,12 @@ def test_a_daemon_figure_that_is_zero_in_every_run_is_not_judged():
     """kubo's daemon wrote nothing (a tmpfs, or nothing to write) in every run of both builds: no
     ratio or log of a zero exists, so the figure is left out. Before, the runner contrasted it and
     died dividing by a zero mean (tests/test_kubo.py, every test, in CI)."""
-    from refbench.results import comparable
+    from refbench.results import contrastable
 
-    assert not comparable((0, 0, 0), (0, 0))
-    assert not comparable((0, 5), (4, 5))
-    assert not comparable((), (1,))
-    assert comparable((3, 4), (5, 6))
+    assert not contrastable((0, 0, 0), (0, 0))
+    assert not contrastable((0, 5), (4, 5))
+    assert not contrastable((), (1,))
+    assert contrastable((3, 4), (5, 6))
 
 
 def test_the_summary_says_which_counter_the_daemons_cpu_came_from():

@@ -17,11 +17,11 @@ import pytest
 from conftest import ROOT
 from refbench import analysis, nightly, results as rs
 from refbench.render import trend
-from refbench.compare import compare_runs
+from refbench.pairing import pair_runs
 from refbench.github import comment_body
 from refbench.render.csv import write_csv
 from refbench.render.html import render_html
-from refbench.render.markdown import render_compare_md, render_markdown
+from refbench.render.markdown import render_pairing_md, render_markdown
 
 DATA = ROOT / "tests" / "data"
 # real runs: the bundled s5cmd scenarios (--quick, s5cmd v2.2.2 vs v2.3.0) and an injected slow-down
@@ -77,11 +77,11 @@ def test_compare_md_and_json(named_results, golden):
     step only the old run has."""
     name, results = named_results
     doc = json.loads((DATA / f"{name}.json").read_text())
-    cmp = compare_runs(results, rs.Results.from_json(other_run(doc)))
-    verdicts = {r.comparison.verdict for r in cmp.rows}
+    cmp = pair_runs(results, rs.Results.from_json(other_run(doc)))
+    verdicts = {r.contrast.verdict for r in cmp.rows}
     assert len(verdicts) > 1 or name == "results-s5cmd"  # more than one path in every file
-    assert all(r.comparison.rel != 0 for r in cmp.rows)  # nothing compared with itself
-    golden(f"{name}.compare.md", render_compare_md(cmp, "old/results.json", "new/results.json"))
+    assert all(r.contrast.rel != 0 for r in cmp.rows)  # nothing compared with itself
+    golden(f"{name}.compare.md", render_pairing_md(cmp, "old/results.json", "new/results.json"))
     golden(f"{name}.compare.json", json.dumps(cmp.to_json(), indent=1) + "\n")
 
 
@@ -89,10 +89,10 @@ def test_compare_of_the_injected_slow_down_names_both_directions():
     """The change path pinned in numbers, beside the golden file: the run whose PR #7 sleeps 30%
     against the run where the labels traded builds."""
     doc = json.loads((DATA / "results-s5cmd.json").read_text())
-    cmp = compare_runs(rs.Results.from_json(doc), rs.Results.from_json(other_run(doc)))
+    cmp = pair_runs(rs.Results.from_json(doc), rs.Results.from_json(other_run(doc)))
     rows = {r.old_build: r for r in cmp.rows}
-    assert str(rows["v1.1.0"].comparison.verdict) == "slower" and str(rows["PR #7"].comparison.verdict) == "faster"
-    assert rows["v1.1.0"].comparison.rel > 0.1 and rows["PR #7"].comparison.rel < -0.1
+    assert str(rows["v1.1.0"].contrast.verdict) == "slower" and str(rows["PR #7"].contrast.verdict) == "faster"
+    assert rows["v1.1.0"].contrast.rel > 0.1 and rows["PR #7"].contrast.rel < -0.1
     assert all(any(n.startswith("commit ") for n in r.notes) for r in cmp.rows)
 
 

@@ -28,7 +28,7 @@ def test_identical_is_no_change_and_survives_the_results_file():
     c = figures.identical("v1", "v1-docs")
     assert c.verdict == Verdict.IDENTICAL and c.verdict.no_change and c.marker == Verdict(c.verdict).marker
     assert c.p_value is None and c.rel == 0.0
-    back = rs.read_comparison(json.loads(json.dumps(c.to_json())))
+    back = rs.read_contrast(json.loads(json.dumps(c.to_json())))
     assert back.verdict == Verdict.IDENTICAL and back.ratio == 1.0
     # the run's p adjustment leaves it as it is
     assert judge.adjust_family([c, c])[0].verdict == Verdict.IDENTICAL

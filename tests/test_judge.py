@@ -54,7 +54,7 @@ def bench(fakes, seed: str, out: Path, *argv: str, contender: str = "new"):
 
 def run_verdicts(path: Path) -> dict:
     res = rs.load(path)
-    return {(sc.name, st.name, c.metric): c.verdict for sc, st in res.steps() for c in st.all_comparisons()
+    return {(sc.name, st.name, c.metric): c.verdict for sc, st in res.steps() for c in st.all_contrasts()
             if c.contender == "new"}
 
 

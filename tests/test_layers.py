@@ -3,6 +3,7 @@ the source with `ast`: fast, and no module needs importing for it."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import refbench
@@ -38,3 +39,49 @@ def test_no_writer_imports_what_computes():
              for p in sorted((ROOT / "render").rglob("*.py"))}
     assert {p: ms for p, ms in found.items() if ms} == {}
     assert "render/charts.py" in found  # the walk saw the writers
+
+
+# one word per idea (issue 38 part 5d): "compare" is `refbench compare` alone; the statistical
+# comparison of two samples is a contrast (figures.Contrast, stats.contrast), the matching of two
+# saved runs' steps a pairing (pairing.py). Names that must keep the old word, and why:
+MAY_SAY_COMPARE = {
+    # results.json's key "comparisons": results.Step's field is that key (the reader maps fields to
+    # keys by name), Results.comparisons() iterates it, and files written before must still load
+    # (tests/test_results.py reads them by these names)
+    "comparisons": "results.json's key",
+    # results.Step's other-metric part of that same key (written back into "comparisons")
+    "metric_comparisons": "results.json's key, split by metric",
+    # the standard library's words: dataclasses.field(compare=False), hmac.compare_digest
+    "compare": "dataclasses.field's keyword",
+    "compare_digest": "hmac's",
+}
+COMMAND = "commands/compare.py"  # the command itself may say it
+
+
+def test_compare_is_the_command_alone():
+    import io
+    import tokenize
+    found: dict[str, set[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = str(path.relative_to(ROOT))
+        if rel == COMMAND:
+            continue
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+            if tok.type == tokenize.NAME and "compar" in tok.string.lower() and tok.string not in MAY_SAY_COMPARE:
+                found.setdefault(tok.string, set()).add(rel)
+    assert found == {}
+    assert (ROOT / COMMAND).is_file() and not (ROOT / "compare.py").exists()
+
+
+# the words above, each with its one meaning in the architecture page's glossary (issue 38 part 5e)
+GLOSSARY_WORDS = ("build", "ref", "implementation", "variant", "step", "scenario", "round", "run", "sample",
+                  "metric", "family", "verdict", "contrast", "pairing", "compare", "budget", "seal", "shard",
+                  "series", "baseline", "contender")
+
+
+def test_the_glossary_gives_each_word_one_meaning():
+    page = (ROOT.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    glossary = page.split("\n## Glossary\n", 1)[1].split("\n## ", 1)[0]
+    defined = re.findall(r"^- \*\*([a-z ]+)\*\*:", glossary, flags=re.MULTILINE)
+    assert [w for w in GLOSSARY_WORDS if defined.count(w) != 1] == []
+    assert sorted(set(defined)) == sorted(defined)  # no word defined twice

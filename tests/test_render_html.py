@@ -146,16 +146,16 @@ def check_self_compare(text: str, results: rs.Results) -> None:
 def test_self_compare_check_reads_compare_output():
     """check_self_compare against the compare of a committed run with itself, and with a changed
     copy: it must fail there (a check that cannot fail is no check)."""
-    from refbench.compare import compare_runs
-    from refbench.render.markdown import render_compare_md
+    from refbench.pairing import pair_runs
+    from refbench.render.markdown import render_pairing_md
     from test_golden import other_run
 
     path = Path(__file__).parent / "data" / "results-s5cmd.json"
     results = rs.load(path)
-    check_self_compare(render_compare_md(compare_runs(results, results), "a", "b"), results)
+    check_self_compare(render_pairing_md(pair_runs(results, results), "a", "b"), results)
     changed = rs.Results.from_json(other_run(json.loads(path.read_text())))
     with pytest.raises(AssertionError):
-        check_self_compare(render_compare_md(compare_runs(results, changed), "a", "b"), results)
+        check_self_compare(render_pairing_md(pair_runs(results, changed), "a", "b"), results)
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ def test_fields_are_typed_and_frozen():
     sc, st, c = next(r.comparisons())
     assert isinstance(r.settings, rs.Settings) and r.settings.threshold == 0.05
     assert isinstance(st.builds["old"], rs.Samples) and isinstance(st.builds["old"].stats, stats.Summary)
-    assert isinstance(c, stats.Comparison) and isinstance(c.verdict, Verdict)
+    assert isinstance(c, stats.Contrast) and isinstance(c.verdict, Verdict)
     assert r.labels == ("old", "new") and r.baseline == "old"
     assert [s.name for _, s in r.steps()] == ["upload", "download", "remove"]
     with pytest.raises(AttributeError):

@@ -104,7 +104,7 @@ def decide_all(x, y, looks=(1.0,), criteria=CRITERIA, blocked=True, family_size=
 
 
 def comparison(rel, lo, hi, p, verdict, looks=(1.0,), method=""):
-    return stats.Comparison("A", "B", 1 + rel, rel, lo, hi, p, verdict, False, None, None, 1.0, 0.0, "A", "B",
+    return stats.Contrast("A", "B", 1 + rel, rel, lo, hi, p, verdict, False, None, None, 1.0, 0.0, "A", "B",
                             look=len(looks), fraction=looks[-1], method=method)
 
 

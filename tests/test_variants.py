@@ -152,7 +152,7 @@ def test_the_same_binary_run_the_same_way_is_identical_and_not_measured(fake_var
     # beside an identical contender, a measured one keeps every metric's comparison (all but the
     # last were dropped before: one comparison per contender was kept)
     st = next(st for _, st in r.steps())
-    assert {c.metric for c in st.all_comparisons() if c.contender == "gc-off"} == {"wall", "cpu", "memory"}
+    assert {c.metric for c in st.all_contrasts() if c.contender == "gc-off"} == {"wall", "cpu", "memory"}
 
 
 # ---- end to end: real s5cmd ---------------------------------------------------------------------

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from .. import results as rs
-from ..compare import compare_runs
+from ..pairing import pair_runs
 from ..errors import EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
-from ..render.markdown import render_compare_md
+from ..render.markdown import render_pairing_md
 from ._args import Parser, add_fail_args, add_stats_args, criteria_of, fails
 
 
@@ -40,11 +40,11 @@ def parser() -> Parser:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     old, new = rs.load(Path(args.old)), rs.load(Path(args.new))
-    cmp = compare_runs(old, new, criteria_of(args), args.match)
+    cmp = pair_runs(old, new, criteria_of(args), args.match)
     if not cmp.pairs:
         raise RefbenchError(f"no build label is in both files ({', '.join(cmp.old_builds)} vs "
                             f"{', '.join(cmp.new_builds)}): use --match position")
-    text = render_compare_md(cmp, *_names(args.old, args.new))
+    text = render_pairing_md(cmp, *_names(args.old, args.new))
     sys.stdout.write(text)
     if args.output:
         with writing(args.output, "the comparison") as out:
@@ -52,6 +52,6 @@ def main(argv: list[str]) -> int:
     if args.json:
         with writing(args.json, "the comparison's JSON") as out:
             out.write_text(json.dumps(cmp.to_json(), indent=1), encoding="utf-8")
-    if fails(args, (c for r in cmp.rows for c in r.all_comparisons())):
+    if fails(args, (c for r in cmp.rows for c in r.all_contrasts())):
         return EXIT_REGRESSION
     return EXIT_OK

@@ -42,6 +42,6 @@ def main(argv: list[str]) -> int:
     write_views(merged, args.html, args.csv)
     counts = merged.verdict_counts()
     print(f"merged {len(args.shards)} shards into {args.output}: {counts_line(counts)}", file=sys.stderr)
-    if fails(args, (c for _, st in merged.steps() for c in st.all_comparisons())):
+    if fails(args, (c for _, st in merged.steps() for c in st.all_contrasts())):
         return EXIT_REGRESSION
     return EXIT_OK

@@ -29,7 +29,7 @@ def main(argv: list[str]) -> int:
                    res.labels, checked.sampling, checked.networks, checked.implementations)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), env)
-    if fails(args, (c for _, st in results.steps() for c in st.all_comparisons())):
+    if fails(args, (c for _, st in results.steps() for c in st.all_contrasts())):
         return EXIT_REGRESSION
     return EXIT_OK
 

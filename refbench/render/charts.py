@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from collections.abc import Mapping
 
 from ..figures import Box, SizeFamily
-from ..results import Comparison, Samples, Step
+from ..results import Contrast, Samples, Step
 from .env import VERDICT_COLOURS
 from .format import fmt_bytes, fmt_ci, fmt_pct, fmt_seconds
 
@@ -28,7 +28,7 @@ class ForestRow:
     """One comparison in the forest chart, linking to its step's card."""
     scenario: str
     step: str
-    c: Comparison
+    c: Contrast
     anchor: str
     multi: bool  # more than one contender: name the build
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from tabulate import tabulate
 
-from ..results import Comparison, Results, Step
+from ..results import Contrast, Results, Step
 from .env import render as render_template
 # the marker the bot finds its comment by, and the longest body GitHub takes: the bot's facts
 from ..github import COMMENT_MARKER, MAX_BODY as GITHUB_COMMENT_LIMIT
@@ -18,21 +18,21 @@ from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fm
 from ..verdict import BY_SEVERITY, Verdict
 
 if TYPE_CHECKING:  # compare computes (numpy, scipy); a view only reads what it computed
-    from ..compare import RunComparison
+    from ..pairing import RunPairing
 
 
 # ---- what the summary says about the run as a whole ----------------------------------------------
 def what_changed(results: Results) -> list[str]:
     """One phrase per significant change on any metric, slower first: what a PR comment leads with."""
     multi = len(results.builds) > 2
-    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_comparisons() if c.verdict.moved]
+    found = [(sc, st, c) for sc, st in results.steps() for c in st.all_contrasts() if c.verdict.moved]
     found.sort(key=lambda x: (x[2].verdict != Verdict.SLOWER, -abs(x[2].rel)))
     return [f"{c.verdict.marker} {md_escape(sc.name)} / {md_escape(st.name)}"
             + (f" ({md_escape(c.contender)})" if multi else "")
             + f": {METRIC_NAMES[c.metric]} {fmt_pct(c.rel)}" for sc, st, c in found]
 
 
-def more_seconds(st: Step, c: Comparison) -> float | None:
+def more_seconds(st: Step, c: Contrast) -> float | None:
     """Measuring time the runs still needed would take: (needed - done) runs of both builds."""
     need = c.runs_needed
     b, k = st.builds.get(c.baseline), st.builds.get(c.contender)
@@ -112,7 +112,7 @@ def _rate_change(base: float | None, new: float | None, fmt) -> str:
     return f"{fmt(base)} → {fmt(new)}"
 
 
-def _notes(st: Step, c: Comparison) -> str:
+def _notes(st: Step, c: Contrast) -> str:
     """What a reader should know beside the verdict: noise, what an inconclusive step could
     detect and what deciding it would take, builds that did different work."""
     notes = []
@@ -129,7 +129,7 @@ def _notes(st: Step, c: Comparison) -> str:
     return "; ".join(notes)
 
 
-def _metric_cell(c: Comparison | None) -> str:
+def _metric_cell(c: Contrast | None) -> str:
     """A metric's verdict in one cell: marker and change, 'n/a' where the run could not measure it."""
     return "n/a" if c is None else f"{c.verdict.marker} {fmt_pct(c.rel)}"
 
@@ -311,7 +311,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
 
 
 # ---- two saved runs compared ---------------------------------------------------------------------------
-def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str = "NEW") -> str:
+def render_pairing_md(cmp: RunPairing, old_name: str = "OLD", new_name: str = "NEW") -> str:
     md = md_escape
     lines = [f"# refbench compare: {md(old_name)} ({cmp.old_created}) → {md(new_name)} ({cmp.new_created})", ""]
     c = cmp.counts
@@ -327,11 +327,11 @@ def render_compare_md(cmp: RunComparison, old_name: str = "OLD", new_name: str =
         same_label = all(r.old_build == r.new_build for r in cmp.rows)
         table = []
         for r in cmp.rows:
-            cc = r.comparison
+            cc = r.contrast
             build = md(r.old_build) if same_label and r.old_build == r.new_build \
                 else f"{md(r.old_build)} → {md(r.new_build)}"
             notes = r.notes + tuple(f"{METRIC_NAMES[m.metric]} {fmt_pct(m.rel)} {m.verdict}"
-                                    for m in r.metric_comparisons if m.verdict.moved) \
+                                    for m in r.metric_contrasts if m.verdict.moved) \
                 + ((f"requests differ: {fmt_changes(r.request_changes)}",) if r.request_changes else ())
             table.append([cc.verdict.marker, md(r.scenario), md(r.step), build,
                           f"{r.old_mean:.3f}", f"{r.new_mean:.3f}", fmt_pct(cc.rel),

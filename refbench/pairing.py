@@ -1,17 +1,17 @@
-"""The same steps of two saved runs compared (`bench.py compare`): per matched build and step,
-the change of the new run's times against the old one's, and of every other metric both runs
-measured in every run (CPU, memory, instructions), each with a verdict against its threshold,
+"""The pairing of two saved runs' steps, the model `bench.py compare` renders: per paired build
+and step, a contrast (figures.Contrast) of the new run's times against the old one's, and of
+every other metric both runs measured in every run (CPU, memory, instructions), each with a verdict against its threshold,
 judged as one family by the verdict engine (refbench.judge), as a run judges its own; plus what
 exists in only one of them, and where both runs counted a build's S3 requests, every counter that
 differs (exact, like a run's own request changes). Two runs' rounds are not blocks of one another,
-so the runs are compared unblocked. Rendered by render.markdown.render_compare_md."""
+so the runs are compared unblocked. Rendered by render.markdown.render_pairing_md."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from . import figures, judge, stats, verdict
 from .accounting import changes as request_changes
-from .results import Fixture, RequestChange, Results, Samples, Scenario, comparable, Step, read_comparison
+from .results import Fixture, RequestChange, Results, Samples, Scenario, contrastable, Step, read_contrast
 from .verdict import ALL_METRICS, METRICS, asked
 
 
@@ -26,29 +26,29 @@ class StepChange:
     new_mean: float
     old_n: int
     new_n: int
-    comparison: figures.Comparison  # as a results file would hold it (unbounded ends None)
+    contrast: figures.Contrast  # as a results file would hold it (unbounded ends None)
     fixture_differs: bool  # the step ran on a different fixture: not like-for-like
     notes: tuple[str, ...]
     # the new run's requests against the old run's for this build (empty: equal, or not counted in both)
     request_changes: tuple[RequestChange, ...] = ()
     # the other metrics both runs measured in every run (cpu, memory, instructions), judged alike
-    metric_comparisons: tuple[figures.Comparison, ...] = ()
+    metric_contrasts: tuple[figures.Contrast, ...] = ()
 
-    def all_comparisons(self) -> tuple[figures.Comparison, ...]:
+    def all_contrasts(self) -> tuple[figures.Contrast, ...]:
         """Every metric's comparison, wall first: the family members this row adds."""
-        return (self.comparison, *self.metric_comparisons)
+        return (self.contrast, *self.metric_contrasts)
 
     def to_json(self) -> dict:
         return {"scenario": self.scenario, "step": self.step, "old_build": self.old_build,
                 "new_build": self.new_build, "old_mean": self.old_mean, "new_mean": self.new_mean,
-                "old_n": self.old_n, "new_n": self.new_n, "c": self.comparison.to_json(),
-                "metrics": [c.to_json() for c in self.metric_comparisons],
+                "old_n": self.old_n, "new_n": self.new_n, "c": self.contrast.to_json(),
+                "metrics": [c.to_json() for c in self.metric_contrasts],
                 "fixture_differs": self.fixture_differs, "notes": list(self.notes),
                 "request_changes": [c.to_json() for c in self.request_changes]}
 
 
 @dataclass(frozen=True)
-class RunComparison:
+class RunPairing:
     """Two saved runs compared: the changes, and what does not match up (steps or builds in only
     one run, and differences of target, machine or sizes that make the changes less telling)."""
     old_created: str | None
@@ -109,14 +109,14 @@ def _warnings(old: Results, new: Results) -> list[str]:
 
 
 def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: figures.Criteria,
-             family_size: int) -> list[figures.Comparison]:
+             family_size: int) -> list[figures.Contrast]:
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
     for metric in ALL_METRICS:  # the daemon's too, where both runs probed it (their own family)
         if not asked(metric, criteria.metric_thresholds):  # the S3 server's CPU: context unless asked
             continue
         x, y = ob.values(metric), nb.values(metric)
-        if x is not None and y is not None and comparable(x, y):
+        if x is not None and y is not None and contrastable(x, y):
             out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,
                                              family_size=family_size))
     return out
@@ -136,8 +136,8 @@ def _matched(old: Results, new: Results, pairs) -> list[tuple[tuple[str, str], s
     return out
 
 
-def compare_runs(old: Results, new: Results, criteria: figures.Criteria = figures.Criteria(),
-                 match: str = "label") -> RunComparison:
+def pair_runs(old: Results, new: Results, criteria: figures.Criteria = figures.Criteria(),
+                 match: str = "label") -> RunPairing:
     """Builds match by label (a nightly's `master` against last night's `master`), or by position
     (baseline with baseline, ...) with match="position". Every matched step's metrics are one
     family, adjusted together (judge.adjust_groups) as a run's steps × metrics are."""
@@ -154,7 +154,7 @@ def compare_runs(old: Results, new: Results, criteria: figures.Criteria = figure
     for (key, ol, nl, ost, nst, fixture_differs), comps in zip(matched, groups):
         ob, nb = ost.builds[ol], nst.builds[nl]
         # as a results file would hold it, so compare prints what `report` would for the same numbers
-        c, *others = [read_comparison(x.to_json()) for x in comps]
+        c, *others = [read_contrast(x.to_json()) for x in comps]
         notes = []
         if fixture_differs:
             notes.append("fixture differs: not like-for-like")
@@ -165,12 +165,12 @@ def compare_runs(old: Results, new: Results, criteria: figures.Criteria = figure
         oq, nq = (ost.requests or {}).get(ol), (nst.requests or {}).get(nl)
         rows.append(StepChange(scenario=key[0], step=key[1], old_build=ol, new_build=nl, old_mean=ob.stats.mean,
                                new_mean=nb.stats.mean, old_n=len(ob.times), new_n=len(nb.times),
-                               comparison=c, fixture_differs=fixture_differs, notes=tuple(notes),
+                               contrast=c, fixture_differs=fixture_differs, notes=tuple(notes),
                                request_changes=request_changes(oq, nq, nl) if oq and nq else (),
-                               metric_comparisons=tuple(others)))
+                               metric_contrasts=tuple(others)))
     os_, ns_ = _steps(old), _steps(new)
-    counts = verdict.count(r.comparison.verdict for r in rows)
-    return RunComparison(
+    counts = verdict.count(r.contrast.verdict for r in rows)
+    return RunPairing(
         old_created=old.created, new_created=new.created, old_builds=old.labels, new_builds=new.labels,
         match=match, pairs=tuple(pairs), rows=tuple(rows), counts=counts, threshold=criteria.threshold,
         alpha=criteria.alpha, only_old=tuple(f"{s} / {t}" for (s, t) in os_ if (s, t) not in ns_),
