@@ -202,9 +202,10 @@ class CpuCgroup:
     PREFIX = "refbench-daemon-"
 
     @classmethod
-    def create(cls, pid: int) -> "tuple[CpuCgroup | None, str]":
-        """(the cgroup the daemon `pid` was moved into, "") or (None, why not)."""
-        root = cgroup2_mount()
+    def create(cls, pid: int, mounts: str | None = None) -> "tuple[CpuCgroup | None, str]":
+        """(the cgroup the daemon `pid` was moved into, "") or (None, why not). `mounts`: the text of
+        /proc/self/mounts (read when not given)."""
+        root = cgroup2_mount(mounts)
         if root is None:
             return None, "no cgroup v2 mounted"
         parent = root / own_cgroup().lstrip("/")

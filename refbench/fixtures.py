@@ -208,10 +208,10 @@ def _entries(root: Path) -> dict[str, str]:
 
 
 class _Differs(Exception):
-    """Raised by _Compare at the first block that is not the generator's."""
+    """Raised by _BlockCheck at the first block that is not the generator's."""
 
 
-class _Compare:
+class _BlockCheck:
     """A file-like sink for RandomWriter.write that reads the same number of bytes from `fd` and
     compares them with what the generator wrote, instead of writing."""
 
@@ -241,7 +241,7 @@ def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | Non
             return f"{st.st_size} bytes, not {size}"
         if random is not None:
             try:
-                random[0].write(_Compare(fd), size, random[1])
+                random[0].write(_BlockCheck(fd), size, random[1])
             except _Differs:
                 return "its bytes are not the generator's"
             return None

@@ -379,9 +379,9 @@ def test_daemon_cpu_reads_a_known_15_ms_per_run_where_ticks_read_10_or_20(tmp_pa
             assert not cg.path.exists()  # removed once the daemon is gone
 
 
-def test_no_cgroup_v2_means_ticks_and_a_reason(monkeypatch):
-    monkeypatch.setattr(daemon, "cgroup2_mount", lambda mounts=None: None)
-    assert daemon.CpuCgroup.create(1) == (None, "no cgroup v2 mounted")
+def test_no_cgroup_v2_means_ticks_and_a_reason():
+    v1_only = "cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\nproc /proc proc rw 0 0\n"
+    assert daemon.CpuCgroup.create(1, mounts=v1_only) == (None, "no cgroup v2 mounted")
 
 
 def test_the_backend_says_where_the_daemon_cpu_came_from():

@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 import factories
-from refbench import compare, daemon, results as rs
+from refbench import daemon, pairing, results as rs
 from refbench.figures import criteria
 from refbench.runner import BuildSamples
 from refbench.verdict import Verdict, asked, is_daemon_metric
@@ -48,9 +48,9 @@ def test_server_cpu_is_context_unless_the_run_asks_for_it():
     from refbench.commands._args import metric_list, metric_threshold
     assert metric_threshold("server-cpu=0.05") == ("server-cpu", 0.05) and metric_list("server-cpu") == ("server-cpu",)
     old, new = rs.Results.from_json(_server_doc(), "old"), rs.Results.from_json(_server_doc(0.02), "new")
-    metrics = lambda rc: {c.metric: c.verdict for row in rc.rows for c in row.all_comparisons()}  # noqa: E731
-    assert "server-cpu" not in metrics(compare.compare_runs(old, new))
-    judged = metrics(compare.compare_runs(old, new, criteria(metric_thresholds={"server-cpu": 0.05})))
+    metrics = lambda rc: {c.metric: c.verdict for row in rc.rows for c in row.all_contrasts()}  # noqa: E731
+    assert "server-cpu" not in metrics(pairing.pair_runs(old, new))
+    judged = metrics(pairing.pair_runs(old, new, criteria(metric_thresholds={"server-cpu": 0.05})))
     assert judged["server-cpu"] == Verdict.SLOWER, judged
 
 

@@ -205,6 +205,12 @@ PENDING = {
     "test_runner.py": 1,  # StopRule.needs_replan: a stopping rule given to the runner
     "test_trust_cache.py": 5,  # trust._key (3), sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
     "test_trust_gate.py": 2,  # trust._key: as test_implementations
+    # issue 35's fifth round, merged after this list was made: fixtures' per-process memo of checked
+    # fixtures (a new run) and a spy on fixtures.intact; toolchain.go_version / verify_cached,
+    # pins' subprocess, tools.go and implementations' _run / module_sum: a Go runner given to pins,
+    # toolchain and implementations would be their seam
+    "test_trust_r5.py": 2,
+    "test_trust_toolchain.py": 6,
 }
 
 
