@@ -383,8 +383,13 @@ class Clone:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
-                stray = [n for n in r.git.for_each_ref("--format=%(refname)").splitlines()
-                         if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout]
+                # a symbolic ref is never pruned by a fetch: a planted refs/tags/v99.0.0 naming another
+                # ref would stay latest_release (review35e); only origin/HEAD is one, set again below
+                listed = [(ln.partition(" ")[0], ln.partition(" ")[2])
+                          for ln in r.git.for_each_ref("--format=%(refname) %(symref)").splitlines()]
+                stray = [n for n, to in listed
+                         if not n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and not self.checkout
+                         or to and not (n == "refs/remotes/origin/HEAD" and to.startswith("refs/remotes/origin/"))]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
                 if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
