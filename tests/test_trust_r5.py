@@ -210,3 +210,18 @@ def test_a_fifo_in_a_cached_build_does_not_block_the_build(origin, tmp_path, whe
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "built True" in proc.stdout
+
+
+# ---- a symbolic ref planted as a tag survives every fetch (review35e HIGH 0) ------------------------
+def test_a_symbolic_tag_planted_in_a_cached_clone_is_not_latest_release(origin, tmp_path):
+    """`fetch --prune` never prunes a symbolic ref, and the sweep kept everything under refs/tags/:
+    a planted `refs/tags/v99.0.0 -> refs/remotes/origin/broken` (an unmerged branch the origin has)
+    was latest_release, the one ref key-gate passes by name."""
+    import subprocess
+    b = builder(origin, tmp_path / "builds")
+    assert b.resolve("latest_release").display.endswith("(v1.1.0)")
+    clone = b.clone_dir
+    subprocess.run(["git", "--git-dir", str(clone), "symbolic-ref", "refs/tags/v99.0.0", "refs/remotes/origin/broken"],
+                   check=True, capture_output=True)
+    again = builder(origin, tmp_path / "builds").resolve("latest_release")
+    assert again.sha == origin.shas["two"] and "v99" not in again.display
