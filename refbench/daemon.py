@@ -77,6 +77,14 @@ CPU_SOURCES = {
     "cgroup": "read from its own cgroup v2's cpu.stat usage_usec, in microseconds, every thread counted, exited ones too",
     "ticks": "read from utime + stime of /proc/PID/stat, in clock ticks of 10 ms: a few ms per run reads 0, 10 or 20 ms",
 }
+
+
+def cpu_source_text(source: str, why: str = "") -> str:
+    """What results.json's backend facts say of a process's CPU counter (CPU_SOURCES), with why it
+    had no cgroup where it read ticks: one wording for kubo's daemon and the embedded MinIO."""
+    return CPU_SOURCES[source] + (f" ({why})" if why else "")
+
+
 PROM_ALLOC = "go_memstats_alloc_bytes_total"
 PROM_GC = "go_gc_duration_seconds_count"
 

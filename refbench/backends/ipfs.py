@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
-from ..daemon import CPU_SOURCES, CpuCgroup, ProbeServer
+from ..daemon import CpuCgroup, ProbeServer, cpu_source_text
 from ..config import ShellCode
 from ..errors import RunError
 from .process import child_env, die_with_parent, group_guard, release_guard, stop_process
@@ -167,7 +167,7 @@ def daemon_cpu_fact(sources) -> dict[str, str]:
     got = dict(sorted(set(sources)))
     if not got:
         return {}
-    return {"daemon cpu": "; ".join(CPU_SOURCES[k] + (f" ({why})" if why else "") for k, why in got.items())}
+    return {"daemon cpu": "; ".join(cpu_source_text(k, why) for k, why in got.items())}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from ..daemon import CPU_SOURCES, CpuCgroup, ProbeServer, parse_cgroup_cpu, parse_stat_cpu
+from ..daemon import CpuCgroup, ProbeServer, cpu_source_text, parse_cgroup_cpu, parse_stat_cpu
 from ..errors import RunError
 from ..tools import find_tool
 from .dirs import sweep_stale, tree_bytes, write_owner
@@ -240,7 +240,7 @@ class MinioServer:
 
     def cpu_fact(self) -> str:
         """Where its per-run CPU comes from (results.json's backend fact `server cpu`)."""
-        return CPU_SOURCES[self.cpu_source] + (f" ({self.cpu_why})" if self.cpu_why else "")
+        return cpu_source_text(self.cpu_source, self.cpu_why)
 
     @staticmethod
     def _ready(port: int) -> bool:
