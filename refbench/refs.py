@@ -111,8 +111,25 @@ def plain_tags(repo: git.Repo) -> list[str]:
     """The clone's tags that are refs of their own. A symbolic tag is never a release: `fetch --prune`
     does not prune one, so one planted in a cached clone (`v99.0.0 -> refs/refbench/evil`) would
     otherwise be what latest_release picks (sources.Clone's sweep deletes them too)."""
-    listing = repo.git.for_each_ref("--format=%(refname:strip=2)%00%(symref)", "refs/tags")
-    return [name for name, symref in (ln.split("\0") for ln in listing.splitlines()) if not symref]
+    return [name for name, symref in symbolic_listing(repo, "%(refname:strip=2)", "refs/tags") if not symref]
+
+
+def symbolic_listing(repo: git.Repo, name_format: str, *patterns: str) -> list[tuple[str, str]]:
+    """(name, what it points to, or "" for a plain ref) of every ref matching `patterns` (all without):
+    the one way refbench tells a symbolic ref, which `fetch --prune` never prunes, from a plain one."""
+    listing = repo.git.for_each_ref(f"--format={name_format}%00%(symref)", *patterns)
+    return [(name, symref) for name, symref in (ln.split("\0") for ln in listing.splitlines())]
+
+
+def contained_in(repo: git.Repo, sha: str, *patterns: str) -> bool:
+    """Whether a ref matching `patterns` reaches `sha` (`for-each-ref --contains`, stopping at the first)."""
+    return bool(repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}", *patterns))
+
+
+def head_branch(ls_remote_symref: str) -> str | None:
+    """The branch an origin's HEAD names, from `git ls-remote --symref ORIGIN HEAD`'s output."""
+    m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", ls_remote_symref)
+    return m.group(1) if m else None
 
 
 def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None,
@@ -168,7 +185,8 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
 
 
 #: where a commit named by a prefix must be reachable from: the refs a fetch brings from the origin
-#: (pruned to its own) and the PR and checkout heads refbench fetched by name (sources.KEPT_REFS)
+#: (pruned to its own) and the PR and checkout heads refbench fetched by name (sources.KEPT_REFS and
+#: CHECKOUT_HEAD: the sweep before every fetch leaves nothing else under refs/refbench/)
 REACHING_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 
 
@@ -178,7 +196,7 @@ def _reached(repo: git.Repo, sha: str) -> bool:
     alone answers, never names it, keyed run or not (review35c's LOW: a machine's own key seals what
     later runs on that machine trust). `for-each-ref --contains`: only for a prefix."""
     try:
-        return bool(repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}", *REACHING_REFS))
+        return contained_in(repo, sha, *REACHING_REFS)
     except git.GitCommandError:
         return False
 

@@ -385,8 +385,7 @@ class Clone:
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
-                stray = [n for n, symref in (ln.split("\0") for ln in
-                                             r.git.for_each_ref("--format=%(refname)%00%(symref)").splitlines())
+                stray = [n for n, symref in refs.symbolic_listing(r, "%(refname)")
                          if symref or not (n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and self.checkout)]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
@@ -407,10 +406,9 @@ class Clone:
             except git.GitCommandError as e:
                 raise RefError(f"cannot fetch {self.repo_url}: {git_msg(e)}") from None
             with contextlib.suppress(git.GitCommandError):
-                head = r.git.ls_remote("--symref", "origin", "HEAD")
-                m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
-                if m:
-                    r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{m.group(1)}")
+                branch = refs.head_branch(r.git.ls_remote("--symref", "origin", "HEAD"))
+                if branch:
+                    r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{branch}")
 
     def fetch_pr(self, number: int) -> None:
         if self.offline:
@@ -475,8 +473,7 @@ class Clone:
                 return
             except git.GitCommandError:
                 pass
-            tagged = repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}",
-                                           "refs/tags/v[0-9]*")
+            tagged = refs.contained_in(repo, sha, "refs/tags/v[0-9]*")
         if not tagged:
             raise RefError(f"{resolved.text} ({sha[:12]}) is not reachable from {branch} or a release tag of "
                            f"{self.repo_url}: a run holding the cache key, or a push, schedule or manual job, "
@@ -504,11 +501,11 @@ class Clone:
         except git.GitCommandError as e:
             raise RefError(f"cannot tell the default branch of {self.pr_remote}: {git_msg(e)} "
                            f"(name it in {trust.DEFAULT_BRANCH_ENV})") from None
-        m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", head)
-        if not m:
+        branch = refs.head_branch(head)
+        if not branch:
             raise RefError(f"cannot tell the default branch of {self.pr_remote}: its HEAD names no branch "
                            f"(name it in {trust.DEFAULT_BRANCH_ENV})")
-        return m.group(1)
+        return branch
 
 
 class ModuleSource:

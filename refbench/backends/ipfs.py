@@ -78,7 +78,7 @@ class IpfsRepo:
     lowers: tuple[Path, ...] = ()  # what the overlay at `path` shows, top first
     pass_env: frozenset[str] = frozenset()  # more names ipfs sees (MachineSettings.pass_env)
     in_process: bool = False  # an implementation that is its own node in one process (Helia): a directory, no daemon
-    cpu_cgroup: object = None  # the daemon's own cgroup (refbench.daemon.CpuCgroup): its CPU in µs
+    cpu_cgroup: "CpuCgroup | None" = None  # the daemon's own cgroup: its CPU in µs
     cpu_why: str = ""  # why the daemon has none (its CPU is then read in clock ticks)
 
     @property
