@@ -57,7 +57,7 @@ import subprocess
 import sys
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths
@@ -203,9 +203,18 @@ class CpuCgroup:
     """A cgroup v2 of the daemon's own, made only to read its CPU time in microseconds (cpu.stat's
     usage_usec, which every cgroup v2 keeps without any controller enabled, so nothing about the
     daemon's scheduling or limits changes). Made as a child of the cgroup refbench itself is in,
-    so it stays inside whatever hierarchy was delegated to us; removed by close() after the
-    daemon stopped. `why` says why there is none (the CPU is then read in ticks)."""
+    so it stays inside whatever hierarchy was delegated to us, and named
+    `refbench-daemon-<daemon pid>-<refbench pid>`. `why` says why there is none (the CPU is then
+    read in ticks).
+
+    It goes when the run does, however the run ends: close() after the daemon stopped (the run's
+    clean-up: a normal end, an error, Ctrl-C or SIGTERM); and a guard (`sh` blocked reading a pipe
+    only this process holds, as process.group_guard) removes it once the daemon is gone when
+    refbench itself dies outright (SIGKILL, the OOM killer), which allows no clean-up. An earlier
+    run's that neither removed (the guard killed too) goes with the next daemon's sweep: at once
+    when the run that made it is gone, else after ten minutes (pid reuse)."""
     path: Path
+    guard: "subprocess.Popen | None" = field(default=None, compare=False, repr=False)
 
     PREFIX = "refbench-daemon-"
 
@@ -230,16 +239,36 @@ class CpuCgroup:
         except OSError as e:
             cls(path).close()
             return None, f"cannot move the daemon into {path}: {e.strerror or e}"
-        return cls(path), ""
+        return cls(path, _cgroup_guard(path)), ""
 
     def close(self) -> None:
-        """Remove the cgroup; a process still in it goes back to the parent first (rmdir needs it empty)."""
+        """Remove the cgroup; a process still in it goes back to the parent first (rmdir needs it
+        empty). Then its guard is told the cgroup is taken care of, and exits."""
         with contextlib.suppress(OSError):
             for pid in (self.path / "cgroup.procs").read_text().split():
                 with contextlib.suppress(OSError):
                     (self.path.parent / "cgroup.procs").write_text(pid)
         with contextlib.suppress(OSError):
             self.path.rmdir()
+        from .backends.process import release_guard  # here: refbench.backends imports this module
+        release_guard(self.guard)
+
+
+# The cgroup's guard (CpuCgroup): `read` fails when the pipe closes, which is refbench dying
+# however it dies; the daemon dies with it (its own guard or parent-death signal), and the cgroup
+# can go once it is empty: rmdir is retried for up to 30 s while the daemon's threads exit. A line
+# on the pipe (the run's own clean-up removed it) ends the guard without touching anything.
+_CGROUP_GUARD = ('read -r _ || { i=0; while [ -d "$1" ] && ! rmdir "$1" 2>/dev/null && [ "$i" -lt 300 ]; '
+                 'do sleep 0.1; i=$((i + 1)); done; }')
+
+
+def _cgroup_guard(path: Path) -> "subprocess.Popen | None":
+    try:
+        return subprocess.Popen(["sh", "-c", _CGROUP_GUARD, "refbench-cgroup-guard", str(path)],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+    except OSError:  # no sh: a killed run's cgroup waits for the next run's sweep, as before
+        return None
 
 
 def cgroup2_mount(mounts: str | None = None) -> Path | None:
@@ -269,14 +298,23 @@ def own_cgroup(text: str | None = None) -> str:
 
 
 def _sweep(parent: Path, age: float = 600) -> None:
-    """Remove empty daemon cgroups left by runs that were killed (their daemons died with them).
-    rmdir fails on one that still holds a process, and one younger than `age` is left alone:
-    another run may be about to move its daemon in."""
+    """Remove empty daemon cgroups left by runs that were killed (their daemons died with them):
+    at once when the run that made one (the pid its name ends with) is gone, else once older than
+    `age`, since that pid may be another process's now. rmdir fails on one that still holds a
+    process, and a young one of a live run is left alone: it may be about to move its daemon in."""
     now = time.time()
     for old in parent.glob(CpuCgroup.PREFIX + "*"):
         with contextlib.suppress(OSError):
-            if now - old.stat().st_mtime > age:
+            owner = cgroup_owner(old.name)
+            if (owner is not None and not alive(owner)) or now - old.stat().st_mtime > age:
                 old.rmdir()
+
+
+def cgroup_owner(name: str) -> int | None:
+    """The pid of the refbench run that made a daemon cgroup, from its name (CpuCgroup); None for
+    a name that is not one."""
+    m = re.fullmatch(re.escape(CpuCgroup.PREFIX) + r"\d+-(\d+)", name)
+    return int(m.group(1)) if m else None
 
 
 def probe(phase: str, pid: int, out: Path, metrics_url: str | None = None, cgroup: Path | None = None) -> None:

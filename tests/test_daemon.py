@@ -2,6 +2,7 @@
 per build under interleaving, a daemon that dies mid-run, the parsers."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -390,3 +391,69 @@ def test_the_backend_says_where_the_daemon_cpu_came_from():
     assert daemon_cpu_fact([("cgroup", "")] * 2) == {"daemon cpu": daemon.CPU_SOURCES["cgroup"]}
     both = daemon_cpu_fact([("cgroup", ""), ("ticks", "cannot make a cgroup under /x: Permission denied")])
     assert "usage_usec" in both["daemon cpu"] and "clock ticks" in both["daemon cpu"] and "Permission" in both["daemon cpu"]
+
+
+# a refbench stand-in: starts a daemon that dies with it (as kubo's and MinIO's do), gives it its
+# CpuCgroup, says where, then waits to be killed without any clean-up of its own
+_OWNER = r"""
+import subprocess, sys, time
+from refbench import daemon
+from refbench.backends.process import die_with_parent
+d = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], preexec_fn=die_with_parent)
+cg, why = daemon.CpuCgroup.create(d.pid)
+print(cg.path if cg else "none: " + why, flush=True)
+time.sleep(600)
+"""
+
+
+def _killed_outright_leaves() -> tuple[Path, bool]:
+    """(the cgroup a refbench stand-in made for its daemon, whether it is still there 10 s after
+    the stand-in was killed outright, SIGKILL)."""
+    from conftest import ROOT, need
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    try:
+        line = owner.stdout.readline().strip()
+        if line.startswith("none: "):
+            need("a cgroup v2 of the daemon's own", line)
+        path = Path(line)
+        assert path.is_dir() and path.name.endswith(f"-{owner.pid}")
+        owner.kill()
+    finally:
+        owner.kill()  # never left behind by a failing test
+        owner.wait()
+    deadline = time.monotonic() + 10
+    while path.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return path, path.exists()
+
+
+def test_a_run_killed_outright_leaves_no_daemon_cgroup():
+    """SIGKILL allows refbench no clean-up: its daemon dies with it, and the cgroup made for the
+    daemon's CPU goes too (its guard), not with the next run's sweep ten minutes on (issue 36: an
+    online kubo run's two cgroups outlived the killed-run test of the slow suite)."""
+    path, left = _killed_outright_leaves()
+    assert not left, f"{path} outlived the run that made it"
+
+
+def test_the_sweep_removes_a_dead_runs_empty_cgroup_at_once(tmp_path, monkeypatch):
+    """A cgroup whose maker is gone (refbench and its guard both killed) goes with the next
+    daemon's start, however young; a live run's young one stays, and so does one holding a process."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid no process has now (the test's own children are reaped)
+    now = time.time()
+    made = {name: tmp_path / name for name in (f"refbench-daemon-1-{dead.pid}", f"refbench-daemon-2-{os.getpid()}",
+                                               "refbench-daemon-odd", "other-7-1")}
+    for p in made.values():
+        p.mkdir()
+        os.utime(p, (now, now))
+    daemon._sweep(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [f"refbench-daemon-2-{os.getpid()}", "refbench-daemon-odd", "other-7-1"])
+    old = now - 601
+    for p in tmp_path.iterdir():
+        os.utime(p, (old, old))
+    daemon._sweep(tmp_path)  # ten minutes on, a live pid may be a reused one: gone too
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-7-1"]
+    assert daemon.cgroup_owner(f"refbench-daemon-12-{dead.pid}") == dead.pid
+    assert daemon.cgroup_owner("refbench-daemon-odd") is None
