@@ -5,9 +5,11 @@
 
 Tables (SQLAlchemy Core, so both backends get the same schema): runs, environment, commits,
 steps (per-night statistics per step and build), samples (every run's time, and from v3 what
-the build's daemon spent in it), verdicts (wall time), step_metrics and metric_verdicts (v3: the
-daemon's metrics per step and build, and their verdicts: issue 36), changepoints (the change
-points found so far, so only new ones alarm), refbench_schema (version).
+the build's daemon spent in it, from v4 what the embedded S3 server did), verdicts (wall time),
+step_metrics and metric_verdicts (v3: the daemon's metrics per step and build, and their verdicts;
+v4: the S3 server's CPU, `server-cpu`, too, its verdict only where a night asked for one: issue
+36), changepoints (the change points found so far, so only new ones alarm), refbench_schema
+(version).
 
 Migrations are numbered; `open_history` brings an older history up to SCHEMA_VERSION inside one
 transaction (a SQLite file of schema 1, written by an earlier refbench with PRAGMA user_version 1,
@@ -30,9 +32,9 @@ import sqlalchemy as sa
 
 from .errors import RefbenchError
 from .results import Results, cpu_model
-from .verdict import DAEMON_METRICS, Verdict, count
+from .verdict import DAEMON_METRICS, SERVER_METRICS, Verdict, count, is_daemon_metric
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _PG_LOCK = 0x7265_6662  # "refb": advisory lock key while migrating
 md = sa.MetaData()
 
@@ -88,10 +90,14 @@ samples = sa.Table(
     # v3: the build's daemon during the run (refbench.daemon; NULL where none was probed)
     sa.Column("daemon_cpu", sa.Float), *[sa.Column(c, sa.BigInteger) for c in ("daemon_memory", "daemon_writes",
                                                                                 "daemon_alloc")],
+    sa.Column("server_cpu", sa.Float),  # v4: the embedded S3 server's CPU during the run (NULL: none probed)
     sa.Index("samples_run", "run_id", "scenario", "step"),
 )
 DAEMON_SAMPLE_COLUMNS = ("daemon_cpu", "daemon_memory", "daemon_writes", "daemon_alloc")  # as DAEMON_METRICS
-step_metrics = sa.Table(  # v3: a daemon metric's statistics per night, step and build
+SERVER_SAMPLE_COLUMNS = ("server_cpu",)  # as SERVER_METRICS
+PROBED_METRICS = DAEMON_METRICS + SERVER_METRICS  # a long-lived process's, probed around each run
+PROBED_SAMPLE_COLUMNS = dict(zip(PROBED_METRICS, DAEMON_SAMPLE_COLUMNS + SERVER_SAMPLE_COLUMNS))
+step_metrics = sa.Table(  # v3: a probed metric's statistics per night, step and build (v4: server-cpu too)
     "step_metrics", md,
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
     sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
@@ -99,7 +105,7 @@ step_metrics = sa.Table(  # v3: a daemon metric's statistics per night, step and
     sa.Column("label", sa.Text), sa.Column("sha", sa.Text), sa.Column("n", sa.Integer),
     *[sa.Column(c, sa.Float) for c in ("mean", "stddev", "median")],
 )
-metric_verdicts = sa.Table(  # v3: the head's verdict on a daemon metric per night and step
+metric_verdicts = sa.Table(  # v3: the head's verdict on a probed metric per night and step (where judged)
     "metric_verdicts", md,
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
     sa.Column("scenario", sa.Text, primary_key=True), sa.Column("step", sa.Text, primary_key=True),
@@ -153,17 +159,40 @@ def _v2_to_v3(conn: sa.Connection) -> None:
     step_metrics.create(conn)
     metric_verdicts.create(conn)
     for row in conn.execute(sa.select(runs.c.id, runs.c.results).where(runs.c.results.is_not(None))):
-        try:
-            results = Results.from_json(json.loads(row.results), f"history run {row.id}")
-        except (ValueError, RefbenchError):
-            continue  # a night whose saved file this refbench cannot read: it had no daemon rows either
-        rows = daemon_rows(row.id, results)
-        for table, got in zip((step_metrics, metric_verdicts), rows):
-            if got:
-                conn.execute(table.insert(), got)
+        if (results := _saved(row)) is None:
+            continue
+        _insert_saved(conn, row.id, results, DAEMON_METRICS)
 
 
-MIGRATIONS = {2: _v1_to_v2, 3: _v2_to_v3}  # version reached -> how, from the one before
+def _v3_to_v4(conn: sa.Connection) -> None:
+    """v4: the embedded S3 server's CPU per run (`server-cpu`, issue 36 part 3) beside the daemon's:
+    a samples column, and step_metrics (and metric_verdicts, where judged) rows filled from the
+    saved results of the nights already there, so their series start with those nights."""
+    if "server_cpu" not in {c["name"] for c in sa.inspect(conn).get_columns("samples")}:
+        conn.execute(sa.text("ALTER TABLE samples ADD COLUMN server_cpu DOUBLE PRECISION"))
+    for row in conn.execute(sa.select(runs.c.id, runs.c.results).where(runs.c.results.is_not(None))):
+        results = _saved(row)
+        if results is not None:
+            _insert_saved(conn, row.id, results, SERVER_METRICS)
+
+
+def _saved(row) -> Results | None:
+    """A night's saved results.json; None for one this refbench cannot read (it had no rows of
+    these metrics either)."""
+    try:
+        return Results.from_json(json.loads(row.results), f"history run {row.id}")
+    except (ValueError, RefbenchError):
+        return None
+
+
+def _insert_saved(conn: sa.Connection, run_id: int, results: Results, metrics: tuple[str, ...]) -> None:
+    """A saved night's step_metrics and metric_verdicts rows of `metrics` (an upgrade's)."""
+    for table, got in zip((step_metrics, metric_verdicts), daemon_rows(run_id, results, metrics)):
+        if got:
+            conn.execute(table.insert(), got)
+
+
+MIGRATIONS = {2: _v1_to_v2, 3: _v2_to_v3, 4: _v3_to_v4}  # version reached -> how, from the one before
 
 
 def _roles(results: Results) -> dict[str, str]:
@@ -171,9 +200,11 @@ def _roles(results: Results) -> dict[str, str]:
     return {results.builds[0].label: "base", results.builds[-1].label: "head"}
 
 
-def daemon_rows(run_id: int, results: Results) -> tuple[list[dict], list[dict]]:
-    """A night's step_metrics and metric_verdicts rows: each daemon metric's statistics per step
-    and build (where the daemon was probed), and the head's verdict on it (where judged)."""
+def daemon_rows(run_id: int, results: Results, metrics: tuple[str, ...] = PROBED_METRICS
+                ) -> tuple[list[dict], list[dict]]:
+    """A night's step_metrics and metric_verdicts rows: each probed metric's statistics per step
+    and build (where the daemon or the S3 server was probed), and the head's verdict on it (where
+    judged: server-cpu only where the night asked for it). `metrics`: which (an upgrade's)."""
     roles, shas = _roles(results), {b.label: b.sha for b in results.builds}
     head = results.builds[-1].label
     thresholds = results.settings.metric_thresholds or {}
@@ -182,14 +213,14 @@ def daemon_rows(run_id: int, results: Results) -> tuple[list[dict], list[dict]]:
         for label, side in st.builds.items():
             if label not in roles:
                 continue
-            for metric, values in side.daemon_values().items():
-                if values:
+            for metric, values in {**side.daemon_values(), **side.server_values()}.items():
+                if values and metric in metrics:
                     stats_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "role": roles[label],
                                        "metric": metric, "label": label, "sha": shas[label], "n": len(values),
                                        "mean": statistics.fmean(values), "median": statistics.median(values),
                                        "stddev": statistics.stdev(values) if len(values) > 1 else None})
         for c in st.metric_comparisons:
-            if c.metric in DAEMON_METRICS and c.contender == head:
+            if c.metric in metrics and c.contender == head:
                 verdict_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "metric": c.metric,
                                      "baseline": c.baseline, "contender": c.contender, "verdict": c.verdict,
                                      "rel": c.rel, "ci_low": c.ci_low, "ci_high": c.ci_high, "p_value": c.p_value,
@@ -437,7 +468,7 @@ class History:
                     role = roles.get(label)
                     if role is None:
                         continue
-                    s, daemon = side.stats, side.daemon_values()
+                    s, probed = side.stats, {**side.daemon_values(), **side.server_values()}
                     step_rows.append({"run_id": run_id, "scenario": sc.name, "step": st.name, "role": role,
                                       "label": label, "sha": shas[label], "rss_kb": side.rss_kb,
                                       **{k: getattr(s, k) if s else None
@@ -446,8 +477,7 @@ class History:
                                      "sha": shas[label], "idx": i, "round": _at(side.rounds, i), "seconds": t,
                                      "user_seconds": _at(side.user, i), "system_seconds": _at(side.system, i),
                                      "exit_code": _at(side.exit_codes, i),
-                                     **{col: _at(daemon.get(m, ()), i)
-                                        for m, col in zip(DAEMON_METRICS, DAEMON_SAMPLE_COLUMNS)}}
+                                     **{col: _at(probed.get(m, ()), i) for m, col in PROBED_SAMPLE_COLUMNS.items()}}
                                     for i, t in enumerate(side.times)]
                 for c in st.comparisons:
                     if c.contender != builds[-1].label:
@@ -490,8 +520,9 @@ class History:
         """Per completed night and step: head and baseline statistics with the verdict, oldest first.
         A step whose watched binary was identical to the baseline's has a verdict and no statistics
         (nothing was measured): it is a night all the same, with None statistics. `metric`: wall
-        time (steps, verdicts) or a daemon metric (step_metrics, metric_verdicts)."""
-        daemon = metric in DAEMON_METRICS
+        time (steps, verdicts) or a probed one, the daemon's or the S3 server's (step_metrics,
+        metric_verdicts: the nights that judged it)."""
+        daemon = is_daemon_metric(metric)
         stats_t, verdict_t = (step_metrics, metric_verdicts) if daemon else (steps, verdicts)
         h, b = stats_t.alias("h"), stats_t.alias("b")
 
@@ -518,13 +549,14 @@ class History:
             return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}, metric=metric) for r in conn.execute(q)]
 
     def daemon_metrics(self, target: str | None = None, machine: str | None = None) -> list[str]:
-        """The daemon metrics some night judged (DAEMON_METRICS order): the series there are of them."""
+        """The probed metrics some night judged (PROBED_METRICS order: the daemon's, then the S3
+        server's where a night asked for its verdict): the series there are of them."""
         q = sa.select(metric_verdicts.c.metric).distinct().select_from(
             metric_verdicts.join(runs, runs.c.id == metric_verdicts.c.run_id))
         q = _only(q, runs, target, machine)
         with self._store(write=False) as conn:
             have = {r[0] for r in conn.execute(q)}
-        return [m for m in DAEMON_METRICS if m in have]
+        return [m for m in PROBED_METRICS if m in have]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)

@@ -224,3 +224,107 @@ def test_postgresql_keeps_the_daemon_metrics_and_upgrades_a_schema_2_history(pg_
         filled = conn.execute(sa.text("SELECT DISTINCT run_id FROM samples WHERE daemon_memory IS NOT NULL")).all()
         assert filled == [(2,)]  # the new night's runs; the old night's figures stay in its results
     db.close()
+
+
+# ---- the embedded S3 server's CPU (`server-cpu`, issue 36 part 3) in the history --------------
+def _server_results(asked: bool = True):
+    """One night of an s3 step whose builds carry the embedded MinIO's CPU per run (the head's
+    10 ms more), judged on it where the run asked (`--metric-threshold server-cpu=0.05`)."""
+    from refbench import results as rs, stats
+    from test_daemon_server import _server_doc
+    doc = _server_doc(0.010)
+    if asked:
+        st = doc["scenarios"][0]["steps"][0]
+        old, new = st["builds"]["old"]["server_cpu"], st["builds"]["new"]["server_cpu"]
+        st["comparisons"].append(stats.contrast_metric("server-cpu", "old", old, "new", new).to_json())
+        doc["settings"]["metric_thresholds"] = {**doc["settings"].get("metric_thresholds", {}), "server-cpu": 0.05}
+    return rs.Results.from_json(doc, "t")
+
+
+def _server_night(db, started: str, asked: bool = True) -> int:
+    return db.record_run(started=started, mode="release", base_ref="v1", head_ref="master",
+                         results=_server_results(asked), exit_code=0)
+
+
+def _server_rows(conn) -> tuple:
+    """(samples with server_cpu, its step_metrics rows by role, its verdicts) of a history (a
+    sqlite3 or an SQLAlchemy connection)."""
+    import sqlalchemy as sa
+    q = lambda sql: conn.execute(sql if hasattr(conn, "cursor") else sa.text(sql)).fetchall()  # noqa: E731
+    return (q("SELECT COUNT(*) FROM samples WHERE server_cpu IS NOT NULL")[0][0],
+            sorted(q("SELECT role, n FROM step_metrics WHERE metric = 'server-cpu'")),
+            q("SELECT verdict FROM metric_verdicts WHERE metric = 'server-cpu'"))
+
+
+def test_the_history_keeps_server_cpu_and_its_series_where_a_night_judged_it(tmp_path):
+    """server-cpu is stored as the daemon's metrics are (per-run column, per-step statistics, the
+    verdict where judged), and a night that asked for its verdict makes it a nightly series,
+    drawn in seconds; one that did not keeps the figures without a verdict."""
+    import sqlite3
+    db = open_history(tmp_path / "h.db")
+    _server_night(db, "2026-11-01T03:00:00Z", asked=False)
+    assert db.nights(metric="server-cpu") == [] and db.daemon_metrics() == []  # context: no series
+    _server_night(db, "2026-11-02T03:00:00Z")
+    [night] = db.nights(metric="server-cpu")
+    assert night.verdict == "slower" and night.metric == "server-cpu"
+    assert night.h_mean == pytest.approx(night.b_mean + 0.010, rel=1e-6)
+    assert db.daemon_metrics() == ["server-cpu"]
+    assert [len(v) for v in nightly.series(db, metric="server-cpu").values()] == [1]
+    assert {s.metric for s in nightly.trend_series(db)} == {"wall", "server-cpu"}
+    html = trend.render_trend(nightly.trend_page(db))
+    chart = html[html.index("upload / upload: server CPU"):]
+    assert ">0.0582 s<" in chart and "0.050 s ± 0.000" in chart  # seconds, as daemon CPU (not bytes)
+    db.close()
+    n = len(_server_results().scenarios[0].steps[0].builds["old"].times)
+    assert _server_rows(sqlite3.connect(tmp_path / "h.db")) == (
+        4 * n, [("base", n), ("base", n), ("head", n), ("head", n)], [("slower",)])
+
+
+def test_a_schema_3_history_upgrades_and_its_server_cpu_becomes_rows(tmp_path):
+    """tests/data/history-v3-server.db was written by refbench's history schema 3 (its night's
+    server-cpu only inside the saved results.json; made by the script in its docstring's test):
+    it upgrades in place, the old night's figures and verdict become rows and a series."""
+    import sqlite3
+    path = tmp_path / "old.db"
+    shutil.copy(ROOT / "tests" / "data" / "history-v3-server.db", path)
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert "server_cpu" not in {r[1] for r in raw.execute("PRAGMA table_info(samples)")}
+    raw.close()
+    db = open_history(path)
+    [old] = db.nights(metric="server-cpu")
+    assert old.verdict == "slower" and old.h_mean == pytest.approx(old.b_mean + 0.010, rel=1e-6)
+    _server_night(db, "2026-11-02T03:00:00Z")
+    assert [len(v) for v in nightly.series(db, metric="server-cpu").values()] == [2]
+    db.close()
+    raw = sqlite3.connect(path)
+    assert raw.execute("PRAGMA user_version").fetchone()[0] == 4
+    # the old night's samples keep a NULL server_cpu (its per-run figures stay in its results)
+    assert raw.execute("SELECT COUNT(*) FROM samples WHERE run_id = 1 AND server_cpu IS NOT NULL").fetchone()[0] == 0
+    assert raw.execute("SELECT COUNT(*) FROM samples WHERE run_id = 2 AND server_cpu IS NOT NULL").fetchone()[0] > 0
+
+
+def test_postgresql_keeps_server_cpu_and_upgrades_a_schema_3_history(pg_url):
+    """server-cpu's rows on PostgreSQL, and the v3 -> v4 migration there: a history at schema 3
+    (no server_cpu column, no server-cpu rows) gets them, filled from the saved results."""
+    import sqlalchemy as sa
+    url = fresh_db(pg_url, "server")
+    db = open_history(url)
+    _server_night(db, "2026-11-01T03:00:00Z")
+    with db.engine.connect() as conn:
+        assert _server_rows(conn)[2] == [("slower",)]
+    with db.engine.begin() as conn:  # back to schema 3 as refbench wrote it before
+        conn.execute(sa.text("DELETE FROM metric_verdicts WHERE metric = 'server-cpu'"))
+        conn.execute(sa.text("DELETE FROM step_metrics WHERE metric = 'server-cpu'"))
+        conn.execute(sa.text("ALTER TABLE samples DROP COLUMN server_cpu"))
+        conn.execute(sa.text("UPDATE refbench_schema SET version = 3"))
+    db.close()
+    db = open_history(url)
+    [night] = db.nights(metric="server-cpu")
+    assert night.verdict == "slower"
+    _server_night(db, "2026-11-02T03:00:00Z")
+    assert len(db.nights(metric="server-cpu")) == 2
+    with db.engine.connect() as conn:
+        filled = conn.execute(sa.text("SELECT DISTINCT run_id FROM samples WHERE server_cpu IS NOT NULL")).all()
+        assert filled == [(2,)]  # the new night's runs; the old night's figures stay in its results
+    db.close()

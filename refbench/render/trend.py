@@ -17,8 +17,8 @@ W, H, PAD_L, PAD_R, PAD_T, PAD_B = 720, 230, 64, 60, 26, 40
 
 
 def _value(metric: str, digits: str, unit: str = " s"):
-    """How a series' values read: seconds (wall, daemon CPU; `digits` a format spec) or bytes."""
-    return (lambda v: f"{v:{digits}}{unit}") if metric in ("wall", "daemon-cpu") else fmt_bytes
+    """How a series' values read: seconds (wall, daemon or server CPU; `digits` a format spec) or bytes."""
+    return (lambda v: f"{v:{digits}}{unit}") if metric in ("wall", "daemon-cpu", "server-cpu") else fmt_bytes
 
 
 def _chart(s, several: bool) -> dict:
