@@ -196,3 +196,35 @@ def explain_run(tmp_path_factory, builds_dir):
     assert comment.returncode == 0, comment.stderr
     return {"dir": out, "origin": origin, "results": out / "results.json", "summary": out / "summary.md",
             "comment": out / "comment.md", "html": out / "report.html", "proc": proc}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_daemon_cgroup_outlives_the_session():
+    """Issue 36: every refbench-daemon-* cgroup a run makes (refbench.daemon.CpuCgroup) goes when
+    the run ends, however it ends. The session (each xdist worker) moves itself into a cgroup v2
+    of its own first, so the runs it starts, in process or not, make theirs under it (a child of
+    their maker's cgroup) and no other session's land there: at its end, none may be left. Where
+    no cgroup can be made, refbench makes none either, and there is nothing to check."""
+    from refbench import daemon
+    root = daemon.cgroup2_mount()
+    session = None
+    if root is not None:
+        parent = root / daemon.own_cgroup().lstrip("/")
+        try:
+            (session := parent / f"refbench-tests-{os.getpid()}").mkdir()
+            (session / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            if session is not None and session.is_dir():
+                session.rmdir()
+            session = None
+    yield
+    if session is None:
+        return
+    import time
+    deadline = time.monotonic() + 30  # a killed run's guard may still be removing its cgroups
+    while (left := sorted(session.rglob(daemon.CpuCgroup.PREFIX + "*"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for d in sorted(left, reverse=True):  # removed anyway: a failed check leaks nothing either
+        daemon.CpuCgroup(d).close()
+    daemon.CpuCgroup(session).close()  # this process, and any other still in it, back to the parent
+    assert not left, f"daemon cgroups outlived the runs of this session that made them: {[d.name for d in left]}"

@@ -4,12 +4,17 @@ loopback there, and its hooks give one usage per run with the Go counters."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from test_kubo_online import kubo_binaries, namespaces  # noqa: F401 (fixtures)
+from conftest import need
+from test_kubo import processes_under
+from test_kubo_online import kubo_binaries, namespaces, start_online_run  # noqa: F401 (fixtures)
 
 
 @pytest.mark.slow
@@ -82,3 +87,39 @@ def test_the_online_daemons_own_pprof_profile_covers_a_profiled_run(tmp_path, na
     assert sum(folded.values()) > 0
     assert all(s.startswith("ipfs (server);") for s in folded)
     assert any("github.com/ipfs/" in s for s in folded), list(folded)[:5]
+
+
+def daemon_cgroups_of(pid: int) -> list[Path]:
+    """The refbench-daemon-* cgroups the run `pid` made (CpuCgroup names them after it)."""
+    from refbench import daemon
+    root = daemon.cgroup2_mount()
+    return [] if root is None else [c for c in root.rglob(f"{daemon.CpuCgroup.PREFIX}*-{pid}") if c.is_dir()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_run_killed_mid_step_leaves_no_daemon_cgroup_of_its_own(tmp_path, sig, namespaces, kubo_origin,  # noqa: F811
+                                                                 builds_dir, kubo_binaries):  # noqa: F811
+    """Issue 36: the killed online run of the slow suite (test_kubo_online) left its two daemons'
+    empty cgroups behind until a later run's sweep. Killed mid-step, however, a run leaves none."""
+    proc = start_online_run(tmp_path, tmp_path / "local", kubo_origin, builds_dir)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and len(daemon_cgroups_of(proc.pid)) < 2:
+            assert proc.poll() is None, "the run ended before its daemons started"
+            time.sleep(0.2)
+        made = daemon_cgroups_of(proc.pid)
+        if not made:
+            need("a cgroup v2 of the daemons' own", "the run made none (its CPU is read in ticks)")
+        assert len(made) == 2
+        time.sleep(2)  # mid-step: its timed rounds under way
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (daemon_cgroups_of(proc.pid) or processes_under(Path(builds_dir) / "kubo")):
+        time.sleep(0.2)
+    assert daemon_cgroups_of(proc.pid) == [], f"left after {sig.name}: {made}"

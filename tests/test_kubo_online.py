@@ -251,16 +251,22 @@ def test_online_without_a_namespace_is_refused_naming_offline(monkeypatch, tmp_p
     assert not (tmp_path / "b").exists()  # refused before anything was built
 
 
+def start_online_run(tmp_path: Path, local: Path, kubo_origin, builds_dir) -> subprocess.Popen:
+    """A long online kubo run (small files, 40 runs a build) for a test to kill mid-step: its temp
+    files under `local` (made here), its output nowhere."""
+    local.mkdir()
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "bench.py"), *COMMON, "--repo", str(kubo_origin.path), "--builds-dir",
+         str(builds_dir), "--quick", "--only", "small files", "-r", "40", "-l", str(local),
+         "-o", str(tmp_path / "s.md")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+
+
 @pytest.mark.slow
 def test_killed_outright_an_online_run_leaves_no_daemon_and_no_namespace(tmp_path, namespaces, kubo_origin,
                                                                          builds_dir, kubo_binaries):
     before = net_namespaces()
     local = tmp_path / "local"
-    local.mkdir()
-    proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench.py"), *COMMON, "--repo", str(kubo_origin.path), "--builds-dir",
-         str(builds_dir), "--quick", "--only", "small files", "-r", "40", "-l", str(local),
-         "-o", str(tmp_path / "s.md")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp_path)
+    proc = start_online_run(tmp_path, local, kubo_origin, builds_dir)
     deadline = time.monotonic() + 300
     kubo = Path(builds_dir) / "kubo"
     while time.monotonic() < deadline and not any(" daemon" in p for p in processes_under(kubo)):
