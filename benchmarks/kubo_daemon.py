@@ -8,6 +8,11 @@ closing note. Cases run one after another, never two at once on 2 cores.
           client hyperfine times) is `no significant change`.
   aa      kubo v0.40.1 against itself (--measure-identical), default --quick, online. Target: no
           daemon metric gives a verdict, and each is `no significant change` on >= 80% of steps.
+  aa-raw  the same on tree / add --raw-leaves alone (--only), the step whose A/A gave a false
+          `faster` on wall and daemon CPU twice (issue 36); aa-tree: the tree scenario's five steps.
+          Each A/A case also prints, per step and build, the medians by where a run sat in its
+          hyperfine call (first of the call, after its own build's run, after the other's): a bias
+          that follows a position shows there, one that follows a daemon shows in every column.
 
 kubo's own documented daemon changes are cases of benchmarks/kubo_history.py (v040-go126,
 v035-online-add, v040-batch-memory); their daemon figures print there.
@@ -23,12 +28,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))
 
 from kubo_history import arguments, run_case  # noqa: E402
 
 CASES = {
     "hold64": (("v1.0.0", "v1.1.0"), ("--quick",)),
     "aa": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical")),
+    "aa-raw": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "tree/add --raw-leaves", "--no-profile")),
+    "aa-tree": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "tree", "--no-profile")),
 }
 DAEMON = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
 
@@ -68,12 +76,44 @@ def report(name: str, r: dict) -> None:
           f"{sorted({(s, m, v) for s, m, v in daemon if v not in ('no significant change',)})}")
 
 
+def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> None:
+    """Per step and build, each metric's median (ms) by the run's place in its round's hyperfine
+    call: its first run, a run right after the same build's, a run right after the other's. The
+    calls are rebuilt from the run's order seed as the runner made them (round_orders)."""
+    from statistics import median
+
+    from refbench.runner import interleave_seq, round_orders
+    seed = doc["settings"]["order_seed"]
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            labels = list(st["builds"])
+            if len(labels) != 2 or any(m not in st["builds"][lab] for lab in labels for m in metrics):
+                continue
+            where: dict[int, dict[str, list[int]]] = {0: {}, 1: {}}
+            seen = [0, 0]
+            for r in range(st["rounds"]):
+                runs = st["builds"][labels[0]]["rounds"].count(r)
+                seq, _ = interleave_seq(round_orders(2, r + 1, seed)[r], runs, "runs")
+                for pos, b in enumerate(seq):
+                    place = "first" if pos == 0 else "after own" if seq[pos - 1] == b else "after other"
+                    where[b].setdefault(place, []).append(seen[b])
+                    seen[b] += 1
+            for b, lab in enumerate(labels):
+                cells = [f"{place} (n {len(ix)}): " + " / ".join(
+                    f"{1000 * median(st['builds'][lab][m][i] for i in ix):.0f}" for m in metrics)
+                    for place, ix in sorted(where[b].items())]
+                print(f"  {sc['name'] + '/' + st['name']:40s} {lab:12s} {' | '.join(cells)}  ({' / '.join(metrics)}, ms)")
+
+
 def main() -> None:
     args, out = arguments(__doc__, CASES, "/tmp/kubo-daemon")
     repo = origin(out)
     for name in args.cases.split(","):
         source = ("-t", "kubo", "--repo", str(repo))
-        report(name, run_case(name, out, Path(args.builds_dir), CASES, source))
+        r = run_case(name, out, Path(args.builds_dir), CASES, source)
+        report(name, r)
+        if name.startswith("aa") and "doc" in r:
+            positions(r["doc"])
         sys.stdout.flush()
 
 
