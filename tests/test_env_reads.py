@@ -197,7 +197,6 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: branch of issue 35/38 is rewriting. The list only shrinks: a new patch fails, and so does an
 #: entry that is gone (lower it).
 PENDING = {
-    "test_golden.py": 1,  # nightly._now: the night's clock, a parameter of nightly.py (its helper's)
     "test_hyperfine.py": 3,  # pins._from_wheel, pins.PINS: a pin table and wheel fetcher given to pins (issue 35's)
     "test_implementations.py": 1,  # trust._key: trust.py's cached key needs a reset seam (issue 35's helper)
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
