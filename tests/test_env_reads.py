@@ -201,7 +201,6 @@ PENDING = {
     "test_implementations.py": 1,  # trust._key: trust.py's cached key needs a reset seam (issue 35's helper)
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
     "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
-    "test_runner.py": 1,  # StopRule.needs_replan: a stopping rule given to the runner
     "test_trust_cache.py": 5,  # trust._key (3), sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
     "test_trust_gate.py": 2,  # trust._key: as test_implementations
     # issue 35's fifth round, merged after this list was made: fixtures' per-process memo of checked
