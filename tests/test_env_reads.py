@@ -198,11 +198,9 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: entry that is gone (lower it).
 PENDING = {
     "test_hyperfine.py": 3,  # pins._from_wheel, pins.PINS: a pin table and wheel fetcher given to pins (issue 35's)
-    "test_implementations.py": 1,  # trust._key: trust.py's cached key needs a reset seam (issue 35's helper)
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
     "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
-    "test_trust_cache.py": 5,  # trust._key (3), sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
-    "test_trust_gate.py": 2,  # trust._key: as test_implementations
+    "test_trust_cache.py": 2,  # sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
     # issue 35's fifth round, merged after this list was made: fixtures' per-process memo of checked
     # fixtures (a new run) and a spy on fixtures.intact; toolchain.go_version / verify_cached,
     # pins' subprocess, tools.go and implementations' _run / module_sum: a Go runner given to pins,
