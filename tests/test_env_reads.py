@@ -201,11 +201,8 @@ PENDING = {
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
     "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
     "test_trust_cache.py": 2,  # sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
-    # issue 35's fifth round, merged after this list was made: fixtures' per-process memo of checked
-    # fixtures (a new run) and a spy on fixtures.intact; toolchain.go_version / verify_cached,
-    # pins' subprocess, tools.go and implementations' _run / module_sum: a Go runner given to pins,
-    # toolchain and implementations would be their seam
-    "test_trust_r5.py": 2,
+    # issue 35's fifth round: toolchain.go_version / verify_cached, pins' subprocess, tools.go and
+    # implementations' _run / module_sum: a Go runner given to pins, toolchain and implementations
     "test_trust_toolchain.py": 6,
 }
 
