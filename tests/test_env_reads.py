@@ -201,9 +201,6 @@ PENDING = {
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
     "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
     "test_trust_cache.py": 2,  # sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
-    # issue 35's fifth round: toolchain.go_version / verify_cached, pins' subprocess, tools.go and
-    # implementations' _run / module_sum: a Go runner given to pins, toolchain and implementations
-    "test_trust_toolchain.py": 6,
 }
 
 
