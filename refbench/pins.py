@@ -39,6 +39,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from . import paths
 from .errors import RefbenchError
@@ -146,7 +147,7 @@ def build_of(tool: str) -> str:
 def pin_for(tool: str, platform: str | None = None) -> Pin | None:
     """The pin of the version of `tool` refbench uses, made as build_of says, for `platform`."""
     key = (tool, version_of(tool), build_of(tool), platform or current_platform())
-    return next((p for p in PINS if (p.tool, p.version, p.build, p.platform) == key), None)
+    return next((p for p in _pinning.table if (p.tool, p.version, p.build, p.platform) == key), None)
 
 
 def cached_path(tool: str) -> Path:
@@ -239,6 +240,30 @@ def _from_wheel(tool: str, out_dir: Path) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class Pinning:
+    """What pinning is in this process: the table of pinned hashes (PINS) and how a registry
+    package's binary is fetched (`pip download` of its wheel). The code's own is in place; a caller
+    that pins something else (a test's own binary, a wheel that cannot be had offline) installs its
+    Pinning for a block (installed), as paths.use installs a Layout, and patches nothing."""
+    table: tuple[Pin, ...] = PINS
+    from_wheel: Callable[[str, Path], Path] = _from_wheel  # (tool, out_dir) -> the binary
+
+
+_pinning = Pinning()
+
+
+@contextlib.contextmanager
+def installed(pinning: Pinning) -> Iterator[None]:
+    """`pinning` in place for the block (pin_for, check, install read it), and what was before back after it."""
+    global _pinning
+    previous, _pinning = _pinning, pinning
+    try:
+        yield
+    finally:
+        _pinning = previous
+
+
 def _build_argv(tool: str, go: str, out_dir: Path) -> tuple[list[str], dict]:
     """How `tool` is built into out_dir: its command and extra environment."""
     if tool == "minio":
@@ -268,7 +293,7 @@ def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
             f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{dest.name}-", dir=dest.parent) as tmp:
-        built = _from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp), runner)
+        built = _pinning.from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp), runner)
         got = sha256_of(built)
         if pin is not None and got != pin.sha256:
             raise RefbenchError(f"made {tool} {pin.version} ({pin.build}) for {pin.platform}: SHA-256 {got}, but "
