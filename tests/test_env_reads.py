@@ -198,7 +198,6 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: entry that is gone (lower it).
 PENDING = {
     "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
-    "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
     "test_trust_cache.py": 2,  # sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
 }
 
