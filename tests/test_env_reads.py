@@ -197,7 +197,6 @@ def patches_of_refbench(path: Path) -> list[int]:
 #: branch of issue 35/38 is rewriting. The list only shrinks: a new patch fails, and so does an
 #: entry that is gone (lower it).
 PENDING = {
-    "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
     "test_trust_cache.py": 2,  # sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
 }
 
