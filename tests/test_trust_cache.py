@@ -703,17 +703,17 @@ def test_a_planted_commit_graph_is_not_read_and_the_clone_is_cloned_anew(line_or
     assert not (clone / "objects" / "info" / "commit-graph").exists()
 
 
-def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path, monkeypatch):
+def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path):
     """Whatever git takes parents from besides the commits themselves (a commit-graph here, as if
-    SAFE_GIT and clone_faults let it through), a line whose commits do not name it is refused."""
+    SAFE_GIT and clone_faults let it through: the Clone's git_options and allowed_info), a line
+    whose commits do not name it is refused."""
     from refbench import sources
     o, clone, shas = line_origin
-    monkeypatch.setattr(sources, "SAFE_GIT", ("core.hooksPath=/dev/null", "core.fsmonitor=false"))
-    monkeypatch.setattr(sources, "ALLOWED_INFO", {**sources.ALLOWED_INFO, "objects/info": frozenset(
-        {"packs", "commit-graph"})})
     _plant_commit_graph(clone, shas)
+    loose = sources.Clone(tmp_path / "builds", str(o), git_options=("core.hooksPath=/dev/null", "core.fsmonitor=false"),
+                          allowed_info={**sources.ALLOWED_INFO, "objects/info": frozenset({"packs", "commit-graph"})})
     with pytest.raises(bl.RefError, match="as the commits' ids say"):
-        sources.Clone(tmp_path / "builds", str(o)).commits_between(shas[0], shas[3])
+        loose.commits_between(shas[0], shas[3])
 
 
 def test_a_planted_shallow_file_is_removed_before_a_fetch(line_origin, tmp_path):
