@@ -29,9 +29,10 @@ SUBCOMMANDS = tuple(commands.COMMANDS)
 NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
-def main(argv: list[str] | None = None, dispatch: Callable[[str, list[str]], int] | None = None) -> int:
+def main(argv: list[str] | None = None, dispatch: Callable[[str | None, list[str]], int] | None = None) -> int:
     """The command line: its exit code. `dispatch`: (command, its argv) -> exit code, runs a
-    subcommand (commands.dispatch unless given: a test's stand-in that fails a given way)."""
+    subcommand, or the main comparison (command None) (commands.dispatch unless given: a test's
+    stand-in that fails a given way, or runs a command on a RunEnv of its own)."""
     path = os.environ.get("PATH")
     # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
     # its own Layout and PATH back
@@ -54,7 +55,7 @@ def read_environment() -> MachineSettings:
     return machine
 
 
-def _main(argv: list[str] | None, dispatch: Callable[[str, list[str]], int]) -> int:
+def _main(argv: list[str] | None, dispatch: Callable[[str | None, list[str]], int]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
     try:
@@ -67,8 +68,7 @@ def _main(argv: list[str] | None, dispatch: Callable[[str, list[str]], int]) -> 
         trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
             return dispatch(argv[0], argv[1:])
-        from .commands import run
-        return run.main(argv)
+        return dispatch(None, argv)  # the main comparison
     except RefbenchError as e:
         print(f"refbench: error: {e}", file=sys.stderr)
         if e.detail:

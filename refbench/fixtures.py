@@ -24,6 +24,7 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -86,20 +87,22 @@ def planned(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
     return FixtureFiles(spec, fixture_dir(spec, cache_dir), files, total, allocated)
 
 
-def ensure(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
+def ensure(spec: FixtureSpec, cache_dir: Path, checks: "Checks | None" = None) -> FixtureFiles:
     """Create the fixture unless an intact one is cached (intact); return where it is. Every write
-    and removal goes through no link in the cache (paths.*, within the cache)."""
+    and removal goes through no link in the cache (paths.*, within the cache). `checks`: what this
+    run found intact (default: this process's, PROCESS_CHECKS; a test's new run passes a new one)."""
+    checks = checks or PROCESS_CHECKS
     root = fixture_dir(spec, cache_dir)
     marker = marker_path(root)
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)
     made = FixtureFiles(spec, root, files, total, allocated)
-    if _trusted(spec, root, plan):
+    if _trusted(spec, root, plan, checks):
         return made
     # two runs with a cold cache must not delete each other's half-written fixture: one writes it
     # (into a directory of its own, renamed into place when complete) while the other waits
     with paths.locked(root.with_name(root.name + ".lock"), within=cache_dir):
-        if _trusted(spec, root, plan):  # the other run made it while this one waited
+        if _trusted(spec, root, plan, checks):  # the other run made it while this one waited
             return made
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
         for d in (marker, tmp, root):
@@ -113,12 +116,21 @@ def ensure(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
             write_tree(tmp, spec, plan)
         tmp.rename(root)
         paths.replace_file(marker, json.dumps({"files": files, "bytes": total}), within=cache_dir)
-        _intact_seen.add(_identity(marker))  # written by this run: no need to read it back
+        checks.seen.add(_identity(marker))  # written by this run: no need to read it back
     return made
 
 
-#: markers (path, inode, mtime) whose fixture this process found intact or wrote: checked once per run
-_intact_seen: set[tuple] = set()
+class Checks:
+    """One run's checks of cached fixtures: the markers (path, inode, mtime) whose fixture it found
+    intact or wrote, each fixture checked once per run, and the check itself (`intact`; a test's spy
+    passes its own). A process is one run: ensure's default is the process's (PROCESS_CHECKS)."""
+
+    def __init__(self, intact: Callable[..., str | None] | None = None):
+        self.seen: set[tuple] = set()
+        self.intact = intact  # None: fixtures.intact
+
+
+PROCESS_CHECKS = Checks()  # this process's run
 
 
 def _identity(marker: Path) -> tuple:
@@ -126,7 +138,7 @@ def _identity(marker: Path) -> tuple:
     return (str(marker), st.st_ino, st.st_mtime_ns)
 
 
-def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None) -> bool:
+def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, checks: Checks) -> bool:
     """Whether the cached fixture at `root` is complete and intact, asked once per marker and run;
     a fixture with a marker that is not intact is logged (then made again)."""
     marker = marker_path(root)
@@ -138,13 +150,13 @@ def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None) 
         log.warning("fixture %s: its marker %s is not a file; generating it again", root, marker)
         return False
     ident = _identity(marker)
-    if ident in _intact_seen:
+    if ident in checks.seen:
         return True
-    why = intact(spec, root, plan)
+    why = (checks.intact or intact)(spec, root, plan)
     if why:
         log.warning("cached fixture %s is not what its spec makes: %s; generating it again", root, why)
         return False
-    _intact_seen.add(ident)
+    checks.seen.add(ident)
     return True
 
 

@@ -407,8 +407,9 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None,
         return Installed(impl, d / "root", program, digest, True, time.monotonic() - t0, toolchain)
 
 
-def _run(argv: list[str], what: str, env: dict, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    p = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+def _run(argv: list[str], what: str, env: dict, cwd: Path | None = None,
+         run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> subprocess.CompletedProcess:
+    p = run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     if p.returncode != 0:
         raise RefbenchError(f"{what} failed (exit {p.returncode})", detail=f"{' '.join(argv)}\n{p.stderr[-3000:]}")
     return p
@@ -444,26 +445,25 @@ def _install_pypi(impl: Implementation, d: Path) -> tuple[Path, str]:
     return program, f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def module_sum(impl: Implementation, go: str, env: dict) -> str:
+def module_sum(impl: Implementation, go: str, env: dict, runner: pins.GoRunner = pins.GO) -> str:
     """The module's go.sum hash as the module proxy serves it (checked by go against the checksum
     database on download)."""
     p = _run([go, "mod", "download", "-json", f"{impl.module}@{impl.version}"], f"go mod download of {impl.spec}",
-             env, cwd=Path(env.get("GOTMPDIR") or "/"))
+             env, cwd=Path(env.get("GOTMPDIR") or "/"), run=runner.run)
     return json.loads(p.stdout).get("Sum", "")
 
 
-def _drop_modcache(go: str, env: dict, modcache: Path) -> None:
+def _drop_modcache(go: str, env: dict, modcache: Path, runner: pins.GoRunner = pins.GO) -> None:
     """Remove the install's own module cache: go makes it read-only, so `go clean -modcache` first."""
     if modcache.exists():
-        subprocess.run([go, "clean", "-modcache"], env=env, capture_output=True, cwd=modcache.parent)
+        runner.run([go, "clean", "-modcache"], env=env, capture_output=True, cwd=modcache.parent)
         shutil.rmtree(modcache, ignore_errors=True)
 
 
-def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
+def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO) -> tuple[Path, str]:
     """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
-    after the module's hash is the pinned one."""
-    from .tools import go as find_go
-    go = find_go()
+    after the module's hash is the pinned one. `runner`: which go, and how it is checked and run."""
+    go = runner.find()
     if not go:
         raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
     # A module cache of the install's own, empty: go trusts a cached module's .ziphash and compiles
@@ -472,16 +472,17 @@ def _install_go(impl: Implementation, d: Path) -> tuple[Path, str]:
     modcache = d / "gomodcache"
     # and a build cache of its own: the user's GOCACHE (restored with the module cache) holds compiled
     # packages go takes by their action id without compiling again (review35d)
-    env = pins.checked_build_env(go, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"), GOMODCACHE=str(modcache),
-                                 GOCACHE=str(d / "gocache"))
+    env = pins.checked_build_env(go, runner, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"),
+                                 GOMODCACHE=str(modcache), GOCACHE=str(d / "gocache"))
     try:
-        got = module_sum(impl, go, env)
+        got = module_sum(impl, go, env, runner)
         if got != impl.module_sum:
             raise RefbenchError(f"refusing {impl.spec}: the module proxy's hash is {got or 'none'}, {impl.module_sum} "
                                 f"is pinned ({impl.origin}): not the pinned source")
-        _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d)
+        _run([go, "install", f"{impl.package}@{impl.version}"], f"go install of {impl.spec}", env, cwd=d,
+             run=runner.run)
     finally:
-        _drop_modcache(go, env, modcache)
+        _drop_modcache(go, env, modcache, runner)
         paths.remove_tree(d / "gocache", paths.cache_root(), ignore_errors=True)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():

@@ -39,7 +39,7 @@ import json
 import shlex
 import sys
 import time
-from dataclasses import MISSING, asdict, dataclass, fields, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping
@@ -48,6 +48,10 @@ from . import builds as bl, changepoints as cpd, implementations as impls, runen
 from .config import load_config
 from .errors import EXIT_CRASH, EXIT_OK, EXIT_REGRESSION, RefbenchError, writing
 from .history import History, NightlyChangePoint, NightPoint, TrendSeries, now as _now
+
+#: the night's clock: a UTC time stamp (history.now); a parameter wherever a night stamps a record or
+#: a page, so a test gives a fixed one and a golden page stays byte-equal
+Clock = Callable[[], str]
 from .pipeline import RunRequest
 from .results import Contrast, Results, load as load_results
 from .variants import Variant
@@ -268,7 +272,7 @@ class Shift:
 
 def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float | None, pvalue: float | None,
            before: float | None, after: float | None, alarm: bool, run_id: int | None,
-           variants: Mapping[str, str] = NO_VARIANTS) -> Shift:
+           variants: Mapping[str, str] = NO_VARIANTS, clock: Clock = _now) -> Shift:
     """The shift whose first bad night is nights[index], bisected from the last good commit
     (last_good)."""
     bad = nights[index]
@@ -276,7 +280,7 @@ def _shift(nights: list[NightPoint], index: int, *, statistic: str, rel: float |
     return Shift(target=bad.target, repo=nights[0].repo, machine=bad.machine, head_ref=bad.head_ref,
                  scenario=bad.scenario, step=bad.step, statistic=statistic, run_id=bad.id, prev_run_id=good_id,
                  good_sha=good_sha or "", bad_sha=bad.h_sha, rel=rel, pvalue=pvalue, before=before, after=after,
-                 detected_run_id=run_id, detected_at=_now(), alarm=alarm, bisect=_bisect_of(bad, good_sha, variants))
+                 detected_run_id=run_id, detected_at=clock(), alarm=alarm, bisect=_bisect_of(bad, good_sha, variants))
 
 
 def _record(db: History, shifts: list[Shift]) -> list[Shift]:
@@ -285,7 +289,8 @@ def _record(db: History, shifts: list[Shift]) -> list[Shift]:
 
 
 def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str, tol: int,
-                        run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS) -> list[Shift]:
+                        run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS,
+                        clock: Clock = _now) -> list[Shift]:
     """Steps whose regression tonight shows has lasted two nights (`lasting_start`), not reported
     before. They are recorded as shifts (statistic "verdict"), so the change-point rule does not
     report the same step again when Otava confirms it a night or two later."""
@@ -301,13 +306,13 @@ def lasting_regressions(db: History, *, target: str, machine: str, head_ref: str
         bad = nights[index]
         rows.append(_shift(nights, index, statistic="verdict", rel=bad.rel, pvalue=None,
                            before=nights[index - 1].h_median if index else None,
-                           after=bad.h_median, alarm=True, run_id=run_id, variants=variants))
+                           after=bad.h_median, alarm=True, run_id=run_id, variants=variants, clock=clock))
     return _record(db, rows)
 
 
 def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, params: cpd.Params,
                      statistic: str, run_id: int | None, variants: Mapping[str, str] = NO_VARIANTS,
-                     alarms: bool = True) -> list[Shift]:
+                     alarms: bool = True, clock: Clock = _now) -> list[Shift]:
     """Change points not reported before (a known one may move by up to --cp-min-nights nights as
     nights accumulate); they are recorded, and the slower ones are the alarm."""
     known = _known(db, target, machine, head_ref)
@@ -320,7 +325,7 @@ def new_changepoints(db: History, *, target: str, machine: str, head_ref: str, p
                 continue
             rows.append(_shift(nights, c.index, statistic=statistic, rel=c.rel, pvalue=c.pvalue,
                                before=c.before, after=c.after, alarm=alarms and c.slower, run_id=run_id,
-                               variants=variants))
+                               variants=variants, clock=clock))
     return _record(db, rows)
 
 
@@ -365,12 +370,13 @@ class TrendPage:
 
 def trend_page(db: History, title: str = "refbench nightly", target: str | None = None, machine: str | None = None,
                params: cpd.Params = cpd.Params(), statistic: str = "median",
-               variants: Mapping[str, str] = NO_VARIANTS) -> TrendPage:
+               variants: Mapping[str, str] = NO_VARIANTS, clock: Clock = _now) -> TrendPage:
     """The trend page of the history (or of one target / machine), as data; `variants` as
-    NightRequest.bisect_variants, for the bisect lines of variants' series."""
+    NightRequest.bisect_variants, for the bisect lines of variants' series; `clock` stamps when it
+    was generated."""
     machines, targets = db.machines_and_targets()
     return TrendPage(title=title, series=tuple(trend_series(db, target, machine, params, statistic, variants)),
-                     runs=tuple(db.recent_runs(60, target, machine)), generated=_now(), machines=tuple(machines),
+                     runs=tuple(db.recent_runs(60, target, machine)), generated=clock(), machines=tuple(machines),
                      targets=tuple(targets), shown_target=target, shown_machine=machine, params=params,
                      statistic=statistic)
 
@@ -414,6 +420,8 @@ class NightRequest:
     # --variant NAME=impl:IMPL,env=...: a named variant of one, another series of its own
     implementations: tuple[impls.Implementation, ...] = ()
     impl_variants: tuple[tuple[Variant, impls.Implementation], ...] = ()
+    # the night's clock: when it started, when a shift was detected, when the page was drawn
+    clock: Clock = field(default=_now, compare=False)
 
     def watched(self) -> tuple["Watched", ...]:
         """The series tonight extends: the head, then each variant's, then each implementation's."""
@@ -605,7 +613,7 @@ def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str],
     raises the first failure once every series is recorded. A record the history cannot take is
     kept beside the results (keep) and the night exits 2. `env`: the RunEnv whose builder resolves
     the head (default: this machine's), the one `measure` runs on."""
-    started = _now()
+    started = req.clock()
     scenarios = req.run.scenarios_path()
     target = load_config(scenarios).targets.get(req.run.target)
     if target is None:
@@ -656,7 +664,7 @@ def redraw(db: History, req: NightRequest) -> Path:
     """The trend page, drawn by the request's `draw` and written."""
     return write_page(req.trend, req.draw(trend_page(db, target=req.show_target, machine=req.show_machine,
                                                      params=req.params, statistic=req.statistic,
-                                                     variants=req.bisect_variants())))
+                                                     variants=req.bisect_variants(), clock=req.clock)))
 
 
 def failed(db: History, record: NightRecord, out_dir: Path, req: NightRequest, say: Callable[[str], None]) -> None:
@@ -684,10 +692,10 @@ def judged(db: History, req: NightRequest, results: Results, run_id: int, out_di
     variants = req.bisect_variants()
     lasting = lasting_regressions(db, target=results.target.name, machine=req.machine, head_ref=req.head,
                                   tol=max(1, req.params.min_nights), run_id=run_id,
-                                  variants=variants) if req.alarm == "lasting" and alarms else []
+                                  variants=variants, clock=req.clock) if req.alarm == "lasting" and alarms else []
     found = new_changepoints(db, target=results.target.name, machine=req.machine, head_ref=req.head,
                              params=req.params, statistic=req.statistic, run_id=run_id, variants=variants,
-                             alarms=alarms)
+                             alarms=alarms, clock=req.clock)
     code = alarm(req.alarm, found + lasting, slower) if alarms else EXIT_OK
     slower = slower if alarms else []  # another program against the head: no regression of the head's
     if code != EXIT_OK:

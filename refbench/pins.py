@@ -39,6 +39,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterator
 
 from . import paths
 from .errors import RefbenchError
@@ -86,6 +87,32 @@ PINS: tuple[Pin, ...] = (
 )
 
 
+class GoRunner:
+    """The go command where refbench installs with the pinned tools' Go (`refbench setup`'s tools,
+    Go implementations): which go runs, what Go an environment's go is, the check of a toolchain in
+    the module cache before go switches to it, and running a command. One object given to pins and
+    implementations, so a stand-in (a test's: a planted toolchain, a recorder of what ran) replaces
+    all four at once; GO is the machine's."""
+
+    def find(self) -> str | None:
+        from .tools import go  # not at the top: tools imports this module
+        return go()
+
+    def version(self, env: dict) -> str:
+        from . import toolchain as tc  # not at the top: as in checked_build_env
+        return tc.go_version(env)
+
+    def verify(self, name: str, env: dict) -> None:
+        from . import toolchain as tc
+        tc.verify_cached(name, env)
+
+    def run(self, argv: list[str], **kw) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, **kw)
+
+
+GO = GoRunner()
+
+
 def current_platform() -> str:
     """This machine as Go names it: linux/amd64, linux/arm64, darwin/arm64, ..."""
     arch = _platform.machine().lower()
@@ -120,7 +147,7 @@ def build_of(tool: str) -> str:
 def pin_for(tool: str, platform: str | None = None) -> Pin | None:
     """The pin of the version of `tool` refbench uses, made as build_of says, for `platform`."""
     key = (tool, version_of(tool), build_of(tool), platform or current_platform())
-    return next((p for p in PINS if (p.tool, p.version, p.build, p.platform) == key), None)
+    return next((p for p in _pinning.table if (p.tool, p.version, p.build, p.platform) == key), None)
 
 
 def cached_path(tool: str) -> Path:
@@ -147,18 +174,19 @@ def build_env(base: dict | None = None) -> dict:
     return env
 
 
-def checked_build_env(go: str, **overrides: str) -> dict:
+def checked_build_env(go: str, runner: GoRunner = GO, **overrides: str) -> dict:
     """build_env with `overrides` (GOBIN, an install's own GOMODCACHE and GOCACHE), once the Go it
     switches to (TOOLS_GO) is checked where that environment's go will take it from: an unpacked
     toolchain in the module cache runs as go finds it, and a module cache may come from a cache
     restore (toolchain.verify_cached, as builds.py does before every switch). No check when this
     machine's Go (`go`, the one that will run) is TOOLS_GO: it then switches to nothing (review35d
-    LOW 14). `go` leads the PATH of the check, since `refbench setup`'s own Go may be on none."""
-    from . import toolchain as tc  # here: toolchain imports GitPython (refs), which a hash check needs not
+    LOW 14). `go` leads the PATH of the check, since `refbench setup`'s own Go may be on none.
+    `runner`: how go is asked and checked (GoRunner)."""
+    from .toolchain import LOCAL  # here: toolchain imports GitPython (refs), which a hash check needs not
     env = {**build_env(), **overrides}
     check_env = {**env, "PATH": os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])}
-    if tc.go_version({**check_env, "GOTOOLCHAIN": tc.LOCAL}) != TOOLS_GO:
-        tc.verify_cached(TOOLS_GO, check_env)
+    if runner.version({**check_env, "GOTOOLCHAIN": LOCAL}) != TOOLS_GO:
+        runner.verify(TOOLS_GO, check_env)
     return env
 
 
@@ -212,6 +240,30 @@ def _from_wheel(tool: str, out_dir: Path) -> Path:
     return out
 
 
+@dataclass(frozen=True)
+class Pinning:
+    """What pinning is in this process: the table of pinned hashes (PINS) and how a registry
+    package's binary is fetched (`pip download` of its wheel). The code's own is in place; a caller
+    that pins something else (a test's own binary, a wheel that cannot be had offline) installs its
+    Pinning for a block (installed), as paths.use installs a Layout, and patches nothing."""
+    table: tuple[Pin, ...] = PINS
+    from_wheel: Callable[[str, Path], Path] = _from_wheel  # (tool, out_dir) -> the binary
+
+
+_pinning = Pinning()
+
+
+@contextlib.contextmanager
+def installed(pinning: Pinning) -> Iterator[None]:
+    """`pinning` in place for the block (pin_for, check, install read it), and what was before back after it."""
+    global _pinning
+    previous, _pinning = _pinning, pinning
+    try:
+        yield
+    finally:
+        _pinning = previous
+
+
 def _build_argv(tool: str, go: str, out_dir: Path) -> tuple[list[str], dict]:
     """How `tool` is built into out_dir: its command and extra environment."""
     if tool == "minio":
@@ -221,10 +273,11 @@ def _build_argv(tool: str, go: str, out_dir: Path) -> tuple[list[str], dict]:
     return [go, "build", "-o", str(out_dir / tool), "."], {}
 
 
-def install(tool: str, go: str, say=None) -> Path:
+def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
     """The pinned build of `tool` in the cache (cached_path): the file there when it passes its
     pin (one that fails is removed), else built with build_env and placed there only when it is
-    the pinned bytes. Refused before building when no pin exists (and unpinned tools are not allowed)."""
+    the pinned bytes. Refused before building when no pin exists (and unpinned tools are not allowed).
+    `runner`: how a Go tool's build runs go (GoRunner)."""
     dest = cached_path(tool)
     if dest.is_file():
         try:
@@ -240,7 +293,7 @@ def install(tool: str, go: str, say=None) -> Path:
             f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{dest.name}-", dir=dest.parent) as tmp:
-        built = _from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp))
+        built = _pinning.from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp), runner)
         got = sha256_of(built)
         if pin is not None and got != pin.sha256:
             raise RefbenchError(f"made {tool} {pin.version} ({pin.build}) for {pin.platform}: SHA-256 {got}, but "
@@ -251,12 +304,12 @@ def install(tool: str, go: str, say=None) -> Path:
     return dest
 
 
-def _go_build(tool: str, go: str, tmp: Path) -> Path:
+def _go_build(tool: str, go: str, tmp: Path, runner: GoRunner = GO) -> Path:
     """`tool` built reproducibly (build_env) into tmp; the binary."""
     argv, extra = _build_argv(tool, go, tmp)
     source = paths.tool_source("s3restore") if tool == "refbench-s3restore" else contextlib.nullcontext(tmp)
     with source as cwd:
-        p = subprocess.run(argv, cwd=cwd, env=checked_build_env(go, **extra), capture_output=True, text=True)
+        p = runner.run(argv, cwd=cwd, env=checked_build_env(go, runner, **extra), capture_output=True, text=True)
     # `go install` names the binary after the package's last element (toxiproxy's is "server")
     built = tmp / (tool if tool == "refbench-s3restore" else argv[2].split("@")[0].rsplit("/", 1)[-1])
     if p.returncode != 0 or not built.is_file():

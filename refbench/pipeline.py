@@ -296,7 +296,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     if not dry_run:
         check_tools(target.backend == "s3" and not request.bucket,
                     shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool)
-        check_online(scenarios, target)
+        check_online(scenarios, target, env.namespaces_unavailable)
     local_root = local_path(request.local_path)
     cache_dir = Path(request.builds_dir).expanduser().resolve()
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
@@ -381,14 +381,16 @@ def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.fi
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
 
 
-def check_online(scenarios: list[ScenarioSpec], target: TargetSpec) -> None:
+def check_online(scenarios: list[ScenarioSpec], target: TargetSpec,
+                 namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable) -> None:
     """An online kubo daemon runs only in a network namespace of the run's own, and a cached state
     is restored only through an overlay mounted in one: where this machine cannot, the run is
-    refused before anything is built (never run on the real network, never with a stale repo)."""
+    refused before anything is built (never run on the real network, never with a stale repo).
+    `namespaces_unavailable`: the RunEnv's probe, why no namespace can be made (None: one can)."""
     if target.backend != "ipfs":
         return
     online = [s.name for s in scenarios if s.daemon_mode == "online"]
-    why = sandbox.unavailable() if online else None
+    why = namespaces_unavailable() if online else None
     if why:
         raise RefbenchError(f"kubo's online daemon ({', '.join(online)}) runs only in a network namespace of "
                             f"the run's own, and none can be made here ({why}); use --daemon offline "

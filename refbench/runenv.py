@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 from . import builds as bl, implementations as impls, lease, paths, toolchain as tc, tools
+from .backends import sandbox
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
@@ -113,6 +114,9 @@ class RunEnv:
     order_seed: Callable[[], int] = lambda: secrets.randbits(31)  # each run's draw of its rounds' orders
     # (implementation, say) -> its pinned install (implementations.Installed): from its registry, sealed
     install: Callable[..., impls.Installed] = impls.install
+    # why no network namespace of the run's own can be made here, or None when one can (probed once):
+    # pipeline.check_online asks it before an online kubo daemon is planned
+    namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses

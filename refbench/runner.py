@@ -256,13 +256,14 @@ class Runner:
     StepState the StopRule advances."""
 
     def __init__(self, bench: Bench, status: Callable[[str], None] | None = None, on_round=None,
-                 on_state: Callable[[float], None] | None = None):
+                 on_state: Callable[[float], None] | None = None, stop_rule: type[StopRule] = StopRule):
         self.bench = bench
         self.status = status or (lambda msg: None)
         self.on_round = on_round or (lambda: None)
         self.on_state = on_state or (lambda seconds: None)  # seconds a state took to build, cached from then on
         self.clock = bench.clock
-        self.rule = StopRule(bench.sampling, bench.criteria, bench.family_size, len(bench.builds), t_begin=self.clock())
+        # `stop_rule`: the stopping rule's kind, made from the bench here (a test's variant of it)
+        self.rule = stop_rule(bench.sampling, bench.criteria, bench.family_size, len(bench.builds), t_begin=self.clock())
         self.progress = Progress(steps_total=bench.steps)
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
         self.base_env = {**child_env(getattr(bench.backend, "pass_env", frozenset()), extra=bench.pass_env),

@@ -32,7 +32,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import git
 
@@ -124,7 +124,7 @@ def clone_git_env(d: Path) -> dict:
     return {"GIT_DIR": str(d), "GIT_NO_REPLACE_OBJECTS": "1", "GIT_CEILING_DIRECTORIES": str(d.parent)}
 
 
-def clone_faults(d: Path) -> list[str]:
+def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_INFO) -> list[str]:
     """What makes the bare clone at `d` something refbench did not make: a symbolic link or special
     file anywhere in it, an entry git reads to go elsewhere or run something (commondir, gitdir,
     worktrees, hooks, config.worktree, info/attributes, info/grafts, objects/info/alternates, ...),
@@ -136,7 +136,7 @@ def clone_faults(d: Path) -> list[str]:
         return [f"{d} is not a directory"]
     faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
               if name not in CLONE_ENTRIES]
-    for rel, allowed in ALLOWED_INFO.items():
+    for rel, allowed in allowed_info.items():
         sub = d / rel
         if sub.is_dir() and not sub.is_symlink():
             faults += [f"{rel}/{name}: not something refbench's clones hold" for name in sorted(os.listdir(sub))
@@ -190,16 +190,20 @@ class Clone:
     verified out of it. `offline`: never fetch. `pr_remote`: where PR refs and unknown commits
     come from when the origin is a local checkout (its remote). `checkout`: the origin is a working
     checkout (not a bare mirror): also take its remote-tracking branches and whatever it has
-    checked out (a detached PR merge commit in CI)."""
+    checked out (a detached PR merge commit in CI). `git_options` and `allowed_info`: what its git
+    commands run with and what its info directories may hold (SAFE_GIT, ALLOWED_INFO; a test's
+    looser ones show what the checks after them still catch)."""
 
     def __init__(self, root: Path, repo_url: str, offline: bool = False, pr_remote: str | None = None,
-                 checkout: bool = False):
+                 checkout: bool = False, git_options: tuple[str, ...] = SAFE_GIT,
+                 allowed_info: Mapping[str, frozenset[str]] = ALLOWED_INFO):
         self.root = root
         self.cache = root.parent  # the builds directory: nothing is written or removed through a link in it
         self.repo_url = repo_url
         self.offline = offline
         self.pr_remote = pr_remote
         self.checkout = checkout
+        self.git_options, self.allowed_info = git_options, allowed_info
         self._repo: git.Repo | None = None
         self._fetched = False
         self._verified: dict[str, git.Repo] = {}  # by commit: its checked objects (verified())
@@ -217,7 +221,7 @@ class Clone:
             d = self.clone_dir
             git.refresh(tools.git())  # GitPython runs this absolute git, not whichever PATH names first
             with _locked(d.with_suffix(".lock"), within=self.cache):
-                faults = clone_faults(d) if os.path.lexists(d) else []
+                faults = clone_faults(d, self.allowed_info) if os.path.lexists(d) else []
                 if faults:
                     log.warning("%s holds what refbench never puts in a clone (%s): cloning %s anew", d,
                                 "; ".join(faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else ""),
@@ -232,7 +236,7 @@ class Clone:
                     paths.remove_tree(d / "hooks", self.cache, ignore_errors=True)  # git init's samples: no clone of ours has hooks
                 own_clone(d, self.repo_url, self.cache)
                 repo = git.Repo(d)
-                repo.git.set_persistent_git_options(c=list(SAFE_GIT))
+                repo.git.set_persistent_git_options(c=list(self.git_options))
                 repo.git.update_environment(**clone_git_env(d))
                 self._repo = repo
         return self._repo

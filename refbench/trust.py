@@ -39,6 +39,7 @@ implementations). The README's "The cache's threat model" says what is verified 
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -46,7 +47,7 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 from . import paths
 from .errors import RefbenchError
@@ -60,7 +61,7 @@ MERGED_ONLY_ENV = "REFBENCH_MERGED_ONLY"
 #: the origin's default branch as the job's event names it (the Action, bench-sharded.yml); else
 #: refbench asks the origin (sources.Clone.default_branch)
 DEFAULT_BRANCH_ENV = "REFBENCH_DEFAULT_BRANCH"
-_key: bytes | None = None  # from KEY_FILE_ENV's file, read once
+_key: bytes | None = None  # the key in use: KEY_FILE_ENV's file, read once, or what use_key installed
 
 
 def key_file() -> Path:
@@ -141,6 +142,28 @@ def cache_key() -> bytes:
     if _key is None and os.environ.get(KEY_FILE_ENV):
         _key = _load_given(Path(os.environ[KEY_FILE_ENV]))
     return _key if _key is not None else _load_file(key_file())
+
+
+def use_key(key: bytes | Path | None) -> bytes | None:
+    """Install the key this process seals and checks with, and return the one in use before (for
+    the caller to put back: key_in_use): bytes, a key held in memory; a Path, a key file, read now
+    and once, and checked as KEY_FILE_ENV's is (private_file); None, no key held, so the next seal
+    reads KEY_FILE_ENV's file again, or the machine's key file (a new run's first reading). The
+    seam a caller in this process has, as the command line has KEY_FILE_ENV: it never goes
+    through an environment, which every child could read (refuse_key_in_environment)."""
+    global _key
+    previous, _key = _key, _load_given(key) if isinstance(key, Path) else key
+    return previous
+
+
+@contextlib.contextmanager
+def key_in_use(key: bytes | Path | None) -> Iterator[None]:
+    """use_key(key) for the block, and the key in use before back after it."""
+    previous = use_key(key)
+    try:
+        yield
+    finally:
+        use_key(previous)
 
 
 def key_given() -> bool:

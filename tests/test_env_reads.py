@@ -193,35 +193,14 @@ def patches_of_refbench(path: Path) -> list[int]:
     return lines
 
 
-#: patches not yet replaced by a seam, per test file (how many), each waiting on a module another
-#: branch of issue 35/38 is rewriting. The list only shrinks: a new patch fails, and so does an
-#: entry that is gone (lower it).
-PENDING = {
-    "test_golden.py": 1,  # nightly._now: the night's clock, a parameter of nightly.py (its helper's)
-    "test_hyperfine.py": 3,  # pins._from_wheel, pins.PINS: a pin table and wheel fetcher given to pins (issue 35's)
-    "test_implementations.py": 1,  # trust._key: trust.py's cached key needs a reset seam (issue 35's helper)
-    "test_kubo_online.py": 1,  # sandbox.unavailable: the RunEnv's probe, read by pipeline.check
-    "test_lease.py": 1,  # lease.CLOCK: the clock run_cli's commands use, a RunEnv/MachineSettings field
-    "test_runner.py": 1,  # StopRule.needs_replan: a stopping rule given to the runner
-    "test_trust_cache.py": 5,  # trust._key (3), sources.SAFE_GIT/ALLOWED_INFO (2): issue 35's trust and sources
-    "test_trust_gate.py": 2,  # trust._key: as test_implementations
-    # issue 35's fifth round, merged after this list was made: fixtures' per-process memo of checked
-    # fixtures (a new run) and a spy on fixtures.intact; toolchain.go_version / verify_cached,
-    # pins' subprocess, tools.go and implementations' _run / module_sum: a Go runner given to pins,
-    # toolchain and implementations would be their seam
-    "test_trust_r5.py": 2,
-    "test_trust_toolchain.py": 6,
-}
-
-
 def test_no_test_monkeypatches_refbench():
+    """Every stand-in goes through a seam: the RunEnv (its executor, builder, probes), a parameter
+    with a default (a clock, a stopping rule, a go runner, a fixture run's checks), or what the
+    product installs for a block (paths.installed, trust.key_in_use, pins.installed)."""
     found = {p.name: ls for p in sorted(TESTS.rglob("*.py")) if p.name != Path(__file__).name
              and (ls := patches_of_refbench(p))}
-    new = {name: ls for name, ls in found.items() if len(ls) > PENDING.get(name, 0)}
-    assert not new, (f"tests that patch refbench's own modules ({new}): give the code a seam "
-                     "(a parameter with a default, the RunEnv, MachineSettings) and pass the stand-in")
-    fewer = {name: (n, len(found.get(name, ()))) for name, n in PENDING.items() if len(found.get(name, ())) < n}
-    assert not fewer, f"fewer patches than PENDING says (pending, found): {fewer}; lower PENDING"
+    assert not found, (f"tests that patch refbench's own modules ({found}): give the code a seam "
+                       "(a parameter with a default, the RunEnv, MachineSettings) and pass the stand-in")
 
 
 def test_the_patch_finder_finds_them(tmp_path):

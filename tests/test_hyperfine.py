@@ -132,17 +132,18 @@ def _fake_hyperfine(d: Path, ver: str) -> Path:
 
 
 @pytest.fixture
-def no_wheel(monkeypatch):
+def no_wheel():
     """No pinned wheel can be had (offline, another platform): setup falls back to cargo."""
     def refuse(tool, out_dir):
         raise RefbenchError("pip download astral-dev-toolchain-hyperfine==2.0.0 failed (exit 1)")
-    monkeypatch.setattr(pins, "_from_wheel", refuse)
+    with pins.installed(pins.Pinning(from_wheel=refuse)):
+        yield
 
 
-def _pin_it(monkeypatch, binary: Path) -> None:
-    """Make `binary` the pinned hyperfine of this platform (as if the wheel held it)."""
-    monkeypatch.setattr(pins, "PINS", (pins.Pin("hyperfine", hyperfine.PINNED_VERSION, pins.WHEEL,
-                                                 pins.current_platform(), pins.sha256_of(binary)),))
+def _pinned(binary: Path, **pinning) -> pins.Pinning:
+    """Pinning that makes `binary` the pinned hyperfine of this platform (as if the wheel held it)."""
+    return pins.Pinning(table=(pins.Pin("hyperfine", hyperfine.PINNED_VERSION, pins.WHEEL, pins.current_platform(),
+                                        pins.sha256_of(binary)),), **pinning)
 
 
 def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
@@ -162,10 +163,10 @@ def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
     assert pinned == hyperfine.pinned_path() and pinned.is_relative_to(tmp_path / "cache" / "refbench")
     with pytest.raises(RefbenchError, match="refusing .*hyperfine.*pins.py"):  # not the pinned bytes
         hyperfine.locate()
-    _pin_it(monkeypatch, pinned)
-    assert hyperfine.locate() == str(pinned)
-    assert hyperfine.version() == hyperfine.parse_version(hyperfine.PINNED_VERSION)
-    assert hyperfine.exports_memory() and hyperfine.measures_own_runs()
+    with pins.installed(_pinned(pinned)):
+        assert hyperfine.locate() == str(pinned)
+        assert hyperfine.version() == hyperfine.parse_version(hyperfine.PINNED_VERSION)
+        assert hyperfine.exports_memory() and hyperfine.measures_own_runs()
 
 
 def test_a_hyperfine_on_path_is_used_when_it_measures_each_runs_own_figures(tmp_path, monkeypatch):
@@ -253,23 +254,21 @@ def test_setup_takes_the_pinned_wheel_links_it_and_refuses_it_swapped(tmp_path, 
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
     wheel_binary = _fake_hyperfine(tmp_path / "wheel", hyperfine.PINNED_VERSION)
-    _pin_it(monkeypatch, wheel_binary)
 
     def from_wheel(tool, out_dir):
         (out_dir / tool).write_bytes(wheel_binary.read_bytes())
         return out_dir / tool
-    monkeypatch.setattr(pins, "_from_wheel", from_wheel)
-    got = setup.ensure_hyperfine(tmp_path / "bin")
-    assert got == str(hyperfine.pinned_path()) and os.readlink(tmp_path / "bin" / "hyperfine") == got
-    assert hyperfine.locate() == got and hyperfine.measures_own_runs(got)
-    Path(got).write_text("#!/bin/sh\necho 'hyperfine 2.0.0 (planted)'\n")
-    with pytest.raises(RefbenchError, match="refusing"):
-        hyperfine.locate()
-    from refbench import paths
-    with pytest.raises(RefbenchError, match="refusing"):
-        tools.find_tool("hyperfine")
-    assert setup.ensure_hyperfine(tmp_path / "bin") == got  # setup puts the pinned one back
-    assert hyperfine.locate() == got
+    with pins.installed(_pinned(wheel_binary, from_wheel=from_wheel)):
+        got = setup.ensure_hyperfine(tmp_path / "bin")
+        assert got == str(hyperfine.pinned_path()) and os.readlink(tmp_path / "bin" / "hyperfine") == got
+        assert hyperfine.locate() == got and hyperfine.measures_own_runs(got)
+        Path(got).write_text("#!/bin/sh\necho 'hyperfine 2.0.0 (planted)'\n")
+        with pytest.raises(RefbenchError, match="refusing"):
+            hyperfine.locate()
+        with pytest.raises(RefbenchError, match="refusing"):
+            tools.find_tool("hyperfine")
+        assert setup.ensure_hyperfine(tmp_path / "bin") == got  # setup puts the pinned one back
+        assert hyperfine.locate() == got
 
 
 def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch, no_wheel):

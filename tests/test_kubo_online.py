@@ -239,12 +239,19 @@ def test_gc_restores_the_cached_state_exactly_before_every_run_and_builds_it_onc
 
 
 def test_online_without_a_namespace_is_refused_naming_offline(monkeypatch, tmp_path):
-    """No namespace can be made: the run stops before building, one line, pointing at --daemon offline."""
-    from refbench.backends import sandbox
+    """No namespace can be made (the RunEnv's probe says so): the run stops before building, one
+    line, pointing at --daemon offline."""
+    import dataclasses
 
-    monkeypatch.setattr(sandbox, "unavailable", lambda: "unshare failed: Operation not permitted")
+    from refbench import runenv
+    from refbench.commands import run
+
+    def no_namespaces(command, argv):
+        assert command is None  # the main comparison
+        env = dataclasses.replace(runenv.real(), namespaces_unavailable=lambda: "unshare failed: Operation not permitted")
+        return run.main(argv, env=env)
     got = run_cli("-t", "kubo", "-s", "v0.40.1", "v0.41.0", "--source", "module", "--quick", "--only", "large file",
-                  "--builds-dir", str(tmp_path / "b"), cwd=tmp_path)
+                  "--builds-dir", str(tmp_path / "b"), cwd=tmp_path, dispatch=no_namespaces)
     assert got.returncode == 2
     line = got.stderr.strip().splitlines()[-1]
     assert "network namespace" in line and "Operation not permitted" in line and "--daemon offline" in line

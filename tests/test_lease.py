@@ -54,11 +54,15 @@ class SimClock(lease.Clock):
 
 
 @pytest.fixture
-def clock(monkeypatch) -> SimClock:
-    """The clock every lease and sweep in this process uses (run_cli's commands too)."""
-    sim = SimClock()
-    monkeypatch.setattr(lease, "CLOCK", sim)
-    return sim
+def clock() -> SimClock:
+    """The simulated clock, given to what the test runs: clean's command (clean_cli), S3Backend.open."""
+    return SimClock()
+
+
+def clean_cli(clock: SimClock, *args: str, env: dict):
+    """`refbench clean ARGS` as run_cli runs it, with `clock` as clean's clock (clean.main's)."""
+    from refbench.commands import clean
+    return run_cli("clean", *args, env=env, dispatch=lambda name, argv: clean.main(argv, clock=clock))
 
 
 def until(predicate, what: str, timeout: float = 10.0) -> None:
@@ -127,7 +131,7 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
     for k in ("a", "sub/b", "sub/c"):
         client.put_object(Bucket=name, Key=f"{DEAD}/{k}", Body=b"old")
         client.put_object(Bucket=name, Key=f"{DEAD}/{k}", Body=b"dead run")
-    write_dead_lease(server, name, DEAD, ttl=1.0)
+    write_dead_lease(server, name, DEAD, ttl=30.0)  # expired by the clock given (a minute on), not by real time
     # a live run elsewhere: its lease (the default ttl, 10 min) is refreshed by a second process
     holder = hold_lease(server, name, LIVE, ttl=lease.DEFAULT_TTL)
     try:
@@ -145,8 +149,8 @@ def test_clean_remote_removes_only_expired_leases_below_prefix(bucket, versioned
         write_dead_lease(server, name, "ltx/20260101-000000-deadbeef", ttl=1.0)
         client.put_object(Bucket=name, Key=sentinels[5],
                           Body=json.dumps({"schema": lease.LEASE_SCHEMA, "prefix": DEAD, "ttl_seconds": 1}).encode())
-        clock.advance(60)  # a minute later by the server's clock: the dead leases (ttl 1 s) expired, the live one not
-        proc = run_cli("clean", "--remote", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
+        clock.advance(60)  # a minute later by the server's clock: the dead leases expired, the live one not
+        proc = clean_cli(clock, "--remote", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                          env=bench_env(server))
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout
@@ -172,7 +176,7 @@ def test_dry_run_removes_nothing(bucket, clock):
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
     write_dead_lease(server, name, DEAD, ttl=1.0)
     clock.advance(60)
-    proc = run_cli("clean", "--remote", "--dry-run", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
+    proc = clean_cli(clock, "--remote", "--dry-run", "-b", name, "-p", "lt", "--endpoint-url", server.endpoint,
                      env=bench_env(server))
     assert proc.returncode == 0, proc.stderr
     assert "would be removed" in proc.stdout and "would remove 1 prefixes" in proc.stdout
@@ -187,10 +191,11 @@ def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, mon
             monkeypatch.setenv(k, v)
     monkeypatch.setenv("REFBENCH_LEASE_TTL", "3")  # read once at the command line (MachineSettings): no effect here
     client.put_object(Bucket=name, Key=f"{DEAD}/a", Body=b"x")
-    write_dead_lease(server, name, DEAD, ttl=1.0)
+    write_dead_lease(server, name, DEAD, ttl=30.0)  # expired by the clock given (a minute on), not by real time
     client.put_object(Bucket=name, Key="outside", Body=b"mine")
     clock.advance(60)
-    backend = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000000-12345678", lease_ttl=600.0)
+    backend = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000000-12345678", lease_ttl=600.0,
+                             clock=clock)
     try:
         assert [(f.prefix, f.state) for f in backend.swept] == [(DEAD, "expired")]
         assert backend.swept[0].removed == 2  # the object and its lease
@@ -211,7 +216,7 @@ def test_next_run_sweeps_dead_runs_and_holds_its_own_lease(bucket, tmp_path, mon
         assert again["refreshed"] > first["refreshed"] and again["started"] == first["started"]
         assert again["expires"] > first["expires"]
         # a concurrent run's sweep leaves this live run alone
-        other = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000001-87654321")
+        other = S3Backend.open(name, "lt", tmp_path, server.endpoint, "20260102-000001-87654321", clock=clock)
         assert [(f.prefix, f.state) for f in other.swept] == [("lt/20260102-000000-12345678", "live")]
         other.close()
         client.put_object(Bucket=name, Key="lt/20260102-000000-12345678/data/x", Body=b"x")

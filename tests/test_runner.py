@@ -45,8 +45,9 @@ def run(tmp_path, factors, *, command="{{ bin }} go", prepare=None, setup=None, 
 
 
 def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=None, executor=None,
-            family_size=1, **plan):
-    """A scenario of `steps` through the runner, on the MockExecutor's simulated clock."""
+            family_size=1, stop_rule=None, **plan):
+    """A scenario of `steps` through the runner, on the MockExecutor's simulated clock; `stop_rule`:
+    the runner's (default: refbench.stopping.StopRule)."""
     (tmp_path / "work").mkdir(exist_ok=True)
     executor = executor or _current[0]
     sampling = Sampling(runs=runs, warmup=warmup, rounds=rounds,
@@ -55,7 +56,7 @@ def run_all(tmp_path, factors, steps, *, runs=10, rounds=5, warmup=0, backend=No
                  executor=executor, workdir=tmp_path / "work", cache_dir=tmp_path, sampling=sampling,
                  criteria=stats.Criteria(), measure_rss=False, family_size=family_size,
                  clock=getattr(executor, "clock", time.monotonic), **plan)  # a real executor: real time
-    r = rn.Runner(dataclasses.replace(p, steps=len(steps)))
+    r = rn.Runner(dataclasses.replace(p, steps=len(steps)), **({"stop_rule": stop_rule} if stop_rule else {}))
     spec = FixtureSpec(kind="sparse", size=1, count=1)
     sc = ScenarioSpec("s", "t", spec, spec, tuple(steps))
     fixture = FixtureFiles(spec, tmp_path, 1, 1, 0)
@@ -272,9 +273,13 @@ def test_a_pilot_that_under_estimates_the_noise_does_not_end_the_step_undecided(
     # the looks taken under smaller plans had larger spending times than their share of the last
     assert st.spend[1] == 8 / 20 and len(st.samples["b0"].times) > 100 and st.spend[2] > st.looks[2]
     from refbench.stopping import StopRule
-    with pytest.MonkeyPatch.context() as mp:  # the same step, its most runs fixed by the pilot
-        mp.setattr(StopRule, "needs_replan", lambda self, state: False)
-        fixed = run(tmp_path, [1.0, 1.0], command=cmd, budget=60.0, executor=MockExecutor(), **BUDGETED)
+
+    class PlannedOnce(StopRule):
+        """The same rule, its most runs fixed by the pilot: never planned again."""
+        def needs_replan(self, state):
+            return False
+    fixed = run(tmp_path, [1.0, 1.0], command=cmd, budget=60.0, executor=MockExecutor(), stop_rule=PlannedOnce,
+                **BUDGETED)
     assert (fixed.stopped, fixed.comparisons[0].verdict, len(fixed.samples["b0"].times)) == \
         ("max-runs", Verdict.INCONCLUSIVE, 20)
     assert st.record().spend == tuple(round(x, 6) for x in st.spend)

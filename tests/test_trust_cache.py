@@ -145,13 +145,14 @@ def test_a_clone_lacking_an_older_merged_commit_is_fetched_whole(origin, tmp_pat
 
 @pytest.fixture
 def keyed(tmp_path, monkeypatch):
-    """A run given the shared key, as the Action's trusted jobs are (REFBENCH_CACHE_KEY_FILE)."""
+    """A run given the shared key, as the Action's trusted jobs are (REFBENCH_CACHE_KEY_FILE): no
+    key held in this process before (trust.key_in_use(None)), so the named file is read."""
     key = tmp_path / "key"
     key.write_text("k" * 40 + "\n")
     key.chmod(0o600)
-    monkeypatch.setattr(trust, "_key", None)
     monkeypatch.setenv(trust.KEY_FILE_ENV, str(key))
-    return key
+    with trust.key_in_use(None):
+        yield key
 
 
 def test_a_keyed_run_refuses_a_commit_prefix(origin, tmp_path, keyed):
@@ -457,10 +458,10 @@ def test_a_sealed_state_whose_content_changed_is_not_ready(tmp_path, monkeypatch
 
 def test_a_state_sealed_under_another_key_is_not_ready(tmp_path, monkeypatch):
     where = _state(tmp_path)
-    monkeypatch.setattr(trust, "_key", b"a-pull-requests-own-key-0123456789")
-    StateCache.mark(where, tmp_path, template="t")
-    monkeypatch.setattr(trust, "_key", b"the-trusted-jobs-key-0123456789abcd")
-    assert not StateCache.ready(where)
+    with trust.key_in_use(b"a-pull-requests-own-key-0123456789"):
+        StateCache.mark(where, tmp_path, template="t")
+    with trust.key_in_use(b"the-trusted-jobs-key-0123456789abcd"):
+        assert not StateCache.ready(where)
 
 
 def test_a_state_with_plugins_is_refused(tmp_path):
@@ -702,17 +703,17 @@ def test_a_planted_commit_graph_is_not_read_and_the_clone_is_cloned_anew(line_or
     assert not (clone / "objects" / "info" / "commit-graph").exists()
 
 
-def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path, monkeypatch):
+def test_bisects_line_is_checked_against_the_commits_ids(line_origin, tmp_path):
     """Whatever git takes parents from besides the commits themselves (a commit-graph here, as if
-    SAFE_GIT and clone_faults let it through), a line whose commits do not name it is refused."""
+    SAFE_GIT and clone_faults let it through: the Clone's git_options and allowed_info), a line
+    whose commits do not name it is refused."""
     from refbench import sources
     o, clone, shas = line_origin
-    monkeypatch.setattr(sources, "SAFE_GIT", ("core.hooksPath=/dev/null", "core.fsmonitor=false"))
-    monkeypatch.setattr(sources, "ALLOWED_INFO", {**sources.ALLOWED_INFO, "objects/info": frozenset(
-        {"packs", "commit-graph"})})
     _plant_commit_graph(clone, shas)
+    loose = sources.Clone(tmp_path / "builds", str(o), git_options=("core.hooksPath=/dev/null", "core.fsmonitor=false"),
+                          allowed_info={**sources.ALLOWED_INFO, "objects/info": frozenset({"packs", "commit-graph"})})
     with pytest.raises(bl.RefError, match="as the commits' ids say"):
-        sources.Clone(tmp_path / "builds", str(o)).commits_between(shas[0], shas[3])
+        loose.commits_between(shas[0], shas[3])
 
 
 def test_a_planted_shallow_file_is_removed_before_a_fetch(line_origin, tmp_path):

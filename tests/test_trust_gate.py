@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from refbench import trust
+from refbench.errors import RefbenchError
 
 PURPOSE = "a test record v1"
 
 
 @pytest.fixture(autouse=True)
-def key(monkeypatch):
-    monkeypatch.setattr(trust, "_key", b"the-gate-tests-key-0123456789abcdef")
+def key():
+    with trust.key_in_use(b"the-gate-tests-key-0123456789abcdef"):
+        yield
 
 
 def record(fields):
@@ -30,7 +32,7 @@ def test_changed_content_is_refused_naming_both_hashes():
     assert why == f"its content hashes to {'cd' * 6}, not the sealed {'ab' * 6}"
 
 
-def test_no_seal_another_key_or_another_purpose_is_refused_without_hashing(monkeypatch):
+def test_no_seal_another_key_or_another_purpose_is_refused_without_hashing():
     fields = {"what": "x", "digest": "ab" * 32}
     sealed = record(fields)
 
@@ -40,5 +42,26 @@ def test_no_seal_another_key_or_another_purpose_is_refused_without_hashing(monke
     assert trust.gate(PURPOSE, fields, {}, "digest", content) == "not sealed under this machine's cache key"
     assert trust.gate("another purpose", fields, sealed, "digest", content).startswith("sealed under another key")
     assert trust.gate(PURPOSE, {**fields, "what": "y"}, sealed, "digest", content).startswith("sealed under another key")
-    monkeypatch.setattr(trust, "_key", b"a-pull-requests-own-key-0123456789")
-    assert trust.gate(PURPOSE, fields, sealed, "digest", content) == f"sealed under another key ({sealed['key_id']})"
+    with trust.key_in_use(b"a-pull-requests-own-key-0123456789"):
+        assert trust.gate(PURPOSE, fields, sealed, "digest", content) == f"sealed under another key ({sealed['key_id']})"
+
+
+def test_a_key_is_given_as_a_key_file_read_once_and_checked_as_the_secrets_file(tmp_path):
+    """trust.use_key / key_in_use: the seam a caller in this process has (never an environment).
+    A key file is read when it is given, not at each seal, and refused as REFBENCH_CACHE_KEY_FILE's
+    is when others can read it; the key in use before comes back after the block."""
+    before = trust.key_id()
+    path = tmp_path / "key"
+    path.write_text("a-key-in-a-file-0123456789abcdef\n")
+    path.chmod(0o600)
+    with trust.key_in_use(path):
+        from_file = trust.key_id()
+        path.write_text("another-key-written-after-0123456789\n")  # read once: not seen
+        assert trust.key_id() == from_file
+    with trust.key_in_use(b"a-key-in-a-file-0123456789abcdef"):
+        assert trust.key_id() == from_file  # the same key as bytes
+    assert trust.key_id() == before != from_file
+    path.chmod(0o644)
+    with pytest.raises(RefbenchError, match="mode 0600"):
+        trust.use_key(path)
+    assert trust.key_id() == before

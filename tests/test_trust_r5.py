@@ -13,9 +13,9 @@ from refbench.errors import BuildError
 from test_builds import builder, origin, run  # noqa: F401  (origin: a pytest fixture)
 
 
-def _next_run(monkeypatch) -> None:
+def _next_run() -> fx.Checks:
     """A later refbench run: a new process, which has checked no fixture yet."""
-    monkeypatch.setattr(fx, "_intact_seen", set(), raising=False)
+    return fx.Checks()
 
 
 def _genuine(spec: FixtureSpec, where: Path) -> dict[str, bytes]:
@@ -25,29 +25,27 @@ def _genuine(spec: FixtureSpec, where: Path) -> dict[str, bytes]:
 
 
 # ---- fixtures: trusted by their .complete marker alone (HIGH) --------------------------------------
-def test_planted_small_files_in_a_random_fixture_are_made_again(tmp_path, monkeypatch):
+def test_planted_small_files_in_a_random_fixture_are_made_again(tmp_path):
     spec = FixtureSpec(kind="random", size=300_000, count=3, seed=5)
     want = _genuine(spec, tmp_path / "fresh")
     made = fx.ensure(spec, tmp_path / "cache")
     for rel in want:  # a restored entry: the marker kept, every file 10 zero bytes
         (made.root / rel).write_bytes(bytes(10))
-    _next_run(monkeypatch)
-    again = fx.ensure(spec, tmp_path / "cache")
+    again = fx.ensure(spec, tmp_path / "cache", _next_run())
     assert {rel: (again.root / rel).read_bytes() for rel in want} == want
 
 
-def test_same_size_files_with_other_bytes_are_made_again(tmp_path, monkeypatch):
+def test_same_size_files_with_other_bytes_are_made_again(tmp_path):
     spec = FixtureSpec(kind="tree", size=20_000, count=3, dirs=2, depth=2, seed=9)
     want = _genuine(spec, tmp_path / "fresh")
     made = fx.ensure(spec, tmp_path / "cache")
     rel = sorted(want)[-1]
     (made.root / rel).write_bytes(bytes(len(want[rel])))  # zeros kubo would deduplicate, same size
-    _next_run(monkeypatch)
-    again = fx.ensure(spec, tmp_path / "cache")
+    again = fx.ensure(spec, tmp_path / "cache", _next_run())
     assert (again.root / rel).read_bytes() == want[rel]
 
 
-def test_a_link_an_extra_file_and_a_fifo_in_a_fixture_are_made_again(tmp_path, monkeypatch):
+def test_a_link_an_extra_file_and_a_fifo_in_a_fixture_are_made_again(tmp_path):
     spec = FixtureSpec(kind="sparse", size=4096, count=3)
     made = fx.ensure(spec, tmp_path)
     (made.root / "tmp0").unlink()
@@ -56,35 +54,32 @@ def test_a_link_an_extra_file_and_a_fifo_in_a_fixture_are_made_again(tmp_path, m
     (made.root / "tmp1").unlink()
     os.mkfifo(made.root / "tmp1")  # read, it would block the run for good
     (made.root / "extra").write_bytes(b"x" * 4096)  # s5cmd uploads every file of the directory
-    _next_run(monkeypatch)
-    again = fx.ensure(spec, tmp_path)
+    again = fx.ensure(spec, tmp_path, _next_run())
     assert sorted(os.listdir(again.root)) == ["tmp0", "tmp1", "tmp2"]
     for name in ("tmp0", "tmp1", "tmp2"):
         st = os.lstat(again.root / name)
         assert st.st_size == 4096 and st.st_blocks == 0 and not os.path.islink(again.root / name)
 
 
-def test_a_sparse_file_filled_with_data_is_made_again(tmp_path, monkeypatch):
+def test_a_sparse_file_filled_with_data_is_made_again(tmp_path):
     spec = FixtureSpec(kind="sparse", size=8192, count=2)
     made = fx.ensure(spec, tmp_path)
     (made.root / "tmp1").write_bytes(b"\1" * 8192)
-    _next_run(monkeypatch)
-    again = fx.ensure(spec, tmp_path)
+    again = fx.ensure(spec, tmp_path, _next_run())
     assert (again.root / "tmp1").read_bytes() == bytes(8192)
 
 
-def test_a_fifo_as_the_marker_does_not_block_the_run(tmp_path, monkeypatch):
+def test_a_fifo_as_the_marker_does_not_block_the_run(tmp_path):
     spec = FixtureSpec(kind="sparse", size=10, count=2)
     made = fx.ensure(spec, tmp_path)
     marker = fx.marker_path(made.root)
     marker.unlink()
     os.mkfifo(marker)
-    _next_run(monkeypatch)
-    fx.ensure(spec, tmp_path)
+    fx.ensure(spec, tmp_path, _next_run())
     assert marker.is_file() and not marker.is_fifo()
 
 
-def test_a_planted_fixtures_link_is_refused_and_nothing_is_written_through_it(tmp_path, monkeypatch):
+def test_a_planted_fixtures_link_is_refused_and_nothing_is_written_through_it(tmp_path):
     elsewhere = tmp_path / "users-files"
     elsewhere.mkdir()
     cache = tmp_path / "builds"
@@ -95,16 +90,14 @@ def test_a_planted_fixtures_link_is_refused_and_nothing_is_written_through_it(tm
     assert os.listdir(elsewhere) == []
 
 
-def test_an_intact_fixture_is_kept_and_checked_once_per_run(tmp_path, monkeypatch):
+def test_an_intact_fixture_is_kept_and_checked_once_per_run(tmp_path):
     spec = FixtureSpec(kind="random", size=100_000, count=2, seed=3)
     made = fx.ensure(spec, tmp_path)
     mtime = os.stat(made.root / "tmp0").st_mtime_ns
-    _next_run(monkeypatch)
     calls = []
-    real = fx.intact
-    monkeypatch.setattr(fx, "intact", lambda *a: calls.append(a) or real(*a))
-    fx.ensure(spec, tmp_path)
-    fx.ensure(spec, tmp_path)
+    run = fx.Checks(intact=lambda *a: calls.append(a) or fx.intact(*a))  # a later run, its check spied on
+    fx.ensure(spec, tmp_path, run)
+    fx.ensure(spec, tmp_path, run)
     assert len(calls) == 1 and os.stat(made.root / "tmp0").st_mtime_ns == mtime
 
 

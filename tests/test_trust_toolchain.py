@@ -154,32 +154,40 @@ def test_a_planted_or_future_dated_toolchain_listing_is_not_taken(tmp_path, monk
 
 # ---- pinned tools and Go implementations switch to TOOLS_GO only after checking it -------------------
 @pytest.fixture
-def planted_tools_go(monkeypatch):
+def planted_tools_go():
     """This machine's Go is not TOOLS_GO, and the TOOLS_GO in the module cache fails its check: what
-    runs afterwards is recorded, so a test sees whether anything ran before the check."""
+    runs afterwards is recorded, so a test sees whether anything ran before the check. The go
+    runner (pins.GoRunner) pins and implementations are given."""
     from refbench import pins
     ran: list[list[str]] = []
-    monkeypatch.setattr(tc, "go_version", lambda env=None: "go1.25.0")
     checked: list[dict] = []
 
-    def planted(name, env):
-        checked.append(dict(env))
-        raise BuildError(f"the Go toolchain {name} in the module cache is not the checksum database's", sha=None)
+    class Planted(pins.GoRunner):
+        def find(self):
+            return "/usr/bin/go-stand-in"
 
-    monkeypatch.setattr(tc, "verify_cached", planted)
-    monkeypatch.setattr(pins.subprocess, "run", lambda argv, **kw: ran.append(list(argv)) or
-                        subprocess.CompletedProcess(argv, 1, "", "stubbed"))
-    return ran, checked
+        def version(self, env):
+            return "go1.25.0"
+
+        def verify(self, name, env):
+            checked.append(dict(env))
+            raise BuildError(f"the Go toolchain {name} in the module cache is not the checksum database's", sha=None)
+
+        def run(self, argv, **kw):
+            ran.append(list(argv))
+            return subprocess.CompletedProcess(argv, 1, "", "stubbed")
+
+    return ran, checked, Planted()
 
 
 def test_a_pinned_tool_is_built_only_after_its_go_is_checked(tmp_path, monkeypatch, planted_tools_go):
     """Review35d LOW 14: pins.build_env set GOTOOLCHAIN=go1.26.8 and `refbench setup` ran go
     without toolchain.verify_cached, so a planted go1.26.8 in the module cache ran."""
     from refbench import pins
-    ran, checked = planted_tools_go
+    ran, checked, runner = planted_tools_go
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     with pytest.raises(BuildError, match="not the checksum database's"):
-        pins.install("minio", "go")
+        pins.install("minio", "go", runner=runner)
     assert ran == [] and checked and checked[0]["GOTOOLCHAIN"] == pins.TOOLS_GO
 
 
@@ -188,17 +196,14 @@ def test_a_go_implementation_is_built_after_its_go_is_checked_with_a_build_cache
     """Review35d LOW 14, and its note on GOCACHE: the install's go ran unchecked, with the user's
     build cache (restored beside the module cache), whose compiled packages go reuses by id."""
     from refbench import implementations as impls
-    ran, checked = planted_tools_go
+    ran, checked, runner = planted_tools_go
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("GOCACHE", str(tmp_path / "users-gocache"))
-    monkeypatch.setattr("refbench.tools.go", lambda: "/usr/bin/go-stand-in")
-    monkeypatch.setattr(impls, "_run", lambda argv, what, env, cwd=None: ran.append(list(argv)))
-    monkeypatch.setattr(impls, "module_sum", lambda impl, go, env: ran.append(["module_sum"]) or impl.module_sum)
     impl = impls.bundled()["rclone"]
     d = tmp_path / "slot"
     (d / "root").mkdir(parents=True)
     with pytest.raises(BuildError, match="not the checksum database's"):
-        impls._install_go(impl, d)
+        impls._install_go(impl, d, runner)
     assert ran == []  # nothing of go ran before the check
     env = checked[0]
     assert env["GOCACHE"] == str(d / "gocache") and env["GOMODCACHE"] == str(d / "gomodcache"), env

@@ -21,7 +21,7 @@ from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from .. import paths
-from ..lease import DEFAULT_TTL, Lease, check_prefix, lease_key, sweep as sweep_leases
+from ..lease import CLOCK, DEFAULT_TTL, Clock, Lease, check_prefix, lease_key, sweep as sweep_leases
 from ..errors import RunError
 from ..tools import find_tool
 from ..network import NetworkProfile
@@ -83,23 +83,24 @@ class S3Backend:
     network_endpoints: dict[str, str] = field(default_factory=dict)
     shaper: Toxiproxy | None = None
     network: str | None = None  # the profile of the step whose commands run now (use_network)
+    clock: Clock = field(default_factory=lambda: CLOCK)  # what its lease and its sweep of dead runs' leases read
 
     @classmethod
     def open(cls, bucket: str | None, prefix_base: str, workdir: Path, endpoint: str | None,
              run_id: str, stored_bytes: int = 0, server_cpus: frozenset[int] | None = None,
              networks: Mapping[str, NetworkProfile] = MappingProxyType({}), pass_env: frozenset[str] = frozenset(),
-             lease_ttl: float = DEFAULT_TTL) -> "S3Backend":
+             lease_ttl: float = DEFAULT_TTL, clock: Clock = CLOCK) -> "S3Backend":
         """The run's S3 area: the embedded MinIO (bucket None), started here, or the user's bucket,
         behind a shaper with a proxy per network profile in `networks` other than loopback.
         Close it (or use it as a context manager) to remove what the run stored. The machine's
         settings: `pass_env`, more names the servers see; `lease_ttl`, the life of the lease on a
-        user's bucket."""
+        user's bucket; `clock`, the time its lease and the sweep of dead runs' leases read."""
         base = check_prefix(prefix_base)
         prefix = f"{base}/{run_id}"
         if bucket is None:
             backend = cls._open_embedded(prefix, workdir, stored_bytes, server_cpus, pass_env)
         else:
-            backend = cls._open_user(bucket, base, prefix, endpoint, lease_ttl)
+            backend = cls._open_user(bucket, base, prefix, endpoint, lease_ttl, clock)
         try:
             backend.shape(networks, workdir, server_cpus, pass_env)
         except BaseException:
@@ -175,10 +176,10 @@ class S3Backend:
 
     @classmethod
     def _open_user(cls, bucket: str, base: str, prefix: str, endpoint: str | None,
-                   lease_ttl: float = DEFAULT_TTL) -> "S3Backend":
+                   lease_ttl: float = DEFAULT_TTL, clock: Clock = CLOCK) -> "S3Backend":
         endpoint = user_endpoint(endpoint)
         backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
-                      base_prefix=base)
+                      base_prefix=base, clock=clock)
         backend.check_bucket()
         # a user's bucket is used as it is: never reconfigured, versioned only if it already is
         try:
@@ -191,7 +192,7 @@ class S3Backend:
         from botocore.exceptions import BotoCoreError, ClientError
         try:
             backend.swept = backend.sweep_dead()
-            backend.lease = Lease(backend.client, bucket, prefix, ttl=lease_ttl).start()
+            backend.lease = Lease(backend.client, bucket, prefix, ttl=lease_ttl, clock=clock).start()
         except ClientError as e:
             code = e.response.get("Error", {}).get("Code", "?")
             raise RunError(f"bucket {bucket!r}: cannot list or write under {base}/ ({code})") from None
@@ -202,7 +203,7 @@ class S3Backend:
     def sweep_dead(self, dry_run: bool = False) -> list:
         """Find the prefixes below -p left by dead runs (expired lease) and remove them."""
         return sweep_leases(self.client(), self.bucket, self.base_prefix, self.remove_dead, skip=self.prefix,
-                           dry_run=dry_run)
+                           dry_run=dry_run, clock=self.clock)
 
     def remove_dead(self, prefix: str) -> int:
         """Remove a dead run's prefix (found by the lease sweep): below -p, never this run's own."""

@@ -23,6 +23,10 @@ COMMANDS = {
 }
 
 
-def dispatch(name: str, argv: list[str]) -> int:
-    module, func = COMMANDS[name].split(":")
+MAIN = "commands.run:main"  # the main comparison (`bench.py -s OLD NEW`): no subcommand named
+
+
+def dispatch(name: str | None, argv: list[str]) -> int:
+    """Run subcommand `name` (None: the main comparison, MAIN) with its argv; its exit code."""
+    module, func = (MAIN if name is None else COMMANDS[name]).split(":")
     return getattr(importlib.import_module(f"refbench.{module}"), func)(argv)

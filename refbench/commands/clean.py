@@ -37,10 +37,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], clock=None) -> int:
+    """`clock`: the lease.Clock that judges which leases expired (default lease.CLOCK, the server's Date)."""
     args = parser().parse_args(argv)
     if args.remote:
-        return clean_remote(args)
+        return clean_remote(args, clock)
     if args.stale:
         parent = Path(args.local_path) if args.local_path else Path(tempfile.gettempdir())
         removed = sweep_stale(parent, WORKDIR_PATTERN) + sweep_stale(parent, "refbench-minio-*")
@@ -64,14 +65,14 @@ def main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def clean_remote(args) -> int:
+def clean_remote(args, clock=None) -> int:
     from .. import lease
     if not args.bucket:
         raise RefbenchError("clean --remote needs -b BUCKET")
     base = lease.check_prefix(args.prefix)
     endpoint = args.endpoint_url or os.environ.get("S3_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL")
     backend = S3Backend(args.bucket, "", endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
-                        base_prefix=base)
+                        base_prefix=base, clock=clock or lease.CLOCK)
     backend.check_bucket()
     from botocore.exceptions import BotoCoreError, ClientError
     try:

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import shlex
 
-from .. import pipeline
+from .. import pipeline, runenv
 from ..errors import EXIT_OK, EXIT_REGRESSION
 from ..units import format_size
 from ._args import bind_flag_values, fails
 from ._run_options import Outputs, request_from_args, run_and_write, run_env, run_parser
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], env: runenv.RunEnv | None = None) -> int:
+    """`env`: the RunEnv the run goes through (default: the one the options ask for, run_env)."""
     args = run_parser().parse_args(bind_flag_values(argv))
     request = request_from_args(args, argv)
-    env = run_env(args)
+    env = env or run_env(args)
     if args.list:
         print_list(pipeline.load_target(request).cfg, request.quick, request.network)
         return EXIT_OK
