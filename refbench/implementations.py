@@ -48,7 +48,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from . import paths, pins, trust
 from .errors import ConfigError, RefbenchError
@@ -650,6 +650,16 @@ def refuse_for_refs(variant, command: str) -> None:
     if variant is not None and str(variant.ref or "").startswith(VARIANT_PREFIX):
         raise RefbenchError(f"{command} walks a ref's commits; --variant {variant.name} is a variant of an "
                             f"implementation ({variant.ref}), installed at its pinned version")
+
+
+def refuse_go(specs: Sequence[str], variants: Sequence) -> None:
+    """One line for --go beside an implementation, given plainly (--impl) or as a named variant
+    (`--variant NAME=impl:...`, or a [[variants]] table whose ref is `impl:NAME`): the Go reaches
+    the run's refs only, so the implementation would run as pinned while the command line said
+    otherwise. Raised before anything is built or installed."""
+    what = f"--impl {specs[0]}" if specs else f"--variant {variants[0].name}={variants[0].ref}"
+    raise RefbenchError(f"--go applies to refs: {what} is installed pinned from its registry, not built with a Go "
+                        "of the run's choosing")
 
 
 def merge(refs: list, impls: list, impl_first: bool) -> list:

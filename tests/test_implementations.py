@@ -222,6 +222,31 @@ def test_bad_input_is_one_line_and_exit_2(scenarios, tmp_path, argv, message):
     assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("refbench: error")]) == 1
 
 
+@pytest.mark.parametrize("variant, names", [
+    ("x=impl:other-cli,env=OTHER_THREADS=16", "--variant x=impl:other-cli"),
+    ("bulk", "--variant bulk=impl:other-cli"),  # a [[variants]] table naming an implementation
+])
+def test_go_beside_a_named_variant_of_an_implementation_is_refused_before_anything_is_built(
+        tmp_path, monkeypatch, variant, names):
+    """--go reaches the refs only: with a variant of an implementation it was silently ignored for
+    it (the ref built with that Go, the implementation installed as pinned). One line, exit 2,
+    before any build or install, as --go with --impl is."""
+    path = scenarios_file(monkeypatch, tmp_path, SCENARIOS + '[[variants]]\nname = "bulk"\nref = "impl:other-cli"\n'
+                          'env = { OTHER_THREADS = "16" }\n')
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--variant", variant, "--go", "1.25")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert f"--go applies to refs: {names} is installed pinned from its registry" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # nothing resolved, built or installed first
+    assert not (tmp_path / "builds").exists() and not (tmp_path / "results.json").exists()
+
+
+def test_the_machines_go_setting_is_not_refused_beside_an_implementation(scenarios, tmp_path, monkeypatch):
+    """REFBENCH_GO is the machine's choice for every ref, not the command line's: it stays allowed."""
+    monkeypatch.setenv("REFBENCH_GO", "local")
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--variant", "x=impl:other-cli,env=OTHER_THREADS=16")
+    assert proc.returncode == EXIT_OK, proc.stderr
+
+
 def test_a_missing_registry_in_the_scenarios_file_is_one_line_and_exit_2(tmp_path, monkeypatch):
     path = scenarios_file(monkeypatch, tmp_path, SCENARIOS.replace('registry = "pypi"\n', ""))
     proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli")
