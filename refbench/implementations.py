@@ -131,6 +131,12 @@ class Implementation:
         repo directory, and starts no kubo daemon for it."""
         return self.backend == "ipfs"
 
+    @property
+    def takes_flags(self) -> bool:
+        """Whether any of its commands says where its flags go (`{{ extra }}`): a named variant's
+        flags= are placed there, so without one they would reach nothing."""
+        return any(_EXTRA.search(t) for t in _templates(self.scenarios))
+
     def supports(self, scenario: str, step: str) -> bool:
         return bool(self._step(scenario, step).get("command"))
 
@@ -146,6 +152,16 @@ class Implementation:
     def scenario_template(self, scenario: str, what: str) -> str | None:
         """Its own scenario setup / teardown: the scenario's use the target's program."""
         return self.scenarios.get(scenario, {}).get(what)
+
+
+_EXTRA = re.compile(r"\{\{[^}]*\bextra\b")  # a template that places the build's flags
+
+
+def _templates(scenarios: Mapping) -> list[str]:
+    """Every template an implementation declares: its scenarios' setup / teardown and its steps' fields."""
+    return [v for body in scenarios.values() for v in
+            [*(body[k] for k in SCENARIO_FIELDS if k in body), *(f for st in body.get("steps", {}).values()
+                                                                 for f in st.values())]]
 
 
 # ---- declarations --------------------------------------------------------------------------
@@ -618,6 +634,14 @@ class ImplBuild:
 
 def implementation_of(build) -> Implementation | None:
     return getattr(build, "implementation", None)
+
+
+def extra_flags(build, target_flags: Sequence[str], own: Sequence[str]) -> list[str]:
+    """A build's `{{ extra }}`: -sf's flags then its named variant's for a ref's build; its named
+    variant's alone for an implementation (-sf's are the target's flags, which another client
+    does not take). Each bundled implementation's commands place `{{ extra }}` where that client
+    takes its options (docs/implementations.md)."""
+    return list(own) if implementation_of(build) else [*target_flags, *own]
 
 
 def step_template(build, scenario, step, what: str) -> str | None:

@@ -59,7 +59,7 @@ requirements = ["other-cli==3.1 --hash=sha256:0000000000000000000000000000000000
   [implementations.other-cli.scenarios.tiny]
   setup = "{{ bin }} upload {{ fixture }}"
   [implementations.other-cli.scenarios.tiny.steps.copy]
-  command = "{{ bin }} copy --own-defaults {{ fixture }} {{ work }}"
+  command = "{{ bin }} {{ extra }} copy --own-defaults {{ fixture }} {{ work }}"
 """
 
 
@@ -373,6 +373,30 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
     assert (impl.kind, impl.registry) == ("implementation", "pypi")
 
 
+@pytest.mark.slow
+def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path):
+    """s3cmd (the cheapest to install: PyPI, cached) beside itself with flags=--dry-run, placed where
+    s3cmd takes its options: the variant's upload asks MinIO for no PutObject, the plain one's for
+    one per object (the embedded MinIO's request counts, exact)."""
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    out = tmp_path / "out"
+    from conftest import run_bench
+    proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--variant", "s3cmd-dry=impl:s3cmd,flags=--dry-run",
+                     "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
+                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    res = rs.load(out / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "s3cmd 2.4.0", "s3cmd-dry"]
+    assert tuple(res.builds[2].flags) == ("--dry-run",) and res.builds[2].kind == "implementation"
+    (_, upload), = list(res.steps())
+    assert "/s3cmd --dry-run -q --no-ssl" in upload.builds["s3cmd-dry"].command
+    puts = {lab: r.by_api.get("PutObject", 0) for lab, r in upload.requests.items()}
+    assert puts["s3cmd 2.4.0"] == 200 and puts["s3cmd-dry"] == 0, puts
+
+
 def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
     for i in (1, 2):
         proc = bench(scenarios, tmp_path / f"s{i}", "-s", "v1.0.0", "--impl", "other-cli", "--shard", f"{i}/2")
@@ -431,7 +455,48 @@ def test_a_named_variant_of_an_implementation_runs_it_with_its_environment(scena
     assert "OTHER_THREADS=16" in copy.builds["other-bulk"].command and "HOME=" in copy.builds["other-bulk"].command
     assert "OTHER_THREADS" not in copy.builds["other-cli 3.1"].command
     bad = bench(scenarios, tmp_path / "bad", "-s", "v1.0.0", "--variant", "x=impl:other-cli,go=1.25")
-    assert bad.returncode == EXIT_ERROR and "an implementation takes env= only" in bad.stderr
+    assert bad.returncode == EXIT_ERROR and "an implementation takes env= and flags=, not go=" in bad.stderr
+
+
+def test_a_named_variant_of_an_implementation_puts_its_flags_where_that_client_takes_them(scenarios, tmp_path):
+    """flags= apply to both kinds (issue 37): an implementation's own command line, at its `{{ extra }}`,
+    in the label's build as for a ref. -sf's flags are the target's and reach no implementation."""
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "-sf", "--target-only",
+                 "--variant", "other-fast=impl:other-cli,flags=--threads 16 --no-check,env=OTHER_X=1")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "other-cli 3.1", "other-fast"]
+    fast = res.builds[2]
+    assert (fast.kind, tuple(fast.flags), dict(fast.env)) == ("implementation", ("--threads", "16", "--no-check"),
+                                                              {"OTHER_X": "1"})
+    copy = next(st for _, st in res.steps() if st.name == "copy")
+    assert " --threads 16 --no-check copy --own-defaults" in copy.builds["other-fast"].command
+    assert "--threads" not in copy.builds["other-cli 3.1"].command  # the plain install: its own defaults
+    assert not any("--target-only" in copy.builds[k].command for k in ("other-cli 3.1", "other-fast"))
+    builds_table = (tmp_path / "summary.md").read_text().split("### Builds", 1)[1].split("###", 1)[0]
+    assert "other-fast" in builds_table and "--threads 16 --no-check" in builds_table
+
+
+def test_flags_on_an_implementation_whose_commands_place_none_are_refused(tmp_path, monkeypatch):
+    """A user's implementation without `{{ extra }}` anywhere: the flags would reach nothing."""
+    path = scenarios_file(monkeypatch, tmp_path, THIRD)
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--variant", "t=impl:third-cli,flags=--fast")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert "--variant t=impl:third-cli: flags= go where third-cli 0.9's commands place {{ extra }}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_every_bundled_implementation_places_a_variants_flags_in_every_command_that_runs_it():
+    """Each bundled client's commands (setup, steps, cleanup, teardown) take a named variant's flags,
+    as a ref's do: every template that runs the program has `{{ extra }}` (Helia: its add commands)."""
+    for impl in impls.bundled().values():
+        assert impl.takes_flags, impl.name
+        for body in impl.scenarios.values():
+            templates = [*(body.get(k) for k in ("setup", "teardown")),
+                         *(v for st in body["steps"].values() for v in st.values())]
+            for t in filter(None, templates):
+                runs_it = t.lstrip("{%if not versioned %}").startswith("{{ bin }}") and " get " not in t
+                assert not runs_it or "{{ extra }}" in t, (impl.name, t)
 
 
 @pytest.mark.slow
