@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -395,6 +396,36 @@ def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, bu
     assert "/s3cmd --dry-run -q --no-ssl" in upload.builds["s3cmd-dry"].command
     puts = {lab: r.by_api.get("PutObject", 0) for lab, r in upload.requests.items()}
     assert puts["s3cmd 2.4.0"] == 200 and puts["s3cmd-dry"] == 0, puts
+
+
+def test_rclones_upload_starts_every_run_from_an_empty_destination():
+    """rclone copy skips what the destination holds already (same size and modtime or MD5), so each
+    of its upload steps empties, before every run, the very destination its command writes to."""
+    rclone = impls.bundled()["rclone"]
+    for sc in ("s3 clients, small files", "s3 clients, large file"):
+        step = rclone.scenarios[sc]["steps"]["upload"]
+        dest = re.findall(r"\{\{[^}]*\}\}", step["command"])[-1]
+        assert " delete " in step["prepare"] and step["prepare"].endswith(dest), (sc, step)
+
+
+@pytest.mark.slow
+def test_rclones_upload_is_a_whole_upload_every_run(s5_origin, builds_dir, tmp_path):
+    """rclone copy skips, or only re-stamps with one CopyObject each, what the destination already
+    holds with the same size and MD5: after s5cmd's run had left up/ full, rclone's "upload" asked
+    MinIO for 200 CopyObject and no PutObject (the s3 clients comparison's counted run), and its
+    times were two populations, so the step stayed inconclusive. Its prepare empties up/ first."""
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    out = tmp_path / "out"
+    from conftest import run_bench
+    proc = run_bench("-s", "v1.0.0", "--impl", "rclone", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
+                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    (_, upload), = list(rs.load(out / "results.json").steps())
+    counted = dict(upload.requests["rclone v1.76.0"].by_api)
+    assert counted.get("PutObject") == 200 and not counted.get("CopyObject"), counted
 
 
 def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
