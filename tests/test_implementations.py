@@ -278,6 +278,57 @@ def test_bisect_refuses_a_variant_of_an_implementation_before_fetching(tmp_path,
     assert len(proc.stderr.strip().splitlines()) == 1 and "cannot fetch" not in proc.stderr, proc.stderr
 
 
+# ---- Node for an npm implementation ---------------------------------------------------------------
+def _fake_node(tmp_path: Path, monkeypatch, version: str) -> Path:
+    """The machine's PATH holding only a node that says `version`; the cache a fresh one."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "node").write_text(f"#!/bin/sh\necho {version}\n")
+    (bindir / "node").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return bindir / "node"
+
+
+def _with_engines(impl: impls.Implementation, package: str, engines: str) -> impls.Implementation:
+    import dataclasses
+    lock = json.loads(impl.npm_files["package-lock.json"])
+    key = next(k for k in lock["packages"] if k.endswith("node_modules/" + package))
+    lock["packages"][key]["engines"] = {"node": engines}
+    return dataclasses.replace(impl, npm_files={**impl.npm_files, "package-lock.json": json.dumps(lock)})
+
+
+def test_a_tree_that_needs_a_newer_node_is_refused_naming_both_nodes(tmp_path, monkeypatch):
+    """Helia 7's tree needs Node 22 (undici 8; here a package of the pinned tree made to say so): on
+    Node 20 npm ci only warns and the program fails at run time. Now one line before anything is
+    fetched: the Node found, the Node needed, and which package (or the table) asks for it."""
+    node = _fake_node(tmp_path, monkeypatch, "v20.20.2")
+    helia = impls.bundled()["helia"]
+    assert impls.node_needed(helia) == (20, "")  # the pinned 5.5.1 tree runs on Node 20
+    newer = _with_engines(helia, "libp2p", ">=22.19.0")
+    version = json.loads(newer.npm_files["package-lock.json"])["packages"]["node_modules/libp2p"]["version"]
+    assert impls.node_needed(newer) == (22, f"libp2p@{version}'s engines say node >=22.19.0")
+    with pytest.raises(RefbenchError) as e:
+        impls.install(newer)
+    assert str(e.value).startswith(f"helia 5.5.1 runs on the machine's Node >= 22 (libp2p@{version}'s engines say "
+                                   f"node >=22.19.0): {node} is v20.20.2; install Node 22 or newer")
+    assert "\n" not in str(e.value) and not (tmp_path / "cache").exists()
+    import dataclasses
+    declared = dataclasses.replace(helia, node_min=22, origin="mine.toml")  # a table's `node = 22`
+    with pytest.raises(RefbenchError, match=r"Node >= 22 \(mine.toml: node = 22\): .* is v20.20.2"):
+        impls.install(declared)
+    # a range that names no single floor is no floor; an older floor is refbench's own
+    assert impls.node_needed(_with_engines(helia, "libp2p", "^18 || >=22")) == (20, "")
+
+
+def test_a_tables_node_must_be_a_major_version(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text('[implementations.x]\nregistry = "go"\nversion = "1"\npackage = "m"\nprogram = "x"\n'
+                 'module_sum = "h1:x"\nnode = "22"\n')
+    with pytest.raises(ConfigError, match=r"implementations.x.node: expected the oldest Node major its tree runs on"):
+        impls.load_file(p, str(p))
+
+
 # ---- real registries (slow) ----------------------------------------------------------------------
 def _user_impl(tmp_path: Path, body: str, name: str) -> impls.Implementation:
     p = tmp_path / "impl.toml"
