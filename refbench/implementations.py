@@ -48,7 +48,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from . import paths, pins, trust
 from .errors import ConfigError, RefbenchError
@@ -60,6 +60,7 @@ REGISTRY_NAMES = {"pypi": "PyPI", "go": "the Go module proxy", "npm": "npm"}
 NPM_REGISTRY = "https://registry.npmjs.org/"
 NPM_FILES = ("package.json", "package-lock.json")
 NODE_MIN = 20  # the oldest Node an npm implementation runs on (Debian's nodejs where missing)
+BUNDLED_NODE_NOTE = "5.5.1 does on Node 20"  # what the refusal of a newer Node points to instead
 SEAL_PURPOSE = "refbench implementation install v1"
 #: the fields of impl.json the seal covers
 SEALED_FIELDS = ("name", "version", "registry", "pin", "platform", "program", "content_sha256")
@@ -91,6 +92,7 @@ class Implementation:
     # npm: package.json, package-lock.json and the program refbench ships, by file name: their text
     npm_files: Mapping[str, str] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)  # its defaults, exported before its commands
+    node_min: int = 0  # npm: the oldest Node major its tree runs on, as declared (`node`); NODE_MIN at least
     # ipfs: its own add defaults (KUBO_ADD_DEFAULTS' keys), which decide its root CIDs
     add_defaults: Mapping[str, str] = field(default_factory=dict)
     # scenario name -> {"setup"/"teardown": template, "steps": {step name: {field: template}}}
@@ -131,6 +133,12 @@ class Implementation:
         repo directory, and starts no kubo daemon for it."""
         return self.backend == "ipfs"
 
+    @property
+    def takes_flags(self) -> bool:
+        """Whether any of its commands says where its flags go (`{{ extra }}`): a named variant's
+        flags= are placed there, so without one they would reach nothing."""
+        return any(_EXTRA.search(t) for t in _templates(self.scenarios))
+
     def supports(self, scenario: str, step: str) -> bool:
         return bool(self._step(scenario, step).get("command"))
 
@@ -146,6 +154,16 @@ class Implementation:
     def scenario_template(self, scenario: str, what: str) -> str | None:
         """Its own scenario setup / teardown: the scenario's use the target's program."""
         return self.scenarios.get(scenario, {}).get(what)
+
+
+_EXTRA = re.compile(r"\{\{[^}]*\bextra\b")  # a template that places the build's flags
+
+
+def _templates(scenarios: Mapping) -> list[str]:
+    """Every template an implementation declares: its scenarios' setup / teardown and its steps' fields."""
+    return [v for body in scenarios.values() for v in
+            [*(body[k] for k in SCENARIO_FIELDS if k in body), *(f for st in body.get("steps", {}).values()
+                                                                 for f in st.values())]]
 
 
 # ---- declarations --------------------------------------------------------------------------
@@ -180,12 +198,15 @@ def from_table(name: str, t: object, where: str, fail: Callable[..., ConfigError
     env = t.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise fail(f"{where}.env", "a table of strings", env)
+    node = t.get("node", 0)
+    if not isinstance(node, int) or isinstance(node, bool) or node < 0:
+        raise fail(f"{where}.node", "the oldest Node major its tree runs on, e.g. 22", node)
     return Implementation(
         name=name, version=text("version", required=True), registry=registry, package=text("package", required=True),
         program=text("program", required=True), backend=text("backend", default="s3"), requirements=reqs,
         module=text("module", default=text("package")), module_sum=text("module_sum"),
         binary_sha256=MappingProxyType(dict(binaries)), npm_files=MappingProxyType(npm_files),
-        env=MappingProxyType(dict(env)), add_defaults=MappingProxyType(_add_defaults(t, where, fail)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
+        env=MappingProxyType(dict(env)), node_min=node, add_defaults=MappingProxyType(_add_defaults(t, where, fail)), scenarios=_scenarios(t.get("scenarios", {}), f"{where}.scenarios", fail),
         description=text("description"), license=text("license"), origin=origin)
 
 
@@ -495,21 +516,56 @@ def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO) 
     return program, pins.TOOLS_GO
 
 
+_LOWER_BOUND = re.compile(r"^\s*>=\s*v?(\d+)(?:\.\d+){0,2}\s*$")  # `>=22`, `>= 22.19.0`: nothing else
+
+
+def engines_floor(lock_text: str) -> tuple[int, str] | None:
+    """(Node major, which package says so) of the highest plain lower bound (`>=N...`) among the
+    lock's packages' `engines.node`: npm ci only warns where the machine's Node is older, and the
+    tree then fails at run time (undici 8 under Helia 7 on Node 20). Ranges with `||`, `^` or an
+    upper bound are left out: they name no single floor."""
+    best: tuple[int, str] | None = None
+    for key, pkg in json.loads(lock_text).get("packages", {}).items():
+        engines = pkg.get("engines") if key else None
+        m = _LOWER_BOUND.match(str(engines.get("node", ""))) if isinstance(engines, dict) else None
+        if m and (best is None or int(m.group(1)) > best[0]):
+            best = (int(m.group(1)), f"{key.rsplit('node_modules/', 1)[-1]}@{pkg.get('version', '?')}'s engines "
+                                     f"say node {engines['node'].strip()}")
+    return best
+
+
+def node_needed(impl: Implementation) -> tuple[int, str]:
+    """(the oldest Node major `impl` runs on, why ('' for refbench's own floor)): NODE_MIN, what its
+    table declares (`node`), or what its lock's packages declare (engines_floor), whichever is
+    highest. Majors only: a `>= 20.19.0` on Node 20.18 is npm's warning and the tree's failure."""
+    need = (NODE_MIN, "")
+    if impl.node_min > need[0]:
+        need = (impl.node_min, f"{impl.origin}: node = {impl.node_min}")
+    floor = engines_floor(impl.npm_files["package-lock.json"]) if "package-lock.json" in impl.npm_files else None
+    return floor if floor and floor[0] > need[0] else need
+
+
 def node_runtime(impl: Implementation) -> tuple[str, str]:
     """(absolute path, version) of the machine's Node, which runs an npm implementation; a one-line
-    RefbenchError when it is missing or older than NODE_MIN."""
+    RefbenchError naming the Node found and the one needed (node_needed) when it is missing or older."""
     from .tools import find_tool
     node = find_tool("node")
-    hint = f"{impl.label} runs on the machine's Node >= {NODE_MIN} (Debian: apt-get install nodejs)"
+    need, why = node_needed(impl)
+    if need <= NODE_MIN:  # refbench's own floor: Debian's nodejs is enough where it is new enough
+        hint, tail = f"{impl.label} runs on the machine's Node >= {need} (Debian: apt-get install nodejs)", ""
+    else:  # its tree's: name who asks for it, and the way out
+        hint = f"{impl.label} runs on the machine's Node >= {need} ({why})"
+        tail = (f"; install Node {need} or newer (Debian bookworm's own is 18), or pin a version whose tree runs "
+                f"on an older Node (the bundled helia {BUNDLED_NODE_NOTE})")
     if not node:
-        raise RefbenchError(f"{hint}: no node on PATH")
+        raise RefbenchError(f"{hint}: no node on PATH{tail}")
     try:
         version = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout.strip()
         major = int(version.lstrip("v").split(".")[0])
     except (OSError, ValueError, subprocess.SubprocessError):
         raise RefbenchError(f"{hint}: {node} --version gave no version") from None
-    if major < NODE_MIN:
-        raise RefbenchError(f"{hint}: {node} is {version}")
+    if major < need:
+        raise RefbenchError(f"{hint}: {node} is {version}{tail}")
     return node, version
 
 
@@ -621,6 +677,14 @@ def implementation_of(build) -> Implementation | None:
     return getattr(build, "implementation", None)
 
 
+def extra_flags(build, target_flags: Sequence[str], own: Sequence[str]) -> list[str]:
+    """A build's `{{ extra }}`: -sf's flags then its named variant's for a ref's build; its named
+    variant's alone for an implementation (-sf's are the target's flags, which another client
+    does not take). Each bundled implementation's commands place `{{ extra }}` where that client
+    takes its options (docs/implementations.md)."""
+    return list(own) if implementation_of(build) else [*target_flags, *own]
+
+
 def step_template(build, scenario, step, what: str) -> str | None:
     """The template `build` runs for a step's `what`: an implementation's own, else the scenario's."""
     impl = implementation_of(build)
@@ -651,6 +715,16 @@ def refuse_for_refs(variant, command: str) -> None:
     if variant is not None and str(variant.ref or "").startswith(VARIANT_PREFIX):
         raise RefbenchError(f"{command} walks a ref's commits; --variant {variant.name} is a variant of an "
                             f"implementation ({variant.ref}), installed at its pinned version")
+
+
+def refuse_go(specs: Sequence[str], variants: Sequence) -> None:
+    """One line for --go beside an implementation, given plainly (--impl) or as a named variant
+    (`--variant NAME=impl:...`, or a [[variants]] table whose ref is `impl:NAME`): the Go reaches
+    the run's refs only, so the implementation would run as pinned while the command line said
+    otherwise. Raised before anything is built or installed."""
+    what = f"--impl {specs[0]}" if specs else f"--variant {variants[0].name}={variants[0].ref}"
+    raise RefbenchError(f"--go applies to refs: {what} is installed pinned from its registry, not built with a Go "
+                        "of the run's choosing")
 
 
 def merge(refs: list, impls: list, impl_first: bool) -> list:

@@ -80,6 +80,8 @@ class RunRequest:
     repo: str | None = None
     source: str = "git"
     go: tuple[str, ...] = ()  # --go: one Go for every build or one per build (toolchain.py); (): REFBENCH_GO, else mod
+    # whether --go was given on the command line (not REFBENCH_GO, the machine's): an implementation refuses it
+    go_given: bool | None = None
     endpoint_url: str | None = None
     until_decided: bool = False
     measure_identical: bool = False  # measure byte-identical binaries too (an A/A check of the machine)
@@ -120,6 +122,8 @@ class RunRequest:
         object.__setattr__(self, "command_line", tuple(self.command_line))
         if self.runs_given is None:
             object.__setattr__(self, "runs_given", self.runs is not None)
+        if self.go_given is None:
+            object.__setattr__(self, "go_given", bool(self.go))
         if self.runs is None:  # -r's default depends on --quick: short steps need more runs
             object.__setattr__(self, "runs", QUICK_RUNS if self.quick else DEFAULT_RUNS)
         if self.interleave is None:  # --rounds 1 keeps meaning plain hyperfine order: all A, then all B
@@ -326,12 +330,19 @@ def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_
     each the declared implementation it names, of the target's backend; each one's variant or None).
     Settings that only mean something for a ref are refused with one line."""
     for v in on_impls:
-        if v.go or v.flags:
-            raise RefbenchError(f"--variant {v.name}={v.ref}: an implementation takes env= only (go= builds a ref; "
-                                f"flags= are the target's)")
+        if v.go:
+            raise RefbenchError(f"--variant {v.name}={v.ref}: an implementation takes env= and flags=, not go= "
+                                "(go= builds a ref)")
+    if request.go_given and (request.implementations or on_impls):
+        impls.refuse_go(request.implementations, on_impls)
     chosen = tuple(impls.choose(spec, cfg.implementations) for spec in request.implementations) + \
         tuple(impls.choose(v.ref.removeprefix(impls.VARIANT_PREFIX), cfg.implementations) for v in on_impls)
     named = (None,) * len(request.implementations) + on_impls
+    for impl, v in zip(chosen, named):
+        if v and v.flags and not impl.takes_flags:
+            raise RefbenchError(f"--variant {v.name}={v.ref}: flags= go where {impl.label}'s commands place "
+                                f"{{{{ extra }}}}, and none of them does ({impl.origin}): put it where the client "
+                                "takes its options, or use env=")
     for impl in chosen:
         if impl.backend != target.backend:
             raise RefbenchError(f"--impl {impl.spec}: a {impl.backend} client; {target.name!r} uses the "

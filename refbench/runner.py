@@ -272,7 +272,7 @@ class Runner:
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
         v = template_values(scenario, fixture, i, build, step, self.bench.workdir,
-                            list(self.bench.target_flags) + list(self.bench.build_flags.get(build.label, ())),
+                            impls.extra_flags(build, self.bench.target_flags, self.bench.build_flags.get(build.label, ())),
                             self.bench.backend)
         Path(v["work"]).mkdir(parents=True, exist_ok=True)
         return v

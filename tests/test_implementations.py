@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -59,7 +60,7 @@ requirements = ["other-cli==3.1 --hash=sha256:0000000000000000000000000000000000
   [implementations.other-cli.scenarios.tiny]
   setup = "{{ bin }} upload {{ fixture }}"
   [implementations.other-cli.scenarios.tiny.steps.copy]
-  command = "{{ bin }} copy --own-defaults {{ fixture }} {{ work }}"
+  command = "{{ bin }} {{ extra }} copy --own-defaults {{ fixture }} {{ work }}"
 """
 
 
@@ -222,6 +223,31 @@ def test_bad_input_is_one_line_and_exit_2(scenarios, tmp_path, argv, message):
     assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("refbench: error")]) == 1
 
 
+@pytest.mark.parametrize("variant, names", [
+    ("x=impl:other-cli,env=OTHER_THREADS=16", "--variant x=impl:other-cli"),
+    ("bulk", "--variant bulk=impl:other-cli"),  # a [[variants]] table naming an implementation
+])
+def test_go_beside_a_named_variant_of_an_implementation_is_refused_before_anything_is_built(
+        tmp_path, monkeypatch, variant, names):
+    """--go reaches the refs only: with a variant of an implementation it was silently ignored for
+    it (the ref built with that Go, the implementation installed as pinned). One line, exit 2,
+    before any build or install, as --go with --impl is."""
+    path = scenarios_file(monkeypatch, tmp_path, SCENARIOS + '[[variants]]\nname = "bulk"\nref = "impl:other-cli"\n'
+                          'env = { OTHER_THREADS = "16" }\n')
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--variant", variant, "--go", "1.25")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert f"--go applies to refs: {names} is installed pinned from its registry" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr  # nothing resolved, built or installed first
+    assert not (tmp_path / "builds").exists() and not (tmp_path / "results.json").exists()
+
+
+def test_the_machines_go_setting_is_not_refused_beside_an_implementation(scenarios, tmp_path, monkeypatch):
+    """REFBENCH_GO is the machine's choice for every ref, not the command line's: it stays allowed."""
+    monkeypatch.setenv("REFBENCH_GO", "local")
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--variant", "x=impl:other-cli,env=OTHER_THREADS=16")
+    assert proc.returncode == EXIT_OK, proc.stderr
+
+
 def test_a_missing_registry_in_the_scenarios_file_is_one_line_and_exit_2(tmp_path, monkeypatch):
     path = scenarios_file(monkeypatch, tmp_path, SCENARIOS.replace('registry = "pypi"\n', ""))
     proc = bench(path, tmp_path, "-s", "v1.0.0", "--impl", "other-cli")
@@ -250,6 +276,57 @@ def test_bisect_refuses_a_variant_of_an_implementation_before_fetching(tmp_path,
                    "--builds-dir", tmp_path / "b", "--variant", variant)
     assert proc.returncode == EXIT_ERROR and says in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "cannot fetch" not in proc.stderr, proc.stderr
+
+
+# ---- Node for an npm implementation ---------------------------------------------------------------
+def _fake_node(tmp_path: Path, monkeypatch, version: str) -> Path:
+    """The machine's PATH holding only a node that says `version`; the cache a fresh one."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "node").write_text(f"#!/bin/sh\necho {version}\n")
+    (bindir / "node").chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return bindir / "node"
+
+
+def _with_engines(impl: impls.Implementation, package: str, engines: str) -> impls.Implementation:
+    import dataclasses
+    lock = json.loads(impl.npm_files["package-lock.json"])
+    key = next(k for k in lock["packages"] if k.endswith("node_modules/" + package))
+    lock["packages"][key]["engines"] = {"node": engines}
+    return dataclasses.replace(impl, npm_files={**impl.npm_files, "package-lock.json": json.dumps(lock)})
+
+
+def test_a_tree_that_needs_a_newer_node_is_refused_naming_both_nodes(tmp_path, monkeypatch):
+    """Helia 7's tree needs Node 22 (undici 8; here a package of the pinned tree made to say so): on
+    Node 20 npm ci only warns and the program fails at run time. Now one line before anything is
+    fetched: the Node found, the Node needed, and which package (or the table) asks for it."""
+    node = _fake_node(tmp_path, monkeypatch, "v20.20.2")
+    helia = impls.bundled()["helia"]
+    assert impls.node_needed(helia) == (20, "")  # the pinned 5.5.1 tree runs on Node 20
+    newer = _with_engines(helia, "libp2p", ">=22.19.0")
+    version = json.loads(newer.npm_files["package-lock.json"])["packages"]["node_modules/libp2p"]["version"]
+    assert impls.node_needed(newer) == (22, f"libp2p@{version}'s engines say node >=22.19.0")
+    with pytest.raises(RefbenchError) as e:
+        impls.install(newer)
+    assert str(e.value).startswith(f"helia 5.5.1 runs on the machine's Node >= 22 (libp2p@{version}'s engines say "
+                                   f"node >=22.19.0): {node} is v20.20.2; install Node 22 or newer")
+    assert "\n" not in str(e.value) and not (tmp_path / "cache").exists()
+    import dataclasses
+    declared = dataclasses.replace(helia, node_min=22, origin="mine.toml")  # a table's `node = 22`
+    with pytest.raises(RefbenchError, match=r"Node >= 22 \(mine.toml: node = 22\): .* is v20.20.2"):
+        impls.install(declared)
+    # a range that names no single floor is no floor; an older floor is refbench's own
+    assert impls.node_needed(_with_engines(helia, "libp2p", "^18 || >=22")) == (20, "")
+
+
+def test_a_tables_node_must_be_a_major_version(tmp_path):
+    p = tmp_path / "x.toml"
+    p.write_text('[implementations.x]\nregistry = "go"\nversion = "1"\npackage = "m"\nprogram = "x"\n'
+                 'module_sum = "h1:x"\nnode = "22"\n')
+    with pytest.raises(ConfigError, match=r"implementations.x.node: expected the oldest Node major its tree runs on"):
+        impls.load_file(p, str(p))
 
 
 # ---- real registries (slow) ----------------------------------------------------------------------
@@ -348,6 +425,60 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
     assert (impl.kind, impl.registry) == ("implementation", "pypi")
 
 
+@pytest.mark.slow
+def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path):
+    """s3cmd (the cheapest to install: PyPI, cached) beside itself with flags=--dry-run, placed where
+    s3cmd takes its options: the variant's upload asks MinIO for no PutObject, the plain one's for
+    one per object (the embedded MinIO's request counts, exact)."""
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    out = tmp_path / "out"
+    from conftest import run_bench
+    proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--variant", "s3cmd-dry=impl:s3cmd,flags=--dry-run",
+                     "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
+                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    res = rs.load(out / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "s3cmd 2.4.0", "s3cmd-dry"]
+    assert tuple(res.builds[2].flags) == ("--dry-run",) and res.builds[2].kind == "implementation"
+    (_, upload), = list(res.steps())
+    assert "/s3cmd --dry-run -q --no-ssl" in upload.builds["s3cmd-dry"].command
+    puts = {lab: r.by_api.get("PutObject", 0) for lab, r in upload.requests.items()}
+    assert puts["s3cmd 2.4.0"] == 200 and puts["s3cmd-dry"] == 0, puts
+
+
+def test_rclones_upload_starts_every_run_from_an_empty_destination():
+    """rclone copy skips what the destination holds already (same size and modtime or MD5), so each
+    of its upload steps empties, before every run, the very destination its command writes to."""
+    rclone = impls.bundled()["rclone"]
+    for sc in ("s3 clients, small files", "s3 clients, large file"):
+        step = rclone.scenarios[sc]["steps"]["upload"]
+        dest = re.findall(r"\{\{[^}]*\}\}", step["command"])[-1]
+        assert " delete " in step["prepare"] and step["prepare"].endswith(dest), (sc, step)
+
+
+@pytest.mark.slow
+def test_rclones_upload_is_a_whole_upload_every_run(s5_origin, builds_dir, tmp_path):
+    """rclone copy skips, or only re-stamps with one CopyObject each, what the destination already
+    holds with the same size and MD5: after s5cmd's run had left up/ full, rclone's "upload" asked
+    MinIO for 200 CopyObject and no PutObject (the s3 clients comparison's counted run), and its
+    times were two populations, so the step stayed inconclusive. Its prepare empties up/ first."""
+    from refbench.tools import find_tool
+    if not find_tool("hyperfine"):
+        need("hyperfine", "timing the commands")
+    out = tmp_path / "out"
+    from conftest import run_bench
+    proc = run_bench("-s", "v1.0.0", "--impl", "rclone", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
+                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
+                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    (_, upload), = list(rs.load(out / "results.json").steps())
+    counted = dict(upload.requests["rclone v1.76.0"].by_api)
+    assert counted.get("PutObject") == 200 and not counted.get("CopyObject"), counted
+
+
 def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
     for i in (1, 2):
         proc = bench(scenarios, tmp_path / f"s{i}", "-s", "v1.0.0", "--impl", "other-cli", "--shard", f"{i}/2")
@@ -406,7 +537,48 @@ def test_a_named_variant_of_an_implementation_runs_it_with_its_environment(scena
     assert "OTHER_THREADS=16" in copy.builds["other-bulk"].command and "HOME=" in copy.builds["other-bulk"].command
     assert "OTHER_THREADS" not in copy.builds["other-cli 3.1"].command
     bad = bench(scenarios, tmp_path / "bad", "-s", "v1.0.0", "--variant", "x=impl:other-cli,go=1.25")
-    assert bad.returncode == EXIT_ERROR and "an implementation takes env= only" in bad.stderr
+    assert bad.returncode == EXIT_ERROR and "an implementation takes env= and flags=, not go=" in bad.stderr
+
+
+def test_a_named_variant_of_an_implementation_puts_its_flags_where_that_client_takes_them(scenarios, tmp_path):
+    """flags= apply to both kinds (issue 37): an implementation's own command line, at its `{{ extra }}`,
+    in the label's build as for a ref. -sf's flags are the target's and reach no implementation."""
+    proc = bench(scenarios, tmp_path, "-s", "v1.0.0", "--impl", "other-cli", "-sf", "--target-only",
+                 "--variant", "other-fast=impl:other-cli,flags=--threads 16 --no-check,env=OTHER_X=1")
+    assert proc.returncode == EXIT_OK, proc.stderr
+    res = rs.load(tmp_path / "results.json")
+    assert [b.label for b in res.builds] == ["v1.0.0", "other-cli 3.1", "other-fast"]
+    fast = res.builds[2]
+    assert (fast.kind, tuple(fast.flags), dict(fast.env)) == ("implementation", ("--threads", "16", "--no-check"),
+                                                              {"OTHER_X": "1"})
+    copy = next(st for _, st in res.steps() if st.name == "copy")
+    assert " --threads 16 --no-check copy --own-defaults" in copy.builds["other-fast"].command
+    assert "--threads" not in copy.builds["other-cli 3.1"].command  # the plain install: its own defaults
+    assert not any("--target-only" in copy.builds[k].command for k in ("other-cli 3.1", "other-fast"))
+    builds_table = (tmp_path / "summary.md").read_text().split("### Builds", 1)[1].split("###", 1)[0]
+    assert "other-fast" in builds_table and "--threads 16 --no-check" in builds_table
+
+
+def test_flags_on_an_implementation_whose_commands_place_none_are_refused(tmp_path, monkeypatch):
+    """A user's implementation without `{{ extra }}` anywhere: the flags would reach nothing."""
+    path = scenarios_file(monkeypatch, tmp_path, THIRD)
+    proc = bench(path, tmp_path, "-s", "v1.0.0", "--variant", "t=impl:third-cli,flags=--fast")
+    assert proc.returncode == EXIT_ERROR, proc.stderr
+    assert "--variant t=impl:third-cli: flags= go where third-cli 0.9's commands place {{ extra }}" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_every_bundled_implementation_places_a_variants_flags_in_every_command_that_runs_it():
+    """Each bundled client's commands (setup, steps, cleanup, teardown) take a named variant's flags,
+    as a ref's do: every template that runs the program has `{{ extra }}` (Helia: its add commands)."""
+    for impl in impls.bundled().values():
+        assert impl.takes_flags, impl.name
+        for body in impl.scenarios.values():
+            templates = [*(body.get(k) for k in ("setup", "teardown")),
+                         *(v for st in body["steps"].values() for v in st.values())]
+            for t in filter(None, templates):
+                runs_it = t.lstrip("{%if not versioned %}").startswith("{{ bin }}") and " get " not in t
+                assert not runs_it or "{{ extra }}" in t, (impl.name, t)
 
 
 @pytest.mark.slow

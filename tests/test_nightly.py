@@ -271,7 +271,8 @@ def test_a_failing_variant_does_not_stop_the_head_series(tmp_path, monkeypatch, 
     (("--impl", "rclone@v1.0"), "rclone is pinned at v1.76.0"),
     (("--impl", "helia"), "--impl helia@5.5.1: a ipfs client; 's5cmd' uses the s3 backend"),
     (("--impl", "rclone", "--impl", "rclone"), "rclone v1.76.0 given twice"),
-    (("--variant", "x=impl:rclone,go=1.26"), "an implementation takes env= only"),
+    (("--variant", "x=impl:rclone,go=1.26"), "an implementation takes env= and flags=, not go="),
+    (("--variant", "x=impl:rclone", "--go", "1.26"), "--go applies to refs: --variant x=impl:rclone"),
 ])
 def test_a_bad_nightly_variant_is_one_line(tmp_path, argv, says):
     proc = run_cli("nightly", "--history", tmp_path / "h.db", "--builds-dir", tmp_path / "b", *argv)

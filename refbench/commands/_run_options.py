@@ -134,16 +134,14 @@ def run_parser() -> argparse.ArgumentParser:
 
 def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks = RunHooks()) -> RunRequest:
     """The run options of parsed `run_parser` arguments (also a subcommand's, built on run_parser)."""
-    impl = tuple(getattr(args, "impl", None) or ())
-    if impl and args.go:
-        raise RefbenchError(f"--go applies to refs: --impl {impl[0]} is installed pinned from its registry, not built "
-                            f"with a Go of the run's choosing")
+    impl = tuple(getattr(args, "impl", None) or ())  # with --go: refused by pipeline.implementations_of
     return RunRequest(
         implementations=impl, impl_first=impl_before_refs(argv),
         refs=tuple(args.refs or ()), target=args.target, scenarios=args.scenarios, only=tuple(args.only),
         quick=args.quick, runs=args.runs, warmup=args.warmup, rounds=args.rounds, bucket=args.bucket,
         prefix=args.prefix, local_path=args.local_path, hyperfine_flags=args.hyperfine_extra_flags,
         target_flags=args.target_flags, repo=args.repo, source=args.source, go=args.go or runenv.environ_go(),
+        go_given=bool(args.go),
         endpoint_url=args.endpoint_url,
         until_decided=args.until_decided, measure_identical=args.measure_identical, budget=args.budget, max_runs=args.max_runs, max_time=args.max_time,
         interleave=args.interleave, order_seed=args.order_seed, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,

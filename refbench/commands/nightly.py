@@ -163,7 +163,7 @@ def night_series(variant_specs: list[str], impl_specs: list[str], request: RunRe
     --impl series, and the --variant NAME=impl:IMPL,env=... series (a named variant of an
     implementation), each checked as a run checks it (pipeline.implementations_of: an unknown name,
     another version than the pinned one, a client of another backend, one given twice, go= or
-    flags= on an implementation: one line) before anything is measured."""
+    flags= where its commands place none: one line) before anything is measured."""
     variants = night_variants(variant_specs, request)
     on_impls = tuple(v for v in variants if v.ref.startswith(impls.VARIANT_PREFIX))
     out = {"variants": tuple(v for v in variants if v not in on_impls), "implementations": (), "impl_variants": ()}
