@@ -459,26 +459,6 @@ def test_rclones_upload_starts_every_run_from_an_empty_destination():
         assert " delete " in step["prepare"] and step["prepare"].endswith(dest), (sc, step)
 
 
-@pytest.mark.slow
-def test_rclones_upload_is_a_whole_upload_every_run(s5_origin, builds_dir, tmp_path):
-    """rclone copy skips, or only re-stamps with one CopyObject each, what the destination already
-    holds with the same size and MD5: after s5cmd's run had left up/ full, rclone's "upload" asked
-    MinIO for 200 CopyObject and no PutObject (the s3 clients comparison's counted run), and its
-    times were two populations, so the step stayed inconclusive. Its prepare empties up/ first."""
-    from refbench.tools import find_tool
-    if not find_tool("hyperfine"):
-        need("hyperfine", "timing the commands")
-    out = tmp_path / "out"
-    from conftest import run_bench
-    proc = run_bench("-s", "v1.0.0", "--impl", "rclone", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
-                     "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
-                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
-    assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    (_, upload), = list(rs.load(out / "results.json").steps())
-    counted = dict(upload.requests["rclone v1.76.0"].by_api)
-    assert counted.get("PutObject") == 200 and not counted.get("CopyObject"), counted
-
-
 def test_shards_of_a_mixed_run_merge_with_the_implementation_as_a_build(scenarios, tmp_path):
     for i in (1, 2):
         proc = bench(scenarios, tmp_path / f"s{i}", "-s", "v1.0.0", "--impl", "other-cli", "--shard", f"{i}/2")
