@@ -125,7 +125,8 @@ class Builder:
             raise BuildError(f"target {target.name!r} declares no Go module/package; "
                              "--source module needs both in scenarios.toml")
         self.target = target
-        self.builds_dir = paths.make_cache_dir(Path(builds_dir).resolve())  # marked: `clean` may remove it
+        # resolved, but never through a link a restore planted at the cache root or its builds/
+        self.builds_dir = paths.make_cache_dir(paths.settled_cache_dir(builds_dir))  # marked: `clean` may remove it
         self.repo_url = repo_url or target.repo
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))

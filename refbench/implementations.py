@@ -382,7 +382,9 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None,
     d = install_dir(impl)
     if impl.registry == "npm":
         node_runtime(impl)  # refused with one line before anything is fetched
-    cache = paths.cache_root()  # the slot is reached through no link, and a link at it is removed, not followed
+    # the slot is reached through no link, and a link at it is removed, not followed; a link at the
+    # cache root itself is refused (paths.settled_cache_dir)
+    cache = paths.settled_cache_dir(paths.cache_root())
     with paths.locked(d.with_name(d.name + ".lock"), within=cache):
         hit = cached(impl)
         if hit:

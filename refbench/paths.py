@@ -218,6 +218,33 @@ def data_root() -> Path:
     return layout().data_root
 
 
+def restored_at(path: Path | str, given: Layout | None = None) -> Path | None:
+    """The first of the cache root and its builds/ that `path` is (or lies below) and that is a
+    symbolic link, or None. Both are where a cache restore writes (the Action restores
+    ~/.cache/refbench and its builds/ by prefix), and nobody named them a link: a restored
+    `builds -> <the user's checkout>` would move the whole cache, removals included, there, since
+    every O_NOFOLLOW walk starts from the builds directory resolved (review35e LOW)."""
+    root = Path(os.path.abspath(cache_root(given)))
+    p = Path(os.path.abspath(Path(path).expanduser()))
+    for place in (root, root / "builds"):
+        if (p == place or place in p.parents) and os.path.islink(place):
+            return place
+    return None
+
+
+def settled_cache_dir(path: Path | str, given: Layout | None = None) -> Path:
+    """The cache directory `path` names (the builds directory, the cache root), resolved: links
+    the user made on the way are theirs. A link at the cache root or at its builds/ (restored_at)
+    is refused with one line, never followed: a user who made it names the directory it points
+    to instead (--builds-dir, XDG_CACHE_HOME)."""
+    planted = restored_at(path, given)
+    if planted:
+        raise CacheLinkError(f"{planted} is a symbolic link (to {os.readlink(planted)}): refbench keeps no cache "
+                             "through a link where a cache restore writes (a restored cache may have planted it); "
+                             "remove it, or name the directory it points to (--builds-dir, XDG_CACHE_HOME)")
+    return Path(path).expanduser().resolve()
+
+
 def default_builds_dir(given: Layout | None = None) -> Path:
     """REFBENCH_BUILDS_DIR, else builds/ in the checkout, else $XDG_CACHE_HOME/refbench/builds."""
     where = given or layout()
