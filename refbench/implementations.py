@@ -33,6 +33,7 @@ metadata. A step an implementation declares no command for is `not supported`, n
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -340,8 +341,11 @@ def tree_digest(root: Path) -> str:
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
-            if os.path.islink(p):
+            mode = os.lstat(p).st_mode
+            if stat.S_ISLNK(mode):
                 h.update(f"L {json.dumps(rel)} {json.dumps(os.readlink(p))}\n".encode())
+            elif not stat.S_ISREG(mode):  # a FIFO would block the hash for good: refused, installed again
+                raise OSError(errno.EINVAL, "a special file, which no install holds", p)
             else:
                 h.update(f"F {json.dumps(rel)} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
     return h.hexdigest()
@@ -355,9 +359,8 @@ def _fields(impl: Implementation, program: str, digest: str) -> dict:
 def cached(impl: Implementation) -> Installed | None:
     """The sealed install of `impl`, when its record passes trust.gate; None otherwise."""
     d = install_dir(impl)
-    try:
-        record = json.loads((d / "impl.json").read_text())
-    except (OSError, ValueError):
+    record = paths.read_record(d / "impl.json")  # through no link, and a FIFO there blocks nothing
+    if record is None:
         return None
     fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
     try:

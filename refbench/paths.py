@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import importlib.resources
+import json
 import os
 import shutil
 import stat
@@ -458,6 +459,53 @@ def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
         yield fd, path.name
     finally:
         os.close(fd)
+
+
+# ---- reading a cache's records: no link, no FIFO ----------------------------------------------
+#: a record refbench keeps in a cache (build.json, impl.json, go-toolchains.json, state.json) is a
+#: few kilobytes at most; a larger one is none of refbench's
+RECORD_LIMIT = 1 << 20
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(path: Path | str) -> int:
+    """A descriptor of the regular file `path`, opened with O_NOFOLLOW | O_NONBLOCK and checked with
+    fstat; OSError naming it when it is absent, a link (ELOOP) or anything but a regular file. A
+    cache may hold a FIFO where refbench reads a record, whose read would block every later run
+    for good, or a link to any file the job can read (review35e LOWs)."""
+    fd = os.open(path, _READ)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_regular(path: Path | str, limit: int = RECORD_LIMIT) -> bytes | None:
+    """The bytes of the regular file `path` (open_regular), or None when it is absent, a link, a
+    FIFO or another special file, or larger than `limit`: what a record that is none is read as."""
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if os.fstat(fd).st_size > limit:
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def read_record(path: Path | str, limit: int = RECORD_LIMIT) -> dict | None:
+    """The JSON object in the cached record at `path` (read_regular), or None when there is none:
+    absent, not a regular file, too large, not JSON or not an object. Every record refbench reads
+    from a cache comes through here, so none blocks a run or reads through a link."""
+    data = read_regular(path, limit)
+    if data is None:
+        return None
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def tools_bin(given: Layout | None = None) -> Path:

@@ -136,6 +136,8 @@ def clone_faults(d: Path) -> list[str]:
         return [f"{d} is not a directory"]
     faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
               if name not in CLONE_ENTRIES]
+    if not _head_as_made(d / "HEAD"):
+        faults.append("HEAD: not the branch `git init` names (git and GitPython refuse the clone)")
     for rel, allowed in ALLOWED_INFO.items():
         sub = d / rel
         if sub.is_dir() and not sub.is_symlink():
@@ -155,6 +157,20 @@ def clone_faults(d: Path) -> list[str]:
             elif stat.S_ISREG(mode) and not mode & stat.S_IRUSR:
                 faults.append(f"{rel}: a file its owner cannot read")
     return faults
+
+
+#: what `git init` writes in HEAD, and all a clone of refbench's holds there (it never checks out)
+_INIT_HEAD = re.compile(rb"ref: refs/heads/[A-Za-z0-9._/-]{1,200}\n?")
+
+
+def _head_as_made(head: Path) -> bool:
+    """Whether the clone's HEAD is absent (git init makes it) or names a branch, as git init writes
+    it. Any other HEAD (a restored `garbage`) makes git and GitPython refuse the whole directory, so
+    every run crashed on it instead of cloning anew (review35e LOW). Read through no link, no FIFO."""
+    if not os.path.lexists(head):
+        return True
+    data = paths.read_regular(head, limit=512)
+    return data is not None and bool(_INIT_HEAD.fullmatch(data))
 
 
 def own_clone(d: Path, url: str, within: Path | None = None) -> None:

@@ -328,7 +328,9 @@ def _read_listing(path: Path, now: float | None = None) -> tuple[float, str, tup
     cache, which a restored cache may have written: its versions decide which patch release builds
     a `go 1.24` go.mod, and a planted `listed_at` far ahead kept it for ever (review35d LOW 11)."""
     try:
-        doc = json.loads(path.read_text())
+        doc = paths.read_record(path)  # through no link, and a FIFO there blocks nothing (review35e)
+        if doc is None:
+            return None
         fields = {k: doc[k] for k in ("listed_at", "platform", "module", "versions")}
         if not trust.sealed(LISTING_SEAL, fields, doc.get("seal")):
             return None

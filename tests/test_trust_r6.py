@@ -48,3 +48,67 @@ def test_a_builds_directory_the_user_links_elsewhere_is_theirs(origin, tmp_path,
     (tmp_path / "my-builds").symlink_to(tmp_path / "big-disk")  # not where a cache restore writes
     b = builder(origin, tmp_path / "my-builds")
     assert b.builds_dir == tmp_path / "big-disk"
+
+
+# ---- a HEAD file in the cached clone that is not a ref ---------------------------------------------
+@pytest.mark.parametrize("head", [b"garbage\n", b"ref: refs/remotes/origin/master\n", "fifo"])
+def test_a_clone_head_that_is_no_branch_is_cloned_anew_not_a_crash(origin, tmp_path, head):
+    first = builder(origin, tmp_path)
+    assert first.resolve("v1.0.0", go="local").sha == origin.shas["one"]
+    planted = first.clone_dir / "HEAD"
+    planted.unlink()
+    if head == "fifo":
+        os.mkfifo(planted)
+    else:
+        planted.write_bytes(head)
+    for _ in range(2):  # every later run, not only the first
+        again = builder(origin, tmp_path)
+        assert again.resolve("v1.1.0", go="local").sha == origin.shas["two"]
+    assert (first.clone_dir / "HEAD").read_bytes().startswith(b"ref: refs/heads/")
+
+
+# ---- a FIFO where refbench reads a cached record ---------------------------------------------------
+def _returns_within(fn, fifo: Path, seconds: float = 10.0):
+    """fn()'s value, asserting it came within `seconds`: a read of the FIFO would block for good, so
+    the FIFO is then opened for writing and closed, which ends that read, and the test fails."""
+    import threading
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(fn()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the blocked reader gets EOF
+        worker.join(seconds)
+        pytest.fail(f"reading {fifo} blocked (a FIFO planted in the cache)")
+    return got[0]
+
+
+def test_a_fifo_as_the_go_toolchain_listing_blocks_nothing(tmp_path):
+    from refbench import toolchain as tc
+    listing = tmp_path / tc.LIST_FILE
+    os.mkfifo(listing)
+    assert _returns_within(lambda: tc._read_listing(listing), listing) is None
+
+
+@pytest.mark.parametrize("where", ["impl.json", "a file of its tree"])
+def test_a_fifo_as_an_installs_record_or_in_its_tree_blocks_nothing(tmp_path, monkeypatch, where):
+    from refbench import implementations as impls
+    from test_trust_walks import fake_registry
+    impl, installers = fake_registry(tmp_path, monkeypatch)
+    got = impls.install(impl, installers=installers)
+    planted = impls.install_dir(impl) / "impl.json" if where == "impl.json" else got.root / "bin" / "helper"
+    if where == "impl.json":
+        planted.unlink()
+    os.mkfifo(planted)  # read (the record) or hashed (the tree), it would block for good
+    assert _returns_within(lambda: impls.cached(impl), planted) is None
+    again = impls.install(impl, installers=installers)
+    assert again.built_now and impls.cached(impl) is not None
+    assert where == "impl.json" or not os.path.lexists(planted)
+
+
+def test_a_fifo_as_a_kubo_states_record_blocks_nothing(tmp_path):
+    from refbench.backends.snapshot import STATE_FILE, StateCache
+    state = tmp_path / "repo"
+    state.mkdir()
+    os.mkfifo(state / STATE_FILE)
+    assert _returns_within(lambda: StateCache.seal_of(state), state / STATE_FILE) is None
