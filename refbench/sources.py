@@ -138,6 +138,7 @@ def clone_faults(d: Path) -> list[str]:
               if name not in CLONE_ENTRIES]
     if not _head_as_made(d / "HEAD"):
         faults.append("HEAD: not the branch `git init` names (git and GitPython refuse the clone)")
+    faults += _symbolic_refs(d)
     for rel, allowed in ALLOWED_INFO.items():
         sub = d / rel
         if sub.is_dir() and not sub.is_symlink():
@@ -173,6 +174,31 @@ def _head_as_made(head: Path) -> bool:
     return data is not None and bool(_INIT_HEAD.fullmatch(data))
 
 
+#: the one symbolic ref a clone of refbench's holds: the origin's HEAD, naming one of its branches
+ORIGIN_HEAD = "refs/remotes/origin/HEAD"
+_ORIGIN_HEAD_TARGET = re.compile(rb"ref: refs/remotes/origin/[A-Za-z0-9._/-]{1,200}\n?")
+
+
+def _symbolic_refs(d: Path) -> list[str]:
+    """Every loose ref under refs/ that is symbolic (a file reading `ref: ...`), but the origin's HEAD
+    naming an origin branch. Read from the files, not git's listing: for-each-ref skips a symbolic
+    ref whose target is missing, so a restored `refs/tags/v99.0.0 -> refs/remotes/origin/feature`
+    without its target survived the sweep, and the fetch then made it a release tag holding an
+    unmerged branch (review35f F1). Packed refs are never symbolic."""
+    found = []
+    for top, _, files in os.walk(d / "refs"):
+        for name in files:
+            path = Path(top) / name
+            rel = path.relative_to(d).as_posix()
+            data = paths.read_regular(path, limit=4096)
+            if data is None or not data.startswith(b"ref:"):
+                continue
+            if rel == ORIGIN_HEAD and _ORIGIN_HEAD_TARGET.fullmatch(data):
+                continue
+            found.append(f"{rel}: a symbolic ref ({data[:80].decode(errors='replace').strip()}), which refbench never makes")
+    return found
+
+
 def own_clone(d: Path, url: str, within: Path | None = None) -> None:
     """Write the bare clone's config anew (refbench's own: the origin and nothing else), through a
     new file renamed over the old, so a `config` that is a link to elsewhere is replaced, not
@@ -199,6 +225,12 @@ def _drop_scratch(scratch: Path, cache: Path) -> None:
     planted where it was) leaves it in place rather than fail the exit."""
     with contextlib.suppress(paths.CacheLinkError):
         paths.remove_tree(scratch, cache, ignore_errors=True)
+
+
+class CloneFault(RefError):
+    """The cached clone holds an object that is not what its id says (a commit replaced under its
+    id, a history routed through a planted commit): Clone.resolve clones anew once, and a second one
+    is this error's one line."""
 
 
 class Clone:
@@ -262,22 +294,26 @@ class Clone:
         go.mod a build is keyed by, come from this repository, never from the clone itself.
         Made once per commit and run, removed when this Clone (and the Builder holding it) goes."""
         if sha not in self._verified:
-            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
+            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
                 raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
-            try:
-                self._verified[sha] = self._verify_into_scratch(sha)
+            try:  # a commit replaced under its id fails the first check: cloned anew as well
+                self._verified[sha] = self._verify_into_scratch(self._commit_here(sha))
             except BuildError as e:
                 if self.offline:
                     raise
                 log.warning("%s; cloning %s anew", e, self.repo_url)
-                with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-                    paths.remove_tree(self.clone_dir, self.cache)
-                self._repo, self._fetched = None, False
+                self._drop_clone()
                 self.fetch()
-                if not refs._rev(self.repo(), sha):
+                if not refs.commit_of(self.repo(), sha):
                     self.fetch_commit(sha)
-                self._verified[sha] = self._verify_into_scratch(sha)
+                self._verified[sha] = self._verify_into_scratch(self._commit_here(sha))
         return self._verified[sha]
+
+    def _commit_here(self, sha: str) -> str:
+        """`sha`, once the clone holds it as a commit (its object re-hashed); else a BuildError."""
+        if refs.commit_of(self.repo(), sha) != sha:
+            raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
+        return sha
 
     def _verify_into_scratch(self, sha: str) -> git.Repo:
         scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=paths.make_dirs(self.root, self.cache)))
@@ -325,9 +361,7 @@ class Clone:
         if missing:
             log.warning("the cached clone %s lacks objects its refs need (%s): cloning %s anew",
                         self.clone_dir, missing, self.repo_url)
-            with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-                paths.remove_tree(self.clone_dir, self.cache)
-            self._repo = None
+            self._drop_clone()
             self._fetch_refs()
             missing = self.missing_objects()
             if missing:
@@ -358,12 +392,9 @@ class Clone:
         try:
             if not repo.is_ancestor(good, bad):
                 raise RefError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
-            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
-                                    f"{good}..{bad}")
+            rows = self._line(repo, good, bad)
         except git.GitCommandError as e:
             raise RefError(f"cannot list the commits between GOOD and BAD: {git_msg(e)}") from None
-        rows = [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
-                (row.partition("\t") for row in out.splitlines() if not row.startswith("commit "))]
         if rows and rows[-1][0] != bad:
             raise RefError(f"the clone {self.clone_dir}: the line from GOOD to BAD does not end at BAD ({bad[:10]})")
         wrong = self._unauthentic([(sha, parents) for sha, parents, _ in rows])
@@ -405,6 +436,10 @@ class Clone:
                          if symref or not (n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and self.checkout)]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
+                # the origin's HEAD even when its branch is missing (a listing skips it), so the
+                # fetch never writes a branch through it; set again from the origin's answer below
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.clone_dir / ORIGIN_HEAD)
                 if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
                     # line); an origin that is itself shallow has --update-shallow write back what it needs
                     with contextlib.suppress(FileNotFoundError):
@@ -451,7 +486,31 @@ class Clone:
 
     def resolve(self, text: str) -> refs.ResolvedRef:
         """The commit `text` names in the origin, fetched first (a PR's head, or an unknown
-        commit, by name)."""
+        commit, by name). A clone holding an object that is not what its id says (CloneFault) is
+        cloned anew once: a restored one would otherwise fail every run naming that commit, for
+        good (review35e LOW), or vouch for a history it made up (review35f F2)."""
+        try:
+            return self._resolve(text)
+        except CloneFault as e:
+            if self.offline:
+                raise
+            log.warning("%s: cloning %s anew", e, self.repo_url)
+            self._drop_clone()
+            return self._resolve(text)
+
+    def _drop_clone(self) -> None:
+        """Remove the cached clone: the next repo() makes it anew, the next fetch fills it."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            paths.remove_tree(self.clone_dir, self.cache)
+        self._repo, self._fetched = None, False
+
+    def _holds_object(self, sha: str) -> bool:
+        """Whether the clone has an object stored under `sha` (`cat-file -e`, which re-hashes nothing)."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            return subprocess.run([tools.git(), *safe_git_args(), "cat-file", "-e", sha], capture_output=True,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)}).returncode == 0
+
+    def _resolve(self, text: str) -> refs.ResolvedRef:
         ref = refs.classify(text)
         self.fetch()
         if ref.kind == "pr":
@@ -465,7 +524,13 @@ class Clone:
             if not (ref.kind == "commit" and refs.is_whole_commit(text)):
                 raise
             self.fetch_commit(text)  # git fetches a commit by its whole id only
-            resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+            try:
+                resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+            except RefError:
+                if self._holds_object(text):  # there, yet no commit: its content hashes to another id
+                    raise CloneFault(f"the cached clone {self.clone_dir} holds an object under {text[:12]} that "
+                                     "is not the commit its id says") from None
+                raise
         if trust.merged_only():
             self.refuse_unmerged(resolved)
         return resolved
@@ -476,24 +541,50 @@ class Clone:
         this run's fetch brought them (branches and tags pruned to the origin's). A keyed run and
         a job that writes the default branch's cache scope build nothing else (trust.merged_only),
         whichever way the ref came: -s, --variant, the nightly's or bisect's (whose line lies below
-        BAD). `merge-base --is-ancestor`, then `for-each-ref --contains` only when that fails."""
+        BAD). `merge-base --is-ancestor`, then `for-each-ref --contains` only when that fails. git
+        walks parents there without re-hashing a commit, so the line from the commit to the branch
+        or tag that reaches it is then read back, each commit hashed and its parents checked
+        (_unauthentic): an ancestor replaced under its id to name a PR's commit as a parent makes
+        that commit look merged (review35f F2), and is a CloneFault instead."""
         repo, sha = self.repo(), resolved.sha
         branch = self.default_branch()
-        tip = refs._rev(repo, f"refs/remotes/origin/{branch}")
-        if tip is None:
+        branch_ref = f"refs/remotes/origin/{branch}"
+        tip = refs.commit_of(repo, branch_ref)
+        if tip is None or self._symbolic(branch_ref):  # the fetch writes a branch through a symbolic ref
             raise RefError(f"{resolved.text} ({sha[:12]}): cannot tell merged code: no branch {branch} in "
                            f"{self.repo_url}")
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 repo.git.merge_base("--is-ancestor", sha, tip)
-                return
+                reached, by = tip, branch
             except git.GitCommandError:
-                pass
-            tagged = refs.contained_in(repo, sha, "refs/tags/v[0-9]*")
-        if not tagged:
+                tag = refs.containing(repo, sha, "refs/tags/v[0-9]*")
+                reached, by = (refs.commit_of(repo, tag), tag.removeprefix("refs/tags/")) if tag else (None, None)
+        if reached is None:
             raise RefError(f"{resolved.text} ({sha[:12]}) is not reachable from {branch} or a release tag of "
                            f"{self.repo_url}: a run holding the cache key, or a push, schedule or manual job, "
                            "builds merged code only")
+        wrong = self._unauthentic([(c, parents) for c, parents, _ in self._line(repo, sha, reached)])
+        if wrong:
+            raise CloneFault(f"the cached clone {self.clone_dir} does not hold the history from {sha[:12]} to {by} "
+                             f"as the commits' ids say ({wrong})")
+
+    def _symbolic(self, name: str) -> bool:
+        """Whether the ref `name` is a symbolic one (`symbolic-ref -q` succeeds)."""
+        try:
+            self.repo().git.symbolic_ref("-q", name)
+            return True
+        except git.GitCommandError:
+            return False
+
+    @staticmethod
+    def _line(repo: git.Repo, since: str, until: str) -> list[tuple[str, list[str], str]]:
+        """(commit, the parents git walked, subject) of every commit after `since` up to `until`
+        that descends from `since` (`rev-list --ancestry-path`), oldest first."""
+        out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
+                                f"{since}..{until}")
+        return [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
+                (row.partition("\t") for row in out.splitlines() if not row.startswith("commit "))]
 
     def default_branch(self) -> str:
         """The origin's default branch: as the job's event names it (trust.default_branch_given),

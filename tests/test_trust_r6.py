@@ -9,7 +9,9 @@ import pytest
 
 from conftest import run_cli
 from refbench import paths
+from refbench.errors import RefError
 from test_builds import builder, origin, run, target  # noqa: F401  (origin: a pytest fixture)
+from test_trust_cache import keyed  # noqa: F401  (a pytest fixture: a run given the shared key)
 
 
 def _users_checkout(tmp_path: Path) -> Path:
@@ -112,3 +114,90 @@ def test_a_fifo_as_a_kubo_states_record_blocks_nothing(tmp_path):
     state.mkdir()
     os.mkfifo(state / STATE_FILE)
     assert _returns_within(lambda: StateCache.seal_of(state), state / STATE_FILE) is None
+
+
+# ---- the sixth reading's MEDIUMs: refuse_unmerged fooled by a cached clone -------------------------
+@pytest.fixture(scope="module")
+def line_origin(tmp_path_factory):
+    """master c0 (v1.0.0) - c1 - c2, no ref on c1; `topic` off c0, never merged (a PR's commit)."""
+    from origins import new_origin
+    o = new_origin(tmp_path_factory.mktemp("line-origin"))
+    for name in ("c0", "c1", "c2"):
+        o.commit(name, {"go.mod": "module example.com/line\n\ngo 1.21\n", "f": name}, name,
+                 tags=["v1.0.0"] if name == "c0" else [])
+    o.commit("topic", {"f": "the PR's"}, "topic", branch="topic", parent="c0")
+    return o
+
+
+def _replace_commit(clone: Path, sha: str, body: bytes) -> None:
+    """The loose object file of `sha` rewritten to hold `body` as a commit (the clone exploded first)."""
+    import zlib
+    from test_trust_cache import _explode
+    _explode(clone)
+    loose = clone / "objects" / sha[:2] / sha[2:]
+    loose.chmod(0o644)
+    loose.write_bytes(zlib.compress(b"commit %d\0" % len(body) + body))
+
+
+@pytest.mark.parametrize("plant", ["a release tag", "the default branch"])
+def test_a_dangling_symbolic_ref_planted_in_the_clone_makes_no_unmerged_commit_merged(
+        origin, tmp_path, keyed, plant):
+    """review35f F1: for-each-ref skips a symbolic ref whose target is missing, so the sweep kept it,
+    and the fetch then made its target: an unmerged branch of the origin."""
+    from test_trust_cache import _clone_git
+    unmerged = origin.shas["broken"]
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0", go="local")
+    clone = first.clone_dir
+    _clone_git(clone, "update-ref", "-d", "refs/remotes/origin/broken")  # left out of the entry
+    name = "refs/tags/v99.0.0" if plant == "a release tag" else "refs/remotes/origin/master"
+    _clone_git(clone, "update-ref", "-d", name) if plant != "a release tag" else None
+    (clone / name).parent.mkdir(parents=True, exist_ok=True)
+    (clone / name).write_text("ref: refs/remotes/origin/broken\n")
+    with pytest.raises(RefError, match=f"{unmerged[:12]}.* is not reachable from master"):
+        builder(origin, tmp_path).resolve(unmerged, go="local")
+    assert builder(origin, tmp_path).resolve("master", go="local").sha == origin.shas["two"]
+
+
+def test_an_ancestor_replaced_to_name_an_unmerged_commit_as_its_parent_makes_it_no_merged_code(
+        line_origin, tmp_path, keyed):
+    """review35f F2: git walks parents without re-hashing a commit, so c1 (no ref names it)
+    rewritten to add the unmerged topic commit as a parent made that commit look merged."""
+    from test_trust_cache import _clone_git
+    unmerged, c1 = line_origin.shas["topic"], line_origin.shas["c1"]
+    first = builder(line_origin, tmp_path)
+    first.resolve("v1.0.0", go="local")
+    clone = first.clone_dir
+    body = _clone_git(clone, "cat-file", "commit", c1).encode() + b"\n"
+    tree_and_parent, _, rest = body.partition(b"\nauthor ")  # git reads parents right after the tree
+    _replace_commit(clone, c1, tree_and_parent + f"\nparent {unmerged}\nauthor ".encode() + rest)
+    assert _clone_git(clone, "merge-base", "--is-ancestor", unmerged, "refs/remotes/origin/master") == ""
+    with pytest.raises(RefError, match=f"{unmerged[:12]}.* is not reachable from master"):
+        builder(line_origin, tmp_path).resolve(unmerged, go="local")
+    assert builder(line_origin, tmp_path).resolve(c1, go="local").sha == c1  # cloned anew: the real line
+
+
+# ---- a commit object replaced under its id: cloned anew, not failed for good -----------------------
+def test_a_commit_replaced_under_its_id_is_cloned_anew_not_failed_for_good(line_origin, tmp_path, keyed):
+    """review35e LOW: c1's object (no ref names it) rewritten as another valid commit: `rev-parse`
+    re-hashes it and finds no commit, nothing else looks, and every keyed run naming c1 failed."""
+    from test_trust_cache import _clone_git
+    c1, c2 = line_origin.shas["c1"], line_origin.shas["c2"]
+    first = builder(line_origin, tmp_path)
+    first.resolve(c1, go="local")
+    other = _clone_git(first.clone_dir, "cat-file", "commit", c2).encode() + b"\n"
+    _replace_commit(first.clone_dir, c1, other)  # a valid commit body, under the wrong id
+    for _ in range(2):
+        assert builder(line_origin, tmp_path).resolve(c1, go="local").sha == c1
+
+
+# ---- refs' public functions ----------------------------------------------------------------------
+def test_no_module_calls_a_private_function_of_refs():
+    import ast
+    import refbench
+    found = []
+    for path in sorted(Path(refbench.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        found += [f"{path.name}: refs.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+                  and isinstance(n.value, ast.Name) and n.value.id == "refs" and n.attr.startswith("_")]
+    assert found == []
