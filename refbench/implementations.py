@@ -351,9 +351,13 @@ def tree_digest(root: Path) -> str:
     return h.hexdigest()
 
 
-def _fields(impl: Implementation, program: str, digest: str) -> dict:
+def _fields(impl: Implementation, program: str, digest: str, toolchain: str) -> dict:
+    """What an install's seal covers: every fact of impl.json a run uses or reports. The toolchain
+    too: it reaches every report (results.Build.toolchain), and a restored impl.json could say any
+    Python or Go there (review35e LOW)."""
     return {"name": impl.name, "version": impl.version, "registry": impl.registry, "pin": impl.pin,
-            "platform": pins.current_platform(), "program": program, "content_sha256": digest}
+            "platform": pins.current_platform(), "program": program, "content_sha256": digest,
+            "toolchain": toolchain}
 
 
 def cached(impl: Implementation) -> Installed | None:
@@ -362,7 +366,8 @@ def cached(impl: Implementation) -> Installed | None:
     record = paths.read_record(d / "impl.json")  # through no link, and a FIFO there blocks nothing
     if record is None:
         return None
-    fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
+    fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")),
+                     str(record.get("toolchain", "")))
     try:
         why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
     except OSError as e:  # a directory the digest cannot list: refused, loudly, never skipped
@@ -374,7 +379,7 @@ def cached(impl: Implementation) -> Installed | None:
     if impl.registry == "npm" and node_runtime(impl)[0] not in program.read_text():
         log.warning("%s: made for another Node than %s: installing %s again", d, node_runtime(impl)[0], impl.label)
         return None
-    return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
+    return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, fields["toolchain"])
 
 
 def install(impl: Implementation, say: Callable[[str], None] | None = None,
@@ -405,8 +410,8 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None,
             raise
         rel = str(program.relative_to(d / "root"))
         digest = tree_digest(d / "root")
-        fields = _fields(impl, rel, digest)
-        record = {**fields, "toolchain": toolchain, "seconds": round(time.monotonic() - t0, 2),
+        fields = _fields(impl, rel, digest, toolchain)
+        record = {**fields, "seconds": round(time.monotonic() - t0, 2),
                   "key_id": trust.key_id(), "seal": trust.seal(SEAL_PURPOSE, fields)}
         paths.replace_file(d / "impl.json", json.dumps(record, indent=2), within=cache)
         return Installed(impl, d / "root", program, digest, True, time.monotonic() - t0, toolchain)

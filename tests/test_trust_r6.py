@@ -201,3 +201,17 @@ def test_no_module_calls_a_private_function_of_refs():
         found += [f"{path.name}: refs.{n.attr}" for n in ast.walk(tree) if isinstance(n, ast.Attribute)
                   and isinstance(n.value, ast.Name) and n.value.id == "refs" and n.attr.startswith("_")]
     assert found == []
+
+
+# ---- an install's toolchain, reported from an unsealed field -----------------------------------------
+def test_an_installs_toolchain_is_sealed_not_taken_from_the_record(tmp_path, monkeypatch):
+    import json
+    from refbench import implementations as impls
+    from test_trust_walks import fake_registry
+    impl, installers = fake_registry(tmp_path, monkeypatch)
+    assert impls.install(impl, installers=installers).toolchain == "python3.11"
+    record = impls.install_dir(impl) / "impl.json"
+    doc = json.loads(record.read_text())
+    record.write_text(json.dumps({**doc, "toolchain": "python3.13"}))  # the seal kept, the label changed
+    assert impls.cached(impl) is None
+    assert impls.install(impl, installers=installers).toolchain == "python3.11"
