@@ -215,3 +215,20 @@ def test_an_installs_toolchain_is_sealed_not_taken_from_the_record(tmp_path, mon
     record.write_text(json.dumps({**doc, "toolchain": "python3.13"}))  # the seal kept, the label changed
     assert impls.cached(impl) is None
     assert impls.install(impl, installers=installers).toolchain == "python3.11"
+
+
+# ---- a go.mod above the temporary directory where refbench asks go ----------------------------------
+def test_go_is_never_asked_inside_a_module_planted_above_its_scratch_directory(tmp_path):
+    import shutil
+    from refbench import toolchain as tc
+    from refbench.errors import BuildError
+    if not shutil.which("go"):
+        from conftest import need
+        need("go", "run `make setup`")
+    (tmp_path / "go.mod").write_text("module example.com/planted\n\ngo 1.21\n")
+    (tmp_path / "t").mkdir()
+    env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": ""}
+    with pytest.raises(BuildError, match=f"inside the Go module of {tmp_path / 'go.mod'}"):
+        tc._run_go(["env", "GOMOD"], env, tmp=str(tmp_path / "t"))
+    (tmp_path / "go.mod").unlink()
+    assert tc._run_go(["env", "GOMOD"], env, tmp=str(tmp_path / "t")).strip() == os.devnull
