@@ -232,3 +232,31 @@ def test_go_is_never_asked_inside_a_module_planted_above_its_scratch_directory(t
         tc._run_go(["env", "GOMOD"], env, tmp=str(tmp_path / "t"))
     (tmp_path / "go.mod").unlink()
     assert tc._run_go(["env", "GOMOD"], env, tmp=str(tmp_path / "t")).strip() == os.devnull
+
+
+# ---- writes through a planted link: the crash file and the toolchain listing's temporary file ------------
+def test_a_crash_file_is_never_written_through_a_planted_crashes_link(tmp_path, monkeypatch):
+    from refbench import cli
+    elsewhere = tmp_path / "users-dir"
+    elsewhere.mkdir()
+    xdg = tmp_path / "xdg-cache"
+    (xdg / "refbench").mkdir(parents=True)
+    (xdg / "refbench" / "crashes").symlink_to(elsewhere)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.delenv("REFBENCH_CRASH_DIR", raising=False)
+    saved = cli.save_traceback("Traceback: the run's own\n")
+    assert os.listdir(elsewhere) == []
+    assert saved is not None and saved.read_text() == "Traceback: the run's own\n"  # in the temp directory
+
+
+def test_the_toolchain_listing_is_never_written_through_a_link_at_its_temporary_name(tmp_path):
+    from refbench import toolchain as tc
+    victim = tmp_path / "users-file"
+    victim.write_text("mine\n")
+    listing = tmp_path / "builds" / tc.LIST_FILE
+    listing.parent.mkdir()
+    for name in (f"{tc.LIST_FILE}.{os.getpid()}.tmp", f".{tc.LIST_FILE}.tmp-{os.getpid()}"):
+        (listing.parent / name).symlink_to(victim)  # a restored link at each name a writer may use
+    tc._write_listing(listing, 0.0, "linux-amd64", ())
+    assert victim.read_text() == "mine\n"
+    assert not listing.is_symlink() and '"platform": "linux-amd64"' in listing.read_text()
