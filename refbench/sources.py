@@ -531,6 +531,11 @@ class Clone:
                     raise CloneFault(f"the cached clone {self.clone_dir} holds an object under {text[:12]} that "
                                      "is not the commit its id says") from None
                 raise
+        if resolved.kind == "commit" and not refs.is_whole_commit(text):  # a prefix: the ref that reaches
+            by = refs.containing(self.repo(), resolved.sha, *refs.REACHING_REFS)  # it must truly (refs.resolve)
+            tip = refs.commit_of(self.repo(), by) if by else None
+            if tip:
+                self._authentic_line(resolved.sha, tip, by)
         if trust.merged_only():
             self.refuse_unmerged(resolved)
         return resolved
@@ -564,7 +569,14 @@ class Clone:
             raise RefError(f"{resolved.text} ({sha[:12]}) is not reachable from {branch} or a release tag of "
                            f"{self.repo_url}: a run holding the cache key, or a push, schedule or manual job, "
                            "builds merged code only")
-        wrong = self._unauthentic([(c, parents) for c, parents, _ in self._line(repo, sha, reached)])
+        self._authentic_line(sha, reached, by)
+
+    def _authentic_line(self, sha: str, reached: str, by: str) -> None:
+        """A CloneFault unless every commit from `sha` up to `reached` (the commit of the ref `by`)
+        hashes to its id and names the parents git walked: git's reachability (merge-base,
+        for-each-ref --contains) reads parents without re-hashing a commit (review35f F2).
+        0.01-0.65 s on kubo's 15,943 commits (one commit, or 9,405 from v0.4.0 to master)."""
+        wrong = self._unauthentic([(c, parents) for c, parents, _ in self._line(self.repo(), sha, reached)])
         if wrong:
             raise CloneFault(f"the cached clone {self.clone_dir} does not hold the history from {sha[:12]} to {by} "
                              f"as the commits' ids say ({wrong})")

@@ -260,3 +260,23 @@ def test_the_toolchain_listing_is_never_written_through_a_link_at_its_temporary_
     tc._write_listing(listing, 0.0, "linux-amd64", ())
     assert victim.read_text() == "mine\n"
     assert not listing.is_symlink() and '"platform": "linux-amd64"' in listing.read_text()
+
+
+def test_a_prefix_names_no_commit_an_ancestor_replaced_under_its_id_routes_history_through(
+        line_origin, tmp_path, monkeypatch):
+    """review35f F2, the prefix side: refs._reached took reachability from git's walk, which read
+    a replaced c1's planted parent (a commit the origin never had) without re-hashing it."""
+    from test_trust_cache import _clone_git
+    from test_trust_symref import _planted_commit
+    monkeypatch.delenv("REFBENCH_CACHE_KEY_FILE", raising=False)
+    c1 = line_origin.shas["c1"]
+    first = builder(line_origin, tmp_path)
+    first.resolve("v1.0.0", go="local")
+    clone = first.clone_dir
+    evil = _planted_commit(clone)
+    body = _clone_git(clone, "cat-file", "commit", c1).encode() + b"\n"
+    tree_and_parent, _, rest = body.partition(b"\nauthor ")
+    _replace_commit(clone, c1, tree_and_parent + f"\nparent {evil}\nauthor ".encode() + rest)
+    assert _clone_git(clone, "merge-base", "--is-ancestor", evil, "refs/remotes/origin/master") == ""
+    with pytest.raises(RefError, match=f"ref not found: '{evil[:12]}'"):
+        builder(line_origin, tmp_path).resolve(evil[:12], go="local")
