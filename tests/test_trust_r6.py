@@ -280,3 +280,36 @@ def test_a_prefix_names_no_commit_an_ancestor_replaced_under_its_id_routes_histo
     assert _clone_git(clone, "merge-base", "--is-ancestor", evil, "refs/remotes/origin/master") == ""
     with pytest.raises(RefError, match=f"ref not found: '{evil[:12]}'"):
         builder(line_origin, tmp_path).resolve(evil[:12], go="local")
+
+
+# ---- fixtures: allocated zeros for a sparse spec, and an intact fixture read through a link ---------
+def test_a_sparse_fixture_restored_as_allocated_zeros_is_made_again(tmp_path):
+    """review35f F3: a fully allocated file of zeros (a non-sparse copy) passed as the sparse fixture,
+    so the benchmark read a disk where the spec has holes, and the report said allocated: 0."""
+    from refbench import fixtures as fx
+    from refbench.config import FixtureSpec
+    spec = FixtureSpec(kind="sparse", size=1 << 20, count=2)
+    made = fx.ensure(spec, tmp_path)
+    for name in ("tmp0", "tmp1"):
+        (made.root / name).write_bytes(bytes(1 << 20))  # zeros, every block allocated
+        assert os.lstat(made.root / name).st_blocks > 0
+    marker = fx.marker_path(made.root)
+    st = os.lstat(marker)
+    os.utime(marker, ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # restored: a marker this run never checked
+    again = fx.ensure(spec, tmp_path)
+    assert [os.lstat(again.root / n).st_blocks for n in ("tmp0", "tmp1")] == [0, 0]
+
+
+def test_an_intact_fixture_behind_a_planted_fixtures_link_is_refused_not_read(tmp_path):
+    """review35f F4: only the write side walked the cache through no link; an intact fixture (and
+    its marker) behind `fixtures -> <another disk>` was read there."""
+    from refbench import fixtures as fx
+    from refbench.config import FixtureSpec
+    spec = FixtureSpec(kind="random", size=10_000, count=2, seed=5)
+    elsewhere = tmp_path / "another-disk"
+    fx.ensure(spec, elsewhere)  # intact, with its marker
+    cache = tmp_path / "builds"
+    cache.mkdir()
+    (cache / "fixtures").symlink_to(elsewhere / "fixtures")
+    with pytest.raises(paths.CacheLinkError, match="fixtures is a symbolic link"):
+        fx.ensure(spec, cache)
