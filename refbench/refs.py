@@ -118,7 +118,7 @@ def symbolic_listing(repo: git.Repo, name_format: str, *patterns: str) -> list[t
     """(name, what it points to, or "" for a plain ref) of every ref matching `patterns` (all without):
     the one way refbench tells a symbolic ref, which `fetch --prune` never prunes, from a plain one."""
     listing = repo.git.for_each_ref(f"--format={name_format}%00%(symref)", *patterns)
-    return [(name, symref) for name, symref in (ln.split("\0") for ln in listing.splitlines())]
+    return [(name, symref) for name, symref in (ln.split("\0") for ln in _lines(listing))]
 
 
 def containing(repo: git.Repo, sha: str, *patterns: str) -> str | None:
@@ -126,7 +126,14 @@ def containing(repo: git.Repo, sha: str, *patterns: str) -> str | None:
     None. A symbolic one is no ref of the origin's: `refs/tags/v99.0.0 -> <an unmerged branch>`
     would contain every commit of that branch (review35f F1)."""
     listing = repo.git.for_each_ref("--format=%(refname)%00%(symref)", f"--contains={sha}", *patterns)
-    return next((name for name, symref in (ln.split("\0") for ln in listing.splitlines()) if not symref), None)
+    return next((name for name, symref in (ln.split("\0") for ln in _lines(listing)) if not symref), None)
+
+
+def _lines(listing: str) -> list[str]:
+    """git's listing, one ref a line: split at newlines only. str.splitlines also breaks at U+2028,
+    U+0085 and U+001C to U+001E, which a ref name may hold: a planted tag named with U+2028 crashed
+    every run's sweep (review35f F6)."""
+    return [ln for ln in listing.split("\n") if ln]
 
 
 def contained_in(repo: git.Repo, sha: str, *patterns: str) -> bool:
@@ -193,8 +200,8 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
 
 
 #: where a commit named by a prefix must be reachable from: the refs a fetch brings from the origin
-#: (pruned to its own) and the PR and checkout heads refbench fetched by name (sources.KEPT_REFS and
-#: CHECKOUT_HEAD: the sweep before every fetch leaves nothing else under refs/refbench/)
+#: (pruned to its own) and the PR and checkout heads this run fetched by name (the sweep before
+#: every fetch leaves nothing under refs/refbench/: sources.KEPT_REFS)
 REACHING_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 
 

@@ -45,12 +45,13 @@ log = logging.getLogger(__name__)
 #: commit-graph, which a restored cache may have patched to route history through a planted commit)
 SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.commitGraph=false",
             "core.multiPackIndex=false", "gc.writeCommitGraph=false", "fetch.writeCommitGraph=false")
-#: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
-#: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
-#: deleted before a fetch, and so is every symbolic ref wherever it is: `fetch --prune` never prunes
-#: one, so a planted `refs/tags/v99.0.0 -> refs/refbench/evil` would survive as a release tag
-#: (the fifth reading's HIGH)
-KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/pull/")
+#: the refs a clone keeps from one run to the next: the origin's branches and tags (pruned on every
+#: fetch). Any other ref in a cached clone is deleted before a fetch, PR and checkout heads too (a
+#: run fetches those by name before it uses them: a planted `refs/refbench/pull/999` counted as a
+#: fetched PR reaching a planted commit, review35f F5), and so is every symbolic ref wherever it is:
+#: `fetch --prune` never prunes one, so a planted `refs/tags/v99.0.0 -> refs/refbench/evil` would
+#: survive as a release tag (the fifth reading's HIGH); one git's listing skips is a clone fault
+KEPT_REFS = ("refs/remotes/origin/", "refs/tags/")
 CHECKOUT_HEAD = "refs/refbench/checkout-head"  # a checkout's HEAD, fetched anew by every fetch in checkout mode
 
 
@@ -433,13 +434,15 @@ class Clone:
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 stray = [n for n, symref in refs.symbolic_listing(r, "%(refname)")
-                         if symref or not (n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and self.checkout)]
+                         if symref or not n.startswith(KEPT_REFS)]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
-                # the origin's HEAD even when its branch is missing (a listing skips it), so the
-                # fetch never writes a branch through it; set again from the origin's answer below
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.clone_dir / ORIGIN_HEAD)
+                # the origin's HEAD and the checkout's even when what they name is missing (a listing
+                # skips them), so the fetch never writes a branch or a tag through one (review35f
+                # F1, F7); the origin's is set again from its answer below, the checkout's fetched
+                for name in (ORIGIN_HEAD, CHECKOUT_HEAD):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.clone_dir / name)
                 if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
                     # line); an origin that is itself shallow has --update-shallow write back what it needs
                     with contextlib.suppress(FileNotFoundError):

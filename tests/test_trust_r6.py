@@ -313,3 +313,46 @@ def test_an_intact_fixture_behind_a_planted_fixtures_link_is_refused_not_read(tm
     (cache / "fixtures").symlink_to(elsewhere / "fixtures")
     with pytest.raises(paths.CacheLinkError, match="fixtures is a symbolic link"):
         fx.ensure(spec, cache)
+
+
+# ---- the sixth reading's HIGH and LOWs on the clone's refs ----------------------------------------------
+def test_a_dangling_checkout_head_symref_makes_no_release_tag_of_the_checkouts_head(
+        origin, tmp_path, keyed, monkeypatch):
+    """review35f F7: the checkout-mode fetch's `+HEAD:refs/refbench/checkout-head` wrote through a
+    planted, dangling `checkout-head -> refs/tags/v99.0.0`, making a plain tag at the checkout's
+    HEAD after --prune had run: latest_release was HEAD, reported as v99.0.0."""
+    from test_trust_cache import _clone_git
+    monkeypatch.setenv("REFBENCH_DEFAULT_BRANCH", "master")  # the Action's event names it
+    first = builder(origin, tmp_path, checkout=True)
+    first.resolve("v1.0.0", go="local")
+    head = first.clone_dir / "refs" / "refbench" / "checkout-head"
+    _clone_git(first.clone_dir, "update-ref", "-d", "refs/refbench/checkout-head")
+    head.parent.mkdir(parents=True, exist_ok=True)
+    head.write_text("ref: refs/tags/v99.0.0\n")
+    latest = builder(origin, tmp_path, checkout=True).resolve("latest_release", go="local")
+    assert latest.display == "latest_release (v1.1.0)", latest
+
+
+def test_a_planted_pull_ref_is_no_fetched_pr_a_prefix_may_be_reached_from(origin, tmp_path, monkeypatch):
+    """review35f F5: the sweep kept every refs/refbench/pull/*, and a planted one reaching a planted
+    commit let an unkeyed run take that commit by its prefix."""
+    from test_trust_cache import _clone_git
+    from test_trust_symref import _planted_commit
+    monkeypatch.delenv("REFBENCH_CACHE_KEY_FILE", raising=False)
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0", go="local")
+    evil = _planted_commit(first.clone_dir)
+    _clone_git(first.clone_dir, "update-ref", "refs/refbench/pull/999", evil)
+    with pytest.raises(RefError, match=f"'{evil[:12]}' names {evil[:12]}, which no branch, tag or fetched PR"):
+        builder(origin, tmp_path).resolve(evil[:12], go="local")
+
+
+def test_a_ref_named_with_a_unicode_line_separator_is_swept_not_a_crash(origin, tmp_path):
+    """review35f F6: str.splitlines broke for-each-ref's listing at U+2028, and every run failed
+    with a ValueError (exit 3) before the sweep deleted anything."""
+    from test_trust_cache import _clone_git
+    first = builder(origin, tmp_path)
+    first.resolve("v1.0.0", go="local")
+    _clone_git(first.clone_dir, "update-ref", "refs/tags/x\u2028y", origin.shas["broken"])
+    for _ in range(2):
+        assert builder(origin, tmp_path).resolve("latest_release", go="local").display == "latest_release (v1.1.0)"
