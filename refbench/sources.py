@@ -595,11 +595,12 @@ class Clone:
     @staticmethod
     def _line(repo: git.Repo, since: str, until: str) -> list[tuple[str, list[str], str]]:
         """(commit, the parents git walked, subject) of every commit after `since` up to `until`
-        that descends from `since` (`rev-list --ancestry-path`), oldest first."""
+        that descends from `since` (`rev-list --ancestry-path`), oldest first. Rows split at
+        newlines only: a subject may hold U+2028, where str.splitlines would break a row."""
         out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
                                 f"{since}..{until}")
         return [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
-                (row.partition("\t") for row in out.splitlines() if not row.startswith("commit "))]
+                (row.partition("\t") for row in out.split("\n") if row and not row.startswith("commit "))]
 
     def default_branch(self) -> str:
         """The origin's default branch: as the job's event names it (trust.default_branch_given),

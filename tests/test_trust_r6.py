@@ -356,3 +356,15 @@ def test_a_ref_named_with_a_unicode_line_separator_is_swept_not_a_crash(origin, 
     _clone_git(first.clone_dir, "update-ref", "refs/tags/x\u2028y", origin.shas["broken"])
     for _ in range(2):
         assert builder(origin, tmp_path).resolve("latest_release", go="local").display == "latest_release (v1.1.0)"
+
+
+def test_a_commit_subject_with_a_unicode_line_separator_is_merged_code_all_the_same(tmp_path, keyed):
+    """The line refuse_unmerged re-hashes is read one commit a row: str.splitlines broke a row at a
+    subject's U+2028 and called a merged commit's history forged."""
+    from origins import new_origin
+    (tmp_path / "origin").mkdir()
+    o = new_origin(tmp_path / "origin")
+    o.commit("c0", {"go.mod": "module example.com/u\n\ngo 1.21\n"}, "c0", tags=["v1.0.0"])
+    o.commit("c1", {"f": "1"}, "pasted\u2028text")
+    o.commit("c2", {"f": "2"}, "c2")
+    assert builder(o, tmp_path / "builds").resolve(o.shas["c0"], go="local").sha == o.shas["c0"]
