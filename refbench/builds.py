@@ -125,7 +125,8 @@ class Builder:
             raise BuildError(f"target {target.name!r} declares no Go module/package; "
                              "--source module needs both in scenarios.toml")
         self.target = target
-        self.builds_dir = paths.make_cache_dir(Path(builds_dir).resolve())  # marked: `clean` may remove it
+        # resolved, but never through a link a restore planted at the cache root or its builds/
+        self.builds_dir = paths.make_cache_dir(paths.settled_cache_dir(builds_dir))  # marked: `clean` may remove it
         self.repo_url = repo_url or target.repo
         if "://" not in self.repo_url and os.path.exists(os.path.expanduser(self.repo_url)):
             self.repo_url = os.path.abspath(os.path.expanduser(self.repo_url))
@@ -505,11 +506,6 @@ class Builder:
             raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
 
 
-#: a build.json is a few hundred bytes; a larger one is no record of refbench's
-RECORD_LIMIT = 1 << 20
-_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
 def _regular(path: Path) -> bool:
     """Whether `path` is a regular file itself (not a link to one)."""
     try:
@@ -518,25 +514,8 @@ def _regular(path: Path) -> bool:
         return False
 
 
-def read_record(path: Path) -> dict | None:
-    """The JSON object in the cached record at `path` (a build.json), or None when it is absent, not
-    a regular file, larger than RECORD_LIMIT or not a JSON object. Opened O_NOFOLLOW|O_NONBLOCK and
-    checked with fstat before reading: a FIFO planted as a record (review35e) would otherwise block
-    every later build for good, and a link would read any file."""
-    try:
-        fd = os.open(path, _READ)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > RECORD_LIMIT:
-            return None
-        data = fh.read(RECORD_LIMIT + 1)
-    try:
-        info = json.loads(data)
-    except ValueError:
-        return None
-    return info if isinstance(info, dict) else None
+#: a cached build.json, read through no link and no FIFO (paths.read_record: review35e)
+read_record = paths.read_record
 
 
 def copy_regular(src: Path, dest: Path) -> None:
@@ -544,15 +523,12 @@ def copy_regular(src: Path, dest: Path) -> None:
     never through a link at either end: a link or anything but a regular file at `src` is a
     BuildError naming it."""
     try:
-        fd = os.open(src, _READ)
+        fd = paths.open_regular(src)
     except OSError as e:
-        raise BuildError(f"cannot export {src}: {e.strerror} (a link in the builds cache is refused: a restored "
-                         f"cache may have planted it; remove it)") from None
+        raise BuildError(f"cannot export {src}: {e.strerror} (a link or special file in the builds cache is "
+                         f"refused: a restored cache may have planted it; remove it)") from None
     with os.fdopen(fd, "rb") as fin:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise BuildError(f"cannot export {src}: not a regular file (a restored cache may have planted it; "
-                             f"remove it)")
         out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                       stat.S_IMODE(st.st_mode))
         with os.fdopen(out, "wb") as fout:

@@ -106,15 +106,13 @@ def save_traceback(text: str) -> Path | None:
     overrides), else the system temp directory; None when neither can take it (a full disk)."""
     name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
     machine = MachineSettings.from_environ(os.environ)
-    for where in (machine.crash_dir, machine.layout.cache_root / "crashes", tempfile.gettempdir()):
+    cache = machine.layout.cache_root  # reached through no link there: a restore may have planted `crashes`
+    for where, within in ((machine.crash_dir, None), (cache / "crashes", cache), (tempfile.gettempdir(), None)):
         if not where:
             continue
         try:
-            path = Path(where) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
-            return path
-        except OSError:
+            return paths.create_file(Path(where) / name, text, within=within)
+        except (OSError, paths.CacheLinkError):
             continue
     return None
 

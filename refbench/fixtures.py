@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -97,12 +98,12 @@ def ensure(spec: FixtureSpec, cache_dir: Path, checks: "Checks | None" = None) -
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)
     made = FixtureFiles(spec, root, files, total, allocated)
-    if _trusted(spec, root, plan, checks):
+    if _trusted(spec, root, plan, checks, cache_dir):
         return made
     # two runs with a cold cache must not delete each other's half-written fixture: one writes it
     # (into a directory of its own, renamed into place when complete) while the other waits
     with paths.locked(root.with_name(root.name + ".lock"), within=cache_dir):
-        if _trusted(spec, root, plan, checks):  # the other run made it while this one waited
+        if _trusted(spec, root, plan, checks, cache_dir):  # the other run made it while this one waited
             return made
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
         for d in (marker, tmp, root):
@@ -138,10 +139,14 @@ def _identity(marker: Path) -> tuple:
     return (str(marker), st.st_ino, st.st_mtime_ns)
 
 
-def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, checks: Checks) -> bool:
+def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, checks: Checks,
+             cache_dir: Path) -> bool:
     """Whether the cached fixture at `root` is complete and intact, asked once per marker and run;
-    a fixture with a marker that is not intact is logged (then made again)."""
-    marker = marker_path(root)
+    a fixture with a marker that is not intact is logged (then made again). Reached through no
+    link in the cache (paths.checked): a planted `fixtures -> <another disk>` holding an intact
+    fixture would have every step read its input there, and the timings with it (review35f F4)."""
+    marker = paths.checked(marker_path(root), cache_dir)
+    paths.checked(root, cache_dir)
     try:
         st = os.lstat(marker)
     except FileNotFoundError:
@@ -192,8 +197,9 @@ def intact(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None = N
     gen = None
     if spec.kind != "sparse":
         gen = RandomWriter(spec.seed, pool_bytes=_pool_bytes(sum(size for _, size in want)))
+    holes = spec.kind == "sparse" and makes_holes(root)
     for i, (rel, size) in enumerate(want):
-        why = _file_differs(os.path.join(root, rel), size, None if gen is None else (gen, i))
+        why = _file_differs(os.path.join(root, rel), size, None if gen is None else (gen, i), holes)
         if why:
             return f"{rel}: {why}"
     return None
@@ -236,11 +242,27 @@ class _BlockCheck:
 
 
 _ZEROS = bytes(BLOCK)
+_HOLES: dict[int, bool] = {}  # by device: whether its file system makes a truncated file a hole
 
 
-def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | None) -> str | None:
+def makes_holes(root: Path) -> bool:
+    """Whether the file system `root` is on makes holes: a fresh unnamed file there (O_TMPFILE,
+    nothing left behind), truncated to 1 MiB, has no block allocated. Asked once per device."""
+    dev = os.stat(root).st_dev
+    if dev not in _HOLES:
+        try:
+            with tempfile.TemporaryFile(dir=root) as fh:
+                os.ftruncate(fh.fileno(), 1 << 20)
+                _HOLES[dev] = os.fstat(fh.fileno()).st_blocks == 0
+        except OSError:
+            _HOLES[dev] = False
+    return _HOLES[dev]
+
+
+def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | None, holes: bool = True) -> str | None:
     """Why the file at `path` is not the generator's (`random`: the writer and the file's stream;
-    None: a sparse file, all zeros), or None."""
+    None: a sparse file, all holes where the file system makes them (`holes`), else all zeros), or
+    None."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
@@ -263,6 +285,8 @@ def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | Non
             if e.errno == errno.ENXIO:
                 return None  # no data anywhere: all holes, all zeros
             raise
+        if holes:  # allocated blocks, zeros or not: the benchmark would read a disk where the spec has
+            return "it holds allocated data where the spec has holes"  # holes (review35f F3)
         left = size
         while left > 0:  # a file system without holes: read the zeros
             chunk = os.read(fd, min(left, BLOCK))

@@ -33,6 +33,7 @@ metadata. A step an implementation declares no command for is `not supported`, n
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -361,26 +362,33 @@ def tree_digest(root: Path) -> str:
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(os.path.join(dirpath, d))]):
             p = os.path.join(dirpath, name)
             rel = os.path.relpath(p, root)
-            if os.path.islink(p):
+            mode = os.lstat(p).st_mode
+            if stat.S_ISLNK(mode):
                 h.update(f"L {json.dumps(rel)} {json.dumps(os.readlink(p))}\n".encode())
+            elif not stat.S_ISREG(mode):  # a FIFO would block the hash for good: refused, installed again
+                raise OSError(errno.EINVAL, "a special file, which no install holds", p)
             else:
                 h.update(f"F {json.dumps(rel)} {int(os.access(p, os.X_OK))} {paths.file_sha256(Path(p))}\n".encode())
     return h.hexdigest()
 
 
-def _fields(impl: Implementation, program: str, digest: str) -> dict:
+def _fields(impl: Implementation, program: str, digest: str, toolchain: str) -> dict:
+    """What an install's seal covers: every fact of impl.json a run uses or reports. The toolchain
+    too: it reaches every report (results.Build.toolchain), and a restored impl.json could say any
+    Python or Go there (review35e LOW)."""
     return {"name": impl.name, "version": impl.version, "registry": impl.registry, "pin": impl.pin,
-            "platform": pins.current_platform(), "program": program, "content_sha256": digest}
+            "platform": pins.current_platform(), "program": program, "content_sha256": digest,
+            "toolchain": toolchain}
 
 
 def cached(impl: Implementation) -> Installed | None:
     """The sealed install of `impl`, when its record passes trust.gate; None otherwise."""
     d = install_dir(impl)
-    try:
-        record = json.loads((d / "impl.json").read_text())
-    except (OSError, ValueError):
+    record = paths.read_record(d / "impl.json")  # through no link, and a FIFO there blocks nothing
+    if record is None:
         return None
-    fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")))
+    fields = _fields(impl, str(record.get("program", "")), str(record.get("content_sha256", "")),
+                     str(record.get("toolchain", "")))
     try:
         why = trust.gate(SEAL_PURPOSE, fields, record, "content_sha256", lambda: tree_digest(d / "root"))
     except OSError as e:  # a directory the digest cannot list: refused, loudly, never skipped
@@ -392,7 +400,7 @@ def cached(impl: Implementation) -> Installed | None:
     if impl.registry == "npm" and node_runtime(impl)[0] not in program.read_text():
         log.warning("%s: made for another Node than %s: installing %s again", d, node_runtime(impl)[0], impl.label)
         return None
-    return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, str(record.get("toolchain", "")))
+    return Installed(impl, d / "root", program, fields["content_sha256"], False, 0.0, fields["toolchain"])
 
 
 def install(impl: Implementation, say: Callable[[str], None] | None = None,
@@ -403,7 +411,9 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None,
     d = install_dir(impl)
     if impl.registry == "npm":
         node_runtime(impl)  # refused with one line before anything is fetched
-    cache = paths.cache_root()  # the slot is reached through no link, and a link at it is removed, not followed
+    # the slot is reached through no link, and a link at it is removed, not followed; a link at the
+    # cache root itself is refused (paths.settled_cache_dir)
+    cache = paths.settled_cache_dir(paths.cache_root())
     with paths.locked(d.with_name(d.name + ".lock"), within=cache):
         hit = cached(impl)
         if hit:
@@ -421,8 +431,8 @@ def install(impl: Implementation, say: Callable[[str], None] | None = None,
             raise
         rel = str(program.relative_to(d / "root"))
         digest = tree_digest(d / "root")
-        fields = _fields(impl, rel, digest)
-        record = {**fields, "toolchain": toolchain, "seconds": round(time.monotonic() - t0, 2),
+        fields = _fields(impl, rel, digest, toolchain)
+        record = {**fields, "seconds": round(time.monotonic() - t0, 2),
                   "key_id": trust.key_id(), "seal": trust.seal(SEAL_PURPOSE, fields)}
         paths.replace_file(d / "impl.json", json.dumps(record, indent=2), within=cache)
         return Installed(impl, d / "root", program, digest, True, time.monotonic() - t0, toolchain)

@@ -22,6 +22,7 @@ import errno
 import fcntl
 import hashlib
 import importlib.resources
+import json
 import os
 import shutil
 import stat
@@ -216,6 +217,33 @@ def data_root() -> Path:
     """$XDG_DATA_HOME/refbench (default ~/.local/share/refbench): what `refbench setup` installs
     that must not live in a cache (a Go toolchain it fetched), since no cache is trusted to run."""
     return layout().data_root
+
+
+def restored_at(path: Path | str, given: Layout | None = None) -> Path | None:
+    """The first of the cache root and its builds/ that `path` is (or lies below) and that is a
+    symbolic link, or None. Both are where a cache restore writes (the Action restores
+    ~/.cache/refbench and its builds/ by prefix), and nobody named them a link: a restored
+    `builds -> <the user's checkout>` would move the whole cache, removals included, there, since
+    every O_NOFOLLOW walk starts from the builds directory resolved (review35e LOW)."""
+    root = Path(os.path.abspath(cache_root(given)))
+    p = Path(os.path.abspath(Path(path).expanduser()))
+    for place in (root, root / "builds"):
+        if (p == place or place in p.parents) and os.path.islink(place):
+            return place
+    return None
+
+
+def settled_cache_dir(path: Path | str, given: Layout | None = None) -> Path:
+    """The cache directory `path` names (the builds directory, the cache root), resolved: links
+    the user made on the way are theirs. A link at the cache root or at its builds/ (restored_at)
+    is refused with one line, never followed: a user who made it names the directory it points
+    to instead (--builds-dir, XDG_CACHE_HOME)."""
+    planted = restored_at(path, given)
+    if planted:
+        raise CacheLinkError(f"{planted} is a symbolic link (to {os.readlink(planted)}): refbench keeps no cache "
+                             "through a link where a cache restore writes (a restored cache may have planted it); "
+                             "remove it, or name the directory it points to (--builds-dir, XDG_CACHE_HOME)")
+    return Path(path).expanduser().resolve()
 
 
 def default_builds_dir(given: Layout | None = None) -> Path:
@@ -417,6 +445,18 @@ def replace_file(path: Path, text: str, mode: int = 0o644, within: Path | None =
         os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
+def create_file(path: Path, text: str, within: Path | None = None, mode: int = 0o644) -> Path:
+    """Write `text` to the new file `path` (O_CREAT|O_EXCL|O_NOFOLLOW): a file or link already there
+    is an OSError, never written through. `within`: the cache it is in, whose directories down to
+    it are reached through no link either (a restored `crashes -> <anywhere>`: review35e LOW)."""
+    path = Path(path)
+    with _dir_of(path, within) as (dfd, name):
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=dfd)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+    return path
+
+
 @contextlib.contextmanager
 def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
     """(a descriptor of `path`'s directory, made when missing, and `path`'s name): reached through
@@ -431,6 +471,53 @@ def _dir_of(path: Path, within: Path | None) -> Iterator[tuple[int, str]]:
         yield fd, path.name
     finally:
         os.close(fd)
+
+
+# ---- reading a cache's records: no link, no FIFO ----------------------------------------------
+#: a record refbench keeps in a cache (build.json, impl.json, go-toolchains.json, state.json) is a
+#: few kilobytes at most; a larger one is none of refbench's
+RECORD_LIMIT = 1 << 20
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def open_regular(path: Path | str) -> int:
+    """A descriptor of the regular file `path`, opened with O_NOFOLLOW | O_NONBLOCK and checked with
+    fstat; OSError naming it when it is absent, a link (ELOOP) or anything but a regular file. A
+    cache may hold a FIFO where refbench reads a record, whose read would block every later run
+    for good, or a link to any file the job can read (review35e LOWs)."""
+    fd = os.open(path, _READ)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return fd
+
+
+def read_regular(path: Path | str, limit: int = RECORD_LIMIT) -> bytes | None:
+    """The bytes of the regular file `path` (open_regular), or None when it is absent, a link, a
+    FIFO or another special file, or larger than `limit`: what a record that is none is read as."""
+    try:
+        fd = open_regular(path)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if os.fstat(fd).st_size > limit:
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
+
+
+def read_record(path: Path | str, limit: int = RECORD_LIMIT) -> dict | None:
+    """The JSON object in the cached record at `path` (read_regular), or None when there is none:
+    absent, not a regular file, too large, not JSON or not an object. Every record refbench reads
+    from a cache comes through here, so none blocks a run or reads through a link."""
+    data = read_regular(path, limit)
+    if data is None:
+        return None
+    try:
+        info = json.loads(data)
+    except ValueError:
+        return None
+    return info if isinstance(info, dict) else None
 
 
 def tools_bin(given: Layout | None = None) -> Path:

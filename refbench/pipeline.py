@@ -302,7 +302,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
                     shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool)
         check_online(scenarios, target, env.namespaces_unavailable)
     local_root = local_path(request.local_path)
-    cache_dir = Path(request.builds_dir).expanduser().resolve()
+    cache_dir = paths.settled_cache_dir(request.builds_dir)  # no link a cache restore planted
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
                                                target.backend == "s3" and not request.bucket,
                                                len(variants) + len(chosen))

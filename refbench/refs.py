@@ -118,12 +118,27 @@ def symbolic_listing(repo: git.Repo, name_format: str, *patterns: str) -> list[t
     """(name, what it points to, or "" for a plain ref) of every ref matching `patterns` (all without):
     the one way refbench tells a symbolic ref, which `fetch --prune` never prunes, from a plain one."""
     listing = repo.git.for_each_ref(f"--format={name_format}%00%(symref)", *patterns)
-    return [(name, symref) for name, symref in (ln.split("\0") for ln in listing.splitlines())]
+    return [(name, symref) for name, symref in (ln.split("\0") for ln in _lines(listing))]
+
+
+def containing(repo: git.Repo, sha: str, *patterns: str) -> str | None:
+    """The first plain ref matching `patterns` that reaches `sha` (`for-each-ref --contains`), or
+    None. A symbolic one is no ref of the origin's: `refs/tags/v99.0.0 -> <an unmerged branch>`
+    would contain every commit of that branch (review35f F1)."""
+    listing = repo.git.for_each_ref("--format=%(refname)%00%(symref)", f"--contains={sha}", *patterns)
+    return next((name for name, symref in (ln.split("\0") for ln in _lines(listing)) if not symref), None)
+
+
+def _lines(listing: str) -> list[str]:
+    """git's listing, one ref a line: split at newlines only. str.splitlines also breaks at U+2028,
+    U+0085 and U+001C to U+001E, which a ref name may hold: a planted tag named with U+2028 crashed
+    every run's sweep (review35f F6)."""
+    return [ln for ln in listing.split("\n") if ln]
 
 
 def contained_in(repo: git.Repo, sha: str, *patterns: str) -> bool:
-    """Whether a ref matching `patterns` reaches `sha` (`for-each-ref --contains`, stopping at the first)."""
-    return bool(repo.git.for_each_ref("--count=1", "--format=%(refname)", f"--contains={sha}", *patterns))
+    """Whether a plain ref matching `patterns` reaches `sha` (containing)."""
+    return containing(repo, sha, *patterns) is not None
 
 
 def head_branch(ls_remote_symref: str) -> str | None:
@@ -142,7 +157,7 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
     ref = classify(text)
     if ref.kind == "pr":
         name = f"refs/refbench/pull/{ref.pr}"
-        sha = _rev(repo, name)
+        sha = commit_of(repo, name)
         if sha is None:
             raise RefError(f"PR #{ref.pr} not found in {repo_url(repo, remote)} (no refs/pull/{ref.pr}/head)")
         return ResolvedRef(text, "pr", sha, f"PR #{ref.pr}")
@@ -150,10 +165,10 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
         tag = latest_release(plain_tags(repo))
         if tag is None:
             raise RefError(f"latest_release: no stable semver tag in {repo_url(repo, remote)}")
-        sha = _rev(repo, f"refs/tags/{tag}")
+        sha = commit_of(repo, f"refs/tags/{tag}")
         return ResolvedRef(text, "latest_release", sha, f"latest_release ({tag})")
     if ref.kind == "head":
-        sha = _rev(repo, head) if head else _rev(repo, f"refs/remotes/{remote}/HEAD")
+        sha = commit_of(repo, head) if head else commit_of(repo, f"refs/remotes/{remote}/HEAD")
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
         return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
@@ -161,20 +176,20 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
     # whole id of the commit it checked, and a branch or tag named by those 40 hex digits must not
     # be built in its place (review35c); key-gate.sh looks a whole id up in the same order
     if is_whole_commit(text):
-        sha = _rev(repo, text)
+        sha = commit_of(repo, text)
         if sha:
             return ResolvedRef(text, "commit", sha, sha[:10])
     # tag, branch or commit: try in that order whatever the first guess was
-    sha = _rev(repo, f"refs/tags/{text}")
+    sha = commit_of(repo, f"refs/tags/{text}")
     if sha:
         return ResolvedRef(text, "tag", sha, text)
-    sha = _rev(repo, f"refs/remotes/{remote}/{text}")
+    sha = commit_of(repo, f"refs/remotes/{remote}/{text}")
     if sha:
         return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}")
     if _SHA.fullmatch(text):
         if whole and not is_whole_commit(text):
             refuse_prefix(text)
-        sha = _rev(repo, text)
+        sha = commit_of(repo, text)
         if sha:
             if not is_whole_commit(text) and not _reached(repo, sha):
                 raise RefError(f"{text!r} names {sha[:12]}, which no branch, tag or fetched PR of {repo_url(repo, remote)} "
@@ -185,8 +200,8 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
 
 
 #: where a commit named by a prefix must be reachable from: the refs a fetch brings from the origin
-#: (pruned to its own) and the PR and checkout heads refbench fetched by name (sources.KEPT_REFS and
-#: CHECKOUT_HEAD: the sweep before every fetch leaves nothing else under refs/refbench/)
+#: (pruned to its own) and the PR and checkout heads this run fetched by name (the sweep before
+#: every fetch leaves nothing under refs/refbench/: sources.KEPT_REFS)
 REACHING_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 
 
@@ -201,7 +216,9 @@ def _reached(repo: git.Repo, sha: str) -> bool:
         return False
 
 
-def _rev(repo: git.Repo, name: str) -> str | None:
+def commit_of(repo: git.Repo, name: str) -> str | None:
+    """The commit `name` (a ref or an id) names in `repo`, or None: `rev-parse --verify NAME^{commit}`,
+    which re-hashes the object it ends at (a commit replaced under its id gives None)."""
     try:
         return repo.git.rev_parse("--verify", "--quiet", "--end-of-options", f"{name}^{{commit}}")
     except git.GitCommandError:

@@ -149,7 +149,7 @@ class BuildSite:
 
     @property
     def cache_dir(self) -> Path:
-        return Path(self.request.builds_dir).expanduser().resolve()  # as pipeline.check settles it
+        return paths.settled_cache_dir(self.request.builds_dir)  # as pipeline.check settles it
 
 
 def make_builder(checked: Checked, goflags: str = "") -> bl.Builder:

@@ -45,12 +45,13 @@ log = logging.getLogger(__name__)
 #: commit-graph, which a restored cache may have patched to route history through a planted commit)
 SAFE_GIT = ("core.hooksPath=/dev/null", "core.fsmonitor=false", "core.commitGraph=false",
             "core.multiPackIndex=false", "gc.writeCommitGraph=false", "fetch.writeCommitGraph=false")
-#: the refs a clone keeps: the origin's branches and tags (pruned on every fetch) and the PR and
-#: checkout heads refbench fetches by name before it uses them; any other ref in a cached clone is
-#: deleted before a fetch, and so is every symbolic ref wherever it is: `fetch --prune` never prunes
-#: one, so a planted `refs/tags/v99.0.0 -> refs/refbench/evil` would survive as a release tag
-#: (the fifth reading's HIGH)
-KEPT_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/pull/")
+#: the refs a clone keeps from one run to the next: the origin's branches and tags (pruned on every
+#: fetch). Any other ref in a cached clone is deleted before a fetch, PR and checkout heads too (a
+#: run fetches those by name before it uses them: a planted `refs/refbench/pull/999` counted as a
+#: fetched PR reaching a planted commit, review35f F5), and so is every symbolic ref wherever it is:
+#: `fetch --prune` never prunes one, so a planted `refs/tags/v99.0.0 -> refs/refbench/evil` would
+#: survive as a release tag (the fifth reading's HIGH); one git's listing skips is a clone fault
+KEPT_REFS = ("refs/remotes/origin/", "refs/tags/")
 CHECKOUT_HEAD = "refs/refbench/checkout-head"  # a checkout's HEAD, fetched anew by every fetch in checkout mode
 
 
@@ -136,6 +137,9 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
         return [f"{d} is not a directory"]
     faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
               if name not in CLONE_ENTRIES]
+    if not _head_as_made(d / "HEAD"):
+        faults.append("HEAD: not the branch `git init` names (git and GitPython refuse the clone)")
+    faults += _symbolic_refs(d)
     for rel, allowed in allowed_info.items():
         sub = d / rel
         if sub.is_dir() and not sub.is_symlink():
@@ -155,6 +159,45 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
             elif stat.S_ISREG(mode) and not mode & stat.S_IRUSR:
                 faults.append(f"{rel}: a file its owner cannot read")
     return faults
+
+
+#: what `git init` writes in HEAD, and all a clone of refbench's holds there (it never checks out)
+_INIT_HEAD = re.compile(rb"ref: refs/heads/[A-Za-z0-9._/-]{1,200}\n?")
+
+
+def _head_as_made(head: Path) -> bool:
+    """Whether the clone's HEAD is absent (git init makes it) or names a branch, as git init writes
+    it. Any other HEAD (a restored `garbage`) makes git and GitPython refuse the whole directory, so
+    every run crashed on it instead of cloning anew (review35e LOW). Read through no link, no FIFO."""
+    if not os.path.lexists(head):
+        return True
+    data = paths.read_regular(head, limit=512)
+    return data is not None and bool(_INIT_HEAD.fullmatch(data))
+
+
+#: the one symbolic ref a clone of refbench's holds: the origin's HEAD, naming one of its branches
+ORIGIN_HEAD = "refs/remotes/origin/HEAD"
+_ORIGIN_HEAD_TARGET = re.compile(rb"ref: refs/remotes/origin/[A-Za-z0-9._/-]{1,200}\n?")
+
+
+def _symbolic_refs(d: Path) -> list[str]:
+    """Every loose ref under refs/ that is symbolic (a file reading `ref: ...`), but the origin's HEAD
+    naming an origin branch. Read from the files, not git's listing: for-each-ref skips a symbolic
+    ref whose target is missing, so a restored `refs/tags/v99.0.0 -> refs/remotes/origin/feature`
+    without its target survived the sweep, and the fetch then made it a release tag holding an
+    unmerged branch (review35f F1). Packed refs are never symbolic."""
+    found = []
+    for top, _, files in os.walk(d / "refs"):
+        for name in files:
+            path = Path(top) / name
+            rel = path.relative_to(d).as_posix()
+            data = paths.read_regular(path, limit=4096)
+            if data is None or not data.startswith(b"ref:"):
+                continue
+            if rel == ORIGIN_HEAD and _ORIGIN_HEAD_TARGET.fullmatch(data):
+                continue
+            found.append(f"{rel}: a symbolic ref ({data[:80].decode(errors='replace').strip()}), which refbench never makes")
+    return found
 
 
 def own_clone(d: Path, url: str, within: Path | None = None) -> None:
@@ -183,6 +226,12 @@ def _drop_scratch(scratch: Path, cache: Path) -> None:
     planted where it was) leaves it in place rather than fail the exit."""
     with contextlib.suppress(paths.CacheLinkError):
         paths.remove_tree(scratch, cache, ignore_errors=True)
+
+
+class CloneFault(RefError):
+    """The cached clone holds an object that is not what its id says (a commit replaced under its
+    id, a history routed through a planted commit): Clone.resolve clones anew once, and a second one
+    is this error's one line."""
 
 
 class Clone:
@@ -250,22 +299,26 @@ class Clone:
         go.mod a build is keyed by, come from this repository, never from the clone itself.
         Made once per commit and run, removed when this Clone (and the Builder holding it) goes."""
         if sha not in self._verified:
-            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) or refs._rev(self.repo(), sha) != sha:
+            if not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha):
                 raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
-            try:
-                self._verified[sha] = self._verify_into_scratch(sha)
+            try:  # a commit replaced under its id fails the first check: cloned anew as well
+                self._verified[sha] = self._verify_into_scratch(self._commit_here(sha))
             except BuildError as e:
                 if self.offline:
                     raise
                 log.warning("%s; cloning %s anew", e, self.repo_url)
-                with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-                    paths.remove_tree(self.clone_dir, self.cache)
-                self._repo, self._fetched = None, False
+                self._drop_clone()
                 self.fetch()
-                if not refs._rev(self.repo(), sha):
+                if not refs.commit_of(self.repo(), sha):
                     self.fetch_commit(sha)
-                self._verified[sha] = self._verify_into_scratch(sha)
+                self._verified[sha] = self._verify_into_scratch(self._commit_here(sha))
         return self._verified[sha]
+
+    def _commit_here(self, sha: str) -> str:
+        """`sha`, once the clone holds it as a commit (its object re-hashed); else a BuildError."""
+        if refs.commit_of(self.repo(), sha) != sha:
+            raise BuildError(f"the clone of {self.repo_url} holds no commit {sha[:12]}", sha=None)
+        return sha
 
     def _verify_into_scratch(self, sha: str) -> git.Repo:
         scratch = Path(tempfile.mkdtemp(prefix=f".verified-{sha[:10]}-", dir=paths.make_dirs(self.root, self.cache)))
@@ -313,9 +366,7 @@ class Clone:
         if missing:
             log.warning("the cached clone %s lacks objects its refs need (%s): cloning %s anew",
                         self.clone_dir, missing, self.repo_url)
-            with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-                paths.remove_tree(self.clone_dir, self.cache)
-            self._repo = None
+            self._drop_clone()
             self._fetch_refs()
             missing = self.missing_objects()
             if missing:
@@ -346,12 +397,9 @@ class Clone:
         try:
             if not repo.is_ancestor(good, bad):
                 raise RefError(f"GOOD ({good[:10]}) is not an ancestor of BAD ({bad[:10]})")
-            out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
-                                    f"{good}..{bad}")
+            rows = self._line(repo, good, bad)
         except git.GitCommandError as e:
             raise RefError(f"cannot list the commits between GOOD and BAD: {git_msg(e)}") from None
-        rows = [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
-                (row.partition("\t") for row in out.splitlines() if not row.startswith("commit "))]
         if rows and rows[-1][0] != bad:
             raise RefError(f"the clone {self.clone_dir}: the line from GOOD to BAD does not end at BAD ({bad[:10]})")
         wrong = self._unauthentic([(sha, parents) for sha, parents, _ in rows])
@@ -390,9 +438,15 @@ class Clone:
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 stray = [n for n, symref in refs.symbolic_listing(r, "%(refname)")
-                         if symref or not (n.startswith(KEPT_REFS) or n == CHECKOUT_HEAD and self.checkout)]
+                         if symref or not n.startswith(KEPT_REFS)]
                 for name in stray:
                     r.git.update_ref("--no-deref", "-d", name)
+                # the origin's HEAD and the checkout's even when what they name is missing (a listing
+                # skips them), so the fetch never writes a branch or a tag through one (review35f
+                # F1, F7); the origin's is set again from its answer below, the checkout's fetched
+                for name in (ORIGIN_HEAD, CHECKOUT_HEAD):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.clone_dir / name)
                 if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
                     # line); an origin that is itself shallow has --update-shallow write back what it needs
                     with contextlib.suppress(FileNotFoundError):
@@ -439,7 +493,31 @@ class Clone:
 
     def resolve(self, text: str) -> refs.ResolvedRef:
         """The commit `text` names in the origin, fetched first (a PR's head, or an unknown
-        commit, by name)."""
+        commit, by name). A clone holding an object that is not what its id says (CloneFault) is
+        cloned anew once: a restored one would otherwise fail every run naming that commit, for
+        good (review35e LOW), or vouch for a history it made up (review35f F2)."""
+        try:
+            return self._resolve(text)
+        except CloneFault as e:
+            if self.offline:
+                raise
+            log.warning("%s: cloning %s anew", e, self.repo_url)
+            self._drop_clone()
+            return self._resolve(text)
+
+    def _drop_clone(self) -> None:
+        """Remove the cached clone: the next repo() makes it anew, the next fetch fills it."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            paths.remove_tree(self.clone_dir, self.cache)
+        self._repo, self._fetched = None, False
+
+    def _holds_object(self, sha: str) -> bool:
+        """Whether the clone has an object stored under `sha` (`cat-file -e`, which re-hashes nothing)."""
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            return subprocess.run([tools.git(), *safe_git_args(), "cat-file", "-e", sha], capture_output=True,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)}).returncode == 0
+
+    def _resolve(self, text: str) -> refs.ResolvedRef:
         ref = refs.classify(text)
         self.fetch()
         if ref.kind == "pr":
@@ -453,7 +531,18 @@ class Clone:
             if not (ref.kind == "commit" and refs.is_whole_commit(text)):
                 raise
             self.fetch_commit(text)  # git fetches a commit by its whole id only
-            resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+            try:
+                resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+            except RefError:
+                if self._holds_object(text):  # there, yet no commit: its content hashes to another id
+                    raise CloneFault(f"the cached clone {self.clone_dir} holds an object under {text[:12]} that "
+                                     "is not the commit its id says") from None
+                raise
+        if resolved.kind == "commit" and not refs.is_whole_commit(text):  # a prefix: the ref that reaches
+            by = refs.containing(self.repo(), resolved.sha, *refs.REACHING_REFS)  # it must truly (refs.resolve)
+            tip = refs.commit_of(self.repo(), by) if by else None
+            if tip:
+                self._authentic_line(resolved.sha, tip, by)
         if trust.merged_only():
             self.refuse_unmerged(resolved)
         return resolved
@@ -464,24 +553,58 @@ class Clone:
         this run's fetch brought them (branches and tags pruned to the origin's). A keyed run and
         a job that writes the default branch's cache scope build nothing else (trust.merged_only),
         whichever way the ref came: -s, --variant, the nightly's or bisect's (whose line lies below
-        BAD). `merge-base --is-ancestor`, then `for-each-ref --contains` only when that fails."""
+        BAD). `merge-base --is-ancestor`, then `for-each-ref --contains` only when that fails. git
+        walks parents there without re-hashing a commit, so the line from the commit to the branch
+        or tag that reaches it is then read back, each commit hashed and its parents checked
+        (_unauthentic): an ancestor replaced under its id to name a PR's commit as a parent makes
+        that commit look merged (review35f F2), and is a CloneFault instead."""
         repo, sha = self.repo(), resolved.sha
         branch = self.default_branch()
-        tip = refs._rev(repo, f"refs/remotes/origin/{branch}")
-        if tip is None:
+        branch_ref = f"refs/remotes/origin/{branch}"
+        tip = refs.commit_of(repo, branch_ref)
+        if tip is None or self._symbolic(branch_ref):  # the fetch writes a branch through a symbolic ref
             raise RefError(f"{resolved.text} ({sha[:12]}): cannot tell merged code: no branch {branch} in "
                            f"{self.repo_url}")
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
                 repo.git.merge_base("--is-ancestor", sha, tip)
-                return
+                reached, by = tip, branch
             except git.GitCommandError:
-                pass
-            tagged = refs.contained_in(repo, sha, "refs/tags/v[0-9]*")
-        if not tagged:
+                tag = refs.containing(repo, sha, "refs/tags/v[0-9]*")
+                reached, by = (refs.commit_of(repo, tag), tag.removeprefix("refs/tags/")) if tag else (None, None)
+        if reached is None:
             raise RefError(f"{resolved.text} ({sha[:12]}) is not reachable from {branch} or a release tag of "
                            f"{self.repo_url}: a run holding the cache key, or a push, schedule or manual job, "
                            "builds merged code only")
+        self._authentic_line(sha, reached, by)
+
+    def _authentic_line(self, sha: str, reached: str, by: str) -> None:
+        """A CloneFault unless every commit from `sha` up to `reached` (the commit of the ref `by`)
+        hashes to its id and names the parents git walked: git's reachability (merge-base,
+        for-each-ref --contains) reads parents without re-hashing a commit (review35f F2).
+        0.01-0.65 s on kubo's 15,943 commits (one commit, or 9,405 from v0.4.0 to master)."""
+        wrong = self._unauthentic([(c, parents) for c, parents, _ in self._line(self.repo(), sha, reached)])
+        if wrong:
+            raise CloneFault(f"the cached clone {self.clone_dir} does not hold the history from {sha[:12]} to {by} "
+                             f"as the commits' ids say ({wrong})")
+
+    def _symbolic(self, name: str) -> bool:
+        """Whether the ref `name` is a symbolic one (`symbolic-ref -q` succeeds)."""
+        try:
+            self.repo().git.symbolic_ref("-q", name)
+            return True
+        except git.GitCommandError:
+            return False
+
+    @staticmethod
+    def _line(repo: git.Repo, since: str, until: str) -> list[tuple[str, list[str], str]]:
+        """(commit, the parents git walked, subject) of every commit after `since` up to `until`
+        that descends from `since` (`rev-list --ancestry-path`), oldest first. Rows split at
+        newlines only: a subject may hold U+2028, where str.splitlines would break a row."""
+        out = repo.git.rev_list("--ancestry-path", "--topo-order", "--reverse", "--format=%H %P%x09%s",
+                                f"{since}..{until}")
+        return [(ids.split()[0], ids.split()[1:], subject) for ids, _, subject in
+                (row.partition("\t") for row in out.split("\n") if row and not row.startswith("commit "))]
 
     def default_branch(self) -> str:
         """The origin's default branch: as the job's event names it (trust.default_branch_given),

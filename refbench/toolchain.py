@@ -301,12 +301,20 @@ def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MA
     return versions
 
 
-def _run_go(args: list[str], env: dict) -> str:
+def _run_go(args: list[str], env: dict, tmp: str | None = None) -> str:
     """stdout of `go ARGS` run outside any module (no go.mod of the current directory switches
-    its Go); BuildError with go's last line when it fails."""
+    its Go, and `go mod download`'s answer, which verify_cached trusts, is the checksum database's,
+    not a module's replace); BuildError with go's last line when it fails. go looks for a go.mod
+    in every parent of its directory, a scratch one in `tmp` (default: the system's temp
+    directory): one found there fails this, naming it (review35e LOW), and no go.work is read."""
     switch = env.get("GOTOOLCHAIN", LOCAL)
     said = f"`go {' '.join(args)}`" + ("" if switch == LOCAL else f" with GOTOOLCHAIN={switch}")
-    with tempfile.TemporaryDirectory(prefix="refbench-go-") as scratch:
+    env = {**env, "GOWORK": "off"}
+    with tempfile.TemporaryDirectory(prefix="refbench-go-", dir=tmp) as scratch:
+        above = next((p / "go.mod" for p in Path(scratch).parents if os.path.lexists(p / "go.mod")), None)
+        if above:
+            raise BuildError(f"{said} would run inside the Go module of {above}, above the temporary directory "
+                             f"{Path(scratch).parent}: remove it, or point TMPDIR elsewhere")
         try:
             p = subprocess.run(["go", *args], capture_output=True, text=True, env=env, cwd=scratch, timeout=600)
         except FileNotFoundError:
@@ -328,7 +336,9 @@ def _read_listing(path: Path, now: float | None = None) -> tuple[float, str, tup
     cache, which a restored cache may have written: its versions decide which patch release builds
     a `go 1.24` go.mod, and a planted `listed_at` far ahead kept it for ever (review35d LOW 11)."""
     try:
-        doc = json.loads(path.read_text())
+        doc = paths.read_record(path)  # through no link, and a FIFO there blocks nothing (review35e)
+        if doc is None:
+            return None
         fields = {k: doc[k] for k in ("listed_at", "platform", "module", "versions")}
         if not trust.sealed(LISTING_SEAL, fields, doc.get("seal")):
             return None

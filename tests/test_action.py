@@ -214,7 +214,8 @@ def test_run_mode_on_a_pull_request_benchmarks_base_and_head_and_fills_the_env_f
     (home / ".cache" / "refbench").mkdir(parents=True)
     # the session's builds, restored as a cache: a pull_request's job seals with a key of its own
     # (no REFBENCH_CACHE_KEY: refbench/trust.py), so it rebuilds them, with the Go caches restored
-    (home / ".cache" / "refbench" / "builds").symlink_to(builds_dir)
+    # (copied: a restore writes files, and a link there is refused: paths.settled_cache_dir)
+    shutil.copytree(builds_dir, home / ".cache" / "refbench" / "builds", symlinks=True)
     payload = event("pull_request", HEAD_SHA=s5_origin.shas["slow"], BASE_SHA=s5_origin.shas["old"])
     r = runner(tmp_path, "pull_request", payload, "https://api.github.invalid", workspace=bench.parent, home=home)
     steps = r.run({"working-directory": "benchmark", "budget": "", "quick": "true",

@@ -127,7 +127,7 @@ class StateCache:
         if ident not in _checked:
             _checked[ident] = StateCache._check(where, meta)
         if _checked[ident] is None and within is not None:
-            info = json.loads(meta.read_text())
+            info = paths.read_record(meta) or {}
             sealed = info.get("slot")
             if sealed != StateCache.slot(where, within):
                 return f"it was sealed for {sealed!r}, another binary's, fixture's or layer's place"
@@ -148,11 +148,8 @@ class StateCache:
     def seal_of(where: Path) -> str | None:
         """The seal in the state.json of the state at `where` (None without one): what a layer over
         it seals as its base. The state itself is checked before any layer over it is built or used."""
-        try:
-            info = json.loads((where / STATE_FILE).read_text())
-        except (OSError, ValueError):
-            return None
-        return info.get("seal") if isinstance(info, dict) and isinstance(info.get("seal"), str) else None
+        info = paths.read_record(where / STATE_FILE) or {}  # through no link, no FIFO
+        return info.get("seal") if isinstance(info.get("seal"), str) else None
 
     @staticmethod
     def slot(where: Path, within: Path) -> str:
@@ -167,11 +164,10 @@ class StateCache:
         why = refused(where)
         if why:
             return why
-        try:
-            info = json.loads(meta.read_text())
-        except (OSError, ValueError):
-            return "its state.json is not JSON"
-        if not isinstance(info, dict) or not isinstance(info.get("manifest"), str):
+        info = paths.read_record(meta)  # a regular file (above), read through no link all the same
+        if info is None:
+            return "its state.json is not a JSON object"
+        if not isinstance(info.get("manifest"), str):
             return "its state.json has no manifest (made before states were sealed)"
         fields = {k: v for k, v in info.items() if k not in ("seal", "key_id")}
         return trust.gate(SEAL_PURPOSE, fields, info, "manifest", lambda: manifest(where))
