@@ -400,13 +400,23 @@ class Clone:
             rows = self._line(repo, good, bad)
         except git.GitCommandError as e:
             raise RefError(f"cannot list the commits between GOOD and BAD: {git_msg(e)}") from None
-        if rows and rows[-1][0] != bad:
-            raise RefError(f"the clone {self.clone_dir}: the line from GOOD to BAD does not end at BAD ({bad[:10]})")
-        wrong = self._unauthentic([(sha, parents) for sha, parents, _ in rows])
+        wrong = self._line_fault(rows, good, bad)
         if wrong:
             raise RefError(f"the clone {self.clone_dir} does not hold the history between GOOD and BAD as the "
                            f"commits' ids say ({wrong}): remove it to fetch it anew")
         return [(sha, subject) for sha, _, subject in rows]
+
+    def _line_fault(self, rows: list[tuple[str, list[str], str]], since: str, until: str) -> str | None:
+        """Why `rows` (Clone._line(since, until), oldest first) is not the whole line from `since` to
+        `until`, or None: it must end at `until`, its oldest commit must name `since` as a parent, and
+        every commit must hash to its id and name the parents git walked. An empty line passes only
+        when since == until: git lists it from the same unverified parents, so two commits replaced
+        under their ids can empty it while merge-base still says 'reached' (review35g G1)."""
+        if since == until:
+            return None
+        if not rows or rows[-1][0] != until or since not in rows[0][1]:
+            return f"the line from {since[:12]} to {until[:12]} is not whole ({len(rows)} commits listed)"
+        return self._unauthentic([(sha, parents) for sha, parents, _ in rows])
 
     def _unauthentic(self, commits: list[tuple[str, list[str]]]) -> str | None:
         """The first commit whose object in the clone does not hash to its id or does not name
@@ -558,6 +568,10 @@ class Clone:
         or tag that reaches it is then read back, each commit hashed and its parents checked
         (_unauthentic): an ancestor replaced under its id to name a PR's commit as a parent makes
         that commit look merged (review35f F2), and is a CloneFault instead."""
+        if self.offline:  # no fetch, so no sweep: the clone's refs are as the cache left them
+            raise RefError(f"{resolved.text} ({resolved.sha[:12]}): an offline run cannot tell merged code (the cached "
+                           f"clone of {self.repo_url} is not fetched, and its refs may be planted): a run holding the "
+                           "cache key, or a push, schedule or manual job, runs online")
         repo, sha = self.repo(), resolved.sha
         branch = self.default_branch()
         branch_ref = f"refs/remotes/origin/{branch}"
@@ -583,7 +597,7 @@ class Clone:
         hashes to its id and names the parents git walked: git's reachability (merge-base,
         for-each-ref --contains) reads parents without re-hashing a commit (review35f F2).
         0.01-0.65 s on kubo's 15,943 commits (one commit, or 9,405 from v0.4.0 to master)."""
-        wrong = self._unauthentic([(c, parents) for c, parents, _ in self._line(self.repo(), sha, reached)])
+        wrong = self._line_fault(self._line(self.repo(), sha, reached), sha, reached)
         if wrong:
             raise CloneFault(f"the cached clone {self.clone_dir} does not hold the history from {sha[:12]} to {by} "
                              f"as the commits' ids say ({wrong})")
@@ -690,8 +704,8 @@ class ModuleSource:
         if not sha:
             m = re.search(r"-([0-9a-f]{12})$", version)  # pseudo-version: the commit prefix
             sha = m.group(1) if m else version
-        if trust.merged_only() and (not refs.semver_key(version.removesuffix("+incompatible"))
-                                    or re.search(r"\d{14}-[0-9a-f]{12}$", version)):
+        plain = version.removesuffix("+incompatible")  # both tests on it: v3.0.0-2026…-abcdef+incompatible is any commit (review35g G5)
+        if trust.merged_only() and (not refs.semver_key(plain) or re.search(r"\d{14}-[0-9a-f]{12}$", plain)):
             # no clone to walk: a release version (a tag of the module's) is the only merged code the proxy names
             raise RefError(f"{ref.text} ({version}) is no release version of {self.module}: a run holding the cache "
                            "key, or a push, schedule or manual job, builds merged code only")

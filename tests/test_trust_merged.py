@@ -119,3 +119,24 @@ def test_a_prefix_never_names_a_commit_planted_in_the_cached_clone(origin, tmp_p
     again = builder(origin, tmp_path)
     with pytest.raises(bl.RefError, match=rf"names {planted[:12]}, which no branch, tag or fetched PR .* reaches"):
         again.resolve(planted[:12], go="local")
+
+
+class _ProxyAnswering(sources.ModuleSource):
+    """A module source whose proxy answers `version` for every query (no network, no go)."""
+
+    def __init__(self, version: str):
+        super().__init__("example.com/hello/v3", offline=False, env=dict)
+        self.version = version
+
+    def info(self, text, query):
+        return {"Version": self.version, "Origin": {"VCS": "git", "Hash": "ab" * 20}, "GoModText": None}
+
+
+def test_a_pseudo_version_marked_incompatible_is_no_release(monkeypatch):
+    """Review35g G5: the pseudo-version test ran before `+incompatible` was stripped, so a v2+
+    module's pseudo-version of any commit passed a merged-only run as a release."""
+    monkeypatch.setenv(trust.MERGED_ONLY_ENV, "1")
+    for version in ("v3.0.0-20260101000000-abcdefabcdef+incompatible", "v3.0.1-0.20260101000000-abcdefabcdef"):
+        with pytest.raises(bl.RefError, match="is no release version"):
+            _ProxyAnswering(version).resolve(sources.refs.classify(version))
+    assert _ProxyAnswering("v3.1.0+incompatible").resolve(sources.refs.classify("v3.1.0+incompatible"))[0].version
