@@ -128,25 +128,8 @@ def kubo_origin(tmp_path_factory):
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
 
 
-# The slow tests run in two passes (Makefile `test`): the "alone" ones with nothing beside them,
-# since two timed jobs on two cores measure each other (and a check of machine-wide state, such as
-# /dev/shm, sees the other test's run); the rest on two workers. A test is alone when marked so or
-# when it reads a run whose verdicts are asserted (TIMED_FIXTURES), so a new test of those runs
-# cannot land in the parallel pass by forgetting the marker.
-TIMED_FIXTURES = frozenset({"s5_run", "metrics_run"})
-# On two workers each expensive session fixture is built once: every test using it goes to one
-# worker (pytest-xdist --dist loadgroup), which builds it and shares it as a serial run does.
-GROUP_FIXTURES = ("explain_run", "kubo_origin", "minio")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        if used & TIMED_FIXTURES:
-            item.add_marker(pytest.mark.alone)
-        group = next((f for f in GROUP_FIXTURES if f in used), None)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+# which slow tests run alone, and the groups that share a worker's session fixtures: tests/grouping.py
+from grouping import pytest_collection_modifyitems  # noqa: E402,F401 (the hook)
 
 
 def pytest_addoption(parser):
