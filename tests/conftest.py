@@ -34,10 +34,31 @@ def need(tool: str, why: str) -> None:
     pytest.skip(msg)
 
 
+def session_root(tmp_path_factory) -> Path:
+    """The directory of the whole test session: under pytest-xdist each worker has a base temporary
+    directory of its own (popen-gwN) inside it, so what is made here is shared by the workers;
+    pytest removes it with the session's (it keeps the last three)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def builds_dir(tmp_path_factory) -> Path:
-    """One build cache for the whole session, so each ref is built once per CI run."""
+    """One build cache for the whole session, so each ref is built once per CI run. Each xdist worker
+    has its own: a test may rewrite a build in place (tests/test_page_cache.py) or read its page-cache
+    state, which another worker running the same file would change."""
     return tmp_path_factory.mktemp("builds")
+
+
+@pytest.fixture(scope="session")
+def go_build_cache(tmp_path_factory) -> Path:
+    """One Go build cache for the session's installs of Go implementations (implementations._install_go's
+    `gocache`), shared by the workers: an install otherwise compiles with an empty cache of its own, the
+    standard library included, every time. The session's own, never the user's GOCACHE (which an
+    install must not trust); go locks the entries it writes, so two workers may build into it at once."""
+    d = session_root(tmp_path_factory) / "gocache"
+    d.mkdir(exist_ok=True)
+    return d
 
 
 @pytest.fixture(scope="session")
