@@ -22,7 +22,7 @@ demo: setup
 
 # The fast tests (no timing of real processes) share the machine's two cores, and so do the slow
 # ones whose assertions read no verdict off real timings (builds, counts, clean-up), each expensive
-# session fixture on one worker (--dist loadgroup, tests/conftest.py). The "alone" ones run by themselves,
+# session fixture on one worker (--dist loadgroup, tests/grouping.py). The "alone" ones run by themselves,
 # since two timed jobs on two cores measure each other. Exit 5 (nothing selected, e.g. a
 # PYTEST_ARGS file with no slow tests) is not a failure.
 test: setup

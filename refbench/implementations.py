@@ -491,9 +491,13 @@ def _drop_modcache(go: str, env: dict, modcache: Path, runner: pins.GoRunner = p
         shutil.rmtree(modcache, ignore_errors=True)
 
 
-def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO) -> tuple[Path, str]:
+def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO,
+                gocache: Path | None = None) -> tuple[Path, str]:
     """`go install PACKAGE@VERSION` with the pinned tools' Go (pins.build_env: reproducible flags),
-    after the module's hash is the pinned one. `runner`: which go, and how it is checked and run."""
+    after the module's hash is the pinned one. `runner`: which go, and how it is checked and run.
+    `gocache`: a Go build cache its caller made and vouches for, and keeps (the test suite's, one per
+    session, so its second install of a module does not compile the standard library again); never
+    the user's GOCACHE. Without it, one of the install's own, removed after."""
     go = runner.find()
     if not go:
         raise RefbenchError(f"{impl.label}: no go on PATH to build it with")
@@ -503,8 +507,9 @@ def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO) 
     modcache = d / "gomodcache"
     # and a build cache of its own: the user's GOCACHE (restored with the module cache) holds compiled
     # packages go takes by their action id without compiling again (review35d)
+    own_cache = gocache is None
     env = pins.checked_build_env(go, runner, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"),
-                                 GOMODCACHE=str(modcache), GOCACHE=str(d / "gocache"))
+                                 GOMODCACHE=str(modcache), GOCACHE=str(d / "gocache" if own_cache else gocache))
     try:
         got = module_sum(impl, go, env, runner)
         if got != impl.module_sum:
@@ -514,7 +519,8 @@ def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO) 
              run=runner.run)
     finally:
         _drop_modcache(go, env, modcache, runner)
-        paths.remove_tree(d / "gocache", paths.cache_root(), ignore_errors=True)
+        if own_cache:
+            paths.remove_tree(d / "gocache", paths.cache_root(), ignore_errors=True)
     program = d / "root" / "bin" / impl.program
     if not program.is_file():
         raise RefbenchError(f"{impl.label}: go install made no bin/{impl.program} (implementations: program)")

@@ -34,10 +34,31 @@ def need(tool: str, why: str) -> None:
     pytest.skip(msg)
 
 
+def session_root(tmp_path_factory) -> Path:
+    """The directory of the whole test session: under pytest-xdist each worker has a base temporary
+    directory of its own (popen-gwN) inside it, so what is made here is shared by the workers;
+    pytest removes it with the session's (it keeps the last three)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def builds_dir(tmp_path_factory) -> Path:
-    """One build cache for the whole session, so each ref is built once per CI run."""
+    """One build cache for the whole session, so each ref is built once per CI run. Each xdist worker
+    has its own: a test may rewrite a build in place (tests/test_page_cache.py) or read its page-cache
+    state, which another worker running the same file would change."""
     return tmp_path_factory.mktemp("builds")
+
+
+@pytest.fixture(scope="session")
+def go_build_cache(tmp_path_factory) -> Path:
+    """One Go build cache for the session's installs of Go implementations (implementations._install_go's
+    `gocache`), shared by the workers: an install otherwise compiles with an empty cache of its own, the
+    standard library included, every time. The session's own, never the user's GOCACHE (which an
+    install must not trust); go locks the entries it writes, so two workers may build into it at once."""
+    d = session_root(tmp_path_factory) / "gocache"
+    d.mkdir(exist_ok=True)
+    return d
 
 
 @pytest.fixture(scope="session")
@@ -128,25 +149,8 @@ def kubo_origin(tmp_path_factory):
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
 
 
-# The slow tests run in two passes (Makefile `test`): the "alone" ones with nothing beside them,
-# since two timed jobs on two cores measure each other (and a check of machine-wide state, such as
-# /dev/shm, sees the other test's run); the rest on two workers. A test is alone when marked so or
-# when it reads a run whose verdicts are asserted (TIMED_FIXTURES), so a new test of those runs
-# cannot land in the parallel pass by forgetting the marker.
-TIMED_FIXTURES = frozenset({"s5_run", "metrics_run"})
-# On two workers each expensive session fixture is built once: every test using it goes to one
-# worker (pytest-xdist --dist loadgroup), which builds it and shares it as a serial run does.
-GROUP_FIXTURES = ("explain_run", "kubo_origin", "minio")
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        if used & TIMED_FIXTURES:
-            item.add_marker(pytest.mark.alone)
-        group = next((f for f in GROUP_FIXTURES if f in used), None)
-        if group and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(group))
+# which slow tests run alone, and the groups that share a worker's session fixtures: tests/grouping.py
+from grouping import pytest_collection_modifyitems  # noqa: E402,F401 (the hook)
 
 
 def pytest_addoption(parser):

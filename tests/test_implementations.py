@@ -9,6 +9,7 @@ hash-checked and refused when a hash differs, and a mixed run end to end on MinI
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import os
 import re
@@ -373,15 +374,23 @@ binary_sha256 = {{ "{go} linux/amd64" = "{binary}" }}
 """
 
 
+def built_with(gocache: Path) -> dict:
+    """impls.install's `installers`: a Go implementation built with the session's Go build cache
+    (conftest.go_build_cache), every other registry as refbench installs it."""
+    return {"go": functools.partial(impls._install_go, gocache=gocache)}
+
+
 @pytest.mark.slow
-def test_the_go_module_proxy_installs_pinned_and_refuses_another_hash(tmp_path, monkeypatch):
-    """A small module (toxiproxy's server, whose reproducible binary pins.py pins) as a user declares it."""
+def test_the_go_module_proxy_installs_pinned_and_refuses_another_hash(tmp_path, monkeypatch, go_build_cache):
+    """A small module (toxiproxy's server, whose reproducible binary pins.py pins) as a user declares it.
+    Built with the session's Go build cache (go_build_cache), so its second build links only."""
     from refbench.tools import find_tool
     if not find_tool("go"):
         need("go", "building an implementation from the Go module proxy")
     if pins.current_platform() != "linux/amd64":
         pytest.skip("the binary pin below is linux/amd64's")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    go_installer = built_with(go_build_cache)
     binary = pins.pin_for("toxiproxy-server", "linux/amd64").sha256
     real_sum = "h1:" + "x" * 43
     probe = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary=binary), "toxiproxy")
@@ -389,14 +398,15 @@ def test_the_go_module_proxy_installs_pinned_and_refuses_another_hash(tmp_path, 
     real_sum = impls.module_sum(probe, go(), {**pins.build_env(), "GOFLAGS": impls.GO_FLAGS})
     assert real_sum.startswith("h1:")
     with pytest.raises(RefbenchError, match="refusing toxiproxy@v2.12.0: the module proxy's hash is h1:"):
-        impls.install(probe)  # the declared h1:xxx is not the module's
+        impls.install(probe, installers=go_installer)  # the declared h1:xxx is not the module's
     good = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary=binary), "toxiproxy")
-    got = impls.install(good)
+    got = impls.install(good, installers=go_installer)
     assert got.built_now and pins.sha256_of(got.program) == binary
+    assert (go_build_cache / "README").is_file()  # the build went through the given cache, which stays
     wrong = _user_impl(tmp_path, TOXIPROXY.format(sum=real_sum, go=pins.TOOLS_GO, binary="0" * 64), "toxiproxy")
     shutil.rmtree(impls.install_dir(wrong), ignore_errors=True)
     with pytest.raises(RefbenchError, match="not the pinned bytes"):
-        impls.install(wrong)
+        impls.install(wrong, installers=go_installer)
     assert not impls.install_dir(wrong).exists()
 
 
@@ -562,10 +572,12 @@ def test_every_bundled_implementation_places_a_variants_flags_in_every_command_t
 
 
 @pytest.mark.slow
-def test_a_go_implementation_is_built_from_a_module_cache_of_its_own(tmp_path, monkeypatch):
+def test_a_go_implementation_is_built_from_a_module_cache_of_its_own(tmp_path, monkeypatch, go_build_cache):
     """Review35d HIGH 3: go answered `go mod download` from the user's (restored) module cache's
     .ziphash and compiled its unpacked source unhashed, so a planted main.go was built and sealed.
-    A stand-in module on a file:// proxy (GONOSUMDB only because it is not in sum.golang.org)."""
+    A stand-in module on a file:// proxy (GONOSUMDB only because it is not in sum.golang.org). Built
+    with the session's Go build cache (go_build_cache: the standard library compiled once), which
+    never held the planted source; the install's own build cache is test_trust_toolchain's."""
     import subprocess
     from refbench.tools import find_tool
     if not find_tool("go"):
@@ -586,7 +598,7 @@ def test_a_go_implementation_is_built_from_a_module_cache_of_its_own(tmp_path, m
     impl = impls.from_table("tool", {"version": "v1.0.0", "registry": "go", "package": "example.com/tool",
                                      "module": "example.com/tool", "module_sum": pinned, "program": "tool"},
                             "implementations.tool", lambda *a: ValueError(a), "test")
-    got = impls.install(impl)
+    got = impls.install(impl, installers=built_with(go_build_cache))
     out = subprocess.run([str(got.program)], capture_output=True, text=True).stdout
     assert out.strip() == "genuine tool", out
     assert not (impls.install_dir(impl) / "gomodcache").exists()  # the install's own cache is removed after
