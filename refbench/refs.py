@@ -136,11 +136,6 @@ def _lines(listing: str) -> list[str]:
     return [ln for ln in listing.split("\n") if ln]
 
 
-def contained_in(repo: git.Repo, sha: str, *patterns: str) -> bool:
-    """Whether a plain ref matching `patterns` reaches `sha` (containing)."""
-    return containing(repo, sha, *patterns) is not None
-
-
 def head_branch(ls_remote_symref: str) -> str | None:
     """The branch an origin's HEAD names, from `git ls-remote --symref ORIGIN HEAD`'s output."""
     m = re.search(r"ref: refs/heads/(\S+)\s+HEAD", ls_remote_symref)
@@ -154,48 +149,60 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
     may be detached), else the origin's default branch; never the clone's own HEAD file, which a
     restored cache may have written (issue 35's second reading). `whole`: a commit must be named
     by its whole id (refuse_prefix), as in a run that holds the cache key."""
+    return resolve_reaching(repo, text, remote, head, whole)[0]
+
+
+def resolve_reaching(repo: git.Repo, text: str, remote: str = "origin", head: str | None = None,
+                     whole: bool = False) -> tuple[ResolvedRef, str | None]:
+    """resolve, and for a commit named by a prefix the ref that reaches it (REACHING_REFS), else
+    None: the caller re-hashes the line up to that ref (sources.Clone) without asking git the same
+    `for-each-ref --contains` a second time."""
     ref = classify(text)
     if ref.kind == "pr":
         name = f"refs/refbench/pull/{ref.pr}"
         sha = commit_of(repo, name)
         if sha is None:
             raise RefError(f"PR #{ref.pr} not found in {repo_url(repo, remote)} (no refs/pull/{ref.pr}/head)")
-        return ResolvedRef(text, "pr", sha, f"PR #{ref.pr}")
+        return ResolvedRef(text, "pr", sha, f"PR #{ref.pr}"), None
     if ref.kind == "latest_release":
         tag = latest_release(plain_tags(repo))
         if tag is None:
             raise RefError(f"latest_release: no stable semver tag in {repo_url(repo, remote)}")
         sha = commit_of(repo, f"refs/tags/{tag}")
-        return ResolvedRef(text, "latest_release", sha, f"latest_release ({tag})")
+        if sha is None:  # its object is not what its id says (review35h H1): no commit, never a None one
+            raise RefError(f"latest_release: the tag {tag} names no commit in {repo_url(repo, remote)} "
+                           "(its object does not hash to its id, or is missing)")
+        return ResolvedRef(text, "latest_release", sha, f"latest_release ({tag})"), None
     if ref.kind == "head":
         sha = commit_of(repo, head) if head else commit_of(repo, f"refs/remotes/{remote}/HEAD")
         if sha is None:
             raise RefError(f"HEAD: the origin has no default branch")
-        return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}")
+        return ResolvedRef(text, "head", sha, f"HEAD@{sha[:7]}"), None
     # a whole id is the commit first, as git itself takes 40 hex: scripts/key-gate.sh prints the
     # whole id of the commit it checked, and a branch or tag named by those 40 hex digits must not
     # be built in its place (review35c); key-gate.sh looks a whole id up in the same order
     if is_whole_commit(text):
         sha = commit_of(repo, text)
         if sha:
-            return ResolvedRef(text, "commit", sha, sha[:10])
+            return ResolvedRef(text, "commit", sha, sha[:10]), None
     # tag, branch or commit: try in that order whatever the first guess was
     sha = commit_of(repo, f"refs/tags/{text}")
     if sha:
-        return ResolvedRef(text, "tag", sha, text)
+        return ResolvedRef(text, "tag", sha, text), None
     sha = commit_of(repo, f"refs/remotes/{remote}/{text}")
     if sha:
-        return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}")
+        return ResolvedRef(text, "branch", sha, f"{text}@{sha[:7]}"), None
     if _SHA.fullmatch(text):
         if whole and not is_whole_commit(text):
             refuse_prefix(text)
         sha = commit_of(repo, text)
         if sha:
-            if not is_whole_commit(text) and not _reached(repo, sha):
+            by = None if is_whole_commit(text) else _reaching(repo, sha)
+            if not is_whole_commit(text) and by is None:
                 raise RefError(f"{text!r} names {sha[:12]}, which no branch, tag or fetched PR of {repo_url(repo, remote)} "
                                "reaches: give the commit's whole 40-hex id (a cached clone may hold another commit "
                                "of that prefix, which the origin never had)")
-            return ResolvedRef(text, "commit", sha, sha[:10])
+            return ResolvedRef(text, "commit", sha, sha[:10]), by
     raise RefError(f"ref not found: {text!r} is not a tag, branch, PR or commit of {repo_url(repo, remote)}")
 
 
@@ -205,15 +212,16 @@ def resolve(repo: git.Repo, text: str, remote: str = "origin", head: str | None 
 REACHING_REFS = ("refs/remotes/origin/", "refs/tags/", "refs/refbench/")
 
 
-def _reached(repo: git.Repo, sha: str) -> bool:
-    """Whether a ref the origin gave reaches `sha`. A commit planted in a restored clone is reached by
-    none once the fetch has pruned the clone's refs to the origin's, so a prefix, which the clone
-    alone answers, never names it, keyed run or not (review35c's LOW: a machine's own key seals what
-    later runs on that machine trust). `for-each-ref --contains`: only for a prefix."""
+def _reaching(repo: git.Repo, sha: str) -> str | None:
+    """The first ref the origin gave that reaches `sha`, or None. A commit planted in a restored
+    clone is reached by none once the fetch has pruned the clone's refs to the origin's, so a
+    prefix, which the clone alone answers, never names it, keyed run or not (review35c's LOW: a
+    machine's own key seals what later runs on that machine trust). `for-each-ref --contains`: only
+    for a prefix; git walks unverified parents there, so the caller re-hashes the line to the ref."""
     try:
-        return contained_in(repo, sha, *REACHING_REFS)
+        return containing(repo, sha, *REACHING_REFS)
     except git.GitCommandError:
-        return False
+        return None
 
 
 def commit_of(repo: git.Repo, name: str) -> str | None:

@@ -536,23 +536,23 @@ class Clone:
         head = CHECKOUT_HEAD if self.checkout else None
         whole = trust.key_given()  # a keyed run takes no commit prefix (refs.resolve says why)
         try:
-            resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+            resolved, by = refs.resolve_reaching(self.repo(), text, head=head, whole=whole)
         except RefError:
             if not (ref.kind == "commit" and refs.is_whole_commit(text)):
                 raise
             self.fetch_commit(text)  # git fetches a commit by its whole id only
             try:
-                resolved = refs.resolve(self.repo(), text, head=head, whole=whole)
+                resolved, by = refs.resolve_reaching(self.repo(), text, head=head, whole=whole)
             except RefError:
                 if self._holds_object(text):  # there, yet no commit: its content hashes to another id
                     raise CloneFault(f"the cached clone {self.clone_dir} holds an object under {text[:12]} that "
                                      "is not the commit its id says") from None
                 raise
-        if resolved.kind == "commit" and not refs.is_whole_commit(text):  # a prefix: the ref that reaches
-            by = refs.containing(self.repo(), resolved.sha, *refs.REACHING_REFS)  # it must truly (refs.resolve)
-            tip = refs.commit_of(self.repo(), by) if by else None
-            if tip:
-                self._authentic_line(resolved.sha, tip, by)
+        if by:  # a prefix: the ref that reaches it (refs.resolve) must truly
+            tip = refs.commit_of(self.repo(), by)
+            if tip is None:
+                raise CloneFault(f"the cached clone {self.clone_dir}: {by} names no commit here")
+            self._authentic_line(resolved.sha, tip, by)
         if trust.merged_only():
             self.refuse_unmerged(resolved)
         return resolved
