@@ -228,6 +228,38 @@ def _drop_scratch(scratch: Path, cache: Path) -> None:
         paths.remove_tree(scratch, cache, ignore_errors=True)
 
 
+def hashes_to(sha: str, kind: str, body: bytes) -> bool:
+    """Whether an object of type `kind` holding `body` has the id `sha` (SHA-1, or SHA-256 for a
+    64-hex id): what git computes and, where refbench reads an object, does not always check."""
+    algo = hashlib.sha1 if len(sha) == 40 else hashlib.sha256
+    return algo(kind.encode() + b" %d\0" % len(body) + body).hexdigest() == sha
+
+
+def commit_parents(body: bytes) -> list[str] | None:
+    """The parents git reads from a commit's content, lower case: only the run of `parent` lines
+    right after the `tree` line (parse_commit_buffer). git ignores a `parent` line further down
+    (after `committer`), and hash-object and fsck accept one, so counting it called every line
+    through such a merged commit forged, for good (review35h H3). None: no `tree` line first."""
+    lines = body.split(b"\n\n", 1)[0].split(b"\n")
+    if not lines[0].startswith(b"tree "):
+        return None
+    parents = []
+    for line in lines[1:]:
+        if not line.startswith(b"parent "):
+            break
+        parents.append(line[7:].decode(errors="replace").lower())
+    return parents
+
+
+class _FetchFailed(Exception):
+    """git could not sweep or fetch into the clone: `why` (git's line), and `fault`, what in the
+    clone itself made it fail when that is known (the sweep reaches no network; a lock git left)."""
+
+    def __init__(self, why: str, fault: str | None):
+        super().__init__(why)
+        self.why, self.fault = why, fault
+
+
 class CloneFault(RefError):
     """The cached clone holds an object that is not what its id says (a commit replaced under its
     id, a history routed through a planted commit): Clone.resolve clones anew once, and a second one
@@ -355,24 +387,50 @@ class Clone:
         """Bring branches and tags up to date (once per run): the clone's branches and tags become
         the origin's, pruned, so none a cache planted (a tag v99.0.0 that latest_release would
         pick) survives, and refs of any other kind (refs/heads/*, refs/replace/*) are deleted.
-        Then every ref's history must be whole (missing_objects): a fetch checks only the refs it
-        moves, so a restored clone whose tips equal the origin's but whose packs lack an older
-        commit kept lacking it, and a prefix of that commit named another one. A clone with a
-        hole is cloned anew, once."""
+        Then every ref's history must be whole (missing_objects) and every ref's own object what
+        its id says (tip_fault): a fetch checks only the refs it moves, so a restored clone whose
+        tips equal the origin's but whose packs lack an older commit kept lacking it, and a prefix
+        of that commit named another one. A clone git cannot sweep or fetch into while the origin
+        answers (a stale ref lock a killed fetch left, a packed-refs line git cannot parse: review35g
+        G3), or with such a hole, is cloned anew, once; then one line."""
         if self._fetched or self.offline:
             return
-        self._fetch_refs()
+        fault = self._fetch_fault()
+        if fault:
+            log.warning("the cached clone %s %s: cloning %s anew", self.clone_dir, fault, self.repo_url)
+            self._drop_clone()
+            fault = self._fetch_fault()
+            if fault:
+                raise RefError(f"cannot fetch {self.repo_url}: the clone {self.clone_dir}, made anew, still {fault}")
+        self._fetched = True
+
+    def _fetch_fault(self) -> str | None:
+        """Sweep and fetch (_fetch_refs); what is wrong with the clone after it, or None. A fetch that
+        fails is the clone's fault only when the clone shows one (a stale git lock, a ref's object
+        not what its id says, a hole); else a RefError, the clone left in place: an origin that does
+        not answer would fail a clone made anew too, and cost the next run a whole clone."""
+        try:
+            self._fetch_refs()
+        except _FetchFailed as e:
+            local = e.fault or self.tip_fault() or self.missing_objects()
+            if not local:
+                raise RefError(f"cannot fetch {self.repo_url}: {e.why}") from None
+            return f"cannot be fetched into ({e.why}: {local})"
         missing = self.missing_objects()
         if missing:
-            log.warning("the cached clone %s lacks objects its refs need (%s): cloning %s anew",
-                        self.clone_dir, missing, self.repo_url)
-            self._drop_clone()
-            self._fetch_refs()
-            missing = self.missing_objects()
-            if missing:
-                raise RefError(f"cannot fetch {self.repo_url}: the clone {self.clone_dir} still lacks objects "
-                               f"after a fresh fetch ({missing})")
-        self._fetched = True
+            return f"lacks objects its refs need ({missing})"
+        wrong = self.tip_fault()
+        return f"holds an object that is not what its id says ({wrong})" if wrong else None
+
+    def _stale_locks(self) -> str | None:
+        """git's lock files in the clone (`*.lock`), named, or None. git leaves one when it is killed
+        mid-write (a cancelled job's fetch), then refuses to write that ref again: every run failed
+        "cannot fetch" (review35g G3). refbench's own lock sits beside the clone (`<clone>.lock`) and
+        every git that writes in the clone runs under it, so one found while it is held is stale:
+        call this holding it."""
+        found = sorted(os.path.relpath(os.path.join(top, name), self.clone_dir)
+                       for top, _, files in os.walk(self.clone_dir) for name in files if name.endswith(".lock"))
+        return f"a lock git left: {', '.join(found[:3])}" if found else None
 
     def missing_objects(self) -> str | None:
         """Why the clone's refs are not whole (the first object git cannot read, walking every
@@ -420,48 +478,90 @@ class Clone:
 
     def _unauthentic(self, commits: list[tuple[str, list[str]]]) -> str | None:
         """The first commit whose object in the clone does not hash to its id or does not name
-        `parents` as its parents, or None (one `cat-file --batch` for all of them)."""
-        if not commits:
-            return None
-        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-            proc = subprocess.run([tools.git(), *safe_git_args(), "cat-file", "--batch"],
-                                  input="".join(sha + "\n" for sha, _ in commits).encode(), capture_output=True,
-                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)})
-        data, at = proc.stdout, 0
-        for sha, parents in commits:
-            end = data.find(b"\n", at)
-            header = data[at:end].decode(errors="replace").split() if end >= 0 else []
-            if len(header) != 3 or header[1] != "commit":
+        `parents` as its parents (as git reads them: commit_parents), or None (one `cat-file --batch`
+        for all of them)."""
+        for (sha, parents), obj in zip(commits, self._objects([sha for sha, _ in commits])):
+            if obj is None or obj[0] != "commit":
                 return f"{sha[:12]}: not a commit here"
-            body = data[end + 1:end + 1 + int(header[2])]
-            at = end + 2 + int(header[2])
-            algo = hashlib.sha1 if len(sha) == 40 else hashlib.sha256
-            if algo(b"commit %d\0" % len(body) + body).hexdigest() != sha:
+            if not hashes_to(sha, *obj):
                 return f"{sha[:12]}: its content hashes to another id"
-            named = [ln[7:].decode() for ln in body.split(b"\n\n", 1)[0].split(b"\n") if ln.startswith(b"parent ")]
+            named = commit_parents(obj[1])
             if named != parents:
-                return f"{sha[:12]}: git walked parents {[p[:12] for p in parents]}, the commit names {[p[:12] for p in named]}"
+                return f"{sha[:12]}: git walked parents {[p[:12] for p in parents]}, the commit names {[p[:12] for p in named or []]}"
         return None
 
+    def tip_fault(self, *patterns: str) -> str | None:
+        """Why an object a ref of the clone names (all refs, or those matching `patterns`) is not what
+        its id says, or None (_named_fault). A fetch checks nothing when a ref's id is unchanged, and
+        neither does missing_objects' walk, while every later rev-parse re-hashes the tip and finds
+        no commit: a release tag's object (or a branch's tip) replaced under its id was "ref not
+        found" in every run, and the clone was never made anew (review35h H1)."""
+        try:
+            listing = self.repo().git.for_each_ref("--format=%(objectname) %(refname)", *patterns)
+        except git.GitCommandError as e:
+            return f"its refs cannot be listed ({git_msg(e)})"
+        named: dict[str, str] = {}  # object id -> the ref that names it, for the one line
+        for row in listing.split("\n"):
+            sha, _, ref = row.partition(" ")
+            if sha:
+                named.setdefault(sha, ref)
+        return self._named_fault(named)
+
+    def _named_fault(self, named: dict[str, str]) -> str | None:
+        """The first of the objects `named` (id -> what names it), or of what an annotated tag among
+        them names down to a commit, that is missing or does not hash to its id; None when all do.
+        One `cat-file --batch` a level of tags; the commits below a tip are the line's to check
+        (_line_fault)."""
+        named, todo = dict(named), sorted(named)
+        while todo:
+            below = []
+            for sha, obj in zip(todo, self._objects(todo)):
+                if obj is None:
+                    return f"{named[sha]}: no object {sha[:12]} here"
+                if not hashes_to(sha, *obj):
+                    return f"{named[sha]}: the object {sha[:12]} hashes to another id"
+                target = re.match(rb"object ([0-9a-f]{40}|[0-9a-f]{64})\n", obj[1]) if obj[0] == "tag" else None
+                if target and target.group(1).decode() not in named:
+                    named[target.group(1).decode()] = named[sha]
+                    below.append(target.group(1).decode())
+            todo = below
+        return None
+
+    def _objects(self, shas: list[str]) -> list[tuple[str, bytes] | None]:
+        """(type, content) of the object stored under each of `shas` in the clone, None where there
+        is none: one `cat-file --batch`, which re-hashes nothing (hashes_to does)."""
+        if not shas:
+            return []
+        with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            proc = subprocess.run([tools.git(), *safe_git_args(), "cat-file", "--batch"],
+                                  input="".join(sha + "\n" for sha in shas).encode(), capture_output=True,
+                                  env={**tools.child_env(), **clone_git_env(self.clone_dir)})
+        data, at, found = proc.stdout, 0, []
+        for _ in shas:
+            end = data.find(b"\n", at)
+            header = data[at:end].split() if end >= 0 else []
+            if len(header) != 3 or not header[2].isdigit():  # `<id> missing`, or git died
+                found.append(None)
+                at = end + 1 if end >= 0 else len(data)
+                continue
+            size = int(header[2])
+            found.append((header[1].decode(errors="replace"), data[end + 1:end + 1 + size]))
+            at = end + 2 + size
+        return found
+
     def _fetch_refs(self) -> None:
+        """The sweep (_sweep_refs), then the fetch; a _FetchFailed when git fails at either. Whether
+        git left a lock in the clone is looked at while refbench's lock is held: another process's
+        git may hold one as soon as it is released."""
         r = self.repo()
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
-                stray = [n for n, symref in refs.symbolic_listing(r, "%(refname)")
-                         if symref or not n.startswith(KEPT_REFS)]
-                for name in stray:
-                    r.git.update_ref("--no-deref", "-d", name)
-                # the origin's HEAD and the checkout's even when what they name is missing (a listing
-                # skips them), so the fetch never writes a branch or a tag through one (review35f
-                # F1, F7); the origin's is set again from its answer below, the checkout's fetched
-                for name in (ORIGIN_HEAD, CHECKOUT_HEAD):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.clone_dir / name)
-                if not self.checkout:  # a planted shallow file hides history (missing_objects, bisect's
-                    # line); an origin that is itself shallow has --update-shallow write back what it needs
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.clone_dir / "shallow")
-                tags = "+refs/tags/*:refs/tags/*"
+                self._sweep_refs(r)
+            except (git.GitCommandError, OSError) as e:  # no network yet: the clone's ref store is the fault
+                why = git_msg(e) if isinstance(e, git.GitCommandError) else f"{e.filename}: {e.strerror}"
+                raise _FetchFailed(why, f"cannot be swept: {why}") from None
+            tags = "+refs/tags/*:refs/tags/*"
+            try:
                 if self.checkout:  # its remote-tracking branches first; its own branches win
                     r.git.fetch("--quiet", "--force", "--prune", "--update-shallow", "origin",
                                 "+refs/remotes/origin/*:refs/remotes/origin/*", tags, f"+HEAD:{CHECKOUT_HEAD}")
@@ -472,33 +572,94 @@ class Clone:
                             *(() if self.checkout else ("--prune",)),
                             "+refs/heads/*:refs/remotes/origin/*", *(() if self.checkout else (tags,)))
             except git.GitCommandError as e:
-                raise RefError(f"cannot fetch {self.repo_url}: {git_msg(e)}") from None
+                raise _FetchFailed(git_msg(e), self._stale_locks()) from None
             with contextlib.suppress(git.GitCommandError):
                 branch = refs.head_branch(r.git.ls_remote("--symref", "origin", "HEAD"))
                 if branch:
                     r.git.symbolic_ref("refs/remotes/origin/HEAD", f"refs/remotes/origin/{branch}")
 
+    def _sweep_refs(self, r: git.Repo) -> None:
+        """Before a fetch: every ref but the kept ones deleted, the HEAD files unlinked, and a
+        `shallow` file the origin did not write dropped (_drop_planted_shallow)."""
+        stray = [n for n, symref in refs.symbolic_listing(r, "%(refname)") if symref or not n.startswith(KEPT_REFS)]
+        for name in stray:
+            r.git.update_ref("--no-deref", "-d", name)
+        # the origin's HEAD and the checkout's even when what they name is missing (a listing
+        # skips them), so the fetch never writes a branch or a tag through one (review35f
+        # F1, F7); the origin's is set again from its answer below, the checkout's fetched
+        for name in (ORIGIN_HEAD, CHECKOUT_HEAD):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.clone_dir / name)
+        self._drop_planted_shallow()
+
+    def _drop_planted_shallow(self) -> None:
+        """A planted shallow file hides history: a commit it names is walked with no parents, so an
+        older commit is no ancestor (missing_objects, merge-base, bisect's line). Unlinked, unless
+        each commit it names is one the checkout (in checkout mode) is itself shallow at: a CI
+        checkout is a shallow clone, and `--update-shallow` writes its boundary back. Kept in
+        checkout mode before, a planted one naming the default branch's tip refused every older
+        merged commit, for good (review35h H2)."""
+        planted = self.clone_dir / "shallow"
+        if not os.path.lexists(planted):
+            return
+        if self.checkout:
+            data = paths.read_regular(planted, limit=1 << 24)
+            if data is not None and set(data.decode(errors="replace").split()) <= self._checkouts_shallow():
+                return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(planted)
+
+    def _checkouts_shallow(self) -> set[str]:
+        """The commits the checkout (the origin, in checkout mode) is shallow at: its own `shallow`
+        file's lines, as git names that file (`rev-parse --git-path shallow`); none when it has none."""
+        p = subprocess.run([tools.git(), *safe_git_args(), "-C", self.repo_url, "rev-parse", "--path-format=absolute",
+                            "--git-path", "shallow"], capture_output=True, text=True, env=tools.child_env())
+        data = paths.read_regular(p.stdout.strip(), limit=1 << 24) if p.returncode == 0 and p.stdout.strip() else None
+        return set(data.decode(errors="replace").split()) if data else set()
+
     def fetch_pr(self, number: int) -> None:
+        """Fetch PR `number`'s head into refs/refbench/pull/N. A fetch that fails while the remote
+        answers, or a head whose object is not what its id says (tip_fault: one an earlier run
+        fetched, rewritten, is fetched no more), is a CloneFault: cloned anew once (review35h H1)."""
         if self.offline:
             return
-        r = self.repo()
+        r, remote, name = self.repo(), self.pr_remote or "origin", f"refs/refbench/pull/{number}"
+        failed = locks = None
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
             try:
-                r.git.fetch("--quiet", "--force", "--update-shallow", self.pr_remote or "origin",
-                            f"+refs/pull/{number}/head:refs/refbench/pull/{number}")
+                r.git.fetch("--quiet", "--force", "--update-shallow", remote, f"+refs/pull/{number}/head:{name}")
             except git.GitCommandError as e:
-                msg = git_msg(e)
-                if "couldn't find remote ref" in msg or "not our ref" in msg:
-                    raise RefError(f"PR #{number} not found in {self.pr_remote or self.repo_url} "
-                                   f"(no refs/pull/{number}/head)") from None
-                raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {msg}") from None
+                failed, locks = git_msg(e), self._stale_locks()
+        if failed is not None:
+            if "couldn't find remote ref" in failed or "not our ref" in failed:
+                raise RefError(f"PR #{number} not found in {self.pr_remote or self.repo_url} "
+                               f"(no refs/pull/{number}/head)")
+            local = locks or self._pr_head_fault(remote, number)
+            if local:
+                raise CloneFault(f"the cached clone {self.clone_dir} cannot take PR #{number}'s head ({failed}: {local})")
+            raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {failed}")
+        wrong = self.tip_fault(name)
+        if wrong:
+            raise CloneFault(f"the cached clone {self.clone_dir} holds an object that is not what its id says ({wrong})")
+
+    def _pr_head_fault(self, remote: str, number: int) -> str | None:
+        """Why the object the clone holds under PR `number`'s head id (as `remote` answers it) is not
+        what its id says, or None: git's fetch re-hashes a tip it already has and fails, for good."""
+        with contextlib.suppress(git.GitCommandError):
+            head = self.repo().git.ls_remote("--end-of-options", remote, f"refs/pull/{number}/head").split()[:1]
+            if head and self._holds_object(head[0]):
+                return self._named_fault({head[0]: f"PR #{number}'s head"})
+        return None
 
     def fetch_commit(self, sha: str) -> None:
+        """Fetch one commit by its whole id, from the origin or else the PR remote; under the clone's
+        lock, as every git that writes in the clone (_stale_locks counts on it)."""
         if self.offline:
             return
+        r = self.repo()  # opened first: repo() takes the lock itself
         for remote in ("origin",) + ((self.pr_remote,) if self.pr_remote else ()):
-            with contextlib.suppress(git.GitCommandError):
-                self.repo().git.fetch("--quiet", "--update-shallow", remote, sha)
+            with contextlib.suppress(git.GitCommandError), _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+                r.git.fetch("--quiet", "--update-shallow", remote, sha)
                 return
 
     def resolve(self, text: str) -> refs.ResolvedRef:
