@@ -4,7 +4,9 @@ of them failed closed (nothing unmerged was built), but for good: a release tag 
 older commit refused, every run "cannot fetch", until someone removed the cache by hand."""
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import subprocess
 import zlib
 from pathlib import Path
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from origins import git, new_origin
-from refbench import refs, sources, trust
+from refbench import paths, refs, sources, trust
 from refbench.errors import RefError
 from test_trust_cache import _clone_git, _explode, keyed  # noqa: F401  (keyed: a pytest fixture)
 
@@ -230,3 +232,28 @@ def test_an_origin_that_does_not_answer_leaves_the_cached_clone_in_place(tmp_pat
     with pytest.raises(RefError, match=f"cannot fetch {o.path}"):
         _clone(o, tmp_path).resolve("master")
     assert _clone_git(first.clone_dir, "rev-parse", "refs/remotes/origin/master") == o.shas["c2"]
+
+
+# ---- setup writes no pinned tool through a link at the cache root -------------------------------------
+def test_setup_refuses_a_link_at_the_cache_root_and_writes_nothing_through_it(tmp_path, monkeypatch):
+    """The pinned builds and the hyperfine wheel went wherever a link at $XDG_CACHE_HOME/refbench
+    pointed (their bytes are checked at every use: availability and hygiene, not a way in)."""
+    from refbench import pins
+    from refbench.commands import setup
+    users = tmp_path / "users-dir"
+    users.mkdir()
+    xdg = tmp_path / "xdg-cache"
+    xdg.mkdir()
+    (xdg / "refbench").symlink_to(users)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
+    monkeypatch.delenv(pins.UNPINNED_ENV, raising=False)
+
+    def wheel(tool: str, out_dir: Path) -> Path:
+        (out_dir / tool).write_bytes(b"hyperfine\n")
+        return out_dir / tool
+    fake = pins.Pin("hyperfine", pins.version_of("hyperfine"), pins.WHEEL, pins.current_platform(),
+                    hashlib.sha256(b"hyperfine\n").hexdigest())
+    with pins.installed(pins.Pinning(table=(fake,), from_wheel=wheel)):
+        with pytest.raises(paths.CacheLinkError, match="is a symbolic link"):
+            setup.run_setup(tmp_path / "bin", build_hyperfine=False, minio=False)
+    assert os.listdir(users) == []

@@ -226,8 +226,10 @@ def ensure_gnu_time(needed: bool) -> str | None:
 # ---- the command ----------------------------------------------------------------------------
 def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: bool = True) -> dict:
     """Install or locate everything; returns {tool: path or None}."""
+    # the pinned builds and the hyperfine wheel go under the cache root (pins.cached_path): a link
+    # there, which a cache restore may have planted, is refused in one line, never written through
+    paths.settled_cache_dir(paths.cache_root()).mkdir(parents=True, exist_ok=True)
     bin_dir = Path(bin_dir or paths.tools_bin())
-    paths.cache_root().mkdir(parents=True, exist_ok=True)
     # what setup runs needs no key (cli.main has refused one in the environment, and has taken the
     # cache directories out of PATH: refbench.tools) and builds with pins.build_env's clean PATH
     os.environ.pop(trust.KEY_FILE_ENV, None)
