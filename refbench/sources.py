@@ -415,7 +415,7 @@ class Clone:
             local = e.fault or self.tip_fault() or self.missing_objects()
             if not local:
                 raise RefError(f"cannot fetch {self.repo_url}: {e.why}") from None
-            return f"cannot be fetched into ({e.why}: {local})"
+            return f"cannot be swept or fetched into: {e.why} ({local})"
         missing = self.missing_objects()
         if missing:
             return f"lacks objects its refs need ({missing})"
@@ -559,7 +559,7 @@ class Clone:
                 self._sweep_refs(r)
             except (git.GitCommandError, OSError) as e:  # no network yet: the clone's ref store is the fault
                 why = git_msg(e) if isinstance(e, git.GitCommandError) else f"{e.filename}: {e.strerror}"
-                raise _FetchFailed(why, f"cannot be swept: {why}") from None
+                raise _FetchFailed(why, "its refs cannot be swept") from None
             tags = "+refs/tags/*:refs/tags/*"
             try:
                 if self.checkout:  # its remote-tracking branches first; its own branches win
