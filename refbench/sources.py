@@ -487,7 +487,8 @@ class Clone:
                 return f"{sha[:12]}: its content hashes to another id"
             named = commit_parents(obj[1])
             if named != parents:
-                return f"{sha[:12]}: git walked parents {[p[:12] for p in parents]}, the commit names {[p[:12] for p in named or []]}"
+                return (f"{sha[:12]}: git walked parents {[p[:12] for p in parents]}, the commit names "
+                        f"{[p[:12] for p in named or []]}")
         return None
 
     def tip_fault(self, *patterns: str) -> str | None:
@@ -636,11 +637,13 @@ class Clone:
                                f"(no refs/pull/{number}/head)")
             local = locks or self._pr_head_fault(remote, number)
             if local:
-                raise CloneFault(f"the cached clone {self.clone_dir} cannot take PR #{number}'s head ({failed}: {local})")
+                raise CloneFault(f"the cached clone {self.clone_dir} cannot take PR #{number}'s head "
+                                 f"({failed}: {local})")
             raise RefError(f"cannot fetch PR #{number} from {self.pr_remote or self.repo_url}: {failed}")
         wrong = self.tip_fault(name)
         if wrong:
-            raise CloneFault(f"the cached clone {self.clone_dir} holds an object that is not what its id says ({wrong})")
+            raise CloneFault(f"the cached clone {self.clone_dir} holds an object that is not what its id says "
+                             f"({wrong})")
 
     def _pr_head_fault(self, remote: str, number: int) -> str | None:
         """Why the object the clone holds under PR `number`'s head id (as `remote` answers it) is not
@@ -656,9 +659,9 @@ class Clone:
         lock, as every git that writes in the clone (_stale_locks counts on it)."""
         if self.offline:
             return
-        r = self.repo()  # opened first: repo() takes the lock itself
+        r, lock = self.repo(), self.clone_dir.with_suffix(".lock")  # opened first: repo() takes the lock itself
         for remote in ("origin",) + ((self.pr_remote,) if self.pr_remote else ()):
-            with contextlib.suppress(git.GitCommandError), _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
+            with contextlib.suppress(git.GitCommandError), _locked(lock, within=self.cache):
                 r.git.fetch("--quiet", "--update-shallow", remote, sha)
                 return
 

@@ -110,7 +110,8 @@ def test_a_pr_heads_commit_replaced_under_its_id_is_cloned_anew(r8_origin, tmp_p
     first = _clone(o, tmp_path)
     first.resolve("#7")
     head = o.shas["e"]
-    _replace(first.clone_dir, head, b"commit", _object(first.clone_dir, "commit", head).replace(b"attacker", b"planter"))
+    planted = _object(first.clone_dir, "commit", head).replace(b"attacker", b"planter")
+    _replace(first.clone_dir, head, b"commit", planted)
     for _ in range(2):
         assert _clone(o, tmp_path).resolve("#7").sha == head
 
