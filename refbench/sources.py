@@ -8,7 +8,7 @@ and trusted for nothing that is built (the threat model is docs/threat-model.md'
   outright (GIT_DIR: never a directory above it); a clone holding anything refbench never makes
   (commondir, worktrees, hooks, alternates, attributes, grafts, a commit-graph, a link: clone_faults) is cloned
   anew, and its config is written anew each time it is opened; its branches and tags are pruned to
-  the origin's on every fetch, other refs deleted (Clone.fetch);
+  the origin's on every fetch, other refs deleted, and each ref's own object re-hashed (Clone.fetch);
 - nothing is built from the clone itself: each commit's objects are copied into a fresh
   repository where git computes every id from the content (Clone.verified), and the build, the
   tree and the go.mod it is keyed by come from there, so an object replaced under its id fails.
