@@ -182,8 +182,9 @@ def checked_build_env(go: str, runner: GoRunner = GO, **overrides: str) -> dict:
     machine's Go (`go`, the one that will run) is TOOLS_GO: it then switches to nothing (review35d
     LOW 14). `go` leads the PATH of the check, since `refbench setup`'s own Go may be on none.
     `runner`: how go is asked and checked (GoRunner)."""
-    from .toolchain import LOCAL  # here: toolchain imports GitPython (refs), which a hash check needs not
+    from .toolchain import LOCAL, drop_vcs_work  # here: toolchain imports GitPython (refs), which a hash check needs not
     env = {**build_env(), **overrides}
+    drop_vcs_work(env)  # a restored module cache's git work directories run their own config (review35i I5)
     check_env = {**env, "PATH": os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])}
     if runner.version({**check_env, "GOTOOLCHAIN": LOCAL}) != TOOLS_GO:
         runner.verify(TOOLS_GO, check_env)

@@ -301,7 +301,7 @@ def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MA
     return versions
 
 
-def _run_go(args: list[str], env: dict, tmp: str | None = None) -> str:
+def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str = "go") -> str:
     """stdout of `go ARGS` run outside any module (no go.mod of the current directory switches
     its Go, and `go mod download`'s answer, which verify_cached trusts, is the checksum database's,
     not a module's replace); BuildError with go's last line when it fails. go looks for a go.mod
@@ -316,7 +316,7 @@ def _run_go(args: list[str], env: dict, tmp: str | None = None) -> str:
             raise BuildError(f"{said} would run inside the Go module of {above}, above the temporary directory "
                              f"{Path(scratch).parent}: remove it, or point TMPDIR elsewhere")
         try:
-            p = subprocess.run(["go", *args], capture_output=True, text=True, env=env, cwd=scratch, timeout=600)
+            p = subprocess.run([go, *args], capture_output=True, text=True, env=env, cwd=scratch, timeout=600)
         except FileNotFoundError:
             raise BuildError("go not found on PATH (run `make setup`, or install Go)") from None
         except subprocess.TimeoutExpired:
@@ -369,11 +369,12 @@ NO_SUMDB_BYPASS = ("GONOSUMDB", "GONOSUMCHECK", "GOPRIVATE", "GOINSECURE", "GOFL
 _VERIFIED: dict[tuple[str, str], str] = {}  # (toolchain, module cache) -> its directory, checked once per process
 
 
-def dir_hash(d: Path, prefix: str) -> str:
-    """Go's h1: hash (golang.org/x/mod/sumdb/dirhash Hash1) of the toolchain unpacked at `d`, as
-    the zip it came from: the sorted lines 'sha256-hex  PREFIX/relpath', hashed. Go unpacks each of
-    a toolchain's _go.mod files also as go.mod (so the tree reads as a module); such a go.mod must
-    equal its _go.mod and is left out. A link or special file is refused: Go unpacks none."""
+def dir_hash(d: Path, prefix: str, toolchain: bool = True) -> str:
+    """Go's h1: hash (golang.org/x/mod/sumdb/dirhash Hash1) of the module unpacked at `d`, as the
+    zip it came from: the sorted lines 'sha256-hex  PREFIX/relpath', hashed. Go unpacks each of a
+    toolchain's _go.mod files also as go.mod (so the tree reads as a module); for a `toolchain`,
+    such a go.mod must equal its _go.mod and is left out. A link or special file is refused: Go
+    unpacks none."""
     entries = []
     for top, dirs, files in paths.walk_all(d):  # an unlistable directory raises, never skipped
         dirs.sort()
@@ -382,7 +383,7 @@ def dir_hash(d: Path, prefix: str) -> str:
             rel = os.path.relpath(path, d).replace(os.sep, "/")
             if not stat.S_ISREG(os.lstat(path).st_mode):
                 raise BuildError(f"{path}: a link or special file, which no Go toolchain holds")
-            if name == "go.mod" and os.path.isfile(os.path.join(top, "_go.mod")):
+            if toolchain and name == "go.mod" and os.path.isfile(os.path.join(top, "_go.mod")):
                 if _sha256(os.path.join(top, "_go.mod")) != _sha256(path):
                     raise BuildError(f"{path} is not its _go.mod, as Go unpacks it")
                 continue
@@ -398,6 +399,105 @@ def _sha256(path: str) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
+def module_cache(env: Mapping[str, str]) -> Path:
+    """Where go keeps modules under `env`, found without running go (a go run here could switch
+    to a toolchain the cache holds): GOMODCACHE, else the first GOPATH entry's pkg/mod, else
+    ~/go/pkg/mod."""
+    if env.get("GOMODCACHE"):
+        return Path(env["GOMODCACHE"])
+    gopath = (env.get("GOPATH") or "").split(os.pathsep)[0]
+    return Path(gopath or Path(env.get("HOME") or Path.home()) / "go") / "pkg" / "mod"
+
+
+_VCS_DROPPED: set[str] = set()  # module caches whose VCS work directories this process removed
+
+
+def drop_vcs_work(env: Mapping[str, str]) -> None:
+    """Remove go's VCS work directories ($GOMODCACHE/cache/vcs) before the first go command of
+    this process under `env`. For a module it fetches straight from its repository (GOPRIVATE,
+    GONOPROXY, GOPROXY=direct) go keeps a bare git repository there and runs git in it with that
+    repository's own config: a restored module cache can hold one whose remote is `ext::sh ...`,
+    and `go mod verify` in a keyed run then ran it, and it read the key (review35i I5). It is only
+    a fetch cache: go clones anew. Removed through no link (paths.remove_tree); a link on the way
+    is refused in one line."""
+    mod = module_cache(env)
+    if str(mod) in _VCS_DROPPED:
+        return
+    vcs = mod / "cache" / "vcs"
+    try:
+        # another refbench's go may be removing or refilling it at once (parallel runs): an error
+        # the first time is retried once, and then it counts
+        paths.remove_tree(vcs, mod, ignore_errors=True)
+        if os.path.lexists(vcs):
+            paths.remove_tree(vcs, mod)
+    except paths.CacheLinkError as e:
+        raise BuildError(f"the Go module cache {mod} holds a link where go keeps its VCS work directories "
+                         f"(cache/vcs): {e}; `go clean -modcache` empties it", sha=None) from None
+    except OSError as e:
+        raise BuildError(f"cannot remove go's VCS work directories {vcs} ({e.strerror}); "
+                         "`go clean -modcache` empties it", sha=None) from None
+    _VCS_DROPPED.add(str(mod))
+
+
+_ESCAPE = re.compile(r"[A-Z]")
+
+
+def escaped(path: str) -> str:
+    """A module path or version as the module cache spells it (golang.org/x/mod/module's
+    EscapePath: an upper-case letter is `!` and its lower case)."""
+    return _ESCAPE.sub(lambda m: "!" + m.group(0).lower(), path)
+
+
+def compiled_modules(binary: Path, env: Mapping[str, str], go: str = "go") -> list[tuple[str, str, str]]:
+    """(module path, version, h1: sum) of every module `binary` says it was built from (`go
+    version -m`: a dependency, or the module that replaced it, where it has a sum). A dependency
+    replaced by a directory has no sum and is not in the module cache."""
+    out = _run_go(["version", "-m", str(binary)], {**env, "GOTOOLCHAIN": LOCAL}, go=go)
+    found: list[tuple[str, ...]] = []  # (line kind, path, version, sum); sum "" where none
+    for line in out.splitlines():
+        kind, *rest = line.strip().split("\t")
+        if kind not in ("dep", "=>"):
+            continue
+        if kind == "=>" and found and found[-1][0] == "dep":
+            found.pop()  # the dependency was replaced: what replaced it is what was compiled
+        summed = len(rest) >= 3 and rest[2].startswith("h1:")
+        found.append((kind, *rest[:3]) if summed else (kind, "", "", ""))
+    found = [f for f in found if f[3]]
+    return [(path, version, h1) for _, path, version, h1 in found]
+
+
+def _check_unpacked(where: Path, prefix: str, want: str, says: str, toolchain: bool = True) -> None:
+    """The module unpacked at `where` hashes to `want` (dir_hash), else BuildError, no commit's
+    fault: "the Go module cache SAYS (its hash, not want)"."""
+    try:
+        got = dir_hash(where, prefix, toolchain=toolchain)
+    except (BuildError, OSError) as e:
+        got = f"refused: {e}"
+    if got != want:
+        raise BuildError(f"the Go module cache {says} ({got}, not {want}): tampered with or corrupt; "
+                         "`go clean -modcache` empties it", sha=None)
+
+
+def verify_compiled(binary: Path, env: Mapping[str, str], go: str = "go") -> int:
+    """Every module `binary` was compiled from (compiled_modules), as unpacked in the module cache,
+    hashes to the sum the build recorded for it. go checks a cached module's .ziphash when it loads
+    it but compiles its unpacked directory as it finds it; `go mod verify` re-hashes that directory
+    only for the root module's requirements, and a build may compile another module of the commit
+    (`go build -C cmd/x`), or a root module without go.sum (review35i I2). This checks what was
+    built, before it is sealed. A module not in the cache was compiled from elsewhere (vendor/).
+    How many modules were checked; BuildError (no commit's fault) on a mismatch."""
+    mod = module_cache(env)
+    checked = 0
+    for path, version, want in compiled_modules(binary, env, go):
+        where = mod / f"{escaped(path)}@{escaped(version)}"
+        if not where.is_dir():
+            continue
+        _check_unpacked(where, f"{path}@{version}", want, f"holds {path}@{version} ({where}) that is not what the "
+                        "build recorded", toolchain=False)
+        checked += 1
+    return checked
+
+
 def verify_cached(name: str, env: Mapping[str, str]) -> None:
     """Before GOTOOLCHAIN=`name` runs: the toolchain unpacked in the module cache is the one the
     checksum database lists, every file hashed. Go checks a toolchain only when it downloads it and
@@ -409,6 +509,7 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
     (benchmarks/trust_cost.py). A mismatch is no commit's fault: BuildError with sha None."""
     if (name, env.get("GOMODCACHE", "")) in _VERIFIED:  # each module cache holds a copy of its own
         return
+    drop_vcs_work(env)  # with GOPROXY=direct the toolchain module itself comes through git
     plain = {k: v for k, v in env.items() if k not in NO_SUMDB_BYPASS}
     if plain.get("GOSUMDB", "").strip() == "off":
         raise BuildError(f"GOSUMDB=off: refbench cannot check the Go toolchain {name} in the module cache against "
@@ -424,14 +525,8 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
     if not want.startswith("h1:") or not where:
         raise BuildError(f"`go mod download {module}` gave no checksum or directory: {info.get('Error', out[:200])}",
                          sha=None)
-    try:
-        got = dir_hash(Path(where), module)
-    except (BuildError, OSError) as e:
-        got = f"refused: {e}"
-    if got != want:
-        raise BuildError(f"the Go toolchain {name} in the module cache ({where}) is not the one the checksum database "
-                         f"lists ({got}, not {want}): tampered with or corrupt; `go clean -modcache` empties it",
-                         sha=None)
+    _check_unpacked(Path(where), module, want, f"holds the Go toolchain {name} ({where}) that is not the one the "
+                    "checksum database lists")
     _VERIFIED[(name, env.get("GOMODCACHE", ""))] = where
 
 

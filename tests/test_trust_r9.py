@@ -1,0 +1,235 @@
+"""The ninth reading (issue 35, /work/wt/review35i.md): the Go module cache a cache restore brings,
+one directory over from what the earlier readings closed. Each attack planted in a throw-away
+module cache, and what a keyed run must do instead of trusting it."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import need
+from origins import git, new_origin
+from refbench import builds as bl
+from refbench.errors import BuildError
+from test_builds import builder, run, target
+from test_trust_cache import keyed  # noqa: F401  (a pytest fixture: a run given the shared key)
+
+ROOT = Path(__file__).resolve().parent.parent
+PRIVATE = "github.com/refbench-tests/private"  # fetched by go through git (GOPRIVATE), never reached
+DEP_MOD = "module example.com/dep\n\ngo 1.21\n"
+DEP_GO = 'package dep\n\nfunc Word() string { return "genuine" }\n'
+APP_GO = 'package main\n\nimport (\n\t"fmt"\n\n\t"example.com/dep"\n)\n\nfunc main() { fmt.Println(dep.Word()) }\n'
+
+
+def _builder(o, tmp_path: Path, **kw) -> bl.Builder:
+    """A builder whose module cache stays removable (-modcacherw), with the machine's GOFLAGS."""
+    goflags = " ".join(filter(None, ("-modcacherw", kw.pop("goflags", ""))))
+    return builder(o, tmp_path / "builds", goflags=goflags, **kw)
+
+
+def _go_or_fail() -> None:
+    if not shutil.which("go"):
+        need("go", "run `make setup`")
+
+
+@pytest.fixture
+def dep_proxy(tmp_path, monkeypatch):
+    """A module proxy in a directory serving example.com/dep v1.0.0, and a module cache of the
+    test's own (what a cache restore writes): the environment of the build."""
+    _go_or_fail()
+    at = tmp_path / "proxy" / "example.com" / "dep" / "@v"
+    at.mkdir(parents=True)
+    (at / "list").write_text("v1.0.0\n")
+    (at / "v1.0.0.info").write_text(json.dumps({"Version": "v1.0.0", "Time": "2026-01-01T00:00:00Z"}))
+    (at / "v1.0.0.mod").write_text(DEP_MOD)
+    with zipfile.ZipFile(at / "v1.0.0.zip", "w") as z:
+        z.writestr("example.com/dep@v1.0.0/go.mod", DEP_MOD)
+        z.writestr("example.com/dep@v1.0.0/dep.go", DEP_GO)
+    modcache = tmp_path / "modcache"
+    for k, v in {"GOPROXY": f"file://{tmp_path / 'proxy'}", "GONOSUMDB": "example.com", "GONOSUMCHECK": "1",
+                 "GOMODCACHE": str(modcache)}.items():
+        monkeypatch.setenv(k, v)
+    return modcache
+
+
+def _app_origin(root: Path, where: str) -> object:
+    """An origin whose program uses example.com/dep from the module at `where` ('' the root, or
+    'cmd/x': a nested module, as multi-module repositories keep their programs), go.sum made by go."""
+    root.mkdir(parents=True)
+    o = new_origin(root)
+    mod = o.work / where if where else o.work
+    mod.mkdir(parents=True, exist_ok=True)
+    (o.work / "go.mod").write_text("module example.com/app\n\ngo 1.21\n")
+    (mod / "go.mod").write_text(f"module example.com/app{'/' + where if where else ''}\n\ngo 1.21\n\n"
+                                "require example.com/dep v1.0.0\n")
+    (mod / "main.go").write_text(APP_GO)
+    env = {**os.environ, "GOFLAGS": "-mod=mod -modcacherw", "GOTOOLCHAIN": "local"}
+    subprocess.run(["go", "mod", "tidy"], cwd=mod, env=env, check=True, capture_output=True)
+    files = {str(p.relative_to(o.work)): p.read_text() for p in o.work.rglob("*")
+             if p.is_file() and ".git" not in p.parts}
+    o.commit("one", files, "one", tags=["v1.0.0"])
+    return o
+
+
+def _plant_in_unpacked(modcache: Path) -> None:
+    """The dependency's unpacked directory changed; its zip and .ziphash left as downloaded."""
+    d = modcache / "example.com" / "dep@v1.0.0"
+    os.chmod(d, 0o755)
+    (d / "dep.go").chmod(0o644)
+    (d / "dep.go").write_text(DEP_GO.replace('"genuine"', '"PLANTED"'))
+
+
+def _next_commit(o, name: str) -> None:
+    o.commit(name, {"README.md": f"{name}\n"}, f"{name}: a README", tags=[f"v1.0.{len(o.shas)}"])
+
+
+# ---- I2: a build that compiles a module other than the worktree's root one --------------------------
+@pytest.mark.parametrize("where", ["cmd/x", ""])
+def test_a_planted_module_compiled_by_a_nested_modules_build_is_refused_before_it_is_sealed(
+        tmp_path, dep_proxy, keyed, where):
+    """`go mod verify` re-hashes the unpacked modules of the worktree's root module only; a target
+    built with `go build -C cmd/x` compiled the planted directory, and a keyed run sealed and ran it
+    (review35i I2). What the binary was built from is now checked against its recorded sums."""
+    o = _app_origin(tmp_path / "origin", where)
+    build = ("go", "build", "-C", where, "-o", "{out}", ".") if where else ("go", "build", "-o", "{out}", ".")
+    t = target(build=build, binary="app")
+    first = _builder(o, tmp_path, target=t)
+    assert run(first.build(first.resolve("v1.0.0", go="local"), "v1.0.0").binary) == "genuine"
+    _plant_in_unpacked(dep_proxy)
+    _next_commit(o, "two")
+    again = _builder(o, tmp_path, target=t)
+    ref = again.resolve("master", go="local")
+    with pytest.raises(BuildError, match="not what") as e:
+        again.build(ref, "master")
+    assert e.value.sha is None  # the module cache's fault, not the commit's
+    assert not (again.build_dir(ref.sha, ref.toolchain) / "app").exists(), "a binary was kept"
+
+
+def test_a_root_module_without_go_sum_built_under_mod_mod_is_checked_too(tmp_path, dep_proxy, keyed, monkeypatch):
+    """I2b: with no go.sum in the commit there is nothing for `go mod verify` to check; go fills one
+    (GOFLAGS=-mod=mod, the machine's) from the genuine .ziphash and compiles the planted directory."""
+    (tmp_path / "origin").mkdir()
+    o = new_origin(tmp_path / "origin")
+    o.commit("one", {"go.mod": "module example.com/app\n\ngo 1.21\n\nrequire example.com/dep v1.0.0\n",
+                     "main.go": APP_GO}, "one", tags=["v1.0.0"])
+    b = _builder(o, tmp_path, target=target(binary="app"), goflags="-mod=mod")
+    assert run(b.build(b.resolve("v1.0.0", go="local"), "v1.0.0").binary) == "genuine"
+    _plant_in_unpacked(dep_proxy)
+    _next_commit(o, "two")
+    again = _builder(o, tmp_path, target=target(binary="app"), goflags="-mod=mod")
+    with pytest.raises(BuildError, match="not what"):
+        again.build(again.resolve("master", go="local"), "master")
+
+
+# ---- I7: a module cache's own fault is not the commit's ---------------------------------------------
+def test_a_missing_ziphash_is_the_module_caches_fault_not_the_commits(tmp_path, dep_proxy):
+    """`go mod verify` fails with "missing ziphash" when a restored cache lacks one: the commit was
+    called one that does not build, every run, and bisect skipped it (review35i I7)."""
+    o = _app_origin(tmp_path / "origin", "")
+    b = _builder(o, tmp_path, target=target(binary="app"))
+    b.build(b.resolve("v1.0.0", go="local"), "v1.0.0")
+    (dep_proxy / "cache" / "download" / "example.com" / "dep" / "@v" / "v1.0.0.ziphash").unlink()
+    _next_commit(o, "two")
+    again = _builder(o, tmp_path, target=target(binary="app"))
+    with pytest.raises(BuildError) as e:
+        again.build(again.resolve("master", go="local"), "master")
+    assert e.value.sha is None, f"the commit was blamed: {e.value}"
+    assert "module cache" in str(e.value)
+
+
+# ---- I5: go's VCS work directories in a restored module cache ---------------------------------------
+def _plant_vcs(modcache: Path, marker: Path, tmp_path: Path) -> Path:
+    """go's work directory for PRIVATE as go makes it ($GOMODCACHE/cache/vcs/<sha256 of its key>),
+    whose origin runs a script through git's ext:: transport."""
+    key = f"git3:https://{PRIVATE}"
+    d = modcache / "cache" / "vcs" / hashlib.sha256(key.encode()).hexdigest()
+    d.parent.mkdir(parents=True, exist_ok=True)
+    git(tmp_path, "init", "-q", "--bare", str(d))
+    Path(f"{d}.info").write_text(key)
+    script = tmp_path / "evil.sh"
+    script.write_text(f"#!/bin/sh\necho ran > {marker}\nexit 1\n")
+    git(tmp_path, "--git-dir", str(d), "config", "protocol.ext.allow", "always")
+    git(tmp_path, "--git-dir", str(d), "remote", "add", "origin", f"ext::sh {script}")
+    return d
+
+
+def test_a_planted_vcs_work_directory_in_the_module_cache_runs_nothing_in_a_keyed_build(
+        tmp_path, keyed, monkeypatch):
+    """A merged commit needs a module go fetches through git (GOPRIVATE): go ran git in the
+    restored cache's work directory for it, with that directory's config, during refbench's own
+    `go mod verify`, and the planted command read the key (review35i I5). It is removed first."""
+    _go_or_fail()
+    modcache, marker = tmp_path / "modcache", tmp_path / "ran"
+    # git's fetch of the module, once nothing planted answers it, goes to a closed loopback port: only
+    # loopback is ever a target of traffic (curl resolves no host it reaches through a proxy)
+    for k, v in {"GOMODCACHE": str(modcache), "GOPRIVATE": "github.com/refbench-tests", "GIT_TERMINAL_PROMPT": "0",
+                 "HTTPS_PROXY": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9", "NO_PROXY": "",
+                 "no_proxy": ""}.items():
+        monkeypatch.setenv(k, v)
+    (tmp_path / "origin").mkdir()
+    o = new_origin(tmp_path / "origin")
+    o.commit("one", {"go.mod": f"module example.com/app\n\ngo 1.21\n\nrequire {PRIVATE} v1.0.0\n",
+                     "go.sum": f"{PRIVATE} v1.0.0 h1:{'A' * 43}=\n{PRIVATE} v1.0.0/go.mod h1:{'A' * 43}=\n",
+                     "main.go": "package main\n\nfunc main() {}\n"}, "one", tags=["v1.0.0"])
+    _plant_vcs(modcache, marker, tmp_path)
+    b = _builder(o, tmp_path, target=target(binary="app"))
+    with pytest.raises(BuildError):  # the private module is out of reach here: the build fails
+        b.build(b.resolve("v1.0.0", go="local"), "v1.0.0")
+    assert not marker.exists(), "the planted work directory's command ran"
+
+
+def test_the_action_keeps_no_vcs_work_directory_and_drops_through_no_link(tmp_path):
+    """The Action neither saves nor keeps go's VCS work directories, and its drop step removes a
+    link on the way to what it drops instead of following it: `chmod -R` changed a tree outside the
+    cache, and `rm -rf` through a linked golang.org deleted a directory outside it (review35i I3)."""
+    from ruamel.yaml import YAML
+    action = YAML(typ="safe").load((ROOT / "action.yml").read_text())
+    steps = {s.get("name"): s for s in action["runs"]["steps"]}
+    for step in steps.values():
+        paths = step.get("with", {}).get("path", "") if isinstance(step.get("with"), dict) else ""
+        if "~/go/pkg/mod" in paths:
+            assert "!~/go/pkg/mod/cache/vcs" in paths, step.get("name")
+    script = next(s["run"] for n, s in steps.items() if n and n.startswith("Drop Go toolchains"))
+    home = tmp_path / "home"
+    mod = home / "go" / "pkg" / "mod"
+    outside = tmp_path / "outside"
+    kept = outside / "toolchain@v0.0.1-go1.99.0.linux-amd64" / "bin"
+    kept.mkdir(parents=True)
+    (kept / "go").write_text("theirs\n")
+    kept.chmod(0o555)
+    (mod / "cache" / "download").mkdir(parents=True)
+    (mod / "golang.org").symlink_to(outside)  # a restored link on the way to the toolchains
+    (mod / "cache" / "vcs").mkdir()
+    (mod / "cache" / "vcs" / "planted").mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(home)}
+    subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], env=env, check=True,
+                   cwd=tmp_path)
+    assert (kept / "go").read_text() == "theirs\n", "the drop step followed the link"
+    assert oct(kept.stat().st_mode & 0o777) == oct(0o555), "the drop step changed a mode outside the cache"
+    assert not os.path.lexists(mod / "golang.org") and not os.path.lexists(mod / "cache" / "vcs")
+    kept.chmod(0o755)
+
+
+def test_setups_tool_builds_drop_a_planted_vcs_work_directory_first(tmp_path, monkeypatch):
+    """refbench setup's `go install` of the pinned tools runs with the restored module cache too:
+    with GOPROXY=direct, the same plant ran there (review35i I5, the Setup half)."""
+    from refbench import pins
+    modcache = tmp_path / "modcache"
+    monkeypatch.setenv("GOMODCACHE", str(modcache))
+    d = _plant_vcs(modcache, tmp_path / "ran", tmp_path)
+    go = shutil.which("go") or need("go", "run `make setup`")
+    pins.checked_build_env(go, GOBIN=str(tmp_path / "bin"))
+    assert not d.exists() and not (modcache / "cache" / "vcs").exists()
+
+
+def test_bl_cache_faults_name_what_go_mod_verify_says_of_the_cache():
+    assert all(any(w in said for w in bl.CACHE_FAULTS) for said in (
+        "github.com/x/y v1.0.0: dir has been modified (/m/github.com/x/y@v1.0.0)",
+        "github.com/x/y v1.0.0: missing ziphash: open /m/cache/download/github.com/x/y/@v/v1.0.0.ziphash",
+        "github.com/x/y v1.0.0: zip: not a valid zip file"))
