@@ -379,13 +379,18 @@ def test_the_bundled_platform_wheels_are_pinned_for_other_machines_and_pythons(t
     line = next(ln for ln in impls.bundled()["aws-cli"].requirements if ln.lower().startswith("pyyaml=="))
     reqs = tmp_path / "req.txt"
     reqs.write_text(line + "\n")
-    for plat, py in OTHER_PLATFORMS:
-        out = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--require-hashes",
-                              "--only-binary=:all:", "--platform", plat, "--python-version", py,
-                              "-r", str(reqs), "-d", str(tmp_path / f"{plat}-{py}")],
-                             capture_output=True, text=True, timeout=300)
-        assert out.returncode == 0, f"{plat} / Python {py}: {out.stderr.strip()[-400:]}"
-        assert len(list((tmp_path / f"{plat}-{py}").glob("*.whl"))) == 1
+    from concurrent.futures import ThreadPoolExecutor
+
+    def download(case):  # network-bound: four at once
+        plat, py = case
+        return case, subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                                     "--require-hashes", "--only-binary=:all:", "--platform", plat,
+                                     "--python-version", py, "-r", str(reqs), "-d", str(tmp_path / f"{plat}-{py}")],
+                                    capture_output=True, text=True, timeout=300)
+    with ThreadPoolExecutor(4) as pool:
+        for (plat, py), out in pool.map(download, OTHER_PLATFORMS):
+            assert out.returncode == 0, f"{plat} / Python {py}: {out.stderr.strip()[-400:]}"
+            assert len(list((tmp_path / f"{plat}-{py}").glob("*.whl"))) == 1
 
 
 TOXIPROXY = """
