@@ -362,6 +362,37 @@ def test_pypi_installs_pinned_and_refuses_a_file_whose_hash_differs(tmp_path, mo
     assert not impls.install_dir(tampered).exists()
 
 
+
+# The one platform wheel in a bundled client's closure (aws-cli's PyYAML): pinned for the machines a
+# user or a CI runner has (Linux x86_64 and aarch64, macOS Intel and Apple silicon) on every Python
+# refbench runs with (3.11-3.14), so aws-cli installs there too, still hash-checked.
+OTHER_PLATFORMS = [(plat, py) for plat in ("manylinux2014_x86_64", "manylinux2014_aarch64", "macosx_10_15_x86_64",
+                                           "macosx_11_0_arm64") for py in ("3.11", "3.12", "3.13", "3.14")]
+
+
+@pytest.mark.slow
+def test_the_bundled_platform_wheels_are_pinned_for_other_machines_and_pythons(tmp_path):
+    """pip itself, against PyPI, downloads each platform's wheel of the closure's platform-specific
+    requirement with --require-hashes: a platform or Python whose wheel's hash is not pinned fails."""
+    import subprocess
+    import sys
+    line = next(ln for ln in impls.bundled()["aws-cli"].requirements if ln.lower().startswith("pyyaml=="))
+    reqs = tmp_path / "req.txt"
+    reqs.write_text(line + "\n")
+    from concurrent.futures import ThreadPoolExecutor
+
+    def download(case):  # network-bound: four at once
+        plat, py = case
+        return case, subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                                     "--require-hashes", "--only-binary=:all:", "--platform", plat,
+                                     "--python-version", py, "-r", str(reqs), "-d", str(tmp_path / f"{plat}-{py}")],
+                                    capture_output=True, text=True, timeout=300)
+    with ThreadPoolExecutor(4) as pool:
+        for (plat, py), out in pool.map(download, OTHER_PLATFORMS):
+            assert out.returncode == 0, f"{plat} / Python {py}: {out.stderr.strip()[-400:]}"
+            assert len(list((tmp_path / f"{plat}-{py}").glob("*.whl"))) == 1
+
+
 TOXIPROXY = """
 [implementations.toxiproxy]
 version = "v2.12.0"
