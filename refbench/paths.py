@@ -381,6 +381,32 @@ def make_dirs(path: Path, within: Path) -> Path:
     return Path(path)
 
 
+def _remove_entry(dfd: int, name: str) -> None:
+    """Remove `name` in the directory `dfd`, whatever it is (a directory's tree, read-only or not,
+    or a link: never what it names)."""
+    st = os.lstat(name, dir_fd=dfd)
+    if not stat.S_ISDIR(st.st_mode):
+        os.unlink(name, dir_fd=dfd)
+        return
+    try:
+        shutil.rmtree(name, dir_fd=dfd)
+    except PermissionError:
+        _owner_writable(dfd, name)
+        shutil.rmtree(name, dir_fd=dfd)
+
+
+def _owner_writable(dfd: int, name: str) -> None:
+    """u+rwx on the directory `name` and every directory below it, through no link: a read-only
+    directory in a restored cache (tar keeps modes) kept rmtree from emptying it, for good, on a
+    runner that is not root (review35i I1b). As `go clean -modcache` does for Go's module cache."""
+    os.chmod(name, stat.S_IMODE(os.lstat(name, dir_fd=dfd).st_mode) | 0o700, dir_fd=dfd)
+    for _, dirs, _, tfd in os.fwalk(name, dir_fd=dfd, follow_symlinks=False):
+        for d in dirs:  # chmod follows a link: lstat first (fwalk lists a link to a directory here too)
+            st = os.lstat(d, dir_fd=tfd)
+            if stat.S_ISDIR(st.st_mode):
+                os.chmod(d, stat.S_IMODE(st.st_mode) | 0o700, dir_fd=tfd)
+
+
 def remove_tree(path: Path, within: Path, ignore_errors: bool = False) -> None:
     """Remove `path` (a directory, file or link: the link goes, never what it names) inside the
     cache `within`; nothing when it is absent. Its parents are walked with O_NOFOLLOW and the tree
@@ -393,10 +419,12 @@ def remove_tree(path: Path, within: Path, ignore_errors: bool = False) -> None:
                 st = os.lstat(name, dir_fd=fd)
             except FileNotFoundError:
                 return
-            if stat.S_ISDIR(st.st_mode):
-                shutil.rmtree(name, ignore_errors=ignore_errors, dir_fd=fd)
-            else:
-                os.unlink(name, dir_fd=fd)
+            try:
+                _remove_entry(fd, name)
+            except OSError:
+                if not (ignore_errors and stat.S_ISDIR(st.st_mode)):
+                    raise
+                shutil.rmtree(name, ignore_errors=True, dir_fd=fd)  # as much as can go
     except FileNotFoundError:
         return
     except CacheLinkError:
@@ -417,17 +445,35 @@ def locked(path: Path, within: Path | None = None):
     with _dir_of(path, within) as (dfd, name):
         try:
             fd = os.open(name, flags, 0o644, dir_fd=dfd)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO opens too
+                os.close(fd)
+                raise IsADirectoryError(errno.EINVAL, "not a regular file", str(path))
         except OSError:
-            if not os.path.islink(path):
-                raise
-            os.unlink(name, dir_fd=dfd)  # a link where refbench keeps its lock: the link goes, not what it names
-            fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
+            # what a cache restore left where refbench keeps its lock (a link, a directory, a FIFO, a
+            # file it may not open): it goes, never what a link names, and the lock is made anew; a
+            # lock holds nothing, and a held one always opens (review35i I1)
+            try:
+                _remove_entry(dfd, name)
+                fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
+            except OSError as e:
+                raise RefbenchError(f"cannot take the lock {path}: {e.strerror}; remove it") from None
     with os.fdopen(fd, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def replace_link(path: Path, target: Path, within: Path | None = None) -> None:
+    """`path` -> `target`, through a new link renamed over it (replace_file's way, for a link)."""
+    path = Path(path)
+    with _dir_of(path, within) as (dfd, name):
+        tmp = f".{name}.tmp-{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=dfd)
+        os.symlink(str(target), tmp, dir_fd=dfd)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
 
 
 def replace_file(path: Path, text: str, mode: int = 0o644, within: Path | None = None) -> None:

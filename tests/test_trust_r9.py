@@ -233,3 +233,87 @@ def test_bl_cache_faults_name_what_go_mod_verify_says_of_the_cache():
         "github.com/x/y v1.0.0: dir has been modified (/m/github.com/x/y@v1.0.0)",
         "github.com/x/y v1.0.0: missing ziphash: open /m/cache/download/github.com/x/y/@v/v1.0.0.ziphash",
         "github.com/x/y v1.0.0: zip: not a valid zip file"))
+
+
+# ---- I1 / I1b: what a restore left where refbench keeps a lock, or a tree it must remove -------------
+@pytest.mark.parametrize("plant", ["directory", "fifo"])
+def test_a_lock_path_that_is_no_file_is_made_anew_not_a_crash(tmp_path, plant):
+    """A directory planted where refbench keeps a lock crashed every run (exit 3, IsADirectoryError),
+    and nothing made it anew (review35i I1)."""
+    from refbench import paths
+    cache = tmp_path / "cache"
+    lock = cache / "clones" / "origin-abc.lock"
+    lock.parent.mkdir(parents=True)
+    if plant == "directory":
+        (lock / "inside").mkdir(parents=True)
+        (lock / "inside" / "f").write_text("x")
+    else:
+        os.mkfifo(lock)
+    with paths.locked(lock, within=cache):
+        assert lock.is_file() and not lock.is_symlink()
+    with paths.locked(lock, within=cache):  # and the next run takes it as usual
+        pass
+
+
+def _as_nobody(fn) -> int:
+    """fn() in a child process that is not root (a GitHub runner is not), its exit code: 0 when it
+    returned, 1 when it raised (printed). As the current user when that is not root already."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover  (the child)
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            fn()
+            os._exit(0)
+        except BaseException as e:  # noqa: BLE001  (reported, then the child ends)
+            print(f"{type(e).__name__}: {e}", flush=True)
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def test_a_read_only_directory_in_a_restored_tree_is_removed_by_a_runner_that_is_not_root():
+    """tar keeps modes: a restored clone or build holding a 0555 directory could not be removed by
+    a runner that is not root, so the clone it marked faulty stayed, every run (review35i I1b)."""
+    import tempfile
+    from refbench import paths
+    top = Path(tempfile.mkdtemp(prefix="refbench-ro-"))
+    try:
+        cache = top / "cache"
+        ro = cache / "clones" / "origin-abc" / "objects" / "info" / "ro"
+        ro.mkdir(parents=True)
+        (ro / "f").write_text("x")
+        for p in [top, *ro.parents, ro]:
+            if p.is_relative_to(top):
+                os.chown(p, 65534, 65534) if os.geteuid() == 0 else None
+        if os.geteuid() == 0:
+            os.chown(ro / "f", 65534, 65534)
+        top.chmod(0o755)
+        ro.chmod(0o555)
+        ro.parent.chmod(0o555)
+        assert _as_nobody(lambda: paths.remove_tree(cache / "clones" / "origin-abc", cache)) == 0
+        assert not (cache / "clones" / "origin-abc").exists()
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+# ---- I4: setup's links through a restored bin link -----------------------------------------------------
+def test_setup_links_no_tool_through_a_bin_link_a_restore_planted(tmp_path, monkeypatch):
+    """An installed refbench links its tools in the cache's bin/, which the Action restores: a
+    restored `bin` -> a directory on PATH made setup replace the user's files there (review35i I4)."""
+    from refbench import paths
+    from refbench.commands import setup
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = paths.cache_root()
+    root.mkdir(parents=True)
+    onpath = tmp_path / "onpath"
+    onpath.mkdir()
+    (onpath / "minio").write_text("the user's own\n")
+    (root / "bin").symlink_to(onpath)
+    with pytest.raises(paths.CacheLinkError):
+        setup._link(root / "minio-pinned", "minio", root / "bin")
+    assert (onpath / "minio").read_text() == "the user's own\n" and not (onpath / "minio").is_symlink()
+    mine = tmp_path / "my-bin"  # a --bin-dir of the user's own is theirs
+    setup._link(root / "minio-pinned", "minio", mine)
+    assert os.readlink(mine / "minio") == str(root / "minio-pinned")

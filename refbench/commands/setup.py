@@ -49,15 +49,19 @@ def say(msg: str) -> None:
 
 
 def _link(target: Path, name: str, bin_dir: Path) -> Path:
-    """bin_dir/name -> target (replaced atomically)."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
+    """bin_dir/name -> target (replaced atomically). Where bin_dir is the cache's own bin/ (an
+    installed refbench's), it is reached through no link: a restored `bin` -> ~/go/bin made setup
+    replace the user's files of those names there (review35i I4); a --bin-dir of the user's is
+    theirs, links and all."""
     link = bin_dir / name
     if link.is_symlink() and os.readlink(link) == str(target):
         return link
-    tmp = bin_dir / f".{name}.tmp-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(target)
-    tmp.replace(link)
+    root, where = os.path.abspath(paths.cache_root()), Path(os.path.abspath(bin_dir))
+    if where.is_relative_to(root):
+        settled = paths.settled_cache_dir(root)
+        paths.replace_link(settled / where.relative_to(root) / name, target, within=settled)
+    else:
+        paths.replace_link(link, target)
     return link
 
 
