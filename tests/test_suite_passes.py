@@ -55,3 +55,77 @@ def test_a_fixtures_tests_share_one_worker_and_a_timed_runs_test_is_alone(tmp_pa
     on_server = {(worker, test) for worker, test in ran if "test_on_the_server" in test}
     assert len(on_server) == 8 and all(test.endswith("@minio") for _, test in on_server), on_server
     assert len({worker for worker, _ in on_server}) == 1, f"the minio group ran on two workers: {sorted(on_server)}"
+
+
+ORDER_CONFTEST = '''
+import os
+import time
+from pathlib import Path
+
+import pytest
+import grouping
+
+# the sample's own figures: test_long is expected to take longest, though collected last
+grouping.EXPECTED_SECONDS.update({"test_order.py::test_long": 600.0})
+
+
+@pytest.fixture(scope="session")
+def minio():
+    return None
+
+
+@pytest.fixture(autouse=True)
+def started(request):
+    with open(Path(__file__).with_name("started.log"), "a") as fh:
+        fh.write(f"{time.monotonic()} {request.node.name}\\n")
+'''
+
+ORDER_TESTS = '''
+import time
+import pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_on_the_server(minio, i):
+    time.sleep(0.05)
+
+@pytest.mark.parametrize("i", range(8))
+def test_short(i):
+    time.sleep(0.05)
+
+def test_long():
+    time.sleep(0.05)
+'''
+
+
+def parallel_slow_pass_flags() -> list[str]:
+    """The pytest options of the Makefile's parallel slow pass (`make test`), as it gives them."""
+    import shlex
+    makefile = (TESTS.parent / "Makefile").read_text()
+    line = next(ln for ln in makefile.splitlines() if '"slow and not alone"' in ln)
+    argv = shlex.split(line.split("pytest", 1)[1].split("$(PYTEST_ARGS)")[0])
+    return [a for a in argv if a not in ("-m", "slow and not alone", "-ra") and not a.startswith("--durations")]
+
+
+def test_the_parallel_pass_starts_the_longest_work_first(tmp_path):
+    """tests/grouping.py's longest_first, under the Makefile's own options for the parallel slow pass:
+    a test expected to take longest (grouping.EXPECTED_SECONDS) starts at once though it is collected
+    after thirteen others, where xdist alone would hand it out last."""
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    alone: x\n    xdist_group(name): x\n")
+    (tmp_path / "conftest.py").write_text(ORDER_CONFTEST)
+    (tmp_path / "test_order.py").write_text(ORDER_TESTS)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(TESTS), os.environ.get("PYTHONPATH"))))}
+    flags = parallel_slow_pass_flags()
+    assert "--dist" in flags and "--no-loadscope-reorder" in flags, flags  # else xdist puts the biggest group first
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "grouping", "-p", "no:cacheprovider", *flags, "-q"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    started = [ln.split()[1] for ln in sorted((tmp_path / "started.log").read_text().splitlines(),
+                                               key=lambda ln: float(ln.split()[0]))]
+    assert len(started) == 13, started
+    assert "test_long" in started[:2], f"the longest test was not among the first two started: {started}"
+
+
+def test_longest_first_keeps_a_groups_tests_together_and_in_order():
+    from grouping import longest_first
+    tests = [("a", "a", 1.0), ("g1", "g", 2.0), ("b", "b", 10.0), ("g2", "g", 3.0), ("c", "c", 4.0)]
+    assert longest_first(tests) == ["b", "g1", "g2", "c", "a"]
