@@ -129,3 +129,48 @@ def test_longest_first_keeps_a_groups_tests_together_and_in_order():
     from grouping import longest_first
     tests = [("a", "a", 1.0), ("g1", "g", 2.0), ("b", "b", 10.0), ("g2", "g", 3.0), ("c", "c", 4.0)]
     assert longest_first(tests) == ["b", "g1", "g2", "c", "a"]
+
+
+WRITES_THE_CACHE = '''
+import os
+from pathlib import Path
+
+from refbench import pins
+
+CACHE = Path(os.environ["XDG_CACHE_HOME"]) / "refbench"
+
+def test_sets_up_a_tool():
+    pins.cached_path("minio").write_text("what make setup writes")
+
+def test_installs_an_implementation():
+    if os.environ.get("SAMPLE_WRITES") == "1":
+        (CACHE / "implementations" / "s3cmd-2.4.0-x").mkdir(parents=True, exist_ok=True)
+        (CACHE / "implementations" / "s3cmd-2.4.0-x" / "impl.json").write_text(str(os.getpid()))
+'''
+
+
+def test_a_session_that_writes_the_users_cache_fails_naming_what_it_wrote(tmp_path):
+    """tests/conftest.py's check, in a session of its own whose user cache is a directory of the
+    test's (XDG_CACHE_HOME): under CI=true a test that installs there fails the session, naming the
+    path; the set-up tools `make setup` writes there do not; without CI it is a warning."""
+    user_cache = tmp_path / "xdg" / "refbench"
+    (user_cache / "builds").mkdir(parents=True)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "test_writes.py").write_text(WRITES_THE_CACHE)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg"), "CI": "true",
+           "PYTHONPATH": os.pathsep.join(filter(None, (str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH"))))}
+
+    def session(writes: str, **more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-p",
+                               "no:xdist", "-q", "--rootdir", str(tmp_path / "work"), str(tmp_path / "work")],
+                              cwd=tmp_path / "work", env={**env, "SAMPLE_WRITES": writes, **more},
+                              capture_output=True, text=True, timeout=300)
+    clean = session("0")
+    assert clean.returncode == 0, clean.stdout[-3000:] + clean.stderr[-3000:]
+    wrote = session("1")
+    assert wrote.returncode == 1 and "2 passed" in wrote.stdout, wrote.stdout[-3000:] + wrote.stderr[-3000:]
+    assert f"wrote under the user's cache {user_cache}" in wrote.stdout, wrote.stdout[-3000:]
+    assert "implementations/s3cmd-2.4.0-x" in wrote.stdout and "minio" not in wrote.stdout.split("user's cache")[1]
+    local = session("1", CI="")
+    assert local.returncode == 0 and "warning: the test session wrote under the user's cache" in local.stdout, \
+        local.stdout[-3000:]
