@@ -45,6 +45,7 @@ def user_cache_snapshot(cache: Path) -> dict[str, tuple[int, int, int]]:
         return {}
     skip = setup_tools(cache)
     seen: dict[str, tuple[int, int, int]] = {}
+    cut = len(str(cache)) + 1  # the relative path by slicing: os.path.relpath took 10x the lstat
 
     def walk(d: str) -> None:
         try:
@@ -58,7 +59,7 @@ def user_cache_snapshot(cache: Path) -> dict[str, tuple[int, int, int]]:
                 st = e.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue
-            seen[os.path.relpath(e.path, cache)] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            seen[e.path[cut:]] = (st.st_ino, st.st_size, st.st_mtime_ns)
             if e.is_dir(follow_symlinks=False):
                 walk(e.path)
     walk(str(cache))
@@ -102,6 +103,23 @@ def pytest_sessionfinish(session, exitstatus):
         print(msg, file=sys.stderr)
     if IN_CI:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def need(tool: str, why: str) -> None:
+    """A tool this test needs is missing. Locally the test skips, saying why; under CI=true it fails
+    and names the tool, because a missing tool there is a missing install step, never a pass."""
+    msg = f"{tool} missing: {why}"
+    if IN_CI:
+        pytest.fail(f"{msg} (CI=true: the set-up step must install it)", pytrace=False)
+    pytest.skip(msg)
+
+
+def session_root(tmp_path_factory) -> Path:
+    """The directory of the whole test session: under pytest-xdist each worker has a base temporary
+    directory of its own (popen-gwN) inside it, so what is made here is shared by the workers;
+    pytest removes it with the session's (it keeps the last three)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
 @pytest.fixture(scope="session")
@@ -220,6 +238,18 @@ def kubo_origin(tmp_path_factory):
     from origins import make_kubo_origin
 
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
+
+
+@pytest.fixture(scope="session")
+def kubo_binaries(kubo_origin, builds_dir, tmp_path_factory) -> list[str]:
+    """The two kubo builds (v0.40.1, v0.41.0), copied out of the worker's build cache once per session
+    (tests/test_kubo_online.py, tests/test_daemon_online.py: each module built and copied them again).
+    Copies: a test that rewrites a build in place (tests/test_page_cache.py) changes none of these."""
+    out = tmp_path_factory.mktemp("kubo-bins")
+    proc = run_bench("build", "-t", "kubo", "-s", "v1.0.0", "v1.1.0", "--repo", str(kubo_origin.path),
+                     "--builds-dir", str(builds_dir), "--out", str(out), cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sorted(str(p) for p in out.glob("kubo/*/ipfs"))
 
 
 # which slow tests run alone, and the groups that share a worker's session fixtures: tests/grouping.py
