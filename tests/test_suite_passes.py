@@ -143,6 +143,8 @@ def test_sets_up_a_tool():
     pins.cached_path("minio").write_text("what make setup writes")
 
 def test_installs_an_implementation():
+    if os.environ.get("SAMPLE_WRITES") == "builds":
+        (CACHE / "builds" / "kubo").mkdir(parents=True, exist_ok=True)
     if os.environ.get("SAMPLE_WRITES") == "1":
         (CACHE / "implementations" / "s3cmd-2.4.0-x").mkdir(parents=True, exist_ok=True)
         (CACHE / "implementations" / "s3cmd-2.4.0-x" / "impl.json").write_text(str(os.getpid()))
@@ -171,6 +173,9 @@ def test_a_session_that_writes_the_users_cache_fails_naming_what_it_wrote(tmp_pa
     assert wrote.returncode == 1 and "2 passed" in wrote.stdout, wrote.stdout[-3000:] + wrote.stderr[-3000:]
     assert f"wrote under the user's cache {user_cache}" in wrote.stdout, wrote.stdout[-3000:]
     assert "implementations/s3cmd-2.4.0-x" in wrote.stdout and "minio" not in wrote.stdout.split("user's cache")[1]
+    builds = session("builds", CI="true")  # where the user's other runs write: reported, not failed
+    assert builds.returncode == 0 and "warning: the test session wrote" in builds.stdout, builds.stdout[-3000:]
+    assert "builds/kubo" in builds.stdout
     local = session("1", CI="")
     assert local.returncode == 0 and "warning: the test session wrote under the user's cache" in local.stdout, \
         local.stdout[-3000:]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bench
+from conftest import run_bench, usual_gocache
 from origins import git
 from refbench import builds as bl, trust
 from refbench.backends import snapshot
@@ -253,10 +253,7 @@ def test_a_planted_go_or_git_in_a_cache_directory_never_runs(origin, tmp_path, m
     caches both: what they held ran as go, git or sh."""
     from refbench import pins
     xdg = tmp_path / "xdg"
-    # go's build cache stays the one every other build of the suite uses: under the test's own
-    # XDG_CACHE_HOME, go compiles the standard library again (22 of this test's 25 s)
-    gocache = subprocess.run(["go", "env", "GOCACHE"], capture_output=True, text=True, check=True).stdout.strip()
-    monkeypatch.setenv("GOCACHE", gocache)
+    monkeypatch.setenv("GOCACHE", usual_gocache())  # before XDG_CACHE_HOME moves go's default
     monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
     marker = tmp_path / "planted-ran"
     cache_bins = [xdg / "refbench" / "bin", pins.cached_path("hyperfine").parent]
