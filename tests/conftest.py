@@ -86,12 +86,29 @@ def pytest_sessionstart(session):
 SHARED_WITH_OTHER_RUNS = frozenset({"builds"})  # entries of the cache root
 
 
+def written_here(entry: str, cache: Path | None = None) -> bool:
+    """Whether a change to `entry` (relative to the user's cache root) may be this session's: not
+    under SHARED_WITH_OTHER_RUNS, and, for a crash report (crashes/crash-*.txt, whose traceback
+    names the checkout that crashed), one of this checkout's. Crash reports of other checkouts'
+    runs (another worktree's tests, seen here) and the crashes/ directory itself are not."""
+    top = entry.split("/")[0]
+    if top in SHARED_WITH_OTHER_RUNS or entry == "crashes":
+        return False
+    if top == "crashes":
+        try:
+            text = ((cache or USER_CACHE) / entry).read_text(errors="replace")[:65536]
+        except OSError:  # removed since: whoever wrote it, it is gone
+            return False
+        return str(ROOT / "refbench") in text
+    return True
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session, exitstatus):
     """Issue 38: tests installed implementations into the user's ~/.cache/refbench (unset
     XDG_CACHE_HOME), where the user's runs found them sealed under another key and installed them
     again. A test writes caches of its own (tmp_path, implementations_cache); under CI=true one that
-    writes the user's (but SHARED_WITH_OTHER_RUNS) fails the session, naming what it wrote.
+    writes the user's (written_here) fails the session, naming what it wrote.
     Elsewhere it is a warning: on a developer's machine the user's own runs may write there too."""
     before = session.config.stash.get(_USER_CACHE, None)
     if before is None:
@@ -99,7 +116,7 @@ def pytest_sessionfinish(session, exitstatus):
     wrote = cache_writes(before, user_cache_snapshot(USER_CACHE))
     if not wrote:
         return
-    fails = IN_CI and any(p.split("/")[0] not in SHARED_WITH_OTHER_RUNS for p in wrote)
+    fails = IN_CI and any(map(written_here, wrote))
     shown = "\n  ".join(wrote[:20]) + (f"\n  ... {len(wrote) - 20} more" if len(wrote) > 20 else "")
     msg = (f"the test session wrote under the user's cache {USER_CACHE} (a test must use a cache of its own: "
            f"XDG_CACHE_HOME, conftest.implementations_cache; or another process of this user wrote there "

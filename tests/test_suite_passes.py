@@ -145,6 +145,10 @@ def test_sets_up_a_tool():
 def test_installs_an_implementation():
     if os.environ.get("SAMPLE_WRITES") == "builds":
         (CACHE / "builds" / "kubo").mkdir(parents=True, exist_ok=True)
+    if os.environ.get("SAMPLE_WRITES", "").startswith("crash:"):  # a crash report naming a checkout
+        (CACHE / "crashes").mkdir(parents=True, exist_ok=True)
+        where = os.environ["SAMPLE_WRITES"].split(":", 1)[1]
+        (CACHE / "crashes" / f"crash-{os.getpid()}.txt").write_text(f'File "{where}/refbench/cli.py", line 71')
     if os.environ.get("SAMPLE_WRITES") == "1":
         (CACHE / "implementations" / "s3cmd-2.4.0-x").mkdir(parents=True, exist_ok=True)
         (CACHE / "implementations" / "s3cmd-2.4.0-x" / "impl.json").write_text(str(os.getpid()))
@@ -176,6 +180,10 @@ def test_a_session_that_writes_the_users_cache_fails_naming_what_it_wrote(tmp_pa
     builds = session("builds", CI="true")  # where the user's other runs write: reported, not failed
     assert builds.returncode == 0 and "warning: the test session wrote" in builds.stdout, builds.stdout[-3000:]
     assert "builds/kubo" in builds.stdout
+    theirs = session("crash:/work/another-checkout", CI="true")  # another worktree's run crashed meanwhile
+    assert theirs.returncode == 0 and "warning: the test session wrote" in theirs.stdout, theirs.stdout[-3000:]
+    ours = session(f"crash:{TESTS.parent}", CI="true")  # a run of this checkout's crashed into the user's cache
+    assert ours.returncode == 1 and "crashes/crash-" in ours.stdout, ours.stdout[-3000:]
     local = session("1", CI="")
     assert local.returncode == 0 and "warning: the test session wrote under the user's cache" in local.stdout, \
         local.stdout[-3000:]
