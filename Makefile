@@ -22,12 +22,13 @@ demo: setup
 
 # The fast tests (no timing of real processes) share the machine's two cores, and so do the slow
 # ones whose assertions read no verdict off real timings (builds, counts, clean-up), each expensive
-# session fixture on one worker (--dist loadgroup, tests/grouping.py). The "alone" ones run by themselves,
+# session fixture on one worker (--dist loadgroup, tests/grouping.py), the longest work first
+# (--no-loadscope-reorder keeps the order tests/grouping.py gives). The "alone" ones run by themselves,
 # since two timed jobs on two cores measure each other. Exit 5 (nothing selected, e.g. a
 # PYTEST_ARGS file with no slow tests) is not a failure.
 test: setup
 	.venv/bin/python -m pytest -ra -m "not slow" -n 2 $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	.venv/bin/python -m pytest -ra -m "slow and not alone" -n 2 --dist loadgroup --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	.venv/bin/python -m pytest -ra -m "slow and not alone" -n 2 --dist loadgroup --no-loadscope-reorder --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	.venv/bin/python -m pytest -ra -m "slow and alone" -p no:xdist --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-fast: setup

@@ -24,6 +24,111 @@ _paths.use(lambda: _paths.Layout.from_environ(os.environ))
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
+# The user's own cache root, as the session found it (before any test points XDG_CACHE_HOME
+# elsewhere): no test may write there (user_cache_snapshot, pytest_sessionfinish).
+USER_CACHE = _paths.Layout.from_environ(os.environ).cache_root
+
+
+def setup_tools(cache: Path) -> frozenset[str]:
+    """The entries of `cache` that `make setup` writes, not a test: each pinned tool's file or
+    directory (refbench.pins.cached_path, read while the environment is the session's own), and its
+    lock and partial files, which share its name."""
+    from refbench import pins
+    where = (pins.cached_path(t) for t in pins.PINNED_TOOLS)
+    return frozenset(p.relative_to(cache).parts[0] for p in where if p.is_relative_to(cache))
+
+
+def user_cache_snapshot(cache: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under the user's cache root but the set-up tools, as (inode, size, mtime), so a
+    file a test wrote, replaced or removed shows. An lstat each: ~45,000 entries in 0.2 s of CPU."""
+    if not cache.is_dir():
+        return {}
+    skip = setup_tools(cache)
+    seen: dict[str, tuple[int, int, int]] = {}
+    cut = len(str(cache)) + 1  # the relative path by slicing: os.path.relpath took 10x the lstat
+
+    def walk(d: str) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for e in entries:
+            if d == str(cache) and any(e.name.startswith(t) for t in skip):
+                continue
+            try:
+                st = e.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue
+            seen[e.path[cut:]] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if e.is_dir(follow_symlinks=False):
+                walk(e.path)
+    walk(str(cache))
+    return seen
+
+
+def cache_writes(before: dict, after: dict) -> list[str]:
+    """What changed between two snapshots: entries added, removed or rewritten."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+_USER_CACHE = pytest.StashKey[dict]()
+
+
+def pytest_sessionstart(session):
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the controller's session spans its workers'
+        session.config.stash[_USER_CACHE] = user_cache_snapshot(USER_CACHE)
+
+
+# Where the user's other runs write all day: a comparison with REFBENCH_BUILDS_DIR or an installed
+# refbench builds under builds/ (seen during a test run here: an experiment's kubo clones). A test
+# writing there is reported, but fails no session: another process may have. A test's builds go to
+# builds_dir or tmp_path (--builds-dir) anyway.
+SHARED_WITH_OTHER_RUNS = frozenset({"builds"})  # entries of the cache root
+
+
+def written_here(entry: str, cache: Path | None = None) -> bool:
+    """Whether a change to `entry` (relative to the user's cache root) may be this session's: not
+    under SHARED_WITH_OTHER_RUNS, and, for a crash report (crashes/crash-*.txt, whose traceback
+    names the checkout that crashed), one of this checkout's. Crash reports of other checkouts'
+    runs (another worktree's tests, seen here) and the crashes/ directory itself are not."""
+    top = entry.split("/")[0]
+    if top in SHARED_WITH_OTHER_RUNS or entry == "crashes":
+        return False
+    if top == "crashes":
+        try:
+            text = ((cache or USER_CACHE) / entry).read_text(errors="replace")[:65536]
+        except OSError:  # removed since: whoever wrote it, it is gone
+            return False
+        return str(ROOT / "refbench") in text
+    return True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Issue 38: tests installed implementations into the user's ~/.cache/refbench (unset
+    XDG_CACHE_HOME), where the user's runs found them sealed under another key and installed them
+    again. A test writes caches of its own (tmp_path, implementations_cache); under CI=true one that
+    writes the user's (written_here) fails the session, naming what it wrote.
+    Elsewhere it is a warning: on a developer's machine the user's own runs may write there too."""
+    before = session.config.stash.get(_USER_CACHE, None)
+    if before is None:
+        return
+    wrote = cache_writes(before, user_cache_snapshot(USER_CACHE))
+    if not wrote:
+        return
+    fails = IN_CI and any(map(written_here, wrote))
+    shown = "\n  ".join(wrote[:20]) + (f"\n  ... {len(wrote) - 20} more" if len(wrote) > 20 else "")
+    msg = (f"the test session wrote under the user's cache {USER_CACHE} (a test must use a cache of its own: "
+           f"XDG_CACHE_HOME, conftest.implementations_cache; or another process of this user wrote there "
+           f"meanwhile):\n  {shown}")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter:
+        reporter.write_line(msg if fails else f"warning: {msg}", red=fails, yellow=not fails)
+    else:
+        print(msg, file=sys.stderr)
+    if fails:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
 
 def need(tool: str, why: str) -> None:
     """A tool this test needs is missing. Locally the test skips, saying why; under CI=true it fails
@@ -59,6 +164,24 @@ def go_build_cache(tmp_path_factory) -> Path:
     d = session_root(tmp_path_factory) / "gocache"
     d.mkdir(exist_ok=True)
     return d
+
+
+def usual_gocache() -> str:
+    """The Go build cache the suite's builds use (`go env GOCACHE`, read now). A test that moves
+    XDG_CACHE_HOME keeps it in GOCACHE, since go's default follows XDG_CACHE_HOME: else its build
+    compiles the standard library and every dependency again (22 s of a 25 s test)."""
+    return subprocess.run(["go", "env", "GOCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="session")
+def implementations_cache(tmp_path_factory) -> dict[str, str]:
+    """The environment of a run that installs a real implementation (s3cmd from PyPI, Helia from npm):
+    a cache root of the session's, shared by the workers (an install takes a lock on its slot),
+    never the user's ~/.cache/refbench. The pinned tools are still found, hash-checked, through the
+    checkout's tools/bin (refbench.tools.find_tool); go builds with its usual cache (usual_gocache)."""
+    d = session_root(tmp_path_factory) / "xdg-cache"
+    d.mkdir(exist_ok=True)
+    return {"GOCACHE": usual_gocache(), "XDG_CACHE_HOME": str(d)}
 
 
 @pytest.fixture(scope="session")
@@ -147,6 +270,18 @@ def kubo_origin(tmp_path_factory):
     from origins import make_kubo_origin
 
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
+
+
+@pytest.fixture(scope="session")
+def kubo_binaries(kubo_origin, builds_dir, tmp_path_factory) -> list[str]:
+    """The two kubo builds (v0.40.1, v0.41.0), copied out of the worker's build cache once per session
+    (tests/test_kubo_online.py, tests/test_daemon_online.py: each module built and copied them again).
+    Copies: a test that rewrites a build in place (tests/test_page_cache.py) changes none of these."""
+    out = tmp_path_factory.mktemp("kubo-bins")
+    proc = run_bench("build", "-t", "kubo", "-s", "v1.0.0", "v1.1.0", "--repo", str(kubo_origin.path),
+                     "--builds-dir", str(builds_dir), "--out", str(out), cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return sorted(str(p) for p in out.glob("kubo/*/ipfs"))
 
 
 # which slow tests run alone, and the groups that share a worker's session fixtures: tests/grouping.py

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import need
 from test_kubo import processes_under
-from test_kubo_online import kubo_binaries, namespaces, start_online_run  # noqa: F401 (fixtures)
+from test_kubo_online import namespaces, start_online_run  # noqa: F401 (fixtures)
 
 
 @pytest.mark.slow

@@ -442,7 +442,7 @@ def test_the_go_module_proxy_installs_pinned_and_refuses_another_hash(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path):
+def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path, implementations_cache):
     """s5cmd's fixture commit beside s3cmd on the embedded MinIO: one fixture, one check, both decided."""
     from refbench.tools import find_tool
     if not find_tool("hyperfine"):
@@ -452,7 +452,7 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
     proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                      "--only", "s3 clients, small files", "--quick", "-r", "3", "-w", "1", "--rounds", "3",
                      "--budget", "none", "--no-profile", "-o", str(out / "summary.md"),
-                     "--json", str(out / "results.json"), cwd=tmp_path)
+                     "--json", str(out / "results.json"), cwd=tmp_path, env=implementations_cache)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     res = rs.load(out / "results.json")
     assert [b.label for b in res.builds] == ["v1.0.0", "s3cmd 2.4.0"]
@@ -467,7 +467,8 @@ def test_a_ref_beside_an_implementation_end_to_end(s5_origin, builds_dir, tmp_pa
 
 
 @pytest.mark.slow
-def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path):
+def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, builds_dir, tmp_path,
+                                                                  implementations_cache):
     """s3cmd (the cheapest to install: PyPI, cached) beside itself with flags=--dry-run, placed where
     s3cmd takes its options: the variant's upload asks MinIO for no PutObject, the plain one's for
     one per object (the embedded MinIO's request counts, exact)."""
@@ -479,7 +480,8 @@ def test_a_named_variants_flags_reach_an_implementation_end_to_end(s5_origin, bu
     proc = run_bench("-s", "v1.0.0", "--impl", "s3cmd", "--variant", "s3cmd-dry=impl:s3cmd,flags=--dry-run",
                      "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                      "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "2",
-                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path)
+                     "--budget", "none", "--no-profile", "--no-rss", "--json", str(out / "results.json"), cwd=tmp_path,
+                     env=implementations_cache)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     res = rs.load(out / "results.json")
     assert [b.label for b in res.builds] == ["v1.0.0", "s3cmd 2.4.0", "s3cmd-dry"]

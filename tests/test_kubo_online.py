@@ -49,16 +49,6 @@ def net_namespaces() -> set[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def kubo_binaries(kubo_origin, builds_dir, tmp_path_factory):
-    """The two kubo builds (built once for the session's build cache)."""
-    out = tmp_path_factory.mktemp("kubo-bins")
-    proc = run_bench("build", "-t", "kubo", "-s", "v1.0.0", "v1.1.0", "--repo", str(kubo_origin.path),
-                     "--builds-dir", str(builds_dir), "--out", str(out), cwd=out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return sorted(str(p) for p in out.glob("kubo/*/ipfs"))
-
-
 @pytest.mark.slow
 def test_online_daemon_is_alone_on_loopback_and_the_cli_goes_through_its_api(tmp_path, namespaces, kubo_binaries):
     from refbench.backends import IpfsBackend

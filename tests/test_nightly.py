@@ -477,7 +477,7 @@ def test_a_shift_in_an_implementations_series_is_found_but_never_alarms(tmp_path
 
 
 @pytest.mark.slow
-def test_a_real_night_with_an_implementation(s5_origin, builds_dir, tmp_path):
+def test_a_real_night_with_an_implementation(s5_origin, builds_dir, tmp_path, implementations_cache):
     """One real night on the embedded MinIO with `--impl s3cmd` (a PyPI install: seconds, where rclone
     is a Go build): the head's series (v1.0.0 against itself: an identical binary) and s3cmd's,
     measured against the head on one step of the small-files scenario, recorded as `impl:s3cmd@2.4.0`."""
@@ -489,7 +489,8 @@ def test_a_real_night_with_an_implementation(s5_origin, builds_dir, tmp_path):
     proc = run_bench("nightly", "--history", str(db_path), "--repo", str(s5_origin.path), "--base", "v1.0.0",
                      "--head", "v1.0.0", "--builds-dir", str(builds_dir), "--impl", "s3cmd", "--machine", "ci",
                      "--only", "s3 clients, small files/upload", "--quick", "-r", "2", "-w", "0", "--rounds", "1",
-                     "--budget", "none", "--no-profile", "--out-dir", str(tmp_path / "night"), cwd=tmp_path)
+                     "--budget", "none", "--no-profile", "--out-dir", str(tmp_path / "night"), cwd=tmp_path,
+                     env=implementations_cache)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout
     assert "nightly [s3cmd@2.4.0]:" in proc.stdout
     db = sqlite3.connect(db_path)

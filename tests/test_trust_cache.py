@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_bench
+from conftest import run_bench, usual_gocache
 from origins import git
 from refbench import builds as bl, trust
 from refbench.backends import snapshot
@@ -253,6 +253,7 @@ def test_a_planted_go_or_git_in_a_cache_directory_never_runs(origin, tmp_path, m
     caches both: what they held ran as go, git or sh."""
     from refbench import pins
     xdg = tmp_path / "xdg"
+    monkeypatch.setenv("GOCACHE", usual_gocache())  # before XDG_CACHE_HOME moves go's default
     monkeypatch.setenv("XDG_CACHE_HOME", str(xdg))
     marker = tmp_path / "planted-ran"
     cache_bins = [xdg / "refbench" / "bin", pins.cached_path("hyperfine").parent]
