@@ -219,8 +219,10 @@ class Builder:
         machine's Go with no switching, so the Go recorded is the Go that built. The environment
         is tools.child_env's: an allow-list, with no cache directory on PATH (where go would look
         for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
-        so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached)."""
+        so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached).
+        The Go caches are refbench's own (toolchain.own_caches)."""
         env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
+        env.update(tc.own_caches(paths.layout().environ))  # no restored Go cache feeds a build
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), self.goflags)))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`

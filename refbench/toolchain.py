@@ -409,6 +409,20 @@ def module_cache(env: Mapping[str, str]) -> Path:
     return Path(gopath or Path(env.get("HOME") or Path.home()) / "go") / "pkg" / "mod"
 
 
+def own_caches(environ: Mapping[str, str]) -> dict[str, str]:
+    """GOMODCACHE and GOCACHE for building a target: refbench's own, in its data directory, which
+    no cache step saves or restores, unless the machine's environment names its own (the user's
+    choice, kept). go takes a compiled package from its build cache by its action id and compiles a
+    module's unpacked directory as it finds it, without re-hashing either; a build may run what it
+    compiled (`go run`) before anything is checked. So the Go caches a restore may fill (the
+    default ~/go/pkg/mod and ~/.cache/go-build, which actions/setup-go saves and restores, or
+    a `go env -w GOMODCACHE=...` refbench would not see) never feed a build a keyed run seals
+    (review35j J1-J3). Set explicitly, they also make go's env file irrelevant here."""
+    root = paths.data_root() / "go"
+    return {"GOMODCACHE": environ.get("GOMODCACHE") or str(root / "mod"),
+            "GOCACHE": environ.get("GOCACHE") or str(root / "build")}
+
+
 _VCS_DROPPED: set[str] = set()  # module caches whose VCS work directories this process removed
 
 

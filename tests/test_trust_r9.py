@@ -317,3 +317,37 @@ def test_setup_links_no_tool_through_a_bin_link_a_restore_planted(tmp_path, monk
     mine = tmp_path / "my-bin"  # a --bin-dir of the user's own is theirs
     setup._link(root / "minio-pinned", "minio", mine)
     assert os.readlink(mine / "minio") == str(root / "minio-pinned")
+
+
+# ---- the tenth reading (review35j) J1-J3: which Go caches a target's build uses -------------------------
+def test_a_targets_build_uses_go_caches_of_refbenchs_own_that_no_restore_fills(tmp_path, monkeypatch):
+    """go compiles a module's unpacked directory and takes a compiled package from its build cache
+    without re-hashing either, and a build command may run what it compiled (`go run -C tools .`)
+    before anything is checked: planted code ran in a keyed build and read the key (J1), a planted
+    archive in the user's GOCACHE was linked in and sealed (J2), and a `go env -w GOMODCACHE`
+    moved go's module cache where refbench did not look (J3). With neither named in the machine's
+    environment, a build's go uses refbench's own, in its data directory (no cache step restores
+    it), whatever go's env file says; asked of go itself."""
+    from refbench import paths
+    _go_or_fail()
+    for k in ("GOMODCACHE", "GOCACHE", "GOPATH", "GOENV"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))  # where go keeps its env file
+    (tmp_path / "config" / "go").mkdir(parents=True)
+    (tmp_path / "config" / "go" / "env").write_text(f"GOMODCACHE={tmp_path / 'restored-mod'}\n"
+                                                     f"GOCACHE={tmp_path / 'restored-build'}\n")
+    (tmp_path / "origin").mkdir()
+    o = new_origin(tmp_path / "origin")
+    o.commit("one", {"go.mod": "module example.com/app\n\ngo 1.21\n", "main.go": "package main\n\nfunc main() {}\n"},
+             "one", tags=["v1.0.0"])
+    b = builder(o, tmp_path / "builds", target=target(binary="app"))
+    env = b._go_env()
+    go = shutil.which("go")
+    said = subprocess.run([go, "env", "GOMODCACHE", "GOCACHE"], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+    own = paths.data_root() / "go"
+    assert said == [str(own / "mod"), str(own / "build")], said
+    # a user who names their own keeps them
+    monkeypatch.setenv("GOCACHE", str(tmp_path / "mine"))
+    assert builder(o, tmp_path / "builds", target=target(binary="app"))._go_env()["GOCACHE"] == str(tmp_path / "mine")
