@@ -104,7 +104,9 @@ def crashed(e: BaseException, verbose: bool = False) -> int:
 def save_traceback(text: str) -> Path | None:
     """The traceback in a file of its own: under the cache root's crashes/ (REFBENCH_CRASH_DIR
     overrides), else the system temp directory; None when neither can take it (a full disk)."""
-    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    # the nanoseconds too: two crashes of one process in one second (cli.main called twice, as the
+    # tests do) would otherwise collide, and the second went to the fallback (the user's cache)
+    name = f"crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 10**9:09d}.txt"
     machine = MachineSettings.from_environ(os.environ)
     cache = machine.layout.cache_root  # reached through no link there: a restore may have planted `crashes`
     for where, within in ((machine.crash_dir, None), (cache / "crashes", cache), (tempfile.gettempdir(), None)):
