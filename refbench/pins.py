@@ -167,7 +167,8 @@ def build_env(base: dict | None = None) -> dict:
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
            or k in ("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
                     "GONOPROXY", "GOTMPDIR")}
-    env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO, GOWORK="off")
+    env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO, GOWORK="off",
+               GOENV="off")  # go's settings file (go env -w) is no input of a pinned build (review35k K2)
     from .tools import clean_path  # not at the top: tools imports this module
     env["PATH"] = clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
     env.update({"GOAMD64": "v1"} if current_platform().endswith("/amd64") else {})

@@ -351,3 +351,23 @@ def test_a_targets_build_uses_go_caches_of_refbenchs_own_that_no_restore_fills(t
     # a user who names their own keeps them
     monkeypatch.setenv("GOCACHE", str(tmp_path / "mine"))
     assert builder(o, tmp_path / "builds", target=target(binary="app"))._go_env()["GOCACHE"] == str(tmp_path / "mine")
+
+
+def test_gos_settings_file_is_no_input_of_a_targets_build(tmp_path, monkeypatch):
+    """go reads its settings file (what `go env -w` writes) unless GOENV=off: a GOCACHEPROG named
+    there replaced the build cache refbench set, ran in a keyed build and read the key (review35k
+    K2); GOSUMDB, GOINSECURE, GOPROXY and CC there passed the allow-list too. Asked of go itself."""
+    from refbench import pins
+    _go_or_fail()
+    monkeypatch.delenv("GOENV", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (tmp_path / "config" / "go").mkdir(parents=True)
+    (tmp_path / "config" / "go" / "env").write_text(f"GOCACHEPROG={tmp_path / 'planted'}\nGOINSECURE=*\n")
+    (tmp_path / "origin").mkdir()
+    o = new_origin(tmp_path / "origin")
+    o.commit("one", {"go.mod": "module example.com/app\n\ngo 1.21\n"}, "one", tags=["v1.0.0"])
+    go = shutil.which("go")
+    for env in (builder(o, tmp_path / "builds", target=target(binary="app"))._go_env(), pins.build_env()):
+        said = subprocess.run([go, "env", "GOCACHEPROG", "GOINSECURE"], env={**env, "GOTOOLCHAIN": "local"},
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert said == [], said
