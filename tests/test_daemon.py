@@ -242,6 +242,8 @@ class Prometheus:
     def __init__(self, filler: int = 0):
         import http.server
         import threading
+
+        from fakes.loopback import reply
         state = self
         self.requests = self.connections = 0
         head = "".join(f"filler_metric_{i} {i}\n" for i in range(filler))
@@ -258,10 +260,7 @@ class Prometheus:
                 state.requests += 1
                 body = (f"# HELP x\n{head}{daemon.PROM_ALLOC} {state.requests * MiB}\n"
                         f"{daemon.PROM_GC} {state.requests}\nother_metric 1\n").encode()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                reply(self, body)
 
             def log_message(self, *a):
                 pass

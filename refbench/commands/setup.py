@@ -27,6 +27,8 @@ setup`) calls this, so there is one implementation.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import io
 import os
 import platform
@@ -42,6 +44,12 @@ from .. import hyperfine, paths, pins, tools, trust
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
 DEFAULT_GO_TOOLCHAIN = "go1.24.6"  # fetched only when no Go is installed; GO_TOOLCHAIN names another
+# the checksum database's h1: of each toolchain zip setup may fetch (sum.golang.org's lookup of
+# golang.org/toolchain@v0.0.1-<go>.<os>-<arch>): the proxy, or the network to it, is not trusted to
+# hand over the Go that builds everything after (review35k K1)
+GO_ZIP_SUMS = {
+    "go1.24.6 linux/amd64": "h1:ddMwad9gwMnW/sEogIxiiTOS/KOJdVWoJQMCga/Sc3Q=",
+}
 
 
 def say(msg: str) -> None:
@@ -89,6 +97,31 @@ def apt_install(*packages: str) -> bool:
 
 
 # ---- the pieces ---------------------------------------------------------------------------
+def zip_hash(z: zipfile.ZipFile) -> str:
+    """Go's h1: of a module zip (golang.org/x/mod/sumdb/dirhash HashZip): the sorted lines
+    'sha256-hex  name' of its files, hashed."""
+    h = hashlib.sha256()
+    for name in sorted(i.filename for i in z.infolist() if not i.is_dir()):
+        h.update(f"{hashlib.sha256(z.read(name)).hexdigest()}  {name}\n".encode())
+    return "h1:" + base64.b64encode(h.digest()).decode()
+
+
+def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
+    """The fetched toolchain zip is the one the checksum database lists (GO_ZIP_SUMS; another Go
+    only where unpinned tools are allowed), and no entry would land outside the directory it is
+    unpacked into (a `../` name was written above the data directory)."""
+    bad = next((i.filename for i in z.infolist() if i.filename.startswith("/") or ".." in i.filename.split("/")), None)
+    want, got = GO_ZIP_SUMS.get(which), None
+    if not bad and want:
+        got = zip_hash(z)
+    if bad or (want and got != want) or (not want and not pins.unpinned_allowed()):
+        shutil.rmtree(tmp, ignore_errors=True)
+        why = (f"an entry named {bad!r}" if bad else f"its hash is {got}, the checksum database's is {want}" if want
+               else f"refbench pins no hash for Go {which} (pinned: {', '.join(GO_ZIP_SUMS)}; "
+                    "REFBENCH_UNPINNED_TOOLS=1 takes it unchecked)")
+        raise RefbenchError(f"refusing the Go toolchain from {url}: {why}; install Go, or fetch it from another GOPROXY")
+
+
 def ensure_go(bin_dir: Path) -> str:
     """The Go refbench builds with (tools.go: the machine's, on PATH); where there is none, a Go
     toolchain fetched from the Go module proxy into refbench's data directory, not a cache: no
@@ -113,6 +146,7 @@ def ensure_go(bin_dir: Path) -> str:
         prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-{arch}/"
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
         with zipfile.ZipFile(io.BytesIO(data)) as z:
+            _check_go_zip(z, f"{toolchain} linux/{arch}", url, tmp)
             for info in z.infolist():
                 if not info.filename.startswith(prefix) or info.is_dir():
                     continue
