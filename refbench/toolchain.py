@@ -417,7 +417,7 @@ def own_caches(environ: Mapping[str, str]) -> dict[str, str]:
     compiled (`go run`) before anything is checked. So the Go caches a restore may fill (the
     default ~/go/pkg/mod and ~/.cache/go-build, which actions/setup-go saves and restores, or
     a `go env -w GOMODCACHE=...` refbench would not see) never feed a build a keyed run seals
-    (review35j J1-J3). Set explicitly, they also make go's env file irrelevant here."""
+    (review35j J1-J3). Set explicitly, the env file cannot move them (and builds run with GOENV=off)."""
     root = paths.data_root() / "go"
     return {"GOMODCACHE": environ.get("GOMODCACHE") or str(root / "mod"),
             "GOCACHE": environ.get("GOCACHE") or str(root / "build")}
