@@ -386,6 +386,7 @@ class Runner:
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
+        self.fresh_daemons(where, timed=False)  # the warm-ups warm the daemons the rounds use
         hf_warmup = warmup
         rss_by_warmup = bench.measure_rss and "memory" not in bench.metrics
         obs = bench.observer
@@ -413,6 +414,7 @@ class Runner:
             order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
+            self.fresh_daemons(where, timed=True)
             started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
@@ -540,6 +542,16 @@ class Runner:
                 s.add_daemon(collect_usages(p[2], len(s.runs) - s.probed(role), f"{where} round {r + 1}, {b.label}"),
                              role)
         return elapsed
+
+    def fresh_daemons(self, where: str, timed: bool) -> None:
+        """The backend's hook before a step's warm-ups and before each round (IpfsBackend.before_round):
+        it restarts the builds' daemons every K rounds, untimed, so one daemon's drift is noise
+        between rounds, not a build's (issue 36)."""
+        hook = getattr(self.bench.backend, "before_round", None)
+        seconds = hook(timed) if hook is not None else 0.0
+        if seconds:
+            self.status(f"{where}: daemons restarted ({seconds:.1f} s)")
+            self.progress = self.progress.spent("daemon_restart", seconds)
 
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
         """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3

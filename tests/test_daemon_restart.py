@@ -1,0 +1,151 @@
+"""kubo's daemons restarted every K rounds (issue 36): one daemon's runs are correlated (it drifts
+into a state of its own), so a daemon serves at most K rounds of a step, then every build's is
+restarted on its own repo, untimed, at the same API address. Through the runner on the
+MockExecutor with a stand-in `ipfs` that records each daemon it starts."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes.executor import MockExecutor
+from refbench import results as rs, runner as rn, stats
+from refbench.backends import IpfsBackend
+from refbench.backends.ipfs import restarts_fact
+from refbench.builds import BuiltRef
+from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
+from refbench.fixtures import FixtureFiles
+from refbench.refs import ResolvedRef
+from refbench.sampling import Sampling
+
+# an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
+# daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
+# is ready, notes "IPFS_PATH pid port" in starts.log beside itself and waits for SIGTERM
+FAKE_IPFS = r'''#!PYTHON
+import json, os, signal, socket, sys, time
+from pathlib import Path
+repo = Path(os.environ["IPFS_PATH"])
+cmd = sys.argv[1]
+if cmd == "init":
+    repo.mkdir(parents=True, exist_ok=True)
+    (repo / "config").write_text(json.dumps({"Addresses": {"API": "/ip4/127.0.0.1/tcp/0"}}))
+elif cmd == "daemon":
+    port = int(json.loads((repo / "config").read_text())["Addresses"]["API"].rsplit("/", 1)[1])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    port = s.getsockname()[1]
+    def bye(*a):
+        (repo / "api").unlink(missing_ok=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, bye)
+    with open(Path(__file__).with_name("starts.log"), "a") as fh:
+        fh.write(f"{repo} {os.getpid()} {port}\n")
+    (repo / "api").write_text(f"/ip4/127.0.0.1/tcp/{port}")
+    print("Daemon is ready", flush=True)
+    while True:
+        time.sleep(1)
+'''
+
+
+@pytest.fixture
+def fake_ipfs(tmp_path) -> Path:
+    path = tmp_path / "bin" / "ipfs"
+    path.parent.mkdir()
+    path.write_text(FAKE_IPFS.replace("PYTHON", sys.executable, 1))
+    path.chmod(0o755)
+    return path
+
+
+def starts(fake_ipfs: Path) -> list[tuple[str, int, int]]:
+    """Every daemon the stand-in started: (its repo's name, pid, API port), in order."""
+    log = fake_ipfs.with_name("starts.log")
+    lines = log.read_text().split() if log.exists() else []
+    return [(Path(lines[i]).name, int(lines[i + 1]), int(lines[i + 2])) for i in range(0, len(lines), 3)]
+
+
+def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1):
+    """One offline kubo scenario of `steps` steps, two builds, through the runner; its backend
+    (closed) and the per-round pids each build's commands met."""
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=every)
+    backend.daemon_probes = lambda label: None  # the MockExecutor runs no hook: no probe to read
+    seen = collections.defaultdict(list)  # label -> the daemon pid at each round
+
+    class Watch(MockExecutor):
+        def measure(self, where, call, env):
+            if " round " in where:
+                for label, repo in backend.repos.items():
+                    seen[label].append(repo.daemon.pid)
+            return super().measure(where, call, env)
+
+    executor = Watch()
+    built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
+                      False, 0.0) for i in range(2)]
+    bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
+                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds),
+                     criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
+    (tmp_path / "run").mkdir()
+    spec = FixtureSpec(kind="sparse", size=1, count=1)
+    sc = ScenarioSpec("s", "t", spec, spec, tuple(StepSpec(f"step{j}", "{{ bin }} add x") for j in range(steps)),
+                      daemon="offline")
+    with backend:
+        runner = rn.Runner(bench)
+        runner.run_scenario(sc, FixtureFiles(spec, tmp_path, 1, 1, 0))
+        facts = backend.describe()
+    return facts, dict(seen), runner.progress
+
+
+def per_build(fake_ipfs) -> collections.Counter:
+    return collections.Counter(name for name, _, _ in starts(fake_ipfs))
+
+
+@pytest.mark.parametrize("every, rounds, steps, expected", [
+    (1, 5, 1, 5),   # a daemon of its own for every round
+    (2, 5, 1, 3),   # rounds 0-1, 2-3, 4
+    (0, 5, 1, 1),   # never: the scenario's one daemon
+    (1, 3, 2, 6),   # the second step's warm-ups already meet fresh daemons
+])
+def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, expected):
+    facts, seen, progress = run_offline(tmp_path, fake_ipfs, every, rounds, steps)
+    assert per_build(fake_ipfs) == {"s-b0": expected, "s-b1": expected}
+    for label, pids in seen.items():
+        assert len(pids) == rounds * steps
+        if every == 1:  # no two rounds met the same daemon
+            assert len(set(pids)) == len(pids), (label, pids)
+        if every == 0:
+            assert len(set(pids)) == 1
+    # each build's daemon kept its API address (the step's files name it), and every build got as many
+    ports = collections.defaultdict(set)
+    for name, _, port in starts(fake_ipfs):
+        ports[name].add(port)
+    assert all(len(p) == 1 for p in ports.values()), ports
+    # the restarts' cost is untimed and accounted for; results.json's backend facts say K
+    restarts = expected - 1
+    assert (progress.untimed.get("daemon_restart", 0.0) > 0) == (restarts > 0)
+    words = {1: f"every round; {restarts} restarts, ", 2: f"every 2 rounds; {restarts} restarts, ",
+             0: "never: one daemon per build"}[every]
+    assert facts["daemon restarts"].startswith(words), facts
+
+
+def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
+    facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3)
+    assert per_build(fake_ipfs) == {"s-b0": 3, "s-b1": 3}
+    assert facts["daemon restarts"].startswith("every round; 2 restarts, ")
+    assert restarts_fact(0, []) == "never: one daemon per build for the whole scenario"
+    assert restarts_fact(3, [0.5, 0.7]) == "every 3 rounds; 2 restarts, 1.2 s in all, untimed"
+
+
+def test_the_summary_says_how_often_the_daemons_were_restarted():
+    from refbench.render import markdown
+    from factories import results_doc
+
+    doc = results_doc({("s", "add"): {"old": [1.0] * 8, "new": [1.0] * 8}})
+    doc["scenarios"][0]["daemon"] = "online"
+    doc["backend"] = {"kind": "ipfs", "daemon": "s: online", "daemon restarts": restarts_fact(1, [1.0, 1.5])}
+    text = markdown.render_markdown(rs.Results.from_json(json.loads(json.dumps(doc))))
+    assert "daemons restarted every round; 2 restarts, 2.5 s in all, untimed" in text
