@@ -24,7 +24,8 @@ from refbench.sampling import Sampling
 
 # an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
 # daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
-# is ready, notes "IPFS_PATH pid port" in starts.log beside itself and waits for SIGTERM
+# is ready, notes "IPFS_PATH pid port fresh|old" in starts.log beside itself (old: a daemon ran on
+# this repo before) and waits for SIGTERM
 FAKE_IPFS = r'''#!PYTHON
 import json, os, signal, socket, sys, time
 from pathlib import Path
@@ -44,8 +45,10 @@ elif cmd == "daemon":
         (repo / "api").unlink(missing_ok=True)
         sys.exit(0)
     signal.signal(signal.SIGTERM, bye)
+    history = "old" if (repo / "history").exists() else "fresh"  # what an earlier daemon left in the repo
+    (repo / "history").write_text("a daemon ran here")
     with open(Path(__file__).with_name("starts.log"), "a") as fh:
-        fh.write(f"{repo} {os.getpid()} {port}\n")
+        fh.write(f"{repo} {os.getpid()} {port} {history}\n")
     (repo / "api").write_text(f"/ip4/127.0.0.1/tcp/{port}")
     print("Daemon is ready", flush=True)
     while True:
@@ -62,11 +65,14 @@ def fake_ipfs(tmp_path) -> Path:
     return path
 
 
-def starts(fake_ipfs: Path) -> list[tuple[str, int, int]]:
-    """Every daemon the stand-in started: (its repo's name, pid, API port), in order."""
+def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
+    """Every daemon the stand-in started: (its repo's name, pid, API port, fresh or old), in order."""
     log = fake_ipfs.with_name("starts.log")
-    lines = log.read_text().split() if log.exists() else []
-    return [(Path(lines[i]).name, int(lines[i + 1]), int(lines[i + 2])) for i in range(0, len(lines), 3)]
+    rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return [(Path(r[0]).name, int(r[1]), int(r[2]), r[3]) for r in rows]
+
+
+executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
 
 
 def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1):
@@ -84,6 +90,8 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
             return super().measure(where, call, env)
 
     executor = Watch()
+    executor_shells.clear()
+    executor_shells.append(executor.shells)
     built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
                       False, 0.0) for i in range(2)]
     bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
@@ -91,8 +99,8 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
                      criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
     (tmp_path / "run").mkdir()
     spec = FixtureSpec(kind="sparse", size=1, count=1)
-    sc = ScenarioSpec("s", "t", spec, spec, tuple(StepSpec(f"step{j}", "{{ bin }} add x") for j in range(steps)),
-                      daemon="offline")
+    step_specs = tuple(StepSpec(f"step{j}", "{{ bin }} add x", setup="{{ bin }} add setup-marker") for j in range(steps))
+    sc = ScenarioSpec("s", "t", spec, spec, step_specs, daemon="offline")
     with backend:
         runner = rn.Runner(bench)
         runner.run_scenario(sc, FixtureFiles(spec, tmp_path, 1, 1, 0))
@@ -101,7 +109,7 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
 
 
 def per_build(fake_ipfs) -> collections.Counter:
-    return collections.Counter(name for name, _, _ in starts(fake_ipfs))
+    return collections.Counter(name for name, *_ in starts(fake_ipfs))
 
 
 @pytest.mark.parametrize("every, rounds, steps, expected", [
@@ -121,23 +129,26 @@ def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_i
             assert len(set(pids)) == 1
     # each build's daemon kept its API address (the step's files name it), and every build got as many
     ports = collections.defaultdict(set)
-    for name, _, port in starts(fake_ipfs):
-        ports[name].add(port)
-    assert all(len(p) == 1 for p in ports.values()), ports
-    # the restarts' cost is untimed and accounted for; results.json's backend facts say K
     restarts = expected - 1
+    for name, _, port, history in starts(fake_ipfs):
+        ports[name].add(port)
+        assert history == "fresh"  # every daemon on a repo of its own: a repo's history is not kept
+    assert all(len(p) == 1 for p in ports.values()), ports
+    # a fresh repo gets back what the step's setup put in the old one: once per repo and build
+    assert sum("setup-marker" in cmd for cmd in executor_shells[0]) == 2 * (steps + restarts)
+    # the restarts' cost is untimed and accounted for; results.json's backend facts say K
     assert (progress.untimed.get("daemon_restart", 0.0) > 0) == (restarts > 0)
-    words = {1: f"every round; {restarts} restarts, ", 2: f"every 2 rounds; {restarts} restarts, ",
-             0: "never: one daemon per build"}[every]
+    words = {1: f"on fresh repos every round; {restarts} restarts, ",
+             2: f"on fresh repos every 2 rounds; {restarts} restarts, ", 0: "never: one repo and daemon per build"}[every]
     assert facts["daemon restarts"].startswith(words), facts
 
 
 def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
     facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3)
     assert per_build(fake_ipfs) == {"s-b0": 3, "s-b1": 3}
-    assert facts["daemon restarts"].startswith("every round; 2 restarts, ")
-    assert restarts_fact(0, []) == "never: one daemon per build for the whole scenario"
-    assert restarts_fact(3, [0.5, 0.7]) == "every 3 rounds; 2 restarts, 1.2 s in all, untimed"
+    assert facts["daemon restarts"].startswith("on fresh repos every round; 2 restarts, ")
+    assert restarts_fact(0, []) == "never: one repo and daemon per build for the whole scenario"
+    assert restarts_fact(3, [0.5, 0.7]) == "on fresh repos every 3 rounds; 2 restarts, 1.2 s in all, untimed"
 
 
 def test_the_summary_says_how_often_the_daemons_were_restarted():
@@ -148,4 +159,4 @@ def test_the_summary_says_how_often_the_daemons_were_restarted():
     doc["scenarios"][0]["daemon"] = "online"
     doc["backend"] = {"kind": "ipfs", "daemon": "s: online", "daemon restarts": restarts_fact(1, [1.0, 1.5])}
     text = markdown.render_markdown(rs.Results.from_json(json.loads(json.dumps(doc))))
-    assert "daemons restarted every round; 2 restarts, 2.5 s in all, untimed" in text
+    assert "daemons restarted on fresh repos every round; 2 restarts, 2.5 s in all, untimed" in text

@@ -35,9 +35,10 @@ from .snapshot import StateCache, key, layer_mount_command, restore_command, unm
 log = logging.getLogger(__name__)
 
 API_PLACEHOLDER = "http://127.0.0.1:<port>"  # a daemon's API before it starts
-# Every round of a step gets daemons of its own (issue 36): one daemon's runs are correlated (it
-# drifts into a state of its own and keeps it), so with one daemon per build for a whole scenario
-# a daemon's state looked like a difference between the builds. docs/kubo.md has the figures.
+# Every round of a step gets fresh repos and daemons of their own (issue 36): one repo's runs are
+# correlated (each add/unpin/gc cycle leaves its daemon's next add costlier, at a pace of its own),
+# so with one repo and daemon per build for a whole scenario that history looked like a difference
+# between the builds. docs/kubo.md has the figures.
 DEFAULT_RESTART_EVERY = 1
 
 
@@ -169,8 +170,9 @@ class IpfsRepo:
         raise RunError(f"ipfs daemon did not become ready within {timeout:.0f}s")
 
     def pin_api(self) -> None:
-        """Before a restart: the next daemon listens where this one did, since the step's commands,
-        and files its setup wrote (the concurrent fetch's curl configs), name the API's address."""
+        """Before a restart (after the repo's init): the next daemon listens where this one did, since
+        the step's commands, and files its setup wrote (the concurrent fetch's curl configs), name
+        the API's address."""
         if not self.api:
             return
         cfg_path = self.path / "config"
@@ -200,11 +202,12 @@ def daemon_cpu_fact(sources) -> dict[str, str]:
 
 def restarts_fact(every: int, seconds: list[float]) -> str:
     """results.json's backend fact `daemon restarts` (shown in the summary's "How kubo ran"): how
-    many rounds a daemon served, and what the untimed restarts cost."""
+    many rounds a repo and its daemon served, and what the untimed restarts cost (the setups that
+    put back what a fresh repo lacks not included: they count as setup)."""
     if not every:
-        return "never: one daemon per build for the whole scenario"
+        return "never: one repo and daemon per build for the whole scenario"
     cost = f"; {len(seconds)} restarts, {sum(seconds):.1f} s in all, untimed" if seconds else ""
-    return f"every {'round' if every == 1 else f'{every} rounds'}{cost}"
+    return f"on fresh repos every {'round' if every == 1 else f'{every} rounds'}{cost}"
 
 
 @dataclass(frozen=True)
@@ -242,8 +245,8 @@ class IpfsBackend:
     pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
     in_process: frozenset[str] = frozenset()  # labels of builds that are their own node in one process (Helia)
     cpu_sources: dict = field(default_factory=dict)  # label -> (refbench.daemon.CPU_SOURCES key, why not cgroup)
-    # a daemon serves at most this many rounds of a step, then every build's is restarted on its
-    # repo, untimed (before_round); 0: one daemon per build for the whole scenario
+    # a daemon serves at most this many rounds of a step, then every build gets a fresh repo and
+    # daemon, untimed (before_round); 0: one repo and daemon per build for the whole scenario
     restart_every: int = DEFAULT_RESTART_EVERY
     served: int = 0  # rounds the running daemons have served
     restarts: list = field(default_factory=list)  # seconds each restart of the builds' daemons took
@@ -304,9 +307,10 @@ class IpfsBackend:
 
     def before_round(self, timed: bool = True) -> float:
         """Called by the runner before a step's warm-ups (timed False) and before each of its
-        rounds: restarts the builds' daemons once they have served restart_every rounds, so a
-        daemon's own state is between-round noise the statistics see, not a build's. Returns the
-        seconds the restart took (0.0: none), which are untimed."""
+        rounds: once the builds' daemons have served restart_every rounds, each build gets a fresh
+        repo and a new daemon on it (restart_daemons), so what one repo's history does to its
+        daemon is between-round noise the statistics see, not a build's. Returns the seconds that
+        took (0.0: nothing was restarted; the runner then puts back what the setups added)."""
         seconds = 0.0
         if self.restart_every and self.served >= self.restart_every and self.server_pids():
             seconds = self.restart_daemons()
@@ -315,9 +319,11 @@ class IpfsBackend:
         return seconds
 
     def restart_daemons(self) -> float:
-        """Every build's running daemon stopped and a new one started on the same repo, at its API
-        address: all stopped first, then all started, then waited for, the same for every build.
-        Their probe servers go with them (daemon_probes starts one per new daemon)."""
+        """Every build's running daemon stopped, its repo made afresh (`ipfs init` as at the
+        scenario's start) and a new daemon started on it at the old API address: all stopped first,
+        then all started, then waited for, the same for every build. A repo, not only its daemon:
+        a daemon restarted on its old repo keeps that repo's growing cost (docs/kubo.md). Their
+        probe servers go with them (daemon_probes starts one per new daemon)."""
         t0 = time.monotonic()
         live = [repo for repo in self.repos.values() if repo.daemon is not None]
         for server in self.probe_servers.values():
@@ -329,6 +335,8 @@ class IpfsBackend:
         apis = [repo.api for repo in live]
         for repo in live:
             repo.stop_daemon()
+            shutil.rmtree(repo.path)
+            repo.init()
             repo.pin_api()
         for repo in live:
             repo.spawn_daemon(repo.log_path)
