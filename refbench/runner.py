@@ -425,7 +425,8 @@ class Runner:
             order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
-            self.fresh_daemons(*fresh, timed=True)
+            if self.fresh_daemons(*fresh, timed=True) and warmup:  # a fresh repo's first add is a cold one
+                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1)
             started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
@@ -555,11 +556,12 @@ class Runner:
         return elapsed
 
     def fresh_daemons(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec, ctx: list, where: str,
-                      timed: bool) -> None:
+                      timed: bool) -> bool:
         """The backend's hook before a step's warm-ups and before each round (IpfsBackend.before_round):
         every K rounds each build gets a fresh repo and daemon, untimed, so one repo's drift is noise
         between rounds, not a build's (issue 36); what the scenario's and the step's setup put in
-        the old repo is put back."""
+        the old repo is put back. Whether it restarted them (before a round, the caller then
+        warms them up: the first add into a fresh repo costs its daemon 30-60% more CPU)."""
         hook = getattr(self.bench.backend, "before_round", None)
         seconds = hook(timed) if hook is not None else 0.0
         if seconds:
@@ -567,6 +569,7 @@ class Runner:
             self.progress = self.progress.spent("daemon_restart", seconds)
             self.scenario_setup(scenario, fixture)
             self.step_setup(scenario, step, ctx, where)
+        return bool(seconds)
 
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
         """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3

@@ -80,13 +80,12 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
     (closed) and the per-round pids each build's commands met."""
     backend = IpfsBackend.open(tmp_path / "work", restart_every=every)
     backend.daemon_probes = lambda label: None  # the MockExecutor runs no hook: no probe to read
-    seen = collections.defaultdict(list)  # label -> the daemon pid at each round
+    seen = collections.defaultdict(list)  # label -> the daemon pid at each round, "warm-up" at a warm-up call
 
     class Watch(MockExecutor):
         def measure(self, where, call, env):
-            if " round " in where:
-                for label, repo in backend.repos.items():
-                    seen[label].append(repo.daemon.pid)
+            for label, repo in backend.repos.items():
+                seen[label].append(repo.daemon.pid if " round " in where else "warm-up")
             return super().measure(where, call, env)
 
     executor = Watch()
@@ -112,16 +111,21 @@ def per_build(fake_ipfs) -> collections.Counter:
     return collections.Counter(name for name, *_ in starts(fake_ipfs))
 
 
-@pytest.mark.parametrize("every, rounds, steps, expected", [
-    (1, 5, 1, 5),   # a daemon of its own for every round
-    (2, 5, 1, 3),   # rounds 0-1, 2-3, 4
-    (0, 5, 1, 1),   # never: the scenario's one daemon
-    (1, 3, 2, 6),   # the second step's warm-ups already meet fresh daemons
+@pytest.mark.parametrize("every, rounds, steps, expected, warmups", [
+    (1, 5, 1, 5, 5),   # a daemon of its own for every round, warmed up before it
+    (2, 5, 1, 3, 3),   # rounds 0-1, 2-3, 4
+    (0, 5, 1, 1, 1),   # never: the scenario's one daemon
+    (1, 3, 2, 6, 6),   # the second step's own warm-ups already meet fresh daemons
 ])
-def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, expected):
+def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, expected,
+                                                                warmups):
     facts, seen, progress = run_offline(tmp_path, fake_ipfs, every, rounds, steps)
     assert per_build(fake_ipfs) == {"s-b0": expected, "s-b1": expected}
-    for label, pids in seen.items():
+    for label, calls in seen.items():
+        # the step's warm-ups, then one warm-up call before each round that meets fresh daemons
+        assert calls.count("warm-up") == warmups, calls
+        assert all(a != "warm-up" or b != "warm-up" for a, b in zip(calls, calls[1:]))
+        pids = [c for c in calls if c != "warm-up"]
         assert len(pids) == rounds * steps
         if every == 1:  # no two rounds met the same daemon
             assert len(set(pids)) == len(pids), (label, pids)
