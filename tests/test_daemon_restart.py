@@ -21,6 +21,7 @@ from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
 from refbench.sampling import Sampling
+from test_kubo_online import kubo_binaries, namespaces  # noqa: F401 (fixtures of the slow test)
 
 # an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
 # daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
@@ -153,6 +154,7 @@ def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ip
     assert facts["daemon restarts"].startswith("on fresh repos every round; 2 restarts, ")
     assert restarts_fact(0, []) == "never: one repo and daemon per build for the whole scenario"
     assert restarts_fact(3, [0.5, 0.7]) == "on fresh repos every 3 rounds; 2 restarts, 1.2 s in all, untimed"
+    assert restarts_fact(2, [0.5]) == "on fresh repos every 2 rounds; 1 restart, 0.5 s in all, untimed"
 
 
 def test_the_summary_says_how_often_the_daemons_were_restarted():
@@ -164,3 +166,46 @@ def test_the_summary_says_how_often_the_daemons_were_restarted():
     doc["backend"] = {"kind": "ipfs", "daemon": "s: online", "daemon restarts": restarts_fact(1, [1.0, 1.5])}
     text = markdown.render_markdown(rs.Results.from_json(json.loads(json.dumps(doc))))
     assert "daemons restarted on fresh repos every round; 2 restarts, 2.5 s in all, untimed" in text
+
+
+@pytest.mark.slow
+def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_api(tmp_path, namespaces,  # noqa: F811
+                                                                                  kubo_binaries):
+    """Real kubo, online, K=1: before the second round each build has a new daemon (another pid,
+    still in the run's namespace, at the same API address) on a repo without the first's content."""
+    import subprocess
+    from types import SimpleNamespace
+
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 16))
+    labels = ("old", "new")
+    try:
+        backend.open_scenario(scenario, list(labels), kubo_binaries, tmp_path / "work")
+        prefix = backend.command_prefix()
+
+        def ipfs(lab, binary, *args):
+            p = subprocess.run([*prefix, binary, *args], env={**os.environ, **backend.context_env("probe", lab)},
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, (args, p.stderr)
+            return p.stdout.strip()
+
+        first = {lab: (backend.repos[lab].daemon.pid, backend.repos[lab].api) for lab in labels}
+        cids = {lab: ipfs(lab, b, "add", "-Q", str(data)) for lab, b in zip(labels, kubo_binaries)}
+        assert backend.before_round(timed=False) == 0.0  # fresh daemons: the warm-ups use them
+        assert backend.before_round(timed=True) == 0.0  # round 1: the same daemons
+        cgroups = [backend.repos[lab].cpu_cgroup.path for lab in labels if backend.repos[lab].cpu_cgroup]
+        seconds = backend.before_round(timed=True)  # round 2: new ones
+        assert seconds > 0
+        for lab, binary in zip(labels, kubo_binaries):
+            repo = backend.repos[lab]
+            assert repo.daemon.pid != first[lab][0] and not Path(f"/proc/{first[lab][0]}/cmdline").read_bytes()
+            assert repo.api == first[lab][1]  # where the step's commands reach it
+            assert os.readlink(f"/proc/{repo.daemon.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            assert ipfs(lab, binary, "pin", "ls", "--type=recursive", "-q") == ""  # a fresh repo
+            assert ipfs(lab, binary, "add", "-Q", "--pin=false", str(data)) == cids[lab]
+        assert not any(c.exists() for c in cgroups)  # the old daemons' cgroups went with them
+        assert backend.describe()["daemon restarts"].startswith("on fresh repos every round; 1 restart, ")
+    finally:
+        backend.close()

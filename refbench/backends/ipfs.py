@@ -206,7 +206,8 @@ def restarts_fact(every: int, seconds: list[float]) -> str:
     put back what a fresh repo lacks not included: they count as setup)."""
     if not every:
         return "never: one repo and daemon per build for the whole scenario"
-    cost = f"; {len(seconds)} restarts, {sum(seconds):.1f} s in all, untimed" if seconds else ""
+    n = len(seconds)
+    cost = f"; {n} restart{'s' if n != 1 else ''}, {sum(seconds):.1f} s in all, untimed" if seconds else ""
     return f"on fresh repos every {'round' if every == 1 else f'{every} rounds'}{cost}"
 
 
