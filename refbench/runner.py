@@ -393,11 +393,11 @@ class Runner:
         hf_seconds = 0.0
         for b in builds:  # every build's binary in the page cache the same way for the runs below
             settle_page_cache(b.binary)
+        fresh = (scenario, fixture, step, ctx, where)
+        self.fresh_daemons(*fresh, timed=False)  # the warm-ups warm the repos and daemons the rounds use
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
-        fresh = (scenario, fixture, step, ctx, where)
-        self.fresh_daemons(*fresh, timed=False)  # the warm-ups warm the repos and daemons the rounds use
         hf_warmup = warmup
         rss_by_warmup = bench.measure_rss and "memory" not in bench.metrics
         obs = bench.observer

@@ -209,3 +209,16 @@ def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_ap
         assert backend.describe()["daemon restarts"].startswith("on fresh repos every round; 1 restart, ")
     finally:
         backend.close()
+
+
+def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_path, monkeypatch):
+    from fakes.pipeline import scenarios_file
+    from refbench.errors import EXIT_ERROR
+    from test_cli_mock import FIXED, bench
+    from test_judge import SCENARIOS
+
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)  # the mock S3 target "fake"
+    proc = bench(scenarios, tmp_path, *FIXED, "--daemon-restart-every", "2")
+    assert proc.returncode == EXIT_ERROR and "--daemon-restart-every applies to IPFS targets" in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("refbench: error:") and "Traceback" not in proc.stderr
+    assert bench(scenarios, tmp_path / "neg", *FIXED, "--daemon-restart-every", "-1").returncode == EXIT_ERROR

@@ -111,8 +111,8 @@ def run_parser() -> argparse.ArgumentParser:
                    help="how every kubo scenario runs (default: each scenario's own; the bundled ones: online, "
                         "the daemon on a loopback-only network of the run's own, as users run kubo)")
     p.add_argument("--daemon-restart-every", type=nonneg, default=None, metavar="K",
-                   help="restart every build's kubo daemon on its repo after K rounds of a step, untimed "
-                        "(default 1: each round its own daemons; 0: one daemon per build for the whole scenario)")
+                   help="give every build a fresh kubo repo and daemon after K rounds of a step, untimed "
+                        "(default 1: each round its own; 0: one repo and daemon per build for the whole scenario)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=REF[,go=GO][,flags=FLAGS][,env=K=V]",
                    help="a build named NAME, after the -s refs: REF with its own Go (as --go), the target's own "
                         "flags (after -sf's) and environment; or NAME alone for a [[variants]] table of the "
