@@ -321,21 +321,26 @@ class Runner:
         self.progress = self.progress.scenario_done(done)
         return done
 
-    def scenario_setup(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles) -> None:
+    def scenario_setup(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles) -> int:
         """The scenario's setup (an implementation's own, where it is one): once per backend
-        context, and again on the fresh repos of a daemon restart (fresh_daemons)."""
-        builds = self.bench.builds
+        context, and again on the fresh repos of a daemon restart (fresh_daemons). How many ran."""
+        builds, ran = self.bench.builds, 0
         for i, b in enumerate(builds[:1] if self.bench.backend.shared_context else builds):
             if setup := impls.scenario_template(b, scenario, "setup"):
                 self.status(f"{scenario.name}: setup ({b.label})")
                 self.sh(self.shell(scenario, b, setup, self.values(scenario, fixture, i, b, None)),
                         f"{scenario.name}: setup for {b.label}")
+                ran += 1
+        return ran
 
-    def step_setup(self, scenario: ScenarioSpec, step: StepSpec, ctx: list, where: str) -> None:
-        """The step's setup for each (build, template values) of ctx."""
+    def step_setup(self, scenario: ScenarioSpec, step: StepSpec, ctx: list, where: str) -> int:
+        """The step's setup for each (build, template values) of ctx. How many ran."""
+        ran = 0
         for b, v in ctx:
             if setup := impls.step_template(b, scenario, step, "setup"):
                 self.sh(self.shell(scenario, b, setup, v), f"{where}: setup for {b.label}")
+                ran += 1
+        return ran
 
     def build_state(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef,
                     step: StepSpec | None) -> None:
@@ -567,8 +572,10 @@ class Runner:
         if seconds:
             self.status(f"{where}: fresh repos and daemons ({seconds:.1f} s)")
             self.progress = self.progress.spent("daemon_restart", seconds)
-            self.scenario_setup(scenario, fixture)
-            self.step_setup(scenario, step, ctx, where)
+            if self.scenario_setup(scenario, fixture) + self.step_setup(scenario, step, ctx, where):
+                # the setup's work (an add) leaves its daemon's heap grown, and a step's runs would
+                # start from that peak: the runs get daemons that did not do it, on the same repos
+                self.progress = self.progress.spent("daemon_restart", self.bench.backend.restart_daemons(fresh=False))
         return bool(seconds)
 
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:

@@ -76,9 +76,10 @@ def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
 executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
 
 
-def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1):
-    """One offline kubo scenario of `steps` steps, two builds, through the runner; its backend
-    (closed) and the per-round pids each build's commands met."""
+def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True):
+    """One offline kubo scenario of `steps` steps (each with a setup, unless not `setup`), two
+    builds, through the runner: the backend's facts, the daemon pid each build's rounds met (and
+    "warm-up" for a warm-up call), the runner's progress."""
     backend = IpfsBackend.open(tmp_path / "work", restart_every=every)
     backend.daemon_probes = lambda label: None  # the MockExecutor runs no hook: no probe to read
     seen = collections.defaultdict(list)  # label -> the daemon pid at each round, "warm-up" at a warm-up call
@@ -99,7 +100,8 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
                      criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
     (tmp_path / "run").mkdir()
     spec = FixtureSpec(kind="sparse", size=1, count=1)
-    step_specs = tuple(StepSpec(f"step{j}", "{{ bin }} add x", setup="{{ bin }} add setup-marker") for j in range(steps))
+    step_specs = tuple(StepSpec(f"step{j}", "{{ bin }} add x", setup="{{ bin }} add setup-marker" if setup else None)
+                       for j in range(steps))
     sc = ScenarioSpec("s", "t", spec, spec, step_specs, daemon="offline")
     with backend:
         runner = rn.Runner(bench)
@@ -112,16 +114,18 @@ def per_build(fake_ipfs) -> collections.Counter:
     return collections.Counter(name for name, *_ in starts(fake_ipfs))
 
 
-@pytest.mark.parametrize("every, rounds, steps, expected, warmups", [
-    (1, 5, 1, 5, 5),   # a daemon of its own for every round, warmed up before it
-    (2, 5, 1, 3, 3),   # rounds 0-1, 2-3, 4
-    (0, 5, 1, 1, 1),   # never: the scenario's one daemon
-    (1, 3, 2, 6, 6),   # the second step's own warm-ups already meet fresh daemons
+@pytest.mark.parametrize("every, rounds, steps, refreshes, warmups", [
+    (1, 5, 1, 4, 5),   # fresh repos and daemons for every round, warmed up before it
+    (2, 5, 1, 2, 3),   # rounds 0-1, 2-3, 4
+    (0, 5, 1, 0, 1),   # never: the scenario's one repo and daemon
+    (1, 3, 2, 5, 6),   # the second step's own warm-ups already meet fresh ones
 ])
-def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, expected,
+def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, refreshes,
                                                                 warmups):
     facts, seen, progress = run_offline(tmp_path, fake_ipfs, every, rounds, steps)
-    assert per_build(fake_ipfs) == {"s-b0": expected, "s-b1": expected}
+    # each refresh: a daemon on a fresh repo for the setup's add, then one on that repo for the runs
+    # (the setup's work left the first one's heap grown)
+    assert per_build(fake_ipfs) == {"s-b0": 1 + 2 * refreshes, "s-b1": 1 + 2 * refreshes}
     for label, calls in seen.items():
         # the step's warm-ups, then one warm-up call before each round that meets fresh daemons
         assert calls.count("warm-up") == warmups, calls
@@ -132,25 +136,30 @@ def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_i
             assert len(set(pids)) == len(pids), (label, pids)
         if every == 0:
             assert len(set(pids)) == 1
-    # each build's daemon kept its API address (the step's files name it), and every build got as many
     ports = collections.defaultdict(set)
-    restarts = expected - 1
+    histories = collections.defaultdict(list)
     for name, _, port, history in starts(fake_ipfs):
         ports[name].add(port)
-        assert history == "fresh"  # every daemon on a repo of its own: a repo's history is not kept
+        histories[name].append(history)
+    # each build's daemon kept its API address (the step's files name it)
     assert all(len(p) == 1 for p in ports.values()), ports
+    # every refresh starts from a repo no daemon ran on: a repo's history is not kept
+    assert all(h == ["fresh"] + ["fresh", "old"] * refreshes for h in histories.values()), histories
     # a fresh repo gets back what the step's setup put in the old one: once per repo and build
-    assert sum("setup-marker" in cmd for cmd in executor_shells[0]) == 2 * (steps + restarts)
+    assert sum("setup-marker" in cmd for cmd in executor_shells[0]) == 2 * (steps + refreshes)
     # the restarts' cost is untimed and accounted for; results.json's backend facts say K
-    assert (progress.untimed.get("daemon_restart", 0.0) > 0) == (restarts > 0)
+    assert (progress.untimed.get("daemon_restart", 0.0) > 0) == (refreshes > 0)
+    restarts = 2 * refreshes
     words = {1: f"on fresh repos every round; {restarts} restarts, ",
              2: f"on fresh repos every 2 rounds; {restarts} restarts, ", 0: "never: one repo and daemon per build"}[every]
     assert facts["daemon restarts"].startswith(words), facts
 
 
 def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
-    facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3)
+    facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3, setup=False)
+    # no setup to put back: one restart a refresh, every daemon on a fresh repo
     assert per_build(fake_ipfs) == {"s-b0": 3, "s-b1": 3}
+    assert {history for *_, history in starts(fake_ipfs)} == {"fresh"}
     assert facts["daemon restarts"].startswith("on fresh repos every round; 2 restarts, ")
     assert restarts_fact(0, []) == "never: one repo and daemon per build for the whole scenario"
     assert restarts_fact(3, [0.5, 0.7]) == "on fresh repos every 3 rounds; 2 restarts, 1.2 s in all, untimed"

@@ -315,16 +315,18 @@ class IpfsBackend:
         seconds = 0.0
         if self.restart_every and self.served >= self.restart_every and self.server_pids():
             seconds = self.restart_daemons()
+            self.served = 0
         if timed:
             self.served += 1
         return seconds
 
-    def restart_daemons(self) -> float:
+    def restart_daemons(self, fresh: bool = True) -> float:
         """Every build's running daemon stopped, its repo made afresh (`ipfs init` as at the
-        scenario's start) and a new daemon started on it at the old API address: all stopped first,
-        then all started, then waited for, the same for every build. A repo, not only its daemon:
-        a daemon restarted on its old repo keeps that repo's growing cost (docs/kubo.md). Their
-        probe servers go with them (daemon_probes starts one per new daemon)."""
+        scenario's start; with fresh False the repo is kept) and a new daemon started on it at the
+        old API address: all stopped first, then all started, then waited for, the same for every
+        build. A repo, not only its daemon: a daemon restarted on its old repo keeps that repo's
+        growing cost (docs/kubo.md). Their probe servers go with them (daemon_probes starts one per
+        new daemon)."""
         t0 = time.monotonic()
         live = [repo for repo in self.repos.values() if repo.daemon is not None]
         for server in self.probe_servers.values():
@@ -336,8 +338,9 @@ class IpfsBackend:
         apis = [repo.api for repo in live]
         for repo in live:
             repo.stop_daemon()
-            shutil.rmtree(repo.path)
-            repo.init()
+            if fresh:
+                shutil.rmtree(repo.path)
+                repo.init()
             repo.pin_api()
         for repo in live:
             repo.spawn_daemon(repo.log_path)
@@ -346,7 +349,6 @@ class IpfsBackend:
             if api and repo.api != api:
                 raise RunError(f"the restarted ipfs daemon of {repo.path} listens at {repo.api}, not at {api} "
                                "where the step's commands reach it")
-        self.served = 0
         self.restarts.append(time.monotonic() - t0)
         return self.restarts[-1]
 
