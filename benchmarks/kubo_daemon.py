@@ -14,13 +14,21 @@ closing note. Cases run one after another, never two at once on 2 cores.
           hyperfine call (first of the call, after its own build's run, after the other's): a bias
           that follows a position shows there, one that follows a daemon shows in every column.
 
+  Each A/A case also prints the lag-1 autocorrelation of the builds' daemon-CPU difference (log
+  B - log A, run by run), against the same series shuffled: drift of the whole machine cancels in
+  the difference, a daemon's own drift does not (the reason for --daemon-restart-every, issue 36).
+  --restart-every K passes --daemon-restart-every K to every case (0: one daemon per scenario);
+  --analyse FILE... prints the correlation of results files already written, and runs nothing.
+
 kubo's own documented daemon changes are cases of benchmarks/kubo_history.py (v040-go126,
 v035-online-add, v040-batch-memory); their daemon figures print there.
 
 Usage: .venv/bin/python benchmarks/kubo_daemon.py [--cases hold64,aa] [--out DIR] [--builds-dir DIR]
+       [--restart-every K] [--analyse FILE...]
 """
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -105,15 +113,69 @@ def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> 
                 print(f"  {sc['name'] + '/' + st['name']:40s} {lab:12s} {' | '.join(cells)}  ({' / '.join(metrics)}, ms)")
 
 
+def lag1(x: list[float]) -> float:
+    """The lag-1 autocorrelation of a series (0.0 for a constant one)."""
+    m = sum(x) / len(x)
+    d = [v - m for v in x]
+    den = sum(v * v for v in d)
+    return sum(a * b for a, b in zip(d, d[1:])) / den if den else 0.0
+
+
+def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), shuffles: int = 1000) -> list[str]:
+    """Per step of a two-build results document and per metric: the lag-1 autocorrelation of the
+    run-by-run difference log B - log A in run order, the mean of the same series shuffled, and the
+    share of shuffles at least as high (p). Runs i of A and B ran side by side in one round, so
+    whatever drifts on the whole machine cancels; what is left is each build's own process."""
+    import math
+    import random
+
+    rng = random.Random(1)
+    rows = []
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            builds = list(st["builds"].values())
+            if len(builds) != 2:
+                continue
+            cells = []
+            for m in metrics:
+                a, b = builds[0].get(m), builds[1].get(m)
+                if not a or not b or len(a) != len(b) or len(a) < 6 or min(a + b) <= 0:
+                    continue
+                diff = [math.log(y) - math.log(x) for x, y in zip(a, b)]
+                r, shuffled = lag1(diff), []
+                for _ in range(shuffles):
+                    rng.shuffle(diff)
+                    shuffled.append(lag1(diff))
+                p = sum(v >= r for v in shuffled) / shuffles
+                cells.append(f"{m} {r:+.2f} (shuffled {sum(shuffled) / shuffles:+.2f}, p {p:.3f})")
+            if cells:
+                rows.append(f"  {sc['name'] + '/' + st['name']:40s} lag-1 of log B - log A: {'; '.join(cells)}")
+    return rows
+
+
 def main() -> None:
-    args, out = arguments(__doc__, CASES, "/tmp/kubo-daemon")
+    def extra(ap) -> None:
+        ap.add_argument("--restart-every", type=int, default=None, metavar="K")
+        ap.add_argument("--analyse", nargs="+", metavar="FILE", default=None)
+
+    args, out = arguments(__doc__, CASES, "/tmp/kubo-daemon", extra)
+    if args.analyse:
+        for f in args.analyse:
+            print(f"\n## {f}")
+            print("\n".join(correlation(json.loads(Path(f).read_text()))))
+        return
     repo = origin(out)
+    restart = () if args.restart_every is None else ("--daemon-restart-every", str(args.restart_every))
+    cases = {name: (refs, (*options, *restart)) for name, (refs, options) in CASES.items()}
     for name in args.cases.split(","):
         source = ("-t", "kubo", "--repo", str(repo))
-        r = run_case(name, out, Path(args.builds_dir), CASES, source)
+        r = run_case(name, out, Path(args.builds_dir), cases, source)
         report(name, r)
+        if "doc" in r:
+            print(f"  daemon restarts: {r['doc']['backend'].get('daemon restarts', 'not recorded')}")
         if name.startswith("aa") and "doc" in r:
             positions(r["doc"])
+            print("\n".join(correlation(r["doc"])))
         sys.stdout.flush()
 
 

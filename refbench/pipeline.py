@@ -103,6 +103,7 @@ class RunRequest:
     builds_dir: str = field(default_factory=lambda: str(paths.default_builds_dir()))
     rss: bool = True
     daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
+    daemon_restart_every: int | None = None  # --daemon-restart-every: rounds a kubo daemon serves (0: never; None: default)
     network: str | None = None  # --network: the profile of every S3 step that names none (network.py); None: loopback
     variants: tuple[str, ...] = ()  # --variant values: builds after the -s refs, named (variants.py)
     # --impl NAME[@VERSION]: implementations (implementations.py), builds of another kind; after the
@@ -228,6 +229,9 @@ def load_target(request: RunRequest) -> LoadedTarget:
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
     if request.daemon and target.backend != "ipfs":
         raise RefbenchError(f"--daemon applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
+    if request.daemon_restart_every is not None and target.backend != "ipfs":
+        raise RefbenchError(f"--daemon-restart-every applies to IPFS targets; {target.name!r} uses the "
+                            f"{target.backend} backend")
     if request.network is not None:
         if target.backend != "s3":
             raise RefbenchError(f"--network applies to S3 targets; {target.name!r} uses the {target.backend} backend")

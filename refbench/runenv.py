@@ -175,7 +175,8 @@ def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, repo
         reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                       f", objects under s3://{backend.bucket}/{backend.prefix}/")
     else:
-        backend = IpfsBackend.open(workdir, checked.cache_dir, pass_env=machine.pass_env)
+        backend = IpfsBackend.open(workdir, checked.cache_dir, pass_env=machine.pass_env,
+                                   restart_every=request.daemon_restart_every)
     try:
         yield backend
     finally:

@@ -302,11 +302,7 @@ class Runner:
             for i, b in enumerate(builds):
                 self.build_state(scenario, fixture, i, b, None)
             setup_builds = builds[:1] if backend.shared_context else builds
-            for i, b in enumerate(setup_builds):  # an implementation's own setup, where it is one
-                if setup := impls.scenario_template(b, scenario, "setup"):
-                    self.status(f"{scenario.name}: setup ({b.label})")
-                    self.sh(self.shell(scenario, b, setup, self.values(scenario, fixture, i, b, None)),
-                            f"{scenario.name}: setup for {b.label}")
+            self.scenario_setup(scenario, fixture)
             for step in scenario.selected_steps(step_filter):
                 results.append(self.run_step(scenario, fixture, step))
             self.use_network(None)
@@ -324,6 +320,27 @@ class Runner:
         done = ScenarioResult(scenario=scenario, fixture=fixture, steps=tuple(results), daemon=daemon)
         self.progress = self.progress.scenario_done(done)
         return done
+
+    def scenario_setup(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles) -> int:
+        """The scenario's setup (an implementation's own, where it is one): once per backend
+        context, and again on the fresh repos of a daemon restart (fresh_daemons). How many ran."""
+        builds, ran = self.bench.builds, 0
+        for i, b in enumerate(builds[:1] if self.bench.backend.shared_context else builds):
+            if setup := impls.scenario_template(b, scenario, "setup"):
+                self.status(f"{scenario.name}: setup ({b.label})")
+                self.sh(self.shell(scenario, b, setup, self.values(scenario, fixture, i, b, None)),
+                        f"{scenario.name}: setup for {b.label}")
+                ran += 1
+        return ran
+
+    def step_setup(self, scenario: ScenarioSpec, step: StepSpec, ctx: list, where: str) -> int:
+        """The step's setup for each (build, template values) of ctx. How many ran."""
+        ran = 0
+        for b, v in ctx:
+            if setup := impls.step_template(b, scenario, step, "setup"):
+                self.sh(self.shell(scenario, b, setup, v), f"{where}: setup for {b.label}")
+                ran += 1
+        return ran
 
     def build_state(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef,
                     step: StepSpec | None) -> None:
@@ -377,12 +394,12 @@ class Runner:
         where = f"{scenario.name} / {step.name}"
         # setup/cleanup run once per backend context: once for a shared bucket, per build for IPFS
         ctx = list(zip(builds, vals))[:1] if bench.backend.shared_context else list(zip(builds, vals))
-        for b, v in ctx:
-            if setup := impls.step_template(b, scenario, step, "setup"):
-                self.sh(self.shell(scenario, b, setup, v), f"{where}: setup for {b.label}")
+        self.step_setup(scenario, step, ctx, where)
         hf_seconds = 0.0
         for b in builds:  # every build's binary in the page cache the same way for the runs below
             settle_page_cache(b.binary)
+        fresh = (scenario, fixture, step, ctx, where)
+        self.fresh_daemons(*fresh, timed=False)  # the warm-ups warm the repos and daemons the rounds use
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
@@ -413,6 +430,8 @@ class Runner:
             order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
+            if self.fresh_daemons(*fresh, timed=True) and warmup:  # a fresh repo's first add is a cold one
+                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1)
             started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
@@ -540,6 +559,24 @@ class Runner:
                 s.add_daemon(collect_usages(p[2], len(s.runs) - s.probed(role), f"{where} round {r + 1}, {b.label}"),
                              role)
         return elapsed
+
+    def fresh_daemons(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec, ctx: list, where: str,
+                      timed: bool) -> bool:
+        """The backend's hook before a step's warm-ups and before each round (IpfsBackend.before_round):
+        every K rounds each build gets a fresh repo and daemon, untimed, so one repo's drift is noise
+        between rounds, not a build's (issue 36); what the scenario's and the step's setup put in
+        the old repo is put back. Whether it restarted them (before a round, the caller then
+        warms them up: the first add into a fresh repo costs its daemon 30-60% more CPU)."""
+        hook = getattr(self.bench.backend, "before_round", None)
+        seconds = hook(timed) if hook is not None else 0.0
+        if seconds:
+            self.status(f"{where}: fresh repos and daemons ({seconds:.1f} s)")
+            self.progress = self.progress.spent("daemon_restart", seconds)
+            if self.scenario_setup(scenario, fixture) + self.step_setup(scenario, step, ctx, where):
+                # the setup's work (an add) leaves its daemon's heap grown, and a step's runs would
+                # start from that peak: the runs get daemons that did not do it, on the same repos
+                self.progress = self.progress.spent("daemon_restart", self.bench.backend.restart_daemons(fresh=False))
+        return bool(seconds)
 
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
         """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3

@@ -16,7 +16,9 @@ import hashlib
 import json
 import shlex
 import logging
+import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -33,6 +35,11 @@ from .snapshot import StateCache, key, layer_mount_command, restore_command, unm
 log = logging.getLogger(__name__)
 
 API_PLACEHOLDER = "http://127.0.0.1:<port>"  # a daemon's API before it starts
+# Every round of a step gets fresh repos and daemons of their own (issue 36): one repo's runs are
+# correlated (each add/unpin/gc cycle leaves its daemon's next add costlier, at a pace of its own),
+# so with one repo and daemon per build for a whole scenario that history looked like a difference
+# between the builds. docs/kubo.md has the figures.
+DEFAULT_RESTART_EVERY = 1
 
 
 # An online repo's settings over the version's own `ipfs init` defaults: every address on
@@ -80,6 +87,7 @@ class IpfsRepo:
     in_process: bool = False  # an implementation that is its own node in one process (Helia): a directory, no daemon
     cpu_cgroup: "CpuCgroup | None" = None  # the daemon's own cgroup: its CPU in µs
     cpu_why: str = ""  # why the daemon has none (its CPU is then read in clock ticks)
+    log_path: Path | None = None  # the running daemon's log (a restart writes it afresh)
 
     @property
     def env(self) -> dict[str, str]:
@@ -129,13 +137,24 @@ class IpfsRepo:
         """`ipfs daemon` (`--offline` unless online), in its own process group under a guard that
         kills it if refbench dies, however (a parent-death signal does not survive the entry into
         a user namespace)."""
+        self.spawn_daemon(log_path)
+        self.wait_ready(timeout)
+
+    def spawn_daemon(self, log_path: Path) -> None:
+        """The daemon's process, its guard and its CPU cgroup; ready once wait_ready returns (apart,
+        so a restart starts every build's daemon before it waits for any)."""
         argv = [*self.prefix, self.binary, "daemon", *(() if self.mode == "online" else ("--offline",))]
+        self.log_path = log_path
         with open(log_path, "w") as fh:
             self.daemon = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
                                            env={**child_env(extra=self.pass_env), **self.env},
                                            start_new_session=True, preexec_fn=die_with_parent)
         self.guard = group_guard(self.daemon.pid)
         self.cpu_cgroup, self.cpu_why = CpuCgroup.create(self.daemon.pid)  # before it starts its threads
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """Until the spawned daemon says it is ready and its API address is known."""
+        log_path = self.log_path
         deadline = time.monotonic() + timeout
         api_file = self.path / "api"
         while time.monotonic() < deadline:
@@ -149,6 +168,17 @@ class IpfsRepo:
                 return
             time.sleep(0.1)
         raise RunError(f"ipfs daemon did not become ready within {timeout:.0f}s")
+
+    def pin_api(self) -> None:
+        """Before a restart (after the repo's init): the next daemon listens where this one did, since
+        the step's commands, and files its setup wrote (the concurrent fetch's curl configs), name
+        the API's address."""
+        if not self.api:
+            return
+        cfg_path = self.path / "config"
+        cfg = json.loads(cfg_path.read_text())
+        cfg.setdefault("Addresses", {})["API"] = f"/ip4/127.0.0.1/tcp/{self.api.rsplit(':', 1)[1]}"
+        cfg_path.write_text(json.dumps(cfg, indent=2))
 
     def stop_daemon(self) -> None:
         if self.daemon is not None:
@@ -168,6 +198,17 @@ def daemon_cpu_fact(sources) -> dict[str, str]:
     if not got:
         return {}
     return {"daemon cpu": "; ".join(cpu_source_text(k, why) for k, why in got.items())}
+
+
+def restarts_fact(every: int, seconds: list[float]) -> str:
+    """results.json's backend fact `daemon restarts` (shown in the summary's "How kubo ran"): how
+    many rounds a repo and its daemon served, and what the untimed restarts cost (the setups that
+    put back what a fresh repo lacks not included: they count as setup)."""
+    if not every:
+        return "never: one repo and daemon per build for the whole scenario"
+    n = len(seconds)
+    cost = f"; {n} restart{'s' if n != 1 else ''}, {sum(seconds):.1f} s in all, untimed" if seconds else ""
+    return f"on fresh repos every {'round' if every == 1 else f'{every} rounds'}{cost}"
 
 
 @dataclass(frozen=True)
@@ -205,14 +246,22 @@ class IpfsBackend:
     pass_env: frozenset[str] = frozenset()  # more names ipfs and its commands see (MachineSettings.pass_env)
     in_process: frozenset[str] = frozenset()  # labels of builds that are their own node in one process (Helia)
     cpu_sources: dict = field(default_factory=dict)  # label -> (refbench.daemon.CPU_SOURCES key, why not cgroup)
+    # a daemon serves at most this many rounds of a step, then every build gets a fresh repo and
+    # daemon, untimed (before_round); 0: one repo and daemon per build for the whole scenario
+    restart_every: int = DEFAULT_RESTART_EVERY
+    served: int = 0  # rounds the running daemons have served
+    restarts: list = field(default_factory=list)  # seconds each restart of the builds' daemons took
 
     @classmethod
-    def open(cls, workdir: Path, cache_dir: Path | None = None,
-             pass_env: frozenset[str] = frozenset()) -> "IpfsBackend":
+    def open(cls, workdir: Path, cache_dir: Path | None = None, pass_env: frozenset[str] = frozenset(),
+             restart_every: int | None = None) -> "IpfsBackend":
         """The run's IPFS area under its workdir, cached states under cache_dir. Close it (or use
-        it as a context manager) to stop the daemons, unmount and remove the repos."""
+        it as a context manager) to stop the daemons, unmount and remove the repos. restart_every:
+        rounds a daemon serves before it is restarted (None: the default; 0: never)."""
         backend = cls.planned(workdir, cache_dir)
         backend.pass_env = pass_env
+        if restart_every is not None:
+            backend.restart_every = restart_every
         backend.workdir.mkdir(parents=True, exist_ok=True)
         return backend
 
@@ -255,6 +304,53 @@ class IpfsBackend:
             repo.init()
             if self.mode != "none" and not repo.in_process:
                 repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
+        self.served = 0
+
+    def before_round(self, timed: bool = True) -> float:
+        """Called by the runner before a step's warm-ups (timed False) and before each of its
+        rounds: once the builds' daemons have served restart_every rounds, each build gets a fresh
+        repo and a new daemon on it (restart_daemons), so what one repo's history does to its
+        daemon is between-round noise the statistics see, not a build's. Returns the seconds that
+        took (0.0: nothing was restarted; the runner then puts back what the setups added)."""
+        seconds = 0.0
+        if self.restart_every and self.served >= self.restart_every and self.server_pids():
+            seconds = self.restart_daemons()
+            self.served = 0
+        if timed:
+            self.served += 1
+        return seconds
+
+    def restart_daemons(self, fresh: bool = True) -> float:
+        """Every build's running daemon stopped, its repo made afresh (`ipfs init` as at the
+        scenario's start; with fresh False the repo is kept) and a new daemon started on it at the
+        old API address: all stopped first, then all started, then waited for, the same for every
+        build. A repo, not only its daemon: a daemon restarted on its old repo keeps that repo's
+        growing cost (docs/kubo.md). Their probe servers go with them (daemon_probes starts one per
+        new daemon)."""
+        t0 = time.monotonic()
+        live = [repo for repo in self.repos.values() if repo.daemon is not None]
+        for server in self.probe_servers.values():
+            server.close()
+        self.probe_servers.clear()
+        for repo in live:  # SIGTERM to all first: they shut down side by side
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(repo.daemon.pid, signal.SIGTERM)
+        apis = [repo.api for repo in live]
+        for repo in live:
+            repo.stop_daemon()
+            if fresh:
+                shutil.rmtree(repo.path)
+                repo.init()
+            repo.pin_api()
+        for repo in live:
+            repo.spawn_daemon(repo.log_path)
+        for repo, api in zip(live, apis):
+            repo.wait_ready()
+            if api and repo.api != api:
+                raise RunError(f"the restarted ipfs daemon of {repo.path} listens at {repo.api}, not at {api} "
+                               "where the step's commands reach it")
+        self.restarts.append(time.monotonic() - t0)
+        return self.restarts[-1]
 
     # ---- cached states ----------------------------------------------------------------------
     def _states_root(self) -> Path:
@@ -420,8 +516,10 @@ class IpfsBackend:
 
     def describe(self) -> dict:
         modes = ", ".join(f"{name}: {mode}" for name, mode in self.modes.items())
+        daemons = any(mode != "none" for mode in self.modes.values())
         return {"kind": "ipfs", "repos": "fresh IPFS_PATH per build and scenario",
                 "daemon": modes or "none", **daemon_cpu_fact(self.cpu_sources.values()),
+                **({"daemon restarts": restarts_fact(self.restart_every, self.restarts)} if daemons else {}),
                 **({"network": "a network namespace of the run's own, loopback only"
                                + (" (through a user namespace)" if self.sandbox.user else "")}
                    if self.sandbox else {})}

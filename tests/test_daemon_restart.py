@@ -1,0 +1,234 @@
+"""kubo's daemons restarted every K rounds (issue 36): one daemon's runs are correlated (it drifts
+into a state of its own), so a daemon serves at most K rounds of a step, then every build's is
+restarted on its own repo, untimed, at the same API address. Through the runner on the
+MockExecutor with a stand-in `ipfs` that records each daemon it starts."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes.executor import MockExecutor
+from refbench import results as rs, runner as rn, stats
+from refbench.backends import IpfsBackend
+from refbench.backends.ipfs import restarts_fact
+from refbench.builds import BuiltRef
+from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
+from refbench.fixtures import FixtureFiles
+from refbench.refs import ResolvedRef
+from refbench.sampling import Sampling
+from test_kubo_online import kubo_binaries, namespaces  # noqa: F401 (fixtures of the slow test)
+
+# an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
+# daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
+# is ready, notes "IPFS_PATH pid port fresh|old" in starts.log beside itself (old: a daemon ran on
+# this repo before) and waits for SIGTERM
+FAKE_IPFS = r'''#!PYTHON
+import json, os, signal, socket, sys, time
+from pathlib import Path
+repo = Path(os.environ["IPFS_PATH"])
+cmd = sys.argv[1]
+if cmd == "init":
+    repo.mkdir(parents=True, exist_ok=True)
+    (repo / "config").write_text(json.dumps({"Addresses": {"API": "/ip4/127.0.0.1/tcp/0"}}))
+elif cmd == "daemon":
+    port = int(json.loads((repo / "config").read_text())["Addresses"]["API"].rsplit("/", 1)[1])
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", port))
+    s.listen()
+    port = s.getsockname()[1]
+    def bye(*a):
+        (repo / "api").unlink(missing_ok=True)
+        sys.exit(0)
+    signal.signal(signal.SIGTERM, bye)
+    history = "old" if (repo / "history").exists() else "fresh"  # what an earlier daemon left in the repo
+    (repo / "history").write_text("a daemon ran here")
+    with open(Path(__file__).with_name("starts.log"), "a") as fh:
+        fh.write(f"{repo} {os.getpid()} {port} {history}\n")
+    (repo / "api").write_text(f"/ip4/127.0.0.1/tcp/{port}")
+    print("Daemon is ready", flush=True)
+    while True:
+        time.sleep(1)
+'''
+
+
+@pytest.fixture
+def fake_ipfs(tmp_path) -> Path:
+    path = tmp_path / "bin" / "ipfs"
+    path.parent.mkdir()
+    path.write_text(FAKE_IPFS.replace("PYTHON", sys.executable, 1))
+    path.chmod(0o755)
+    return path
+
+
+def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
+    """Every daemon the stand-in started: (its repo's name, pid, API port, fresh or old), in order."""
+    log = fake_ipfs.with_name("starts.log")
+    rows = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return [(Path(r[0]).name, int(r[1]), int(r[2]), r[3]) for r in rows]
+
+
+executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
+
+
+def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True):
+    """One offline kubo scenario of `steps` steps (each with a setup, unless not `setup`), two
+    builds, through the runner: the backend's facts, the daemon pid each build's rounds met (and
+    "warm-up" for a warm-up call), the runner's progress."""
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=every)
+    backend.daemon_probes = lambda label: None  # the MockExecutor runs no hook: no probe to read
+    seen = collections.defaultdict(list)  # label -> the daemon pid at each round, "warm-up" at a warm-up call
+
+    class Watch(MockExecutor):
+        def measure(self, where, call, env):
+            for label, repo in backend.repos.items():
+                seen[label].append(repo.daemon.pid if " round " in where else "warm-up")
+            return super().measure(where, call, env)
+
+    executor = Watch()
+    executor_shells.clear()
+    executor_shells.append(executor.shells)
+    built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
+                      False, 0.0) for i in range(2)]
+    bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
+                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds),
+                     criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
+    (tmp_path / "run").mkdir()
+    spec = FixtureSpec(kind="sparse", size=1, count=1)
+    step_specs = tuple(StepSpec(f"step{j}", "{{ bin }} add x", setup="{{ bin }} add setup-marker" if setup else None)
+                       for j in range(steps))
+    sc = ScenarioSpec("s", "t", spec, spec, step_specs, daemon="offline")
+    with backend:
+        runner = rn.Runner(bench)
+        runner.run_scenario(sc, FixtureFiles(spec, tmp_path, 1, 1, 0))
+        facts = backend.describe()
+    return facts, dict(seen), runner.progress
+
+
+def per_build(fake_ipfs) -> collections.Counter:
+    return collections.Counter(name for name, *_ in starts(fake_ipfs))
+
+
+@pytest.mark.parametrize("every, rounds, steps, refreshes, warmups", [
+    (1, 5, 1, 4, 5),   # fresh repos and daemons for every round, warmed up before it
+    (2, 5, 1, 2, 3),   # rounds 0-1, 2-3, 4
+    (0, 5, 1, 0, 1),   # never: the scenario's one repo and daemon
+    (1, 3, 2, 5, 6),   # the second step's own warm-ups already meet fresh ones
+])
+def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_ipfs, every, rounds, steps, refreshes,
+                                                                warmups):
+    facts, seen, progress = run_offline(tmp_path, fake_ipfs, every, rounds, steps)
+    # each refresh: a daemon on a fresh repo for the setup's add, then one on that repo for the runs
+    # (the setup's work left the first one's heap grown)
+    assert per_build(fake_ipfs) == {"s-b0": 1 + 2 * refreshes, "s-b1": 1 + 2 * refreshes}
+    for label, calls in seen.items():
+        # the step's warm-ups, then one warm-up call before each round that meets fresh daemons
+        assert calls.count("warm-up") == warmups, calls
+        assert all(a != "warm-up" or b != "warm-up" for a, b in zip(calls, calls[1:]))
+        pids = [c for c in calls if c != "warm-up"]
+        assert len(pids) == rounds * steps
+        if every == 1:  # no two rounds met the same daemon
+            assert len(set(pids)) == len(pids), (label, pids)
+        if every == 0:
+            assert len(set(pids)) == 1
+    ports = collections.defaultdict(set)
+    histories = collections.defaultdict(list)
+    for name, _, port, history in starts(fake_ipfs):
+        ports[name].add(port)
+        histories[name].append(history)
+    # each build's daemon kept its API address (the step's files name it)
+    assert all(len(p) == 1 for p in ports.values()), ports
+    # every refresh starts from a repo no daemon ran on: a repo's history is not kept
+    assert all(h == ["fresh"] + ["fresh", "old"] * refreshes for h in histories.values()), histories
+    # a fresh repo gets back what the step's setup put in the old one: once per repo and build
+    assert sum("setup-marker" in cmd for cmd in executor_shells[0]) == 2 * (steps + refreshes)
+    # the restarts' cost is untimed and accounted for; results.json's backend facts say K
+    assert (progress.untimed.get("daemon_restart", 0.0) > 0) == (refreshes > 0)
+    restarts = 2 * refreshes
+    words = {1: f"on fresh repos every round; {restarts} restarts, ",
+             2: f"on fresh repos every 2 rounds; {restarts} restarts, ", 0: "never: one repo and daemon per build"}[every]
+    assert facts["daemon restarts"].startswith(words), facts
+
+
+def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
+    facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3, setup=False)
+    # no setup to put back: one restart a refresh, every daemon on a fresh repo
+    assert per_build(fake_ipfs) == {"s-b0": 3, "s-b1": 3}
+    assert {history for *_, history in starts(fake_ipfs)} == {"fresh"}
+    assert facts["daemon restarts"].startswith("on fresh repos every round; 2 restarts, ")
+    assert restarts_fact(0, []) == "never: one repo and daemon per build for the whole scenario"
+    assert restarts_fact(3, [0.5, 0.7]) == "on fresh repos every 3 rounds; 2 restarts, 1.2 s in all, untimed"
+    assert restarts_fact(2, [0.5]) == "on fresh repos every 2 rounds; 1 restart, 0.5 s in all, untimed"
+
+
+def test_the_summary_says_how_often_the_daemons_were_restarted():
+    from refbench.render import markdown
+    from factories import results_doc
+
+    doc = results_doc({("s", "add"): {"old": [1.0] * 8, "new": [1.0] * 8}})
+    doc["scenarios"][0]["daemon"] = "online"
+    doc["backend"] = {"kind": "ipfs", "daemon": "s: online", "daemon restarts": restarts_fact(1, [1.0, 1.5])}
+    text = markdown.render_markdown(rs.Results.from_json(json.loads(json.dumps(doc))))
+    assert "daemons restarted on fresh repos every round; 2 restarts, 2.5 s in all, untimed" in text
+
+
+@pytest.mark.slow
+def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_api(tmp_path, namespaces,  # noqa: F811
+                                                                                  kubo_binaries):
+    """Real kubo, online, K=1: before the second round each build has a new daemon (another pid,
+    still in the run's namespace, at the same API address) on a repo without the first's content."""
+    import subprocess
+    from types import SimpleNamespace
+
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
+    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 16))
+    labels = ("old", "new")
+    try:
+        backend.open_scenario(scenario, list(labels), kubo_binaries, tmp_path / "work")
+        prefix = backend.command_prefix()
+
+        def ipfs(lab, binary, *args):
+            p = subprocess.run([*prefix, binary, *args], env={**os.environ, **backend.context_env("probe", lab)},
+                               capture_output=True, text=True, timeout=60)
+            assert p.returncode == 0, (args, p.stderr)
+            return p.stdout.strip()
+
+        first = {lab: (backend.repos[lab].daemon.pid, backend.repos[lab].api) for lab in labels}
+        cids = {lab: ipfs(lab, b, "add", "-Q", str(data)) for lab, b in zip(labels, kubo_binaries)}
+        assert backend.before_round(timed=False) == 0.0  # fresh daemons: the warm-ups use them
+        assert backend.before_round(timed=True) == 0.0  # round 1: the same daemons
+        cgroups = [backend.repos[lab].cpu_cgroup.path for lab in labels if backend.repos[lab].cpu_cgroup]
+        seconds = backend.before_round(timed=True)  # round 2: new ones
+        assert seconds > 0
+        for lab, binary in zip(labels, kubo_binaries):
+            repo = backend.repos[lab]
+            old = Path(f"/proc/{first[lab][0]}")
+            assert repo.daemon.pid != first[lab][0] and (not old.exists() or "zombie" in (old / "status").read_text())
+            assert repo.api == first[lab][1]  # where the step's commands reach it
+            assert os.readlink(f"/proc/{repo.daemon.pid}/ns/net") != os.readlink("/proc/self/ns/net")
+            assert cids[lab] not in ipfs(lab, binary, "pin", "ls", "--type=recursive", "-q")  # a fresh repo
+            assert ipfs(lab, binary, "add", "-Q", "--pin=false", str(data)) == cids[lab]
+        assert not any(c.exists() for c in cgroups)  # the old daemons' cgroups went with them
+        assert backend.describe()["daemon restarts"].startswith("on fresh repos every round; 1 restart, ")
+    finally:
+        backend.close()
+
+
+def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_path, monkeypatch):
+    from fakes.pipeline import scenarios_file
+    from refbench.errors import EXIT_ERROR
+    from test_cli_mock import FIXED, bench
+    from test_judge import SCENARIOS
+
+    scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)  # the mock S3 target "fake"
+    proc = bench(scenarios, tmp_path, *FIXED, "--daemon-restart-every", "2")
+    assert proc.returncode == EXIT_ERROR and "--daemon-restart-every applies to IPFS targets" in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("refbench: error:") and "Traceback" not in proc.stderr
+    assert bench(scenarios, tmp_path / "neg", *FIXED, "--daemon-restart-every", "-1").returncode == EXIT_ERROR
