@@ -21,7 +21,7 @@ from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
 from refbench.fixtures import FixtureFiles
 from refbench.refs import ResolvedRef
 from refbench.sampling import Sampling
-from test_kubo_online import kubo_binaries, namespaces  # noqa: F401 (fixtures of the slow test)
+from test_kubo_online import namespaces  # noqa: F401 (a fixture of the slow test; kubo_binaries is conftest's)
 
 # an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
 # daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
