@@ -221,9 +221,7 @@ class Builder:
         for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
         so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached).
         The Go caches are refbench's own (toolchain.own_caches)."""
-        env = tools.child_env()  # allow-listed: the job's secrets never reach go or a build script
-        env.update(tc.own_caches(paths.layout().environ))  # no restored Go cache feeds a build
-        env["GOENV"] = "off"  # go's settings file (go env -w) could name a GOCACHEPROG past all of these (review35k K2)
+        env = tc.go_env()  # allow-listed, refbench's own Go caches, no go settings file
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), self.goflags)))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`

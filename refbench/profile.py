@@ -347,8 +347,11 @@ def pprof_folded(go: str, binary: str, files: list[Path]) -> Counter:
     """Every profile of one build, merged by pprof and folded."""
     if not files:
         return Counter()
-    p = subprocess.run([go, "tool", "pprof", "-traces", "-sample_index=samples", binary, *map(str, files)],
-                       capture_output=True, text=True, errors="replace", timeout=600)
+    from .toolchain import LOCAL, go_env  # here: toolchain imports GitPython (refs)
+    with tempfile.TemporaryDirectory(prefix="refbench-pprof-") as scratch:  # no go.mod here to switch its Go
+        p = subprocess.run([go, "tool", "pprof", "-traces", "-sample_index=samples", binary, *map(str, files)],
+                           capture_output=True, text=True, errors="replace", timeout=600, cwd=scratch,
+                           env={**go_env(), "GOTOOLCHAIN": LOCAL, "GOWORK": "off"})
     if p.returncode != 0:
         raise RuntimeError((p.stderr.strip().splitlines() or [f"go tool pprof exit {p.returncode}"])[-1])
     return fold_pprof(p.stdout, Path(binary).name)

@@ -423,6 +423,19 @@ def own_caches(environ: Mapping[str, str]) -> dict[str, str]:
             "GOCACHE": environ.get("GOCACHE") or str(root / "build")}
 
 
+def go_env() -> dict[str, str]:
+    """The environment of every go command refbench runs: tools.child_env's allow-list (no secret
+    of the job, no cache directory on PATH), refbench's own Go caches (own_caches) and no settings
+    file (GOENV=off: a GOCACHEPROG named there would replace the build cache, review35k K2). Since
+    Go 1.24 even `go tool pprof` is built on first use into the build cache and run from there
+    unhashed, so a restored ~/.cache/go-build ran in place of it (review35l L1)."""
+    from . import tools  # here: tools imports pins, which imports this module lazily
+    env = tools.child_env()
+    env.update(own_caches(paths.layout().environ))
+    env["GOENV"] = "off"
+    return env
+
+
 _VCS_DROPPED: set[str] = set()  # module caches whose VCS work directories this process removed
 
 

@@ -411,3 +411,28 @@ def test_setup_refuses_a_go_toolchain_zip_the_checksum_database_does_not_list(tm
     finally:
         server.shutdown()
     assert not list(tmp_path.rglob("ESCAPED")) and not list((tmp_path / "a").rglob("bin/go"))
+
+
+def test_go_tool_pprof_runs_with_refbenchs_own_go_caches_and_no_secret(tmp_path, monkeypatch):
+    """Since Go 1.24, `go tool pprof` is built on first use into the build cache and run from there
+    unhashed: a same-size script planted in a restored ~/.cache/go-build ran when refbench profiled a
+    kubo step, read the key file its environment named, and its frames came back as the profile
+    (review35l L1). pprof now runs as a build's go does: refbench's own Go caches, the allow-listed
+    environment, no settings file, this machine's Go, outside any module. A stand-in go says what
+    it was given."""
+    from refbench import paths, profile, trust
+    monkeypatch.delenv("GOCACHE", raising=False)
+    monkeypatch.delenv("GOMODCACHE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv(trust.KEY_FILE_ENV, str(tmp_path / "key"))
+    seen = tmp_path / "seen"
+    go = tmp_path / "go"
+    go.write_text(f"#!/bin/sh\nenv > {seen}\npwd >> {seen}\nls >> {seen}\n")
+    go.chmod(0o755)
+    (tmp_path / "cpu.prof").write_bytes(b"")
+    assert profile.pprof_folded(str(go), str(tmp_path / "ipfs"), [tmp_path / "cpu.prof"]) == {}
+    said = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert said.get("GOCACHE") == str(paths.data_root() / "go" / "build"), said.get("GOCACHE")
+    assert said.get("GOENV") == "off" and said.get("GOTOOLCHAIN") == "local"
+    assert trust.KEY_FILE_ENV not in said
+    assert "go.mod" not in seen.read_text().splitlines()
