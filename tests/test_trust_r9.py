@@ -436,3 +436,26 @@ def test_go_tool_pprof_runs_with_refbenchs_own_go_caches_and_no_secret(tmp_path,
     assert said.get("GOENV") == "off" and said.get("GOTOOLCHAIN") == "local"
     assert trust.KEY_FILE_ENV not in said
     assert "go.mod" not in seen.read_text().splitlines()
+
+
+def test_asking_go_its_version_switches_to_no_toolchain(tmp_path, monkeypatch):
+    """`go env GOVERSION` (a results file's environment) and `go version` (doctor, setup) ran in the
+    current directory with GOTOOLCHAIN as the machine has it: under `auto`, a go.mod there asking for
+    a newer Go switches to a toolchain unpacked in the module cache, which a restore may have planted
+    (review35l L2). They ask that Go itself, outside any module. A stand-in go says what it was given."""
+    from refbench import results as rs
+    from refbench.commands import doctor
+    (tmp_path / "bin").mkdir()
+    seen = tmp_path / "seen"
+    go = tmp_path / "bin" / "go"
+    go.write_text(f"#!/bin/sh\necho \"GOTOOLCHAIN=$GOTOOLCHAIN PWD=$(pwd)\" >> {seen}\necho go1.26.8\n")
+    go.chmod(0o755)
+    here = tmp_path / "checkout"
+    here.mkdir()
+    (here / "go.mod").write_text("module example.com/x\n\ngo 1.99\n\ntoolchain go1.99.0\n")
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("GOTOOLCHAIN", "auto")
+    assert rs.Environment.probe(None, hyperfine="hyperfine 2.0.0").go == "go1.26.8"
+    assert doctor._first_line([str(go), "version"]) == "go1.26.8"
+    assert seen.read_text().splitlines() == ["GOTOOLCHAIN=local PWD=/"] * 2

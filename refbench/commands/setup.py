@@ -274,7 +274,8 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     trust.refuse_key_in_environment()
     out: dict[str, str | None] = {}
     go = out["go"] = ensure_go(bin_dir)
-    say(subprocess.run([go, "version"], capture_output=True, text=True).stdout.strip())
+    say(subprocess.run([go, "version"], capture_output=True, text=True, cwd="/",  # no go.mod to switch its Go
+                       env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip())
     hf = out["hyperfine"] = ensure_hyperfine(bin_dir, build=build_hyperfine)
     if hf:
         say(f"hyperfine {_vtext(hf)} at {hf}")
