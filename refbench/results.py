@@ -558,11 +558,10 @@ class Environment(_Doc):
         """This machine as a results file records it; `hyperfine`: the one the run measured with
         (default: the first on PATH)."""
         def version(argv):
-            # that program itself: for go, no GOTOOLCHAIN switch (a go.mod in the current directory
-            # could ask for a toolchain a restored module cache holds; review35l L2), so run at /
-            env = {**os.environ, "GOTOOLCHAIN": "local"}
+            # at /: a go.mod in the current directory could switch go to a toolchain a restored
+            # module cache holds (review35l L2)
             try:
-                return subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env,
+                return subprocess.run(argv, capture_output=True, text=True, timeout=20,
                                       cwd="/").stdout.strip().splitlines()[0]
             except (OSError, IndexError, subprocess.TimeoutExpired):
                 return None
