@@ -447,7 +447,7 @@ def locked(path: Path, within: Path | None = None):
             fd = os.open(name, flags, 0o644, dir_fd=dfd)
             if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO opens too
                 os.close(fd)
-                raise IsADirectoryError(errno.EINVAL, "not a regular file", str(path))
+                raise OSError(errno.EINVAL, "not a regular file", str(path))
         except OSError:
             # what a cache restore left where refbench keeps its lock (a link, a directory, a FIFO, a
             # file it may not open): it goes, never what a link names, and the lock is made anew; a
