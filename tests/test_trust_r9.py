@@ -379,10 +379,8 @@ def test_setup_refuses_a_go_toolchain_zip_the_checksum_database_does_not_list(tm
     (a plain http:// one too) and unpacked it unchecked, entry names included: a planted bin/go
     became the Go of every build, and a `../` entry was written above the data directory
     (review35k K1). A loopback server stands in for the proxy."""
-    import http.server
     import io
-    import threading
-    from fakes.loopback import reply
+    from fakes.loopback import serving
     from refbench.commands import setup
     prefix = f"golang.org/toolchain@v0.0.1-{setup.DEFAULT_GO_TOOLCHAIN}.linux-amd64/"
     buf = io.BytesIO()
@@ -390,26 +388,14 @@ def test_setup_refuses_a_go_toolchain_zip_the_checksum_database_does_not_list(tm
         z.writestr(prefix + "bin/go", "#!/bin/sh\necho planted\n")
         if plant == "an entry above":
             z.writestr(prefix + "../../../ESCAPED", "x")
-    body = buf.getvalue()
-
-    class Proxy(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802  (the stdlib's name)
-            reply(self, body)
-
-        def log_message(self, *a):
-            pass
-    server = http.server.HTTPServer(("127.0.0.1", 0), Proxy)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        monkeypatch.setenv("GOPROXY", f"http://127.0.0.1:{server.server_port}")
+    with serving(buf.getvalue()) as url:
+        monkeypatch.setenv("GOPROXY", url)
         monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "a" / "b" / "data"))
         monkeypatch.setenv("PATH", str(tmp_path / "no-go"))  # no Go on it: setup fetches one
         monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
         monkeypatch.setattr("platform.machine", lambda: "x86_64")  # the pinned platform
         with pytest.raises(RefbenchError, match="refusing the Go toolchain"):
             setup.ensure_go(tmp_path / "bin")
-    finally:
-        server.shutdown()
     assert not list(tmp_path.rglob("ESCAPED")) and not list((tmp_path / "a").rglob("bin/go"))
 
 

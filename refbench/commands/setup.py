@@ -106,11 +106,21 @@ def zip_hash(z: zipfile.ZipFile) -> str:
     return "h1:" + base64.b64encode(h.digest()).decode()
 
 
+def _leaves_its_directory(name: str) -> bool:
+    """Whether a zip entry's name, or what is left of it once a leading part is cut off, could
+    name a place outside the directory it is unpacked into: an absolute name, a `..` component, or
+    an empty one (`a//b`: cut after `a/`, the rest is the absolute `/b`). A directory entry's
+    trailing `/` is no empty component."""
+    parts = name.split("/")
+    return name.startswith("/") or ".." in parts or "" in parts[:-1]
+
+
 def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
     """The fetched toolchain zip is the one the checksum database lists (GO_ZIP_SUMS; another Go
     only where unpinned tools are allowed), and no entry would land outside the directory it is
-    unpacked into (a `../` name was written above the data directory)."""
-    bad = next((i.filename for i in z.infolist() if i.filename.startswith("/") or ".." in i.filename.split("/")), None)
+    unpacked into (a `../` name was written above the data directory; a `PREFIX//abs/path` one at
+    /abs/path, since what is written is the name with PREFIX cut off, review35m M1)."""
+    bad = next((i.filename for i in z.infolist() if _leaves_its_directory(i.filename)), None)
     want, got = GO_ZIP_SUMS.get(which), None
     if not bad and want:
         got = zip_hash(z)
