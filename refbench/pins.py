@@ -161,7 +161,11 @@ def cached_path(tool: str) -> Path:
 def build_env(base: dict | None = None) -> dict:
     """The environment of a reproducible tool build: the proxy, checksum database and cache
     settings kept, every variable that changes the output (GOFLAGS, GOAMD64, CGO_*, GOEXPERIMENT,
-    ...) replaced by ours, and PATH without refbench's cache directories (refbench.tools)."""
+    ...) replaced by ours, PATH without refbench's cache directories (refbench.tools), and
+    refbench's own Go caches unless the environment names its own (toolchain.own_caches): go
+    compiles a module's unpacked directory as it finds it, so a module planted in a restored
+    ~/go/pkg/mod made every later `refbench setup` build other bytes and refuse them (review35m M3)."""
+    from .toolchain import own_caches  # not at the top: toolchain imports GitPython, a hash check needs not
     base = dict(paths.layout().environ if base is None else base)  # default: what the command line read
     env = {k: v for k, v in base.items()
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
@@ -172,6 +176,7 @@ def build_env(base: dict | None = None) -> dict:
     from .tools import clean_path  # not at the top: tools imports this module
     env["PATH"] = clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
     env.update({"GOAMD64": "v1"} if current_platform().endswith("/amd64") else {})
+    env.update(own_caches(base))
     return env
 
 
@@ -300,10 +305,17 @@ def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
         if pin is not None and got != pin.sha256:
             raise RefbenchError(f"made {tool} {pin.version} ({pin.build}) for {pin.platform}: SHA-256 {got}, but "
                                 f"{pin.sha256} is pinned (refbench/pins.py); not the pinned bytes (another Go, or a "
-                                f"GOFLAGS/GOAMD64/CGO setting leaking in?): not used")
+                                f"GOFLAGS/GOAMD64/CGO setting leaking in, or a changed module in the Go caches "
+                                f"{env_caches()}?): not used")
         built.chmod(0o755)
         os.replace(built, dest)
     return dest
+
+
+def env_caches() -> str:
+    """The Go caches a pinned build used, for a refusal to name (`go clean -modcache -cache` there)."""
+    env = build_env()
+    return f"GOMODCACHE={env['GOMODCACHE']}, GOCACHE={env['GOCACHE']}"
 
 
 def _go_build(tool: str, go: str, tmp: Path, runner: GoRunner = GO) -> Path:

@@ -35,3 +35,26 @@ def test_setup_refuses_a_go_zip_entry_whose_name_holds_an_empty_component(tmp_pa
             setup.ensure_go(tmp_path / "bin")
     assert not outside.exists()
     assert not list((tmp_path / "data").rglob("bin/go"))
+
+
+def test_pinned_tool_builds_use_refbenchs_own_go_caches(tmp_path, monkeypatch):
+    """`refbench setup` built MinIO, toxiproxy and refbench-s3restore in go's default caches
+    (~/go/pkg/mod, ~/.cache/go-build: what the Action and actions/setup-go restore), so one module
+    planted there made every later setup build other bytes, refuse them and blame the Go (review35m
+    M3). They build in refbench's own, in its data directory, as target builds do, unless the
+    environment names the user's own; go itself is asked where it would look."""
+    import shutil
+    import subprocess
+    from conftest import need
+    from refbench import paths, pins
+    monkeypatch.delenv("GOMODCACHE", raising=False)
+    monkeypatch.delenv("GOCACHE", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    env = {**pins.build_env(), "GOTOOLCHAIN": "local"}
+    go = shutil.which("go") or need("go", "asks go where it would look")
+    said = subprocess.run([go, "env", "GOMODCACHE", "GOCACHE"], env=env, cwd="/",
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert said == [str(paths.data_root() / "go" / "mod"), str(paths.data_root() / "go" / "build")], said
+    assert "GOMODCACHE=" + str(paths.data_root() / "go" / "mod") in pins.env_caches()
+    mine = {"GOMODCACHE": str(tmp_path / "mine" / "mod"), "GOCACHE": str(tmp_path / "mine" / "build")}
+    assert {k: pins.build_env(mine)[k] for k in mine} == mine  # the user's own, named, are kept
