@@ -63,7 +63,7 @@ node_major() { node --version 2>/dev/null | sed 's/^v\([0-9]*\).*/\1/'; }
 # perf (Debian linux-perf): the differential CPU profiles of steps that move (refbench/profile.py)
 command -v perf >/dev/null 2>&1 || apt_install "CPU profiles (perf record)" linux-perf
 
-# shellcheck: actionlint checks every run: script with it
+# actionlint runs shellcheck on every run: script
 command -v shellcheck >/dev/null 2>&1 || apt_install "actionlint's check of run: scripts" shellcheck
 
 # PostgreSQL server: the shared-history tests (tests/test_history_pg.py) start a throw-away cluster
@@ -76,6 +76,12 @@ fi
 ACTIONLINT_VERSION="${ACTIONLINT_VERSION:-v1.7.12}"
 if [ ! -x tools/bin/actionlint ]; then
   say "installing actionlint $ACTIONLINT_VERSION from the Go module proxy"
-  GOBIN="$ROOT/tools/bin" GOFLAGS=-buildvcs=false go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+  # in refbench's own Go caches (toolchain.own_caches: its data directory, which no cache step
+  # restores) and without go's settings file: go compiles a module as it finds it unpacked, and
+  # ~/go/pkg/mod or ~/.cache/go-build may be a restored cache (review35m M2)
+  read -r gomod gocache < <(.venv/bin/python -c 'import os; from refbench import toolchain
+c = toolchain.own_caches(os.environ); print(c["GOMODCACHE"], c["GOCACHE"])')
+  GOMODCACHE="$gomod" GOCACHE="$gocache" GOENV=off GOWORK=off GOBIN="$ROOT/tools/bin" GOFLAGS=-buildvcs=false \
+    go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
 fi
 say "ready"

@@ -58,3 +58,28 @@ def test_pinned_tool_builds_use_refbenchs_own_go_caches(tmp_path, monkeypatch):
     assert "GOMODCACHE=" + str(paths.data_root() / "go" / "mod") in pins.env_caches()
     mine = {"GOMODCACHE": str(tmp_path / "mine" / "mod"), "GOCACHE": str(tmp_path / "mine" / "build")}
     assert {k: pins.build_env(mine)[k] for k in mine} == mine  # the user's own, named, are kept
+
+
+def test_the_nightly_job_installs_hash_pinned_packages_and_builds_nothing_with_gos_defaults():
+    """The nightly job holds the history database's password (a write credential), yet it ran
+    scripts/setup.sh: `pip install -e '.[test]'` took every dependency by version range (review35m
+    M4), and `go install` built actionlint in go's default caches, which a restore may fill, and
+    with go's settings file (M2). It installs as the Action does now; and setup.sh, where a
+    developer runs it, builds actionlint in refbench's own Go caches without the settings file."""
+    import re
+    from pathlib import Path
+    from ruamel.yaml import YAML
+    from test_action import _pip_installs
+    root = Path(__file__).resolve().parent.parent
+    wf = YAML(typ="safe").load((root / ".github" / "workflows" / "nightly.yml").read_text())
+    steps = wf["jobs"]["nightly"]["steps"]
+    assert any("REFBENCH_HISTORY_URL" in str(s.get("env", "")) for s in steps)  # the credential
+    runs = [s["run"] for s in steps if "run" in s]
+    assert not any("setup.sh" in r for r in runs), runs
+    installs = [c for r in runs for c in _pip_installs(r)]
+    assert installs and all("--require-hashes -r requirements/action.txt" in c or "--no-deps" in c
+                            for c in installs), installs
+    script = re.sub(r"\\\n\s*", " ", (root / "scripts" / "setup.sh").read_text())
+    go_runs = [ln for ln in script.splitlines() if re.search(r"\bgo (install|build|get|run)\b", ln)
+               and not ln.lstrip().startswith("#")]
+    assert go_runs and all(all(f"{v}=" in ln for v in ("GOMODCACHE", "GOCACHE", "GOENV")) for ln in go_runs), go_runs
