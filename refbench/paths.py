@@ -441,28 +441,53 @@ def locked(path: Path, within: Path | None = None):
     user's files would otherwise be opened (and, before, truncated) in its place. `within`: the
     cache it is in, whose components down to it are checked too (make_dirs)."""
     path = Path(path)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     with _dir_of(path, within) as (dfd, name):
-        try:
-            fd = os.open(name, flags, 0o644, dir_fd=dfd)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO opens too
-                os.close(fd)
-                raise OSError(errno.EINVAL, "not a regular file", str(path))
-        except OSError:
-            # what a cache restore left where refbench keeps its lock (a link, a directory, a FIFO, a
-            # file it may not open): it goes, never what a link names, and the lock is made anew; a
-            # lock holds nothing, and a held one always opens (review35i I1)
-            try:
-                _remove_entry(dfd, name)
-                fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
-            except OSError as e:
-                raise RefbenchError(f"cannot take the lock {path}: {e.strerror}; remove it") from None
+        fd = _open_lock(dfd, name, path)
     with os.fdopen(fd, "r+") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _identity(dfd: int, name: str) -> tuple[int, int] | None:
+    """(device, inode) of the entry `name` itself (a link is not followed), or None when there is none."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _open_lock(dfd: int, name: str, path: Path, tries: int = 5) -> int:
+    """The lock file `name` opened (O_NOFOLLOW: a restored link to one of the user's files is never
+    opened in its place). What a cache restore left there instead (a link, a directory, a FIFO, a
+    file it may not open) goes, never what a link names, and the lock is made anew: a lock holds
+    nothing, and a held one always opens (review35i I1). It goes only while it is still the entry
+    that failed: two runs that met one FIFO together removed each other's fresh lock and both held
+    "the lock" (review35m M5); a lock another run made first is opened, not replaced."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    why = "it kept changing"
+    for _ in range(tries):
+        seen = _identity(dfd, name)
+        try:
+            fd = os.open(name, flags, 0o644, dir_fd=dfd)
+            if stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO opens too
+                return fd
+            os.close(fd)
+        except OSError:
+            pass
+        try:
+            if seen is not None and _identity(dfd, name) == seen:
+                _remove_entry(dfd, name)
+            return os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
+        except (FileExistsError, FileNotFoundError):
+            continue  # another run made (or removed) it meanwhile: open what is there now
+        except OSError as e:
+            why = e.strerror
+            break
+    raise RefbenchError(f"cannot take the lock {path}: {why}; remove it")
 
 
 def replace_link(path: Path, target: Path, within: Path | None = None) -> None:

@@ -83,3 +83,44 @@ def test_the_nightly_job_installs_hash_pinned_packages_and_builds_nothing_with_g
     go_runs = [ln for ln in script.splitlines() if re.search(r"\bgo (install|build|get|run)\b", ln)
                and not ln.lstrip().startswith("#")]
     assert go_runs and all(all(f"{v}=" in ln for v in ("GOMODCACHE", "GOCACHE", "GOENV")) for ln in go_runs), go_runs
+
+
+def test_two_runs_meeting_one_planted_fifo_at_a_lock_never_hold_it_together(tmp_path, monkeypatch):
+    """A FIFO restored where a lock is kept opens, and is removed and made anew as a lock
+    (review35i I1). Two runs that met it together: B opened the FIFO, A removed it, made the lock
+    and held it, then B removed whatever was there now (A's held lock), made another and held
+    that: both inside (review35m M5). B's fstat of what it opened is delayed here so that A's whole
+    remake falls inside B's window, as the reviewer's reproducer did; the race is made, the logic is
+    refbench's."""
+    import os
+    import threading
+    import time
+    from refbench import paths
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lock = cache / "clone.lock"
+    os.mkfifo(lock)
+    real_fstat, delayed = os.fstat, []
+
+    def slow_fstat(fd):
+        if threading.current_thread().name == "B" and not delayed:
+            delayed.append(True)
+            time.sleep(0.5)  # B has opened the FIFO; A makes its lock and takes it meanwhile
+        return real_fstat(fd)
+    monkeypatch.setattr(os, "fstat", slow_fstat)
+    events: list[tuple[float, str, str]] = []
+
+    def run(name: str, delay: float) -> None:
+        time.sleep(delay)
+        with paths.locked(lock, within=cache):
+            events.append((time.monotonic(), name, "in"))
+            time.sleep(0.8)
+            events.append((time.monotonic(), name, "out"))
+    threads = [threading.Thread(target=run, args=(n, d), name=n) for n, d in (("B", 0.0), ("A", 0.1))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    order = [what for _, _, what in sorted(events)]
+    assert order == ["in", "out", "in", "out"], sorted(events)
+    assert delayed and lock.is_file() and not lock.is_symlink()
