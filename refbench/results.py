@@ -558,8 +558,9 @@ class Environment(_Doc):
         """This machine as a results file records it; `hyperfine`: the one the run measured with
         (default: the first on PATH)."""
         def version(argv):
-            # at /: a go.mod in the current directory could switch go to a toolchain a restored
-            # module cache holds (review35l L2)
+            # at / and with GOTOOLCHAIN=local (set through env(1): this module reads no environment):
+            # a go.mod in the current directory, or a GOTOOLCHAIN the environment names, could switch
+            # go to a toolchain a restored module cache holds (review35l L2, review35m)
             try:
                 return subprocess.run(argv, capture_output=True, text=True, timeout=20,
                                       cwd="/").stdout.strip().splitlines()[0]
@@ -568,7 +569,7 @@ class Environment(_Doc):
 
         return cls(host=socket.gethostname(), os=platform.platform(), kernel=platform.release(),
                    cpu_model=cpu_model(), cpus=os.cpu_count(), memory_bytes=_mem_total(),
-                   python=platform.python_version(), go=toolchain or version(["go", "env", "GOVERSION"]),
+                   python=platform.python_version(), go=toolchain or version(["env", "GOTOOLCHAIN=local", "go", "env", "GOVERSION"]),
                    hyperfine=hyperfine or version(["hyperfine", "--version"]), refbench=__version__, **measured)
 
     def busy_warning(self) -> str | None:

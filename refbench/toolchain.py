@@ -301,12 +301,16 @@ def available(cache_dir: Path, env: dict | None = None, max_age: float = LIST_MA
     return versions
 
 
-def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str = "go") -> str:
+def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str | None = None) -> str:
     """stdout of `go ARGS` run outside any module (no go.mod of the current directory switches
     its Go, and `go mod download`'s answer, which verify_cached trusts, is the checksum database's,
     not a module's replace); BuildError with go's last line when it fails. go looks for a go.mod
     in every parent of its directory, a scratch one in `tmp` (default: the system's temp
-    directory): one found there fails this, naming it (review35e LOW), and no go.work is read."""
+    directory): one found there fails this, naming it (review35e LOW), and no go.work is read.
+    `go`: default the one builds run (tools.go: the clean PATH's, else the Go `refbench setup`
+    fetched into the data directory, which a bare `go` never found, review35m)."""
+    from . import tools  # here: tools imports pins, which imports this module lazily
+    go = go or tools.go() or "go"
     switch = env.get("GOTOOLCHAIN", LOCAL)
     said = f"`go {' '.join(args)}`" + ("" if switch == LOCAL else f" with GOTOOLCHAIN={switch}")
     env = {**env, "GOWORK": "off"}

@@ -3,7 +3,9 @@ trust boundary, LOWs each, closed with the attack planted in a throw-away place.
 from __future__ import annotations
 
 import io
+import os
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +126,42 @@ def test_two_runs_meeting_one_planted_fifo_at_a_lock_never_hold_it_together(tmp_
     order = [what for _, _, what in sorted(events)]
     assert order == ["in", "out", "in", "out"], sorted(events)
     assert delayed and lock.is_file() and not lock.is_symlink()
+
+
+def test_the_environment_probe_asks_this_machines_go_whatever_gotoolchain_says(monkeypatch):
+    """results.Environment.probe's `go env GOVERSION` inherited GOTOOLCHAIN (e94aac5 dropped the
+    `local` the L2 fix had set), so a GOTOOLCHAIN naming another Go switched to it, from a module
+    cache a restore may fill (review35m). Offline (GOPROXY=off) such a switch fails and the probe
+    records no Go at all."""
+    import shutil
+    import subprocess
+    from conftest import need
+    from refbench.results import Environment
+    go = shutil.which("go") or need("go", "the probe asks it")
+    local = subprocess.run([go, "env", "GOVERSION"], env={"PATH": os.environ["PATH"], "HOME": os.environ["HOME"],
+                                                          "GOTOOLCHAIN": "local"},
+                           capture_output=True, text=True, check=True).stdout.strip()
+    monkeypatch.setenv("GOTOOLCHAIN", "go1.99.0")
+    monkeypatch.setenv("GOPROXY", "off")
+    assert Environment.probe(hyperfine="x").go == local
+
+
+def test_go_queries_use_the_go_setup_fetched_when_the_path_has_none(tmp_path, monkeypatch):
+    """A machine with no Go on PATH gets one from `refbench setup`, in the data directory, which
+    builds run (tools.go); but the toolchain chooser and verify_cached asked a bare `go` on PATH,
+    so every build failed before it started: "go not found on PATH" (review35m). Here the data
+    directory's Go is this machine's, linked where setup would unpack it."""
+    import shutil
+    from conftest import need
+    from refbench import toolchain as tc
+    from refbench import tools
+    go = shutil.which("go") or need("go", "stands in for the Go setup fetched")
+    root = Path(os.path.realpath(go)).parent.parent
+    data = tmp_path / "data"
+    (data / "refbench").mkdir(parents=True)
+    (data / "refbench" / "go1.26.8.linux-amd64").symlink_to(root)
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert shutil.which("go", path="/usr/bin:/bin") is None
+    assert tools.go() and tools.go().startswith(str(data))
+    assert tc.go_version(tc.go_env()).startswith("go1.")
