@@ -451,43 +451,62 @@ def locked(path: Path, within: Path | None = None):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _identity(dfd: int, name: str) -> tuple[int, int] | None:
-    """(device, inode) of the entry `name` itself (a link is not followed), or None when there is none."""
+_LOCK = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _open_lock(dfd: int, name: str, path: Path) -> int:
+    """The lock file `name` in the directory `dfd`, opened; made when there is none. What a cache
+    restore left there instead (a link, a directory, a FIFO, a device, a file it may not open) is
+    never opened as the lock (O_NOFOLLOW; a link is never followed) and goes, and the lock is made
+    anew: a lock holds nothing, and a held one always opens (review35i I1). Only a run holding a
+    flock on the directory removes anything, and it looks again under it first: two runs that met
+    one planted FIFO together removed each other's fresh lock and both held it, even when each
+    checked the inode number first, which ext4 hands straight to the next file made (review35m M5,
+    review35n N1)."""
     try:
-        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except FileNotFoundError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _open_lock(dfd: int, name: str, path: Path, tries: int = 5) -> int:
-    """The lock file `name` opened (O_NOFOLLOW: a restored link to one of the user's files is never
-    opened in its place). What a cache restore left there instead (a link, a directory, a FIFO, a
-    file it may not open) goes, never what a link names, and the lock is made anew: a lock holds
-    nothing, and a held one always opens (review35i I1). It goes only while it is still the entry
-    that failed: two runs that met one FIFO together removed each other's fresh lock and both held
-    "the lock" (review35m M5); a lock another run made first is opened, not replaced."""
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    why = "it kept changing"
-    for _ in range(tries):
-        seen = _identity(dfd, name)
+        fd = _lock_there(dfd, name)
+        if fd is not None:
+            return fd
+        fcntl.flock(dfd, fcntl.LOCK_EX)
         try:
-            fd = os.open(name, flags, 0o644, dir_fd=dfd)
-            if stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO opens too
+            fd = _lock_there(dfd, name)  # another run may have remade it before this one got the directory
+            if fd is not None:
                 return fd
-            os.close(fd)
-        except OSError:
-            pass
+            _remove_entry(dfd, name)
+            try:
+                return os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+            except FileExistsError:  # a run that found no lock made its own meanwhile: that one is the lock
+                return os.open(name, _LOCK, dir_fd=dfd)
+        finally:
+            fcntl.flock(dfd, fcntl.LOCK_UN)
+    except OSError as e:
+        raise RefbenchError(f"cannot take the lock {path}: {e.strerror}; remove it") from None
+
+
+def _lock_there(dfd: int, name: str, tries: int = 3) -> int | None:
+    """A descriptor of the lock `name` when it is a regular file that opens, or of a new one when
+    there is none; None when something else is there. Only a regular file is opened (lstat
+    first: a device or FIFO is never opened), and nothing is removed here."""
+    for _ in range(tries):
         try:
-            if seen is not None and _identity(dfd, name) == seen:
-                _remove_entry(dfd, name)
-            return os.open(name, flags | os.O_EXCL, 0o644, dir_fd=dfd)
-        except (FileExistsError, FileNotFoundError):
-            continue  # another run made (or removed) it meanwhile: open what is there now
-        except OSError as e:
-            why = e.strerror
-            break
-    raise RefbenchError(f"cannot take the lock {path}: {why}; remove it")
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            try:
+                return os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
+            except FileExistsError:
+                continue  # another run made it meanwhile: look at it
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            fd = os.open(name, _LOCK, dir_fd=dfd)
+        except FileNotFoundError:
+            continue  # removed meanwhile, by a run remaking it
+        except PermissionError:
+            return None  # a restored file no run could have made its lock (each makes 0644 files of its own)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)  # swapped between the lstat and the open
+    return None
 
 
 def replace_link(path: Path, target: Path, within: Path | None = None) -> None:

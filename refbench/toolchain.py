@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import stat
 import subprocess
 import tempfile
@@ -307,10 +308,11 @@ def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str | None =
     not a module's replace); BuildError with go's last line when it fails. go looks for a go.mod
     in every parent of its directory, a scratch one in `tmp` (default: the system's temp
     directory): one found there fails this, naming it (review35e LOW), and no go.work is read.
-    `go`: default the one builds run (tools.go: the clean PATH's, else the Go `refbench setup`
-    fetched into the data directory, which a bare `go` never found, review35m)."""
+    `go`: default the go of `env`'s PATH (pins.checked_build_env puts the one it builds with
+    first), else the one builds run (tools.go: the Go `refbench setup` fetched into the data
+    directory, which a bare `go` never found, review35m)."""
     from . import tools  # here: tools imports pins, which imports this module lazily
-    go = go or tools.go() or "go"
+    go = go or shutil.which("go", path=env.get("PATH", "")) or tools.go() or "go"
     switch = env.get("GOTOOLCHAIN", LOCAL)
     said = f"`go {' '.join(args)}`" + ("" if switch == LOCAL else f" with GOTOOLCHAIN={switch}")
     env = {**env, "GOWORK": "off"}

@@ -88,13 +88,13 @@ def test_the_nightly_job_installs_hash_pinned_packages_and_builds_nothing_with_g
 
 
 def test_two_runs_meeting_one_planted_fifo_at_a_lock_never_hold_it_together(tmp_path, monkeypatch):
-    """A FIFO restored where a lock is kept opens, and is removed and made anew as a lock
-    (review35i I1). Two runs that met it together: B opened the FIFO, A removed it, made the lock
-    and held it, then B removed whatever was there now (A's held lock), made another and held
-    that: both inside (review35m M5). B's fstat of what it opened is delayed here so that A's whole
-    remake falls inside B's window, as the reviewer's reproducer did; the race is made, the logic is
-    refbench's."""
-    import os
+    """A FIFO restored where a lock is kept is removed and the lock made anew (review35i I1). Two
+    runs that met it together: B looked (opened the FIFO), A removed it, made the lock and held it,
+    then B removed whatever was there now (A's held lock), made another and held that: both inside
+    (review35m M5). Checking the inode number first did not help: ext4 gives the next file made the
+    number just freed, and a removal could still come between the check and the unlink (review35n
+    N1). Run B is held up for 0.5 s just before it removes anything, so that A's whole remake falls
+    inside B's window, as the reviewers' reproducers did. The race is made; the logic is refbench's."""
     import threading
     import time
     from refbench import paths
@@ -102,14 +102,16 @@ def test_two_runs_meeting_one_planted_fifo_at_a_lock_never_hold_it_together(tmp_
     cache.mkdir()
     lock = cache / "clone.lock"
     os.mkfifo(lock)
-    real_fstat, delayed = os.fstat, []
+    held: list[str] = []
 
-    def slow_fstat(fd):
-        if threading.current_thread().name == "B" and not delayed:
-            delayed.append(True)
-            time.sleep(0.5)  # B has opened the FIFO; A makes its lock and takes it meanwhile
-        return real_fstat(fd)
-    monkeypatch.setattr(os, "fstat", slow_fstat)
+    def held_up(real):
+        def call(*a, **kw):
+            if threading.current_thread().name == "B" and not held:
+                held.append(real.__name__)
+                time.sleep(0.5)
+            return real(*a, **kw)
+        return call
+    monkeypatch.setattr(os, "unlink", held_up(os.unlink))
     events: list[tuple[float, str, str]] = []
 
     def run(name: str, delay: float) -> None:
@@ -125,7 +127,7 @@ def test_two_runs_meeting_one_planted_fifo_at_a_lock_never_hold_it_together(tmp_
         t.join()
     order = [what for _, _, what in sorted(events)]
     assert order == ["in", "out", "in", "out"], sorted(events)
-    assert delayed and lock.is_file() and not lock.is_symlink()
+    assert held and lock.is_file() and not lock.is_symlink()
 
 
 def test_the_environment_probe_asks_this_machines_go_whatever_gotoolchain_says(monkeypatch):
@@ -165,3 +167,101 @@ def test_go_queries_use_the_go_setup_fetched_when_the_path_has_none(tmp_path, mo
     assert shutil.which("go", path="/usr/bin:/bin") is None
     assert tools.go() and tools.go().startswith(str(data))
     assert tc.go_version(tc.go_env()).startswith("go1.")
+
+
+def test_a_lock_in_a_directory_it_may_not_search_is_a_one_line_refusal_not_a_crash():
+    """A runner that is not root, and a restored directory of mode 0600 where a lock is kept: the
+    lock's first look (an lstat) raised PermissionError past the one-line refusal, and the run
+    crashed with a traceback (review35n N2). Run as nobody in a forked child."""
+    import shutil
+    import subprocess
+    import tempfile
+    from refbench import paths
+    from test_trust_r9 import _as_nobody
+    top = Path(tempfile.mkdtemp(prefix="refbench-lockdir-"))
+    try:
+        cache = top / "cache"
+        (cache / "clones").mkdir(parents=True)
+        if os.geteuid() == 0:
+            for p in (top, cache, cache / "clones"):
+                os.chown(p, 65534, 65534)
+        (cache / "clones").chmod(0o600)
+
+        def take() -> None:
+            try:
+                with paths.locked(cache / "clones" / "origin-abc.lock", within=cache):
+                    raise AssertionError("took a lock in a directory it may not search")
+            except RefbenchError as e:
+                assert "cannot take the lock" in str(e) and "\n" not in str(e), e
+        assert _as_nobody(take) == 0
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_device_node_at_a_lock_is_removed_without_being_opened(tmp_path, monkeypatch):
+    """A root runner restoring a cache makes the device nodes a tar holds. The lock was opened
+    (O_RDWR, blocking) before its type was checked, so a restored device node was opened, with
+    whatever a device's open does (review35n N4, unconfirmed impact). Its type is looked at first;
+    only a regular file is opened. The null device stands in (its open does nothing)."""
+    import stat as st
+    from conftest import need
+    from refbench import paths
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    lock = cache / "clone.lock"
+    try:
+        os.mknod(lock, 0o600 | st.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        need("root", "makes a device node where the lock is kept")
+    opened_devices: list[str] = []
+    real_open = os.open
+
+    def watched(path, flags, *a, dir_fd=None, **kw):
+        try:
+            if st.S_ISCHR(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+                opened_devices.append(str(path))
+        except OSError:
+            pass
+        return real_open(path, flags, *a, dir_fd=dir_fd, **kw)
+    monkeypatch.setattr(os, "open", watched)
+    with paths.locked(lock, within=cache):
+        pass
+    assert opened_devices == [] and lock.is_file()
+
+
+@pytest.mark.parametrize("names", [["bin/go", "."], ["bin", "bin/go"]], ids=["a dot entry", "a file where a directory goes"])
+def test_an_unpinned_go_zip_that_cannot_be_unpacked_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, names):
+    """An entry named PREFIX + "." (the unpack directory itself), or a file where a later entry
+    needs a directory, crashed setup (exit 3, a traceback) and left its temporary directory in the
+    data directory (review35n N5; an unpinned Go only: a pinned zip is hash-checked first)."""
+    from fakes.loopback import serving
+    from refbench.commands import setup
+    prefix = "golang.org/toolchain@v0.0.1-go1.99.0.linux-amd64/"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for n in names:
+            z.writestr(prefix + n, "#!/bin/sh\n")
+    with serving(buf.getvalue()) as url:
+        monkeypatch.setenv("GOPROXY", url)
+        monkeypatch.setenv("GO_TOOLCHAIN", "go1.99.0")
+        monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
+        monkeypatch.setattr("platform.machine", lambda: "x86_64")
+        with pytest.raises(RefbenchError, match="Go toolchain") as e:
+            setup.ensure_go(tmp_path / "bin")
+    assert "\n" not in str(e.value)
+    assert list((tmp_path / "data" / "refbench").iterdir()) == []
+
+
+def test_go_queries_ask_the_go_their_environment_puts_first(tmp_path):
+    """pins.checked_build_env puts the Go a pinned build runs first on the PATH it checks that Go's
+    version with; the chooser's default go must be that one, and only without any fall back to
+    the one setup fetched (review35n N6: after review35m's change the PATH line was dead)."""
+    from refbench import toolchain as tc
+    (tmp_path / "bin").mkdir()
+    go = tmp_path / "bin" / "go"
+    go.write_text("#!/bin/sh\necho go version go1.77.7 linux/amd64\n")
+    go.chmod(0o755)
+    assert tc.go_version({"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "GOTOOLCHAIN": "local"}) == "go1.77.7"

@@ -108,11 +108,11 @@ def zip_hash(z: zipfile.ZipFile) -> str:
 
 def _leaves_its_directory(name: str) -> bool:
     """Whether a zip entry's name, or what is left of it once a leading part is cut off, could
-    name a place outside the directory it is unpacked into: an absolute name, a `..` component, or
-    an empty one (`a//b`: cut after `a/`, the rest is the absolute `/b`). A directory entry's
-    trailing `/` is no empty component."""
+    name a place outside the directory it is unpacked into, or the directory itself: an absolute
+    name, a `..` or `.` component, or an empty one (`a//b`: cut after `a/`, the rest is the
+    absolute `/b`). A directory entry's trailing `/` is no empty component."""
     parts = name.split("/")
-    return name.startswith("/") or ".." in parts or "" in parts[:-1]
+    return name.startswith("/") or ".." in parts or "." in parts or "" in parts[:-1]
 
 
 def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
@@ -130,6 +130,21 @@ def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
                else f"refbench pins no hash for Go {which} (pinned: {', '.join(GO_ZIP_SUMS)}; "
                     "REFBENCH_UNPINNED_TOOLS=1 takes it unchecked)")
         raise RefbenchError(f"refusing the Go toolchain from {url}: {why}; install Go, or fetch it from another GOPROXY")
+
+
+def _unpack(z: zipfile.ZipFile, prefix: str, tmp: Path) -> None:
+    """The files of `z` under `prefix`, written below `tmp` without it (names checked before:
+    _check_go_zip); executables, and what sits in a bin/ or tool/ directory, made runnable."""
+    for info in z.infolist():
+        if not info.filename.startswith(prefix) or info.is_dir():
+            continue
+        out = tmp / info.filename[len(prefix):]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with z.open(info) as src, open(out, "wb") as fh:
+            shutil.copyfileobj(src, fh)
+        mode = (info.external_attr >> 16) & 0o777
+        if mode & 0o111 or "/bin/" in str(out) or "/tool/" in str(out):
+            out.chmod(0o755)
 
 
 def ensure_go(bin_dir: Path) -> str:
@@ -157,16 +172,11 @@ def ensure_go(bin_dir: Path) -> str:
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             _check_go_zip(z, f"{toolchain} linux/{arch}", url, tmp)
-            for info in z.infolist():
-                if not info.filename.startswith(prefix) or info.is_dir():
-                    continue
-                out = tmp / info.filename[len(prefix):]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(info) as src, open(out, "wb") as fh:
-                    shutil.copyfileobj(src, fh)
-                mode = (info.external_attr >> 16) & 0o777
-                if mode & 0o111 or "/bin/" in str(out) or "/tool/" in str(out):
-                    out.chmod(0o755)
+            try:
+                _unpack(z, prefix, tmp)
+            except OSError as e:  # a full disk, or a zip whose names collide (a file where a directory goes)
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise RefbenchError(f"cannot unpack the Go toolchain from {url} into {tmp.parent}: {e}") from None
         try:
             tmp.rename(dest)
         except OSError:
