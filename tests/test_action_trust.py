@@ -24,8 +24,8 @@ def push_event(default_branch: str) -> dict:
 
 
 CACHE_STEPS = ("Cache refbench's tools (hyperfine, MinIO, refbench-s3restore)",
-               "Restore refbench's tools (restore only where PR code runs)", "Cache builds and Go modules",
-               "Restore builds and Go modules (restore only where PR code runs)")
+               "Restore refbench's tools (restore only where PR code runs)", "Cache builds",
+               "Restore builds (restore only where PR code runs)")
 
 
 def test_a_push_job_naming_an_unmerged_ref_fails_before_any_cache_is_restored(gate_repo, tmp_path):
@@ -56,8 +56,8 @@ def test_a_push_job_on_an_unmerged_checkout_gets_no_key_and_saves_no_cache(gate_
     assert gate.outcome == "success" and r.steps["trust"]["outputs"]["trusted"] == "false", gate.stdout
     assert "the checkout's HEAD" in gate.stdout and "::warning::" in gate.stdout
     assert done["Write the cache key for the Benchmark step"].startswith("skipped (if:")
-    assert done["Cache builds and Go modules"].startswith("skipped (if:")
-    assert done["Restore builds and Go modules (restore only where PR code runs)"].startswith("skipped (uses:")
+    assert done["Cache builds"].startswith("skipped (if:")
+    assert done["Restore builds (restore only where PR code runs)"].startswith("skipped (uses:")
     assert r.steps["trust"]["outputs"]["merged_only"] == "1"  # refbench builds merged code only here too
 
 

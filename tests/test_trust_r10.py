@@ -265,3 +265,19 @@ def test_go_queries_ask_the_go_their_environment_puts_first(tmp_path):
     go.write_text("#!/bin/sh\necho go version go1.77.7 linux/amd64\n")
     go.chmod(0o755)
     assert tc.go_version({"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "GOTOOLCHAIN": "local"}) == "go1.77.7"
+
+
+def test_no_cache_step_saves_or_restores_a_go_cache():
+    """The Action cached ~/go/pkg/mod, which since the own Go caches nothing refbench runs reads:
+    a surface and a cost for nothing (review35l L4). No cache step of the Action or a workflow
+    names a Go module or build cache now; builds use refbench's own, which none saves."""
+    from pathlib import Path
+    from ruamel.yaml import YAML
+    root = Path(__file__).resolve().parent.parent
+    docs = [YAML(typ="safe").load((root / "action.yml").read_text())["runs"]]
+    docs += [job for wf in sorted((root / ".github" / "workflows").glob("*.yml"))
+             for job in YAML(typ="safe").load(wf.read_text())["jobs"].values()]
+    cached = [str((s.get("with") or {}).get("path", "")) for d in docs for s in d.get("steps", [])
+              if str(s.get("uses", "")).startswith("actions/cache")]
+    assert len(cached) >= 4, cached
+    assert not any(go in p for p in cached for go in ("go/pkg/mod", "go-build", "GOMODCACHE", "GOCACHE")), cached
