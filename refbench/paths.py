@@ -441,9 +441,13 @@ def locked(path: Path, within: Path | None = None):
     user's files would otherwise be opened (and, before, truncated) in its place. `within`: the
     cache it is in, whose components down to it are checked too (make_dirs)."""
     path = Path(path)
-    with _dir_of(path, within) as (dfd, name):
-        fd = _open_lock(dfd, name, path)
-    with os.fdopen(fd, "r+") as fh:
+    try:
+        with _dir_of(path, within) as (dfd, name):
+            fd = _open_lock(dfd, name, path)
+    except PermissionError as e:  # a directory on the way that a restore left unsearchable (review35o O3)
+        raise RefbenchError(f"cannot take the lock {path}: {e.strerror} at {e.filename or path.parent}, "
+                            "a directory on the way to it; remove it") from None
+    with os.fdopen(fd, "r") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -452,6 +456,10 @@ def locked(path: Path, within: Path | None = None):
 
 
 _LOCK = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+# another user's lock (0644) opens read-only, enough for a local flock, and is waited on, not taken
+# for a restore's leftover and replaced while held (review35o O1); read-write first, which NFS's
+# flock (a byte-range lock there) needs for an exclusive lock
+_SHARED_LOCK = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _open_lock(dfd: int, name: str, path: Path) -> int:
@@ -476,7 +484,7 @@ def _open_lock(dfd: int, name: str, path: Path) -> int:
             try:
                 return os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
             except FileExistsError:  # a run that found no lock made its own meanwhile: that one is the lock
-                return os.open(name, _LOCK, dir_fd=dfd)
+                return _open_either(name, dfd)
         finally:
             fcntl.flock(dfd, fcntl.LOCK_UN)
     except OSError as e:
@@ -498,15 +506,23 @@ def _lock_there(dfd: int, name: str, tries: int = 3) -> int | None:
         if not stat.S_ISREG(st.st_mode):
             return None
         try:
-            fd = os.open(name, _LOCK, dir_fd=dfd)
+            fd = _open_either(name, dfd)
         except FileNotFoundError:
             continue  # removed meanwhile, by a run remaking it
         except PermissionError:
-            return None  # a restored file no run could have made its lock (each makes 0644 files of its own)
+            return None  # a file no run may even read: no run's lock (each makes a 0644 file)
         if stat.S_ISREG(os.fstat(fd).st_mode):
             return fd
         os.close(fd)  # swapped between the lstat and the open
     return None
+
+
+def _open_either(name: str, dfd: int) -> int:
+    """The regular file `name` opened read-write, else read-only (another user's lock)."""
+    try:
+        return os.open(name, _LOCK, dir_fd=dfd)
+    except PermissionError:
+        return os.open(name, _SHARED_LOCK, dir_fd=dfd)
 
 
 def replace_link(path: Path, target: Path, within: Path | None = None) -> None:
@@ -572,9 +588,13 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 def open_regular(path: Path | str) -> int:
     """A descriptor of the regular file `path`, opened with O_NOFOLLOW | O_NONBLOCK and checked with
-    fstat; OSError naming it when it is absent, a link (ELOOP) or anything but a regular file. A
+    fstat; OSError naming it when it is absent, a link or anything but a regular file. A
     cache may hold a FIFO where refbench reads a record, whose read would block every later run
-    for good, or a link to any file the job can read (review35e LOWs)."""
+    for good, or a link to any file the job can read (review35e LOWs). Its type is looked at
+    before it is opened, so a device node a root runner's restore made is never opened (review35o
+    O2); fstat after, for what was swapped in between."""
+    if not stat.S_ISREG(os.lstat(path).st_mode):
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
     fd = os.open(path, _READ)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)

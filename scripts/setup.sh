@@ -79,9 +79,9 @@ if [ ! -x tools/bin/actionlint ]; then
   # in refbench's own Go caches (toolchain.own_caches: its data directory, which no cache step
   # restores) and without go's settings file: go compiles a module as it finds it unpacked, and
   # ~/go/pkg/mod or ~/.cache/go-build may be a restored cache (review35m M2)
-  read -r gomod gocache < <(.venv/bin/python -c 'import os; from refbench import paths, toolchain
+  { read -r gomod; read -r gocache; } < <(.venv/bin/python -c 'import os; from refbench import paths, toolchain
 paths.use(lambda: paths.Layout.from_environ(os.environ))  # as the command line reads it: XDG_DATA_HOME
-c = toolchain.own_caches(os.environ); print(c["GOMODCACHE"], c["GOCACHE"])')
+c = toolchain.own_caches(os.environ); print(c["GOMODCACHE"], c["GOCACHE"], sep="\n")')  # a path may hold a space
   GOMODCACHE="$gomod" GOCACHE="$gocache" GOENV=off GOWORK=off GOBIN="$ROOT/tools/bin" GOFLAGS=-buildvcs=false \
     go install "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
 fi

@@ -12,29 +12,56 @@ import pytest
 from refbench.errors import RefbenchError
 
 
+def _zip(entries: dict[str, str], toolchain: str, stored: bool = False) -> bytes:
+    """A toolchain zip as the proxy serves one: `entries` (name after its prefix: content)."""
+    prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-amd64/"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED) as z:
+        for name, text in entries.items():
+            z.writestr(prefix + name, text)
+    return buf.getvalue()
+
+
+def _fetch_go(tmp_path: Path, monkeypatch, body: bytes, unpinned: str | None = None) -> RefbenchError:
+    """`refbench setup` on a machine without Go, its proxy a loopback server answering `body`;
+    `unpinned`: the Go asked for, one refbench pins no hash for (REFBENCH_UNPINNED_TOOLS=1). The
+    error it must give."""
+    from fakes.loopback import serving
+    from refbench.commands import setup
+    with serving(body) as url:
+        monkeypatch.setenv("GOPROXY", url)
+        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+        monkeypatch.setenv("PATH", str(tmp_path / "no-go"))  # no Go on it: setup fetches one
+        monkeypatch.setattr("platform.machine", lambda: "x86_64")
+        if unpinned:
+            monkeypatch.setenv("GO_TOOLCHAIN", unpinned)
+            monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
+        with pytest.raises(RefbenchError, match="Go toolchain") as e:
+            setup.ensure_go(tmp_path / "bin")
+    assert "\n" not in str(e.value)
+    return e.value
+
+
+def _null_device(path: Path) -> None:
+    """A character device node like /dev/null at `path` (its open does nothing), as a root
+    runner's cache restore makes the ones a tar holds."""
+    import stat as st
+    from conftest import need
+    try:
+        os.mknod(path, 0o600 | st.S_IFCHR, os.makedev(1, 3))
+    except PermissionError:
+        need("root", f"makes a device node at {path.name}")
+
+
 def test_setup_refuses_a_go_zip_entry_whose_name_holds_an_empty_component(tmp_path, monkeypatch):
     """The toolchain zip's entries are written under the name with the zip's prefix cut off, so
     `PREFIX//abs/path` was written at /abs/path, outside the data directory, although no entry
     starts with `/` or holds `..` (review35m M1). It takes a Go refbench pins no hash for
     (REFBENCH_UNPINNED_TOOLS=1), whose contents are unchecked anyway; its names are checked still.
     A loopback server stands in for the proxy."""
-    from fakes.loopback import serving
-    from refbench.commands import setup
     outside = tmp_path / "outside" / "written-by-the-zip"
-    prefix = "golang.org/toolchain@v0.0.1-go1.99.0.linux-amd64/"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr(prefix + "bin/go", "#!/bin/sh\necho go1.99.0\n")
-        z.writestr(prefix + str(outside), "x")  # PREFIX//abs/path: the absolute path once cut
-    with serving(buf.getvalue()) as url:
-        monkeypatch.setenv("GOPROXY", url)
-        monkeypatch.setenv("GO_TOOLCHAIN", "go1.99.0")
-        monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
-        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-        monkeypatch.setenv("PATH", str(tmp_path / "no-go"))  # no Go on it: setup fetches one
-        monkeypatch.setattr("platform.machine", lambda: "x86_64")
-        with pytest.raises(RefbenchError, match="refusing the Go toolchain .*an entry named"):
-            setup.ensure_go(tmp_path / "bin")
+    body = _zip({"bin/go": "#!/bin/sh\necho go1.99.0\n", str(outside): "x"}, "go1.99.0")  # PREFIX//abs/path
+    assert "an entry named" in str(_fetch_go(tmp_path, monkeypatch, body, unpinned="go1.99.0"))
     assert not outside.exists()
     assert not list((tmp_path / "data").rglob("bin/go"))
 
@@ -169,51 +196,17 @@ def test_go_queries_use_the_go_setup_fetched_when_the_path_has_none(tmp_path, mo
     assert tc.go_version(tc.go_env()).startswith("go1.")
 
 
-def test_a_lock_in_a_directory_it_may_not_search_is_a_one_line_refusal_not_a_crash():
-    """A runner that is not root, and a restored directory of mode 0600 where a lock is kept: the
-    lock's first look (an lstat) raised PermissionError past the one-line refusal, and the run
-    crashed with a traceback (review35n N2). Run as nobody in a forked child."""
-    import shutil
-    import subprocess
-    import tempfile
-    from refbench import paths
-    from test_trust_r9 import _as_nobody
-    top = Path(tempfile.mkdtemp(prefix="refbench-lockdir-"))
-    try:
-        cache = top / "cache"
-        (cache / "clones").mkdir(parents=True)
-        if os.geteuid() == 0:
-            for p in (top, cache, cache / "clones"):
-                os.chown(p, 65534, 65534)
-        (cache / "clones").chmod(0o600)
-
-        def take() -> None:
-            try:
-                with paths.locked(cache / "clones" / "origin-abc.lock", within=cache):
-                    raise AssertionError("took a lock in a directory it may not search")
-            except RefbenchError as e:
-                assert "cannot take the lock" in str(e) and "\n" not in str(e), e
-        assert _as_nobody(take) == 0
-    finally:
-        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False)
-        shutil.rmtree(top, ignore_errors=True)
-
-
 def test_a_device_node_at_a_lock_is_removed_without_being_opened(tmp_path, monkeypatch):
     """A root runner restoring a cache makes the device nodes a tar holds. The lock was opened
     (O_RDWR, blocking) before its type was checked, so a restored device node was opened, with
     whatever a device's open does (review35n N4, unconfirmed impact). Its type is looked at first;
     only a regular file is opened. The null device stands in (its open does nothing)."""
     import stat as st
-    from conftest import need
     from refbench import paths
     cache = tmp_path / "cache"
     cache.mkdir()
     lock = cache / "clone.lock"
-    try:
-        os.mknod(lock, 0o600 | st.S_IFCHR, os.makedev(1, 3))
-    except PermissionError:
-        need("root", "makes a device node where the lock is kept")
+    _null_device(lock)
     opened_devices: list[str] = []
     real_open = os.open
 
@@ -235,23 +228,7 @@ def test_an_unpinned_go_zip_that_cannot_be_unpacked_is_one_line_and_leaves_nothi
     """An entry named PREFIX + "." (the unpack directory itself), or a file where a later entry
     needs a directory, crashed setup (exit 3, a traceback) and left its temporary directory in the
     data directory (review35n N5; an unpinned Go only: a pinned zip is hash-checked first)."""
-    from fakes.loopback import serving
-    from refbench.commands import setup
-    prefix = "golang.org/toolchain@v0.0.1-go1.99.0.linux-amd64/"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        for n in names:
-            z.writestr(prefix + n, "#!/bin/sh\n")
-    with serving(buf.getvalue()) as url:
-        monkeypatch.setenv("GOPROXY", url)
-        monkeypatch.setenv("GO_TOOLCHAIN", "go1.99.0")
-        monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")
-        monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-        monkeypatch.setenv("PATH", str(tmp_path / "no-go"))
-        monkeypatch.setattr("platform.machine", lambda: "x86_64")
-        with pytest.raises(RefbenchError, match="Go toolchain") as e:
-            setup.ensure_go(tmp_path / "bin")
-    assert "\n" not in str(e.value)
+    _fetch_go(tmp_path, monkeypatch, _zip({n: "#!/bin/sh\n" for n in names}, "go1.99.0"), unpinned="go1.99.0")
     assert list((tmp_path / "data" / "refbench").iterdir()) == []
 
 
@@ -281,3 +258,111 @@ def test_no_cache_step_saves_or_restores_a_go_cache():
               if str(s.get("uses", "")).startswith("actions/cache")]
     assert len(cached) >= 4, cached
     assert not any(go in p for p in cached for go in ("go/pkg/mod", "go-build", "GOMODCACHE", "GOCACHE")), cached
+
+
+@pytest.mark.parametrize("body", ["not a zip", "a bad CRC"])
+def test_a_damaged_go_zip_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, body):
+    """A proxy's answer that is no zip, or a zip whose data fails its CRC, crashed setup (exit 3,
+    a traceback) and left a temporary directory in the data directory, for the pinned Go too
+    (review35o O5)."""
+    from refbench.commands import setup
+    genuine = _zip({"bin/go": "#!/bin/sh\necho a genuine go\n"}, setup.DEFAULT_GO_TOOLCHAIN, stored=True)
+    data = b"<html>proxy error</html>" if body == "not a zip" else genuine.replace(b"a genuine", b"a damaged")
+    _fetch_go(tmp_path, monkeypatch, data)
+    assert list((tmp_path / "data" / "refbench").iterdir()) == []
+
+
+def test_another_users_lock_is_waited_on_not_replaced(tmp_path):
+    """Two users sharing one cache: the lock is opened read-write, so the second user could not
+    open the first's (0644) lock, took it for a restore's leftover, removed it while it was held,
+    made its own and held that too (review35o O1). It opens read-only now and waits. The first
+    user here is this process, the second a forked child running as nobody."""
+    import tempfile
+    import time
+    from refbench import paths
+    if os.geteuid() != 0:
+        from conftest import need
+        need("root", "runs a second user")
+    top = Path(tempfile.mkdtemp(prefix="refbench-twouser-"))
+    try:
+        cache = top / "cache"
+        (cache / "clones").mkdir(parents=True)
+        for p in (top, cache, cache / "clones"):
+            os.chown(p, 65534, 65534)  # the second user may write the directory, so it could unlink
+        lock = cache / "clones" / "origin-abc.lock"
+        r, w = os.pipe()
+        with paths.locked(lock, within=cache):
+            inode = lock.stat().st_ino
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover  (the child: the second user)
+                os.close(r)
+                try:
+                    os.setgid(65534)
+                    os.setuid(65534)
+                    with paths.locked(lock, within=cache):
+                        os.write(w, f"{time.monotonic()} {lock.stat().st_ino}\n".encode())
+                finally:
+                    os._exit(0)
+            os.close(w)
+            time.sleep(0.6)
+            released = time.monotonic()
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        got = os.read(r, 200).decode().split()
+        os.close(r)
+        assert got and float(got[0]) >= released, (got, released)  # it waited for the first user
+        assert int(got[1]) == inode  # and took the same lock, not one of its own
+    finally:
+        import shutil
+        shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.parametrize("blocked,mode", [("builds/clones", 0o600), ("builds", 0o300), ("builds", 0o000)],
+                         ids=["the lock's directory, unsearchable", "one above, unreadable", "one above, 0000"])
+def test_a_directory_a_lock_is_in_or_under_that_it_may_not_enter_is_a_one_line_refusal(blocked, mode):
+    """A runner that is not root, and a directory that a restore left without read or search
+    permission (tar keeps modes): the lock's first look raised PermissionError past the one-line
+    refusal, and the run crashed with a traceback, for the lock's own directory (review35n N2) and
+    for one on the way to it (review35o O3). Run as nobody in a forked child."""
+    import shutil
+    import subprocess
+    import tempfile
+    from refbench import paths
+    from test_trust_r9 import _as_nobody
+    top = Path(tempfile.mkdtemp(prefix="refbench-lockway-"))
+    try:
+        cache = top / "cache"
+        (cache / "builds" / "clones").mkdir(parents=True)
+        if os.geteuid() == 0:
+            for p in (top, cache, cache / "builds", cache / "builds" / "clones"):
+                os.chown(p, 65534, 65534)
+        (cache / blocked).chmod(mode)
+
+        def take() -> None:
+            try:
+                with paths.locked(cache / "builds" / "clones" / "origin-abc.lock", within=cache):
+                    raise AssertionError(f"took a lock with {blocked} at mode {mode:o}")
+            except RefbenchError as e:
+                assert "cannot take the lock" in str(e) and "\n" not in str(e), e
+        assert _as_nobody(take) == 0
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_device_node_where_a_record_is_read_is_refused_without_being_opened(tmp_path, monkeypatch):
+    """paths.open_regular (build.json, impl.json, state.json, ...) opened the file and then looked
+    at its type, so a device node a root runner's restore made there was opened (review35o O2,
+    impact unconfirmed). The null device stands in."""
+    from refbench import paths
+    record = tmp_path / "build.json"
+    _null_device(record)
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched(path, flags, *a, **kw):
+        opened.append(str(path))
+        return real_open(path, flags, *a, **kw)
+    monkeypatch.setattr(os, "open", watched)
+    with pytest.raises(OSError, match="not a regular file"):
+        paths.open_regular(record)
+    assert str(record) not in opened, opened

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 from pathlib import Path
 
 from .. import hyperfine, paths, pins, tools, trust
@@ -169,12 +170,18 @@ def ensure_go(bin_dir: Path) -> str:
         except OSError as e:
             raise RefbenchError(f"cannot fetch Go from {url}: {e} (install Go, or set GOPROXY)") from None
         prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-{arch}/"
+        try:
+            z = zipfile.ZipFile(io.BytesIO(data))
+        except zipfile.BadZipFile as e:
+            raise RefbenchError(f"refusing the Go toolchain from {url}: not a zip ({e})") from None
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            _check_go_zip(z, f"{toolchain} linux/{arch}", url, tmp)
+        with z:
             try:
+                _check_go_zip(z, f"{toolchain} linux/{arch}", url, tmp)
                 _unpack(z, prefix, tmp)
-            except OSError as e:  # a full disk, or a zip whose names collide (a file where a directory goes)
+            # a full disk, names that collide (a file where a directory goes), or a damaged zip (a bad
+            # CRC, garbled or encrypted data, an unknown method: an unpinned Go's zip is unhashed)
+            except (OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError) as e:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise RefbenchError(f"cannot unpack the Go toolchain from {url} into {tmp.parent}: {e}") from None
         try:
