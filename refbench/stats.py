@@ -49,12 +49,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats as sps
-from scipy.interpolate import PchipInterpolator
-from scipy.signal import fftconvolve
-from scipy.special import ndtr, ndtri
+
+if TYPE_CHECKING:
+    from scipy.interpolate import PchipInterpolator
 
 # the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
 # from the figures computed here, and adjusting a family of them, is judge.py's
@@ -67,8 +67,31 @@ SPENDINGS = ("obrien-fleming", "pocock")
 # standard error of the shift is sqrt(π/3) · σ / sqrt(S), S = Σ_rounds n m / (n + m + 1).
 _HL_SE = math.sqrt(math.pi / 3)
 _SQRT2PI = math.sqrt(2 * math.pi)
-# median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ
-_PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
+
+
+# scipy is imported where a function first needs it, not with this module: scipy.stats,
+# .interpolate, .signal and .special were 0.65 s of the 1.05 s every `refbench` process took to
+# start (--help and a refused flag included; the test suite starts hundreds of them)
+def _sps():
+    from scipy import stats
+    return stats
+
+
+def ndtr(x):
+    """scipy.special.ndtr: Φ(x)."""
+    from scipy.special import ndtr as f
+    return f(x)
+
+
+def ndtri(p):
+    """scipy.special.ndtri: Φ⁻¹(p)."""
+    from scipy.special import ndtri as f
+    return f(p)
+
+
+# median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ (Φ⁻¹(0.75) = 0.6744897501960817, as
+# scipy.stats.norm.ppf and scipy.special.ndtri give it, written out so that importing needs no scipy)
+_PAIR_MEDIAN = 0.6744897501960817 * math.sqrt(2)
 
 
 def _z(p: float) -> float:
@@ -122,7 +145,7 @@ def _midranks(e: np.ndarray) -> np.ndarray:
     r = np.empty(flat.shape)
     np.put_along_axis(r, order, (start + end) / 2 + 1, axis=1)
     if nan.any():
-        r[nan] = sps.rankdata(flat[nan], axis=-1)
+        r[nan] = _sps().rankdata(flat[nan], axis=-1)
     return r.reshape(e.shape)
 
 
@@ -262,6 +285,7 @@ def exact_zs(strata: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
         mean += m * qr.mean(axis=1)
         parts.append(_sum_parts(qr, m))
     out = np.empty(bn)
+    from scipy.signal import fftconvolve
     for b in range(bn):
         dist = np.ones(1)
         for part in parts:
@@ -443,10 +467,10 @@ def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, .
     with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: the shift is exact
         tstat = np.where(t.se > 0, t.shift / t.se, np.where(t.shift == 0, 0.0, np.sign(t.shift) * np.inf))
     # the t's tail as a normal z, so looks, repeated p-values and the family read it as the rank test's
-    z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, sps.t.sf(np.abs(tstat), t.df))), _Z_CAP)
+    z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, _sps().t.sf(np.abs(tstat), t.df))), _Z_CAP)
     # the interval at the rank interval's level; a look that may spend no alpha (a fraction of a
     # percent) has no bound at all, not inf x a zero se
-    half = float(sps.t.isf(ndtr(-crit), t.df)) * t.se if math.isfinite(crit) else np.full(t.se.shape, np.inf)
+    half = float(_sps().t.isf(ndtr(-crit), t.df)) * t.se if math.isfinite(crit) else np.full(t.se.shape, np.inf)
     low, high = t.shift - half, t.shift + half
     # an end beyond e^±_LOG_END (an early look's boundary asks for a t of thousands) is no bound
     return ShiftFit(t.shift, np.where(low < -_LOG_END, -np.inf, low), np.where(high > _LOG_END, np.inf, high), z,
@@ -707,6 +731,7 @@ def _p_table(fractions: tuple[float, ...], spending: str,
              spend: tuple[float, ...] | None = None) -> tuple[float, float, PchipInterpolator | None]:
     """log alpha as a function of the last look's boundary, from boundaries on a grid of alphas:
     (smallest boundary, largest boundary, interpolator)."""
+    from scipy.interpolate import PchipInterpolator
     c = _bounds(fractions, _P_GRID, spending, spend)[:, -1]
     ok = np.isfinite(c)
     # c falls as alpha grows; keep a strictly decreasing run for the interpolation
