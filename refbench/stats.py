@@ -78,15 +78,18 @@ def _sps():
 
 
 def ndtr(x):
-    """scipy.special.ndtr: Φ(x)."""
-    from scipy.special import ndtr as f
-    return f(x)
+    """scipy.special.ndtr, Φ(x): on its first call this name becomes the ufunc itself (the boundary
+    solver calls it thousands of times a look)."""
+    global ndtr
+    from scipy.special import ndtr
+    return ndtr(x)
 
 
 def ndtri(p):
-    """scipy.special.ndtri: Φ⁻¹(p)."""
-    from scipy.special import ndtri as f
-    return f(p)
+    """scipy.special.ndtri, Φ⁻¹(p): on its first call this name becomes the ufunc itself."""
+    global ndtri
+    from scipy.special import ndtri
+    return ndtri(p)
 
 
 # median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ (Φ⁻¹(0.75) = 0.6744897501960817, as
@@ -497,10 +500,19 @@ def reachable(sizes, criteria: Criteria, level: float | None = None) -> bool:
     return bool(sizes) and (df >= 1 or exact_floor(sizes) <= level)
 
 
+@lru_cache(maxsize=256)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (i, j), i < j, of n items, as np.triu_indices(n, 1) gives them: asked once per size, it
+    was a tenth of a budgeted step's simulated time (every look computes the noise twice)."""
+    i, j = np.triu_indices(n, 1)
+    i.flags.writeable = j.flags.writeable = False  # shared by every caller
+    return i, j
+
+
 def _shamos(cells: list[np.ndarray]) -> float | None:
     """σ from the median |difference| of all pairs within a cell, pooled over cells: robust
     (an outlier spoils only its own pairs) and blind to level shifts between cells."""
-    diffs = [np.abs(c[:, None] - c[None, :])[np.triu_indices(len(c), 1)] for c in cells if len(c) > 1]
+    diffs = [np.abs(c[:, None] - c[None, :])[_pairs(len(c))] for c in cells if len(c) > 1]
     if not diffs:
         return None
     return float(np.median(np.concatenate(diffs))) / _PAIR_MEDIAN
