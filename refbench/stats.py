@@ -49,12 +49,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats as sps
-from scipy.interpolate import PchipInterpolator
-from scipy.signal import fftconvolve
-from scipy.special import ndtr, ndtri
+
+if TYPE_CHECKING:
+    from scipy.interpolate import PchipInterpolator
 
 # the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
 # from the figures computed here, and adjusting a family of them, is judge.py's
@@ -67,8 +67,34 @@ SPENDINGS = ("obrien-fleming", "pocock")
 # standard error of the shift is sqrt(π/3) · σ / sqrt(S), S = Σ_rounds n m / (n + m + 1).
 _HL_SE = math.sqrt(math.pi / 3)
 _SQRT2PI = math.sqrt(2 * math.pi)
-# median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ
-_PAIR_MEDIAN = float(sps.norm.ppf(0.75)) * math.sqrt(2)
+
+
+# scipy is imported where a function first needs it, not with this module: scipy.stats,
+# .interpolate, .signal and .special were 0.65 s of the 1.05 s every `refbench` process took to
+# start (--help and a refused flag included; the test suite starts hundreds of them)
+def _sps():
+    from scipy import stats
+    return stats
+
+
+def ndtr(x):
+    """scipy.special.ndtr, Φ(x): on its first call this name becomes the ufunc itself (the boundary
+    solver calls it thousands of times a look)."""
+    global ndtr
+    from scipy.special import ndtr
+    return ndtr(x)
+
+
+def ndtri(p):
+    """scipy.special.ndtri, Φ⁻¹(p): on its first call this name becomes the ufunc itself."""
+    global ndtri
+    from scipy.special import ndtri
+    return ndtri(p)
+
+
+# median |x − y| of two draws of N(0, σ²) is 0.6745 · √2 · σ (Φ⁻¹(0.75) = 0.6744897501960817, as
+# scipy.stats.norm.ppf and scipy.special.ndtri give it, written out so that importing needs no scipy)
+_PAIR_MEDIAN = 0.6744897501960817 * math.sqrt(2)
 
 
 def _z(p: float) -> float:
@@ -102,15 +128,42 @@ def _strata(x: np.ndarray, xr, y: np.ndarray, yr) -> list[tuple[np.ndarray, np.n
     return [(x, y)]
 
 
+def _midranks(e: np.ndarray) -> np.ndarray:
+    """Mid-ranks along the last axis (ties share their mean rank), as scipy's rankdata gives them,
+    for every row at once: rankdata takes one row per call, and it was a third of the simulations'
+    time (tests/test_stats_metrics_sim.py). Mid-ranks are half-integers, exact in floating point, so
+    the two agree to the bit; a row holding NaN is left to rankdata (it propagates NaN)."""
+    k = e.shape[-1]
+    flat = e.reshape(-1, k)
+    nan = np.isnan(flat).any(axis=1)
+    order = np.argsort(flat, axis=1, kind="stable")
+    v = np.take_along_axis(flat, order, axis=1)
+    pos = np.arange(k)
+    new = np.ones(v.shape, dtype=bool)
+    new[:, 1:] = v[:, 1:] != v[:, :-1]  # a tie group starts here
+    last = np.ones(v.shape, dtype=bool)
+    last[:, :-1] = new[:, 1:]  # ... and ends here
+    start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+    end = np.minimum.accumulate(np.where(last, pos, k - 1)[:, ::-1], axis=1)[:, ::-1]
+    r = np.empty(flat.shape)
+    np.put_along_axis(r, order, (start + end) / 2 + 1, axis=1)
+    if nan.any():
+        r[nan] = _sps().rankdata(flat[nan], axis=-1)
+    return r.reshape(e.shape)
+
+
 def _ranks(e: np.ndarray, exact: np.ndarray) -> np.ndarray:
     """Ranks along the last axis of aligned values (all ≥ 0; each round's fastest run is 0).
     The zeros tie by construction and share their mean rank; rows flagged in exact (data sets
-    with repeated times, where other ties are possible) get mid-ranks throughout."""
-    r = np.argsort(np.argsort(e, axis=-1), axis=-1) + 1.0
+    with repeated times, where other ties are possible) get mid-ranks throughout.
+    The ordinal ranks are argsort's inverse permutation, written in place of a second argsort."""
+    k = e.shape[-1]
+    r = np.empty(e.shape)
+    np.put_along_axis(r, np.argsort(e, axis=-1), np.arange(1.0, k + 1), axis=-1)
     zero = e == 0
     r = np.where(zero, (zero.sum(axis=-1, keepdims=True) + 1) / 2, r)
     if exact.any():
-        r[exact] = sps.rankdata(e[exact], axis=-1)
+        r[exact] = _midranks(e[exact])
     return r
 
 
@@ -131,15 +184,19 @@ def _aligned_z(groups: list[tuple[np.ndarray, np.ndarray]], delta: np.ndarray, e
     bn, dn = delta.shape
     parts = []
     for x, y in groups:
-        shape = (bn, dn) + x.shape[1:]
-        v = np.concatenate([np.broadcast_to(x[:, None], shape), y[:, None] - delta[:, :, None, None]], axis=3)
-        parts.append(v - v.min(axis=3, keepdims=True))
-    flat = np.concatenate([p.reshape(bn, dn, -1) for p in parts], axis=2)
+        n = x.shape[2]
+        v = np.empty((bn, dn, x.shape[1], n + y.shape[2]))
+        v[..., :n] = x[:, None]
+        v[..., n:] = y[:, None] - delta[:, :, None, None]
+        v -= v.min(axis=3, keepdims=True)
+        parts.append(v)
+    flat = parts[0].reshape(bn, dn, -1) if len(parts) == 1 else \
+        np.concatenate([p.reshape(bn, dn, -1) for p in parts], axis=2)
     r = _ranks(flat, exact)
     num = np.zeros((bn, dn))
     var = np.zeros((bn, dn))
     off = 0
-    for p, (x, y) in zip(parts, groups):
+    for x, y in groups:
         g, n, m = x.shape[1], x.shape[2], y.shape[2]
         big = n + m
         rr = r[:, :, off:off + g * big].reshape(bn, dn, g, big)
@@ -169,12 +226,9 @@ def _subsets(n: int, m: int) -> np.ndarray | None:
     return np.array(list(itertools.combinations(range(n), m)), dtype=int).reshape(-1, m)
 
 
-def _sum_counts(q: np.ndarray, m: int) -> np.ndarray:
-    """Probability of each sum of m of the integers q chosen at random (all subsets alike)."""
-    idx = _subsets(len(q), m)
-    if idx is not None:
-        counts = np.bincount(q[idx].sum(axis=1)).astype(float)
-        return counts / counts.sum()
+def _sum_dp(q: np.ndarray, m: int) -> np.ndarray:
+    """Probability of each sum of m of the integers q chosen at random (all subsets alike), by
+    dynamic programming over the values: for rounds with too many subsets to list (_subsets)."""
     top = int(np.sort(q)[::-1][:m].sum())
     dp = np.zeros((m + 1, top + 1))
     dp[0, 0] = 1.0
@@ -185,42 +239,73 @@ def _sum_counts(q: np.ndarray, m: int) -> np.ndarray:
     return dp[m] / dp[m].sum()
 
 
+def _sum_parts(q: np.ndarray, m: int) -> list[np.ndarray]:
+    """For each row of q (B, n + m: a round's doubled mid-ranks in B data sets), the probability of
+    each sum of m of them chosen at random (all subsets alike). Listed subsets are counted for all
+    rows at once; each row's array ends at its largest sum, as np.bincount of that row alone does."""
+    idx = _subsets(q.shape[1], m)
+    if idx is None:
+        return [_sum_dp(row, m) for row in q]
+    sums = q[:, idx].sum(axis=2)  # (B, subsets)
+    width = int(sums.max()) + 1
+    counts = np.bincount((sums + width * np.arange(len(q))[:, None]).ravel(),
+                         minlength=width * len(q)).reshape(len(q), width).astype(float)
+    ends = sums.max(axis=1) + 1
+    return [c[:e] / c[:e].sum() for c, e in zip(counts, ends)]
+
+
 _EXACT_RUNS = 120  # runs of both builds; beyond, the normal approximation is close and counting slow
 
 
-def exact_z(strata: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
-    """The aligned-rank test at δ = 0 by its exact permutation distribution (one data set):
-    rounds are independent, so the contender's rank sum is a convolution over rounds of the
-    sum of m_r of the round's ranks. Returned as the normal-equivalent z, sign(T − E)·
-    Φ⁻¹(1 − p/2), p = P(|T − E| ≥ |t − E|): the normal approximation's tail is too thin for a
-    few rounds (a look after round 3 of 2 + 2 runs has 216 arrangements; OBF's boundary there
-    asks for 1 in 10⁴), and with 1 round of 10 + 10 runs it calls 5.3% at alpha 5%. None when
-    there are too many runs to count quickly (the normal approximation is good there)."""
-    if sum(len(x) + len(y) for x, y in strata) > _EXACT_RUNS or max(len(x) + len(y) for x, y in strata) > 40:
+def exact_zs(strata: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """The aligned-rank test at δ = 0 by its exact permutation distribution, for B data sets
+    (strata of arrays (B, n) and (B, m)): rounds are independent, so the contender's rank sum is a
+    convolution over rounds of the sum of m_r of the round's ranks. Returned as the
+    normal-equivalent z, sign(T − E)·Φ⁻¹(1 − p/2), p = P(|T − E| ≥ |t − E|): the normal
+    approximation's tail is too thin for a few rounds (a look after round 3 of 2 + 2 runs has 216
+    arrangements; OBF's boundary there asks for 1 in 10⁴), and with 1 round of 10 + 10 runs it calls
+    5.3% at alpha 5%. None when there are too many runs to count quickly (the normal approximation
+    is good there). The ranks, rank sums and subset counts are taken for all data sets at once, the
+    convolutions one data set at a time, in the order they always were (the same floating point)."""
+    if sum(x.shape[1] + y.shape[1] for x, y in strata) > _EXACT_RUNS or \
+            max(x.shape[1] + y.shape[1] for x, y in strata) > 40:
         return None
     e = []
     for x, y in strata:
-        v = np.concatenate([x, y])
-        e.append(v - v.min())
-    q = np.rint(2 * sps.rankdata(np.concatenate(e))).astype(int)  # doubled mid-ranks: integers
-    dist = np.ones(1)
-    t = mean = 0.0
+        v = np.concatenate([x, y], axis=1)
+        e.append(v - v.min(axis=1, keepdims=True))
+    q = np.rint(2 * _midranks(np.concatenate(e, axis=1))).astype(int)  # doubled mid-ranks: integers
+    bn = q.shape[0]
+    t = np.zeros(bn)
+    mean = np.zeros(bn)
+    parts = []
     off = 0
     for x, y in strata:
-        n, m = len(x), len(y)
-        qr = q[off:off + n + m]
+        n, m = x.shape[1], y.shape[1]
+        qr = q[:, off:off + n + m]
         off += n + m
-        t += float(qr[n:].sum())
-        mean += m * float(qr.mean())
-        part = _sum_counts(qr, m)
-        dist = np.convolve(dist, part) if dist.size * part.size < 3_000_000 else \
-            np.maximum(fftconvolve(dist, part), 0.0)
-    dist /= dist.sum()
-    dev = np.abs(np.arange(dist.size) - mean)
-    p = min(1.0, float(dist[dev >= abs(t - mean) - 1e-7].sum()))
-    if p >= 1.0:
-        return 0.0
-    return math.copysign(float(-ndtri(max(p, 1e-300) / 2)), t - mean)
+        t += qr[:, n:].sum(axis=1)
+        mean += m * qr.mean(axis=1)
+        parts.append(_sum_parts(qr, m))
+    out = np.empty(bn)
+    from scipy.signal import fftconvolve
+    for b in range(bn):
+        dist = np.ones(1)
+        for part in parts:
+            p_ = part[b]
+            dist = np.convolve(dist, p_) if dist.size * p_.size < 3_000_000 else \
+                np.maximum(fftconvolve(dist, p_), 0.0)
+        dist /= dist.sum()
+        dev = np.abs(np.arange(dist.size) - mean[b])
+        p = min(1.0, float(dist[dev >= abs(t[b] - mean[b]) - 1e-7].sum()))
+        out[b] = 0.0 if p >= 1.0 else math.copysign(float(-ndtri(max(p, 1e-300) / 2)), t[b] - mean[b])
+    return out
+
+
+def exact_z(strata: list[tuple[np.ndarray, np.ndarray]]) -> float | None:
+    """exact_zs of one data set (strata of 1-D arrays)."""
+    z = exact_zs([(x[None, :], y[None, :]) for x, y in strata])
+    return None if z is None else float(z[0])
 
 
 def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps: int = 8,
@@ -256,29 +341,27 @@ def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps:
     srt = np.sort(allv, axis=1)
     exact = (np.diff(srt, axis=1) == 0).any(axis=1)  # repeated times: ties beyond the aligned zeros
     z0 = _aligned_z(_groups(strata), np.zeros((bn, 1)), exact)[:, 0]
-    # the four boundaries, searched together: sup{Z > 0}, sup{Z ≥ 0}, sup{Z ≥ c}, sup{Z > −c}
-    preds = (lambda z: z > 0, lambda z: z >= 0, lambda z: z >= crit, lambda z: z > -crit)
+    # the four boundaries, searched together: sup{Z > 0}, sup{Z ≥ 0}, sup{Z ≥ c}, sup{Z > −c},
+    # as one comparison of each row with its bound, strict or not
+    bound = np.repeat([0.0, 0.0, crit, -crit], bn)[:, None]
+    strict = np.repeat([True, False, False, True], bn)[:, None]
     big = _groups([(np.tile(x, (4, 1)), np.tile(y, (4, 1))) for x, y in strata])
     lo = np.tile(lo0, 4)
     hi = np.tile(hi0, 4)
-    which = np.repeat(np.arange(4), bn)
     grid_u = np.linspace(0.0, 1.0, points)
 
     def test(z):
-        out = np.empty(z.shape, dtype=bool)
-        for i, pr in enumerate(preds):
-            out[which == i] = pr(z[which == i])
-        return out
+        return np.where(strict, z > bound, z >= bound)
 
     ex4 = np.tile(exact, 4)
     ends = test(_aligned_z(big, np.stack([lo, hi], axis=1), ex4))
     lo_open, hi_closed = ~ends[:, 0], ends[:, 1]  # the set is empty / unbounded above
+    rows = np.arange(lo.size)
     for _ in range(steps):
         grid = lo[:, None] + (hi - lo)[:, None] * grid_u[None, :]
         ok = test(_aligned_z(big, grid, ex4))
         ok[:, 0] = True
         first_false = np.where(ok.all(axis=1), points - 1, np.argmax(~ok, axis=1))
-        rows = np.arange(lo.size)
         lo, hi = grid[rows, np.maximum(first_false - 1, 0)], grid[rows, first_false]
     root = 0.5 * (lo + hi)
     root = np.where(lo_open, -np.inf, np.where(hi_closed, np.inf, root))
@@ -288,10 +371,9 @@ def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps:
     hi_ci = np.where(hi_closed[3 * bn:], np.inf, r[3])
     s_eff = sum(x.shape[1] * y.shape[1] / (x.shape[1] + y.shape[1] + 1) for x, y in strata)
     if exact_test:  # the test at δ = 0 by its exact distribution where it can be counted
-        for b in range(bn):
-            ze = exact_z([(x[b], y[b]) for x, y in strata])
-            if ze is not None:
-                z0[b] = ze
+        ze = exact_zs(strata)
+        if ze is not None:
+            z0 = ze
     return RankFit(shift, lo_ci, hi_ci, z0, float(s_eff), len(strata))
 
 
@@ -388,10 +470,10 @@ def shift_fit(strata: list[tuple[np.ndarray, np.ndarray]], looks: tuple[float, .
     with np.errstate(divide="ignore", invalid="ignore"):  # no noise at all: the shift is exact
         tstat = np.where(t.se > 0, t.shift / t.se, np.where(t.shift == 0, 0.0, np.sign(t.shift) * np.inf))
     # the t's tail as a normal z, so looks, repeated p-values and the family read it as the rank test's
-    z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, sps.t.sf(np.abs(tstat), t.df))), _Z_CAP)
+    z = np.sign(tstat) * np.minimum(-ndtri(np.minimum(1.0, _sps().t.sf(np.abs(tstat), t.df))), _Z_CAP)
     # the interval at the rank interval's level; a look that may spend no alpha (a fraction of a
     # percent) has no bound at all, not inf x a zero se
-    half = float(sps.t.isf(ndtr(-crit), t.df)) * t.se if math.isfinite(crit) else np.full(t.se.shape, np.inf)
+    half = float(_sps().t.isf(ndtr(-crit), t.df)) * t.se if math.isfinite(crit) else np.full(t.se.shape, np.inf)
     low, high = t.shift - half, t.shift + half
     # an end beyond e^±_LOG_END (an early look's boundary asks for a t of thousands) is no bound
     return ShiftFit(t.shift, np.where(low < -_LOG_END, -np.inf, low), np.where(high > _LOG_END, np.inf, high), z,
@@ -418,10 +500,19 @@ def reachable(sizes, criteria: Criteria, level: float | None = None) -> bool:
     return bool(sizes) and (df >= 1 or exact_floor(sizes) <= level)
 
 
+@lru_cache(maxsize=256)
+def _pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (i, j), i < j, of n items, as np.triu_indices(n, 1) gives them: asked once per size, it
+    was a tenth of a budgeted step's simulated time (every look computes the noise twice)."""
+    i, j = np.triu_indices(n, 1)
+    i.flags.writeable = j.flags.writeable = False  # shared by every caller
+    return i, j
+
+
 def _shamos(cells: list[np.ndarray]) -> float | None:
     """σ from the median |difference| of all pairs within a cell, pooled over cells: robust
     (an outlier spoils only its own pairs) and blind to level shifts between cells."""
-    diffs = [np.abs(c[:, None] - c[None, :])[np.triu_indices(len(c), 1)] for c in cells if len(c) > 1]
+    diffs = [np.abs(c[:, None] - c[None, :])[_pairs(len(c))] for c in cells if len(c) > 1]
     if not diffs:
         return None
     return float(np.median(np.concatenate(diffs))) / _PAIR_MEDIAN
@@ -652,6 +743,7 @@ def _p_table(fractions: tuple[float, ...], spending: str,
              spend: tuple[float, ...] | None = None) -> tuple[float, float, PchipInterpolator | None]:
     """log alpha as a function of the last look's boundary, from boundaries on a grid of alphas:
     (smallest boundary, largest boundary, interpolator)."""
+    from scipy.interpolate import PchipInterpolator
     c = _bounds(fractions, _P_GRID, spending, spend)[:, -1]
     ok = np.isfinite(c)
     # c falls as alpha grows; keep a strictly decreasing run for the interpolation
