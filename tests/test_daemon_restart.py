@@ -26,7 +26,7 @@ from test_kubo_online import namespaces  # noqa: F401 (a fixture of the slow tes
 # an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
 # daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
 # is ready, notes "IPFS_PATH pid port fresh|old" in starts.log beside itself (old: a daemon ran on
-# this repo before) and waits for SIGTERM
+# this repo before) and waits for SIGTERM; init notes IPFS_PATH in inits.log, in the order repos are made
 FAKE_IPFS = r'''#!PYTHON
 import json, os, signal, socket, sys, time
 from pathlib import Path
@@ -34,6 +34,8 @@ repo = Path(os.environ["IPFS_PATH"])
 cmd = sys.argv[1]
 if cmd == "init":
     repo.mkdir(parents=True, exist_ok=True)
+    with open(Path(__file__).with_name("inits.log"), "a") as fh:
+        fh.write(f"{repo}\n")
     (repo / "config").write_text(json.dumps({"Addresses": {"API": "/ip4/127.0.0.1/tcp/0"}}))
 elif cmd == "daemon":
     port = int(json.loads((repo / "config").read_text())["Addresses"]["API"].rsplit("/", 1)[1])
@@ -76,7 +78,8 @@ def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
 executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
 
 
-def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True):
+def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True,
+                seed: int | None = None):
     """One offline kubo scenario of `steps` steps (each with a setup, unless not `setup`), two
     builds, through the runner: the backend's facts, the daemon pid each build's rounds met (and
     "warm-up" for a warm-up call), the runner's progress."""
@@ -96,7 +99,7 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
     built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
                       False, 0.0) for i in range(2)]
     bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
-                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds),
+                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds, order_seed=seed),
                      criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
     (tmp_path / "run").mkdir()
     spec = FixtureSpec(kind="sparse", size=1, count=1)
@@ -153,6 +156,34 @@ def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_i
     words = {1: f"on fresh repos every round; {restarts} restarts, ",
              2: f"on fresh repos every 2 rounds; {restarts} restarts, ", 0: "never: one repo and daemon per build"}[every]
     assert facts["daemon restarts"].startswith(words), facts
+
+
+@pytest.mark.parametrize("seed, setup", [(None, False), (7, True), (1357245469, False)])
+def test_each_refresh_makes_the_builds_repos_in_the_coming_rounds_order(tmp_path, fake_ipfs, seed, setup):
+    """A restart makes the repos and starts the daemons build by build in the order the round it
+    serves runs them (drawn per pair of rounds from the run's seed), not always the first build
+    first: a build made first every time carries whatever that position costs into every round
+    (issue 36: the first build's daemons cost 20-30% more CPU in every refreshed round of a full
+    A/A's tree adds)."""
+    rounds = 8
+    run_offline(tmp_path, fake_ipfs, 1, rounds=rounds, setup=setup, seed=seed)
+    made = [Path(line).name for line in fake_ipfs.with_name("inits.log").read_text().splitlines()]
+    assert made[:2] == ["s-b0", "s-b1"]  # the scenario's own repos, at its start
+    refreshes = [made[i:i + 2] for i in range(2, len(made), 2)]  # a setup's restart keeps the repos
+    assert len(refreshes) == rounds - 1
+    leads = [f"s-b{rn.round_orders(2, rounds, seed)[r][0]}" for r in range(1, rounds)]
+    assert [first for first, _ in refreshes] == leads, (refreshes, leads)
+    assert {first for first, _ in refreshes} == {"s-b0", "s-b1"}  # each build is made first in some rounds
+
+
+def test_a_restart_takes_the_repos_in_the_order_it_is_given():
+    from refbench.backends.ipfs import restart_order
+
+    repos = {"a": "A", "b": "B", "c": "C"}
+    assert restart_order(repos, ["c", "a", "b"]) == ["C", "A", "B"]
+    assert restart_order(repos, ["b"]) == ["B", "A", "C"]  # the rest in their own order
+    assert restart_order(repos, ()) == ["A", "B", "C"]
+    assert restart_order(repos, ["x", "c"]) == ["C", "A", "B"]  # a label it does not run is skipped
 
 
 def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
