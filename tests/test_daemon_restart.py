@@ -76,6 +76,7 @@ def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
 
 
 executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
+warmup_calls: list = []  # [the builds of each warm-up call of the last run, in the order they ran]
 
 
 def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True,
@@ -91,11 +92,15 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
         def measure(self, where, call, env):
             for label, repo in backend.repos.items():
                 seen[label].append(repo.daemon.pid if " round " in where else "warm-up")
+            if " round " not in where:
+                warmup_calls[0].append(list(call.names))
             return super().measure(where, call, env)
 
     executor = Watch()
     executor_shells.clear()
     executor_shells.append(executor.shells)
+    warmup_calls.clear()
+    warmup_calls.append([])
     built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
                       False, 0.0) for i in range(2)]
     bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
@@ -174,6 +179,11 @@ def test_each_refresh_makes_the_builds_repos_in_the_coming_rounds_order(tmp_path
     leads = [f"s-b{rn.round_orders(2, rounds, seed)[r][0]}" for r in range(1, rounds)]
     assert [first for first, _ in refreshes] == leads, (refreshes, leads)
     assert {first for first, _ in refreshes} == {"s-b0", "s-b1"}  # each build is made first in some rounds
+    # and the warm-up call on the fresh daemons runs in the round's order reversed: the round's
+    # lead warms up last (as before the first round), not the same build last in every round
+    orders = rn.round_orders(2, rounds, seed)
+    assert warmup_calls[0][0] == [f"b{i}" for i in orders[1]]  # the step's own warm-ups: as before
+    assert warmup_calls[0][1:] == [[f"b{i}" for i in orders[r][::-1]] for r in range(1, rounds)]
 
 
 def test_a_restart_takes_the_repos_in_the_order_it_is_given():
