@@ -17,6 +17,10 @@ closing note. Cases run one after another, never two at once on 2 cores.
   Each A/A case also prints the lag-1 autocorrelation of the builds' daemon-CPU difference (log
   B - log A, run by run), against the same series shuffled: drift of the whole machine cancels in
   the difference, a daemon's own drift does not (the reason for --daemon-restart-every, issue 36).
+  And per step the intraclass correlation of log B - log A by round (icc): the share of its
+  variance that is the round's, i.e. of the round's two daemons (each daemon has a level of its
+  own for its whole life), beside the round-as-unit estimate (the mean of the rounds' mean log
+  ratios, a t-test over rounds): what judging the daemon's metrics by round would say.
   --restart-every K passes --daemon-restart-every K to every case (0: one daemon per scenario);
   --analyse FILE... prints the correlation of results files already written, and runs nothing.
 
@@ -153,6 +157,55 @@ def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), s
     return rows
 
 
+def icc(groups: list[list[float]]) -> float:
+    """The intraclass correlation of a one-way layout (ANOVA estimator, unequal group sizes by their
+    mean): the share of the variance that lies between the groups; 0.0 when nothing varies."""
+    from statistics import fmean
+
+    k, n = len(groups), sum(map(len, groups))
+    grand = fmean(v for g in groups for v in g)
+    msb = sum(len(g) * (fmean(g) - grand) ** 2 for g in groups) / (k - 1)
+    msw = sum((v - fmean(g)) ** 2 for g in groups for v in g) / (n - k)
+    den = msb + (n / k - 1) * msw
+    return (msb - msw) / den if den > 0 else 0.0
+
+
+def round_icc(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "daemon_memory", "times")) -> list[str]:
+    """Per step of a two-build results document and per metric: icc of the run-by-run log B - log A
+    grouped by round, and the round-as-unit estimate with its t-test over rounds (p); then each
+    metric's mean icc over the steps. Runs of one round share their two daemons."""
+    import math
+    from statistics import fmean
+
+    from scipy import stats as sps
+
+    rows, seen = [], {}
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            builds = list(st["builds"].values())
+            if len(builds) != 2:
+                continue
+            cells = []
+            for m in metrics:
+                a, b = builds[0].get(m), builds[1].get(m)
+                if not a or not b or len(a) != len(b) or min(a + b) <= 0:
+                    continue
+                by: dict[int, list[float]] = {}
+                for r, x, y in zip(builds[0]["rounds"], a, b):
+                    by.setdefault(r, []).append(math.log(y) - math.log(x))
+                groups = [g for g in by.values() if len(g) >= 2]
+                if len(groups) < 3:
+                    continue
+                means = [fmean(g) for g in groups]
+                seen.setdefault(m, []).append(icc(groups))
+                cells.append(f"{m} icc {seen[m][-1]:+.2f}, by round {math.expm1(fmean(means)):+.1%} "
+                             f"(p {sps.ttest_1samp(means, 0.0).pvalue:.3f}, {len(groups)} rounds)")
+            if cells:
+                rows.append(f"  {sc['name'] + '/' + st['name']:40s} {'; '.join(cells)}")
+    rows += [f"  mean icc of {m}: {fmean(v):+.2f} over {len(v)} steps" for m, v in seen.items()]
+    return rows
+
+
 def main() -> None:
     def extra(ap) -> None:
         ap.add_argument("--restart-every", type=int, default=None, metavar="K")
@@ -162,7 +215,8 @@ def main() -> None:
     if args.analyse:
         for f in args.analyse:
             print(f"\n## {f}")
-            print("\n".join(correlation(json.loads(Path(f).read_text()))))
+            doc = json.loads(Path(f).read_text())
+            print("\n".join(correlation(doc) + round_icc(doc)))
         return
     repo = origin(out)
     restart = () if args.restart_every is None else ("--daemon-restart-every", str(args.restart_every))
@@ -176,6 +230,7 @@ def main() -> None:
         if name.startswith("aa") and "doc" in r:
             positions(r["doc"])
             print("\n".join(correlation(r["doc"])))
+            print("\n".join(round_icc(r["doc"])))
         sys.stdout.flush()
 
 
