@@ -125,6 +125,23 @@ def lag1(x: list[float]) -> float:
     return sum(a * b for a, b in zip(d, d[1:])) / den if den else 0.0
 
 
+def two_build_steps(doc: dict):
+    """(scenario/step, its two builds' records) of every step of a results document run by two builds."""
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            if len(st["builds"]) == 2:
+                yield f"{sc['name']}/{st['name']}", list(st["builds"].values())
+
+
+def series(builds: list[dict], metric: str, least: int = 2) -> tuple[list[float], list[float]] | None:
+    """The two builds' per-run figures of `metric`, run i of each side by side; None where a build
+    lacks it, they differ in length, have fewer than `least` runs or a figure is not positive (logs)."""
+    a, b = builds[0].get(metric), builds[1].get(metric)
+    if not a or not b or len(a) != len(b) or len(a) < least or min(a + b) <= 0:
+        return None
+    return a, b
+
+
 def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), shuffles: int = 1000) -> list[str]:
     """Per step of a two-build results document and per metric: the lag-1 autocorrelation of the
     run-by-run difference log B - log A in run order, the mean of the same series shuffled, and the
@@ -135,25 +152,20 @@ def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), s
 
     rng = random.Random(1)
     rows = []
-    for sc in doc["scenarios"]:
-        for st in sc["steps"]:
-            builds = list(st["builds"].values())
-            if len(builds) != 2:
+    for name, builds in two_build_steps(doc):
+        cells = []
+        for m in metrics:
+            if (pair := series(builds, m, least=6)) is None:
                 continue
-            cells = []
-            for m in metrics:
-                a, b = builds[0].get(m), builds[1].get(m)
-                if not a or not b or len(a) != len(b) or len(a) < 6 or min(a + b) <= 0:
-                    continue
-                diff = [math.log(y) - math.log(x) for x, y in zip(a, b)]
-                r, shuffled = lag1(diff), []
-                for _ in range(shuffles):
-                    rng.shuffle(diff)
-                    shuffled.append(lag1(diff))
-                p = sum(v >= r for v in shuffled) / shuffles
-                cells.append(f"{m} {r:+.2f} (shuffled {sum(shuffled) / shuffles:+.2f}, p {p:.3f})")
-            if cells:
-                rows.append(f"  {sc['name'] + '/' + st['name']:40s} lag-1 of log B - log A: {'; '.join(cells)}")
+            diff = [math.log(y) - math.log(x) for x, y in zip(*pair)]
+            r, shuffled = lag1(diff), []
+            for _ in range(shuffles):
+                rng.shuffle(diff)
+                shuffled.append(lag1(diff))
+            p = sum(v >= r for v in shuffled) / shuffles
+            cells.append(f"{m} {r:+.2f} (shuffled {sum(shuffled) / shuffles:+.2f}, p {p:.3f})")
+        if cells:
+            rows.append(f"  {name:40s} lag-1 of log B - log A: {'; '.join(cells)}")
     return rows
 
 
@@ -180,28 +192,23 @@ def round_icc(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "daemon_memor
     from scipy import stats as sps
 
     rows, seen = [], {}
-    for sc in doc["scenarios"]:
-        for st in sc["steps"]:
-            builds = list(st["builds"].values())
-            if len(builds) != 2:
+    for name, builds in two_build_steps(doc):
+        cells = []
+        for m in metrics:
+            if (pair := series(builds, m)) is None:
                 continue
-            cells = []
-            for m in metrics:
-                a, b = builds[0].get(m), builds[1].get(m)
-                if not a or not b or len(a) != len(b) or min(a + b) <= 0:
-                    continue
-                by: dict[int, list[float]] = {}
-                for r, x, y in zip(builds[0]["rounds"], a, b):
-                    by.setdefault(r, []).append(math.log(y) - math.log(x))
-                groups = [g for g in by.values() if len(g) >= 2]
-                if len(groups) < 3:
-                    continue
-                means = [fmean(g) for g in groups]
-                seen.setdefault(m, []).append(icc(groups))
-                cells.append(f"{m} icc {seen[m][-1]:+.2f}, by round {math.expm1(fmean(means)):+.1%} "
-                             f"(p {sps.ttest_1samp(means, 0.0).pvalue:.3f}, {len(groups)} rounds)")
-            if cells:
-                rows.append(f"  {sc['name'] + '/' + st['name']:40s} {'; '.join(cells)}")
+            by: dict[int, list[float]] = {}
+            for r, x, y in zip(builds[0]["rounds"], *pair):
+                by.setdefault(r, []).append(math.log(y) - math.log(x))
+            groups = [g for g in by.values() if len(g) >= 2]
+            if len(groups) < 3:
+                continue
+            means = [fmean(g) for g in groups]
+            seen.setdefault(m, []).append(icc(groups))
+            cells.append(f"{m} icc {seen[m][-1]:+.2f}, by round {math.expm1(fmean(means)):+.1%} "
+                         f"(p {sps.ttest_1samp(means, 0.0).pvalue:.3f}, {len(groups)} rounds)")
+        if cells:
+            rows.append(f"  {name:40s} {'; '.join(cells)}")
     rows += [f"  mean icc of {m}: {fmean(v):+.2f} over {len(v)} steps" for m, v in seen.items()]
     return rows
 

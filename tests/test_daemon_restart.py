@@ -218,29 +218,38 @@ def test_the_summary_says_how_often_the_daemons_were_restarted():
     assert "daemons restarted on fresh repos every round; 2 restarts, 2.5 s in all, untimed" in text
 
 
+def online_pair(tmp_path, kubo_binaries):
+    """Both kubo builds' online daemons of one scenario ("probe", K=1) on a backend the caller closes:
+    (backend, a 64 KiB file, the labels, ipfs(label, binary, *args) -> its stdout, asserting success)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 16))
+    labels = ("old", "new")
+    try:
+        backend.open_scenario(SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None),
+                              list(labels), kubo_binaries, tmp_path / "work")
+    except BaseException:
+        backend.close()
+        raise
+
+    def ipfs(lab, binary, *args):
+        p = subprocess.run([*backend.command_prefix(), binary, *args], capture_output=True, text=True,
+                           env={**os.environ, **backend.context_env("probe", lab)}, timeout=60)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout.strip()
+    return backend, data, labels, ipfs
+
+
 @pytest.mark.slow
 def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_api(tmp_path, namespaces,  # noqa: F811
                                                                                   kubo_binaries):
     """Real kubo, online, K=1: before the second round each build has a new daemon (another pid,
     still in the run's namespace, at the same API address) on a repo without the first's content."""
-    import subprocess
-    from types import SimpleNamespace
-
-    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
-    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
-    data = tmp_path / "data.bin"
-    data.write_bytes(os.urandom(1 << 16))
-    labels = ("old", "new")
+    backend, data, labels, ipfs = online_pair(tmp_path, kubo_binaries)
     try:
-        backend.open_scenario(scenario, list(labels), kubo_binaries, tmp_path / "work")
-        prefix = backend.command_prefix()
-
-        def ipfs(lab, binary, *args):
-            p = subprocess.run([*prefix, binary, *args], env={**os.environ, **backend.context_env("probe", lab)},
-                               capture_output=True, text=True, timeout=60)
-            assert p.returncode == 0, (args, p.stderr)
-            return p.stdout.strip()
-
         first = {lab: (backend.repos[lab].daemon.pid, backend.repos[lab].api) for lab in labels}
         cids = {lab: ipfs(lab, b, "add", "-Q", str(data)) for lab, b in zip(labels, kubo_binaries)}
         assert backend.before_round(timed=False) == 0.0  # fresh daemons: the warm-ups use them
@@ -258,6 +267,30 @@ def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_ap
             assert ipfs(lab, binary, "add", "-Q", "--pin=false", str(data)) == cids[lab]
         assert not any(c.exists() for c in cgroups)  # the old daemons' cgroups went with them
         assert backend.describe()["daemon restarts"].startswith("on fresh repos every round; 1 restart, ")
+    finally:
+        backend.close()
+
+
+@pytest.mark.slow
+def test_two_online_daemons_of_a_run_never_peer_before_or_after_a_restart(tmp_path, namespaces,  # noqa: F811
+                                                                         kubo_binaries):
+    """Both builds' online daemons listen on the loopback of one namespace, with the DHT on: were
+    they peers (mDNS, a bootstrap entry, Peering), one build's adds would make the other's daemon
+    work (provider records, bitswap), a coupling an A/A must not have (issue 36, hypothesis 1).
+    Neither has a peer after both added the same data, nor after a refresh."""
+    backend, data, labels, ipfs = online_pair(tmp_path, kubo_binaries)
+    try:
+        for refresh in range(2):
+            if refresh:  # fresh repos and daemons, as before a round
+                backend.before_round(timed=True)
+                assert backend.before_round(timed=True) > 0
+            for lab, binary in zip(labels, kubo_binaries):
+                ipfs(lab, binary, "add", "-Q", str(data))
+            for lab, binary in zip(labels, kubo_binaries):
+                cfg = json.loads((backend.repos[lab].path / "config").read_text())
+                assert cfg["Bootstrap"] == [] and cfg["Discovery"]["MDNS"]["Enabled"] is False
+                assert not (cfg.get("Peering") or {}).get("Peers")
+                assert ipfs(lab, binary, "swarm", "peers") == "", (lab, refresh)
     finally:
         backend.close()
 
