@@ -17,6 +17,10 @@ closing note. Cases run one after another, never two at once on 2 cores.
   Each A/A case also prints the lag-1 autocorrelation of the builds' daemon-CPU difference (log
   B - log A, run by run), against the same series shuffled: drift of the whole machine cancels in
   the difference, a daemon's own drift does not (the reason for --daemon-restart-every, issue 36).
+  And per step the intraclass correlation of log B - log A by round (icc): the share of its
+  variance that is the round's, i.e. of the round's two daemons (each daemon has a level of its
+  own for its whole life), beside the round-as-unit estimate (the mean of the rounds' mean log
+  ratios, a t-test over rounds): what judging the daemon's metrics by round would say.
   --restart-every K passes --daemon-restart-every K to every case (0: one daemon per scenario);
   --analyse FILE... prints the correlation of results files already written, and runs nothing.
 
@@ -121,6 +125,23 @@ def lag1(x: list[float]) -> float:
     return sum(a * b for a, b in zip(d, d[1:])) / den if den else 0.0
 
 
+def two_build_steps(doc: dict):
+    """(scenario/step, its two builds' records) of every step of a results document run by two builds."""
+    for sc in doc["scenarios"]:
+        for st in sc["steps"]:
+            if len(st["builds"]) == 2:
+                yield f"{sc['name']}/{st['name']}", list(st["builds"].values())
+
+
+def series(builds: list[dict], metric: str, least: int = 2) -> tuple[list[float], list[float]] | None:
+    """The two builds' per-run figures of `metric`, run i of each side by side; None where a build
+    lacks it, they differ in length, have fewer than `least` runs or a figure is not positive (logs)."""
+    a, b = builds[0].get(metric), builds[1].get(metric)
+    if not a or not b or len(a) != len(b) or len(a) < least or min(a + b) <= 0:
+        return None
+    return a, b
+
+
 def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), shuffles: int = 1000) -> list[str]:
     """Per step of a two-build results document and per metric: the lag-1 autocorrelation of the
     run-by-run difference log B - log A in run order, the mean of the same series shuffled, and the
@@ -131,25 +152,64 @@ def correlation(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "times"), s
 
     rng = random.Random(1)
     rows = []
-    for sc in doc["scenarios"]:
-        for st in sc["steps"]:
-            builds = list(st["builds"].values())
-            if len(builds) != 2:
+    for name, builds in two_build_steps(doc):
+        cells = []
+        for m in metrics:
+            if (pair := series(builds, m, least=6)) is None:
                 continue
-            cells = []
-            for m in metrics:
-                a, b = builds[0].get(m), builds[1].get(m)
-                if not a or not b or len(a) != len(b) or len(a) < 6 or min(a + b) <= 0:
-                    continue
-                diff = [math.log(y) - math.log(x) for x, y in zip(a, b)]
-                r, shuffled = lag1(diff), []
-                for _ in range(shuffles):
-                    rng.shuffle(diff)
-                    shuffled.append(lag1(diff))
-                p = sum(v >= r for v in shuffled) / shuffles
-                cells.append(f"{m} {r:+.2f} (shuffled {sum(shuffled) / shuffles:+.2f}, p {p:.3f})")
-            if cells:
-                rows.append(f"  {sc['name'] + '/' + st['name']:40s} lag-1 of log B - log A: {'; '.join(cells)}")
+            diff = [math.log(y) - math.log(x) for x, y in zip(*pair)]
+            r, shuffled = lag1(diff), []
+            for _ in range(shuffles):
+                rng.shuffle(diff)
+                shuffled.append(lag1(diff))
+            p = sum(v >= r for v in shuffled) / shuffles
+            cells.append(f"{m} {r:+.2f} (shuffled {sum(shuffled) / shuffles:+.2f}, p {p:.3f})")
+        if cells:
+            rows.append(f"  {name:40s} lag-1 of log B - log A: {'; '.join(cells)}")
+    return rows
+
+
+def icc(groups: list[list[float]]) -> float:
+    """The intraclass correlation of a one-way layout (ANOVA estimator, unequal group sizes by their
+    mean): the share of the variance that lies between the groups; 0.0 when nothing varies."""
+    from statistics import fmean
+
+    k, n = len(groups), sum(map(len, groups))
+    grand = fmean(v for g in groups for v in g)
+    msb = sum(len(g) * (fmean(g) - grand) ** 2 for g in groups) / (k - 1)
+    msw = sum((v - fmean(g)) ** 2 for g in groups for v in g) / (n - k)
+    den = msb + (n / k - 1) * msw
+    return (msb - msw) / den if den > 0 else 0.0
+
+
+def round_icc(doc: dict, metrics: tuple[str, ...] = ("daemon_cpu", "daemon_memory", "times")) -> list[str]:
+    """Per step of a two-build results document and per metric: icc of the run-by-run log B - log A
+    grouped by round, and the round-as-unit estimate with its t-test over rounds (p); then each
+    metric's mean icc over the steps. Runs of one round share their two daemons."""
+    import math
+    from statistics import fmean
+
+    from scipy import stats as sps
+
+    rows, seen = [], {}
+    for name, builds in two_build_steps(doc):
+        cells = []
+        for m in metrics:
+            if (pair := series(builds, m)) is None:
+                continue
+            by: dict[int, list[float]] = {}
+            for r, x, y in zip(builds[0]["rounds"], *pair):
+                by.setdefault(r, []).append(math.log(y) - math.log(x))
+            groups = [g for g in by.values() if len(g) >= 2]
+            if len(groups) < 3:
+                continue
+            means = [fmean(g) for g in groups]
+            seen.setdefault(m, []).append(icc(groups))
+            cells.append(f"{m} icc {seen[m][-1]:+.2f}, by round {math.expm1(fmean(means)):+.1%} "
+                         f"(p {sps.ttest_1samp(means, 0.0).pvalue:.3f}, {len(groups)} rounds)")
+        if cells:
+            rows.append(f"  {name:40s} {'; '.join(cells)}")
+    rows += [f"  mean icc of {m}: {fmean(v):+.2f} over {len(v)} steps" for m, v in seen.items()]
     return rows
 
 
@@ -162,7 +222,8 @@ def main() -> None:
     if args.analyse:
         for f in args.analyse:
             print(f"\n## {f}")
-            print("\n".join(correlation(json.loads(Path(f).read_text()))))
+            doc = json.loads(Path(f).read_text())
+            print("\n".join(correlation(doc) + round_icc(doc)))
         return
     repo = origin(out)
     restart = () if args.restart_every is None else ("--daemon-restart-every", str(args.restart_every))
@@ -176,6 +237,7 @@ def main() -> None:
         if name.startswith("aa") and "doc" in r:
             positions(r["doc"])
             print("\n".join(correlation(r["doc"])))
+            print("\n".join(round_icc(r["doc"])))
         sys.stdout.flush()
 
 

@@ -399,7 +399,9 @@ class Runner:
         for b in builds:  # every build's binary in the page cache the same way for the runs below
             settle_page_cache(b.binary)
         fresh = (scenario, fixture, step, ctx, where)
-        self.fresh_daemons(*fresh, timed=False)  # the warm-ups warm the repos and daemons the rounds use
+        # the warm-ups warm the repos and daemons the rounds use; restarted in the warm-ups' order
+        warm_order = round_orders(len(builds), 2, sampling.order_seed)[1]
+        self.fresh_daemons(*fresh, timed=False, order=[builds[i].label for i in warm_order])
         # One untimed run per build here when the step has a check (it reads what that build's own
         # run produced) or when the timer cannot give each run its own peak memory (GNU time
         # measures it on this run); it counts as the first warm-up.
@@ -430,8 +432,11 @@ class Runner:
             order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
-            if self.fresh_daemons(*fresh, timed=True) and warmup:  # a fresh repo's first add is a cold one
-                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1)
+            # a fresh repo's first add is a cold one
+            if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in order]) and warmup:
+                # in the round's order reversed: the build that leads the round warms up last, as
+                # before the first round, and no build holds one place in every refreshed round
+                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, order=order[::-1])
             started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
@@ -521,12 +526,13 @@ class Runner:
         return results, elapsed
 
     def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
-                         warmup: int) -> float:
+                         warmup: int, order: list[int] | None = None) -> float:
         """The warm-up runs, by hyperfine, thrown away; a build that fails there fails the step
         already. Interleaved like a round (interleave_seq), in the order of the step's first pair of
         rounds reversed, so that no build warms up in the server's wake of the other's warm-up and
-        then leads the first round (issue 34)."""
-        order = round_orders(len(builds), 2, self.bench.sampling.order_seed)[1]
+        then leads the first round (issue 34); `order`: another (a refreshed round's reversed)."""
+        if order is None:
+            order = round_orders(len(builds), 2, self.bench.sampling.order_seed)[1]
         seq, per_cmd = interleave_seq(order, warmup, self.bench.sampling.interleave)
         results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call(
             [builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0))
@@ -561,21 +567,24 @@ class Runner:
         return elapsed
 
     def fresh_daemons(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec, ctx: list, where: str,
-                      timed: bool) -> bool:
+                      timed: bool, order: list[str] | None = None) -> bool:
         """The backend's hook before a step's warm-ups and before each round (IpfsBackend.before_round):
         every K rounds each build gets a fresh repo and daemon, untimed, so one repo's drift is noise
         between rounds, not a build's (issue 36); what the scenario's and the step's setup put in
         the old repo is put back. Whether it restarted them (before a round, the caller then
-        warms them up: the first add into a fresh repo costs its daemon 30-60% more CPU)."""
+        warms them up: the first add into a fresh repo costs its daemon 30-60% more CPU). `order`:
+        the builds' labels in the order the coming round (or warm-up) runs them, which the restart
+        follows, so no build is always the first restarted."""
         hook = getattr(self.bench.backend, "before_round", None)
-        seconds = hook(timed) if hook is not None else 0.0
+        seconds = hook(timed, order=order or ()) if hook is not None else 0.0
         if seconds:
             self.status(f"{where}: fresh repos and daemons ({seconds:.1f} s)")
             self.progress = self.progress.spent("daemon_restart", seconds)
             if self.scenario_setup(scenario, fixture) + self.step_setup(scenario, step, ctx, where):
                 # the setup's work (an add) leaves its daemon's heap grown, and a step's runs would
                 # start from that peak: the runs get daemons that did not do it, on the same repos
-                self.progress = self.progress.spent("daemon_restart", self.bench.backend.restart_daemons(fresh=False))
+                self.progress = self.progress.spent("daemon_restart",
+                                                    self.bench.backend.restart_daemons(fresh=False, order=order or ()))
         return bool(seconds)
 
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:

@@ -26,7 +26,7 @@ from test_kubo_online import namespaces  # noqa: F401 (a fixture of the slow tes
 # an `ipfs` with just what IpfsBackend asks of it offline: init writes a config, config succeeds,
 # daemon listens on the config's API address (a free port for tcp/0), writes the api file, says it
 # is ready, notes "IPFS_PATH pid port fresh|old" in starts.log beside itself (old: a daemon ran on
-# this repo before) and waits for SIGTERM
+# this repo before) and waits for SIGTERM; init notes IPFS_PATH in inits.log, in the order repos are made
 FAKE_IPFS = r'''#!PYTHON
 import json, os, signal, socket, sys, time
 from pathlib import Path
@@ -34,6 +34,8 @@ repo = Path(os.environ["IPFS_PATH"])
 cmd = sys.argv[1]
 if cmd == "init":
     repo.mkdir(parents=True, exist_ok=True)
+    with open(Path(__file__).with_name("inits.log"), "a") as fh:
+        fh.write(f"{repo}\n")
     (repo / "config").write_text(json.dumps({"Addresses": {"API": "/ip4/127.0.0.1/tcp/0"}}))
 elif cmd == "daemon":
     port = int(json.loads((repo / "config").read_text())["Addresses"]["API"].rsplit("/", 1)[1])
@@ -74,9 +76,11 @@ def starts(fake_ipfs: Path) -> list[tuple[str, int, int, str]]:
 
 
 executor_shells: list = []  # the last run's MockExecutor.shells (the untimed commands it was given)
+warmup_calls: list = []  # [the builds of each warm-up call of the last run, in the order they ran]
 
 
-def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True):
+def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: int = 1, setup: bool = True,
+                seed: int | None = None):
     """One offline kubo scenario of `steps` steps (each with a setup, unless not `setup`), two
     builds, through the runner: the backend's facts, the daemon pid each build's rounds met (and
     "warm-up" for a warm-up call), the runner's progress."""
@@ -88,15 +92,19 @@ def run_offline(tmp_path, fake_ipfs, every: int | None, rounds: int = 5, steps: 
         def measure(self, where, call, env):
             for label, repo in backend.repos.items():
                 seen[label].append(repo.daemon.pid if " round " in where else "warm-up")
+            if " round " not in where:
+                warmup_calls[0].append(list(call.names))
             return super().measure(where, call, env)
 
     executor = Watch()
     executor_shells.clear()
     executor_shells.append(executor.shells)
+    warmup_calls.clear()
+    warmup_calls.append([])
     built = [BuiltRef("kubo", ResolvedRef(f"r{i}", "tag", f"{i:040d}", f"r{i}"), f"b{i}", fake_ipfs, "git", "go",
                       False, 0.0) for i in range(2)]
     bench = rn.Bench(builds=tuple(built), backend=backend, executor=executor, workdir=tmp_path / "run",
-                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds),
+                     cache_dir=tmp_path, sampling=Sampling(runs=2 * rounds, warmup=1, rounds=rounds, order_seed=seed),
                      criteria=stats.Criteria(), measure_rss=False, clock=executor.clock, steps=steps)
     (tmp_path / "run").mkdir()
     spec = FixtureSpec(kind="sparse", size=1, count=1)
@@ -155,6 +163,39 @@ def test_the_runner_restarts_every_builds_daemon_every_k_rounds(tmp_path, fake_i
     assert facts["daemon restarts"].startswith(words), facts
 
 
+@pytest.mark.parametrize("seed, setup", [(None, False), (7, True), (1357245469, False)])
+def test_each_refresh_makes_the_builds_repos_in_the_coming_rounds_order(tmp_path, fake_ipfs, seed, setup):
+    """A restart makes the repos and starts the daemons build by build in the order the round it
+    serves runs them (drawn per pair of rounds from the run's seed), not always the first build
+    first: a build made first every time carries whatever that position costs into every round
+    (issue 36: the first build's daemons cost 20-30% more CPU in every refreshed round of a full
+    A/A's tree adds)."""
+    rounds = 8
+    run_offline(tmp_path, fake_ipfs, 1, rounds=rounds, setup=setup, seed=seed)
+    made = [Path(line).name for line in fake_ipfs.with_name("inits.log").read_text().splitlines()]
+    assert made[:2] == ["s-b0", "s-b1"]  # the scenario's own repos, at its start
+    refreshes = [made[i:i + 2] for i in range(2, len(made), 2)]  # a setup's restart keeps the repos
+    assert len(refreshes) == rounds - 1
+    leads = [f"s-b{rn.round_orders(2, rounds, seed)[r][0]}" for r in range(1, rounds)]
+    assert [first for first, _ in refreshes] == leads, (refreshes, leads)
+    assert {first for first, _ in refreshes} == {"s-b0", "s-b1"}  # each build is made first in some rounds
+    # and the warm-up call on the fresh daemons runs in the round's order reversed: the round's
+    # lead warms up last (as before the first round), not the same build last in every round
+    orders = rn.round_orders(2, rounds, seed)
+    assert warmup_calls[0][0] == [f"b{i}" for i in orders[1]]  # the step's own warm-ups: as before
+    assert warmup_calls[0][1:] == [[f"b{i}" for i in orders[r][::-1]] for r in range(1, rounds)]
+
+
+def test_a_restart_takes_the_repos_in_the_order_it_is_given():
+    from refbench.backends.ipfs import restart_order
+
+    repos = {"a": "A", "b": "B", "c": "C"}
+    assert restart_order(repos, ["c", "a", "b"]) == ["C", "A", "B"]
+    assert restart_order(repos, ["b"]) == ["B", "A", "C"]  # the rest in their own order
+    assert restart_order(repos, ()) == ["A", "B", "C"]
+    assert restart_order(repos, ["x", "c"]) == ["C", "A", "B"]  # a label it does not run is skipped
+
+
 def test_the_default_restarts_every_round_and_the_fact_says_so(tmp_path, fake_ipfs):
     facts, seen, _ = run_offline(tmp_path, fake_ipfs, None, rounds=3, setup=False)
     # no setup to put back: one restart a refresh, every daemon on a fresh repo
@@ -177,29 +218,38 @@ def test_the_summary_says_how_often_the_daemons_were_restarted():
     assert "daemons restarted on fresh repos every round; 2 restarts, 2.5 s in all, untimed" in text
 
 
+def online_pair(tmp_path, kubo_binaries):
+    """Both kubo builds' online daemons of one scenario ("probe", K=1) on a backend the caller closes:
+    (backend, a 64 KiB file, the labels, ipfs(label, binary, *args) -> its stdout, asserting success)."""
+    import subprocess
+    from types import SimpleNamespace
+
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
+    data = tmp_path / "data.bin"
+    data.write_bytes(os.urandom(1 << 16))
+    labels = ("old", "new")
+    try:
+        backend.open_scenario(SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None),
+                              list(labels), kubo_binaries, tmp_path / "work")
+    except BaseException:
+        backend.close()
+        raise
+
+    def ipfs(lab, binary, *args):
+        p = subprocess.run([*backend.command_prefix(), binary, *args], capture_output=True, text=True,
+                           env={**os.environ, **backend.context_env("probe", lab)}, timeout=60)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout.strip()
+    return backend, data, labels, ipfs
+
+
 @pytest.mark.slow
 def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_api(tmp_path, namespaces,  # noqa: F811
                                                                                   kubo_binaries):
     """Real kubo, online, K=1: before the second round each build has a new daemon (another pid,
     still in the run's namespace, at the same API address) on a repo without the first's content."""
-    import subprocess
-    from types import SimpleNamespace
-
-    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
-    scenario = SimpleNamespace(name="probe", slug="probe", daemon_mode="online", state=None)
-    data = tmp_path / "data.bin"
-    data.write_bytes(os.urandom(1 << 16))
-    labels = ("old", "new")
+    backend, data, labels, ipfs = online_pair(tmp_path, kubo_binaries)
     try:
-        backend.open_scenario(scenario, list(labels), kubo_binaries, tmp_path / "work")
-        prefix = backend.command_prefix()
-
-        def ipfs(lab, binary, *args):
-            p = subprocess.run([*prefix, binary, *args], env={**os.environ, **backend.context_env("probe", lab)},
-                               capture_output=True, text=True, timeout=60)
-            assert p.returncode == 0, (args, p.stderr)
-            return p.stdout.strip()
-
         first = {lab: (backend.repos[lab].daemon.pid, backend.repos[lab].api) for lab in labels}
         cids = {lab: ipfs(lab, b, "add", "-Q", str(data)) for lab, b in zip(labels, kubo_binaries)}
         assert backend.before_round(timed=False) == 0.0  # fresh daemons: the warm-ups use them
@@ -217,6 +267,30 @@ def test_online_kubo_daemons_restart_on_fresh_repos_in_the_namespace_at_their_ap
             assert ipfs(lab, binary, "add", "-Q", "--pin=false", str(data)) == cids[lab]
         assert not any(c.exists() for c in cgroups)  # the old daemons' cgroups went with them
         assert backend.describe()["daemon restarts"].startswith("on fresh repos every round; 1 restart, ")
+    finally:
+        backend.close()
+
+
+@pytest.mark.slow
+def test_two_online_daemons_of_a_run_never_peer_before_or_after_a_restart(tmp_path, namespaces,  # noqa: F811
+                                                                         kubo_binaries):
+    """Both builds' online daemons listen on the loopback of one namespace, with the DHT on: were
+    they peers (mDNS, a bootstrap entry, Peering), one build's adds would make the other's daemon
+    work (provider records, bitswap), a coupling an A/A must not have (issue 36, hypothesis 1).
+    Neither has a peer after both added the same data, nor after a refresh."""
+    backend, data, labels, ipfs = online_pair(tmp_path, kubo_binaries)
+    try:
+        for refresh in range(2):
+            if refresh:  # fresh repos and daemons, as before a round
+                backend.before_round(timed=True)
+                assert backend.before_round(timed=True) > 0
+            for lab, binary in zip(labels, kubo_binaries):
+                ipfs(lab, binary, "add", "-Q", str(data))
+            for lab, binary in zip(labels, kubo_binaries):
+                cfg = json.loads((backend.repos[lab].path / "config").read_text())
+                assert cfg["Bootstrap"] == [] and cfg["Discovery"]["MDNS"]["Enabled"] is False
+                assert not (cfg.get("Peering") or {}).get("Peers")
+                assert ipfs(lab, binary, "swarm", "peers") == "", (lab, refresh)
     finally:
         backend.close()
 

@@ -23,6 +23,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from .. import paths
 from ..daemon import CpuCgroup, ProbeServer, cpu_source_text
@@ -200,6 +201,13 @@ def daemon_cpu_fact(sources) -> dict[str, str]:
     return {"daemon cpu": "; ".join(cpu_source_text(k, why) for k, why in got.items())}
 
 
+def restart_order(repos: dict[str, "IpfsRepo"], order: Sequence[str] = ()) -> list["IpfsRepo"]:
+    """The repos by label in `order`, then any `order` leaves out in their own order: the order a
+    restart makes their repos and starts their daemons in (IpfsBackend.restart_daemons)."""
+    first = [label for label in order if label in repos]
+    return [repos[label] for label in (*first, *(label for label in repos if label not in first))]
+
+
 def restarts_fact(every: int, seconds: list[float]) -> str:
     """results.json's backend fact `daemon restarts` (shown in the summary's "How kubo ran"): how
     many rounds a repo and its daemon served, and what the untimed restarts cost (the setups that
@@ -306,29 +314,37 @@ class IpfsBackend:
                 repo.start_daemon(self.workdir / f"{scenario.slug}-b{i}.daemon.log")
         self.served = 0
 
-    def before_round(self, timed: bool = True) -> float:
+    def before_round(self, timed: bool = True, order: Sequence[str] = ()) -> float:
         """Called by the runner before a step's warm-ups (timed False) and before each of its
         rounds: once the builds' daemons have served restart_every rounds, each build gets a fresh
-        repo and a new daemon on it (restart_daemons), so what one repo's history does to its
-        daemon is between-round noise the statistics see, not a build's. Returns the seconds that
-        took (0.0: nothing was restarted; the runner then puts back what the setups added)."""
+        repo and a new daemon on it (restart_daemons, in `order`: the labels in the order the
+        coming round runs them), so what one repo's history does to its daemon is between-round
+        noise the statistics see, not a build's. Returns the seconds that took (0.0: nothing was
+        restarted; the runner then puts back what the setups added)."""
         seconds = 0.0
         if self.restart_every and self.served >= self.restart_every and self.server_pids():
-            seconds = self.restart_daemons()
+            seconds = self.restart_daemons(order=order)
             self.served = 0
         if timed:
             self.served += 1
         return seconds
 
-    def restart_daemons(self, fresh: bool = True) -> float:
+    def restart_daemons(self, fresh: bool = True, order: Sequence[str] = ()) -> float:
         """Every build's running daemon stopped, its repo made afresh (`ipfs init` as at the
         scenario's start; with fresh False the repo is kept) and a new daemon started on it at the
         old API address: all stopped first, then all started, then waited for, the same for every
-        build. A repo, not only its daemon: a daemon restarted on its old repo keeps that repo's
-        growing cost (docs/kubo.md). Their probe servers go with them (daemon_probes starts one per
-        new daemon)."""
+        build, build by build in `order` (labels; the rest after them in the builds' order). A
+        repo, not only its daemon: a daemon restarted on its old repo keeps that repo's growing
+        cost (docs/kubo.md). Their probe servers go with them (daemon_probes starts one per new
+        daemon).
+
+        The order is the coming round's (runner.round_orders: drawn per pair of rounds from the
+        run's seed), not always the builds' own: a repo made and a daemon started first, every
+        time, is a position, and whatever that position does to a daemon's cost would land on
+        the same build in every round (issue 36: in a full A/A the first build's daemons cost
+        20-30% more CPU on the tree's adds in every refreshed round)."""
         t0 = time.monotonic()
-        live = [repo for repo in self.repos.values() if repo.daemon is not None]
+        live = [repo for repo in restart_order(self.repos, order) if repo.daemon is not None]
         for server in self.probe_servers.values():
             server.close()
         self.probe_servers.clear()
