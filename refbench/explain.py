@@ -20,6 +20,8 @@ import contextlib
 import html
 import dataclasses
 import logging
+import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -194,9 +196,9 @@ class Explainer:
         go = shutil.which("go")
         if go is None:
             raise RuntimeError("go not found (go tool pprof reads kubo's profiles)")
-        dirs = {lab: self.workdir / f"pprof-{lab.replace('/', '_')}" for lab in labels}
+        dirs = {lab: pprof_dir(self.workdir, i, lab) for i, lab in enumerate(labels)}
         try:
-            shimmed = [cmd.replace(binary, str(profile.write_pprof_shim(binary, dirs[lab])))
+            shimmed = [shim_command(cmd, binary, profile.write_pprof_shim(binary, dirs[lab]))
                        for lab, binary, cmd in zip(labels, binaries, cmds)]
             for k in range(repeats):
                 for lab, cmd, prep in zip(labels, shimmed, preps):
@@ -216,6 +218,19 @@ class Explainer:
     def _prepare(prep, lab, execute, where) -> None:
         if prep:
             execute(["sh", "-c", prep], f"{where}: profiled run of {lab} (prepare)")
+
+
+def pprof_dir(workdir: Path, index: int, label: str) -> Path:
+    """A build's pprof directory: its place and a label made of safe characters only, since a
+    label may hold anything ("v1.0.0 #2" for an A/A's second build) and the path goes into a shell
+    command (shim_command quotes it too)."""
+    return workdir / f"pprof-{index}-{re.sub(r'[^A-Za-z0-9._-]', '_', label)}"
+
+
+def shim_command(cmd: str, binary: str, shim: Path) -> str:
+    """`cmd` (a shell command) with the build's binary replaced by its pprof shim, quoted: a
+    shim's path with a space or `#` was split or cut off by sh ("Permission denied")."""
+    return cmd.replace(binary, shlex.quote(str(shim)))
 
 
 # ---- how the views print it --------------------------------------------------------------------

@@ -279,3 +279,23 @@ def test_the_daemons_pprof_profile_is_read_around_the_run_and_a_failure_names_it
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+def test_a_label_with_a_space_or_hash_gets_a_pprof_run_that_sh_can_start(tmp_path):
+    """The explain pass ran each build's command through its pprof shim, the shim in a directory
+    named after the label and spliced into the shell command unquoted: an A/A's second build,
+    "v1.0.0 #2", became `.../pprof-v1.0.0 #2/ipfs-prof add ...`, which sh split at the space and
+    cut at the `#` ("Permission denied"; issue 36's helper found it). The directory holds safe
+    characters only, and the shim's path is quoted."""
+    import subprocess
+    from refbench.explain import pprof_dir, shim_command
+    binary = tmp_path / "bin" / "ipfs"
+    binary.parent.mkdir()
+    binary.write_text("#!/bin/sh\necho ran \"$@\"\n")
+    binary.chmod(0o755)
+    where = pprof_dir(tmp_path / "work dir", 1, "v1.0.0 #2")
+    assert where.name == "pprof-1-v1.0.0__2" and where != pprof_dir(tmp_path / "work dir", 0, "v1.0.0 #2")
+    shim = profile.write_pprof_shim(str(binary), where)
+    cmd = shim_command(f"{binary} add -r fixture", str(binary), shim)
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0 and out.stdout.strip() == "ran add -r fixture", (cmd, out.stderr)
