@@ -20,15 +20,16 @@ demo: setup
 	./bench.py $(DEMO_ARGS)
 	@echo; cat summary.md
 
-# The fast tests (no timing of real processes) share the machine's two cores, and so do the slow
-# ones whose assertions read no verdict off real timings (builds, counts, clean-up), each expensive
-# session fixture on one worker (--dist loadgroup, tests/grouping.py), the longest work first
+# Every test that reads no verdict off real timings (the fast ones, and the slow ones whose
+# assertions are builds, counts, clean-up) in one pass on three workers: the slow ones wait on
+# builds, servers and networks for about a quarter of their time, which the third worker's tests
+# fill (one pass of fast, then slow, on two workers took 126 + 524 s). Each expensive session
+# fixture stays on one worker (--dist loadgroup, tests/grouping.py), the longest work first
 # (--no-loadscope-reorder keeps the order tests/grouping.py gives). The "alone" ones run by themselves,
 # since two timed jobs on two cores measure each other. Exit 5 (nothing selected, e.g. a
 # PYTEST_ARGS file with no slow tests) is not a failure.
 test: setup
-	.venv/bin/python -m pytest -ra -m "not slow" -n 2 $(PYTEST_ARGS) || [ $$? -eq 5 ]
-	.venv/bin/python -m pytest -ra -m "slow and not alone" -n 2 --dist loadgroup --no-loadscope-reorder --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	.venv/bin/python -m pytest -ra -m "not alone" -n 3 --dist loadgroup --no-loadscope-reorder --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	.venv/bin/python -m pytest -ra -m "slow and alone" -p no:xdist --durations=20 $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 test-fast: setup

@@ -1,14 +1,14 @@
 """Which slow tests run alone and which share a worker: the suite's collection hook (tests/conftest.py
 imports it; tests/test_suite_passes.py loads it as a plugin into a session of its own).
 
-The slow tests run in two passes (Makefile `test`): the "alone" ones with nothing beside them,
+The tests run in two passes (Makefile `test`): the "alone" ones with nothing beside them,
 since two timed jobs on two cores measure each other (and a check of machine-wide state, such as
-/dev/shm, sees the other test's run); the rest on two workers. A test is alone when marked so or
+/dev/shm, sees the other test's run); the rest, fast and slow, on three workers. A test is alone when marked so or
 when it reads a run whose verdicts are asserted (TIMED_FIXTURES), so a new test of those runs
 cannot land in the parallel pass by forgetting the marker.
 
 In the parallel pass the longest work starts first (longest_first): a 60 s test handed out last
-keeps one worker busy while the other idles. --dist loadgroup hands out work units (a group, or a
+keeps one worker busy while the others idle; the fast tests (FAST_SECONDS each) fill in last. --dist loadgroup hands out work units (a group, or a
 test of no group) in collection order when --no-loadscope-reorder is given (Makefile `test`; by
 default it puts the units with the most tests first, whatever their length).
 """
@@ -47,14 +47,17 @@ EXPECTED_SECONDS: dict[str, float] = {
     "tests/test_longrun.py::test_a_killed_runs_objects_are_removed_by_the_next_run": 16,
 }
 DEFAULT_SECONDS = 4.0
+FAST_SECONDS = 0.1  # a test not marked slow: about the fast pass's mean (1,050 in ~200 s of CPU)
 
 
-def expected_seconds(nodeid: str, group: str | None, seconds: dict[str, float] = EXPECTED_SECONDS) -> float:
+def expected_seconds(nodeid: str, group: str | None, seconds: dict[str, float] = EXPECTED_SECONDS,
+                     slow: bool = True) -> float:
     """How long a test is expected to take: its figure in `seconds`, read under its node id without
-    the "@group" suffix --dist loadgroup adds (_join_group), else DEFAULT_SECONDS."""
+    the "@group" suffix --dist loadgroup adds (_join_group), else DEFAULT_SECONDS, or FAST_SECONDS
+    for a test not marked slow."""
     if group and nodeid.endswith(f"@{group}"):
         nodeid = nodeid[:-len(group) - 1]
-    return seconds.get(nodeid, DEFAULT_SECONDS)
+    return seconds.get(nodeid, DEFAULT_SECONDS if slow else FAST_SECONDS)
 
 
 def longest_first(tests: list[tuple[str, str, float]]) -> list[str]:
@@ -101,7 +104,8 @@ def pytest_collection_modifyitems(config, items):
         if group and loadgroup:
             _join_group(item, str(group))
     if loadgroup:
-        tests = [(item.nodeid, str(g or item.nodeid), expected_seconds(item.nodeid, g))
+        tests = [(item.nodeid, str(g or item.nodeid),
+                  expected_seconds(item.nodeid, g, slow=item.get_closest_marker("slow") is not None))
                  for item in items for g in [group_name(item)]]
         by_id = {item.nodeid: item for item in items}
         items[:] = [by_id[i] for i in longest_first(tests)]

@@ -101,9 +101,9 @@ def parallel_slow_pass_flags() -> list[str]:
     """The pytest options of the Makefile's parallel slow pass (`make test`), as it gives them."""
     import shlex
     makefile = (TESTS.parent / "Makefile").read_text()
-    line = next(ln for ln in makefile.splitlines() if '"slow and not alone"' in ln)
+    line = next(ln for ln in makefile.splitlines() if '"not alone"' in ln and "test-fast" not in ln)
     argv = shlex.split(line.split("pytest", 1)[1].split("$(PYTEST_ARGS)")[0])
-    return [a for a in argv if a not in ("-m", "slow and not alone", "-ra") and not a.startswith("--durations")]
+    return [a for a in argv if a not in ("-m", "not alone", "-ra") and not a.startswith("--durations")]
 
 
 def test_the_parallel_pass_starts_the_longest_work_first(tmp_path):
