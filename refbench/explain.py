@@ -229,8 +229,11 @@ def pprof_dir(workdir: Path, index: int, label: str) -> Path:
 
 def shim_command(cmd: str, binary: str, shim: Path) -> str:
     """`cmd` (a shell command) with the build's binary replaced by its pprof shim, quoted: a
-    shim's path with a space or `#` was split or cut off by sh ("Permission denied")."""
-    return cmd.replace(binary, shlex.quote(str(shim)))
+    shim's path with a space or `#` was split or cut off by sh ("Permission denied"). The binary
+    is looked for as the command has it, quoted where it needs quoting (a quoted path's
+    replacement inside its quotes was left bare, review35p P4)."""
+    quoted = shlex.quote(binary)
+    return cmd.replace(quoted if quoted in cmd else binary, shlex.quote(str(shim)))
 
 
 # ---- how the views print it --------------------------------------------------------------------

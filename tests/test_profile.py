@@ -287,6 +287,7 @@ def test_a_label_with_a_space_or_hash_gets_a_pprof_run_that_sh_can_start(tmp_pat
     "v1.0.0 #2", became `.../pprof-v1.0.0 #2/ipfs-prof add ...`, which sh split at the space and
     cut at the `#` ("Permission denied"; issue 36's helper found it). The directory holds safe
     characters only, and the shim's path is quoted."""
+    import shlex
     import subprocess
     from refbench.explain import pprof_dir, shim_command
     binary = tmp_path / "bin" / "ipfs"
@@ -299,3 +300,14 @@ def test_a_label_with_a_space_or_hash_gets_a_pprof_run_that_sh_can_start(tmp_pat
     cmd = shim_command(f"{binary} add -r fixture", str(binary), shim)
     out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0 and out.stdout.strip() == "ran add -r fixture", (cmd, out.stderr)
+    # a binary whose path the command quotes: its replacement inside those quotes was left bare, and
+    # a work directory that needs quoting too was split (and its `$(...)` run; review35p P4)
+    quoted = tmp_path / "b $(touch ran-outside)" / "ipfs"
+    quoted.parent.mkdir()
+    quoted.write_text(binary.read_text())
+    quoted.chmod(0o755)
+    shim = profile.write_pprof_shim(str(quoted), pprof_dir(tmp_path / "work $(touch ran-outside)", 0, "v1"))
+    cmd = shim_command(f"{shlex.quote(str(quoted))} add x", str(quoted), shim)
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == "ran add x", (cmd, out.stderr)
+    assert not (tmp_path / "ran-outside").exists()

@@ -2,6 +2,7 @@
 trust boundary, LOWs each, closed with the attack planted in a throw-away place."""
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import zipfile
@@ -272,11 +273,14 @@ def test_a_damaged_go_zip_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, 
     assert list((tmp_path / "data" / "refbench").iterdir()) == []
 
 
-def test_another_users_lock_is_waited_on_not_replaced(tmp_path):
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_another_users_lock_is_waited_on_not_replaced(tmp_path, umask):
     """Two users sharing one cache: the lock is opened read-write, so the second user could not
     open the first's (0644) lock, took it for a restore's leftover, removed it while it was held,
-    made its own and held that too (review35o O1). It opens read-only now and waits. The first
-    user here is this process, the second a forked child running as nobody."""
+    made its own and held that too (review35o O1). It opens read-only now and waits. Under a 077
+    umask the first user's lock was 0600, which the second could not even read (review35p P5):
+    a lock is made 0644 whatever the umask. The first user here is this process, the second a
+    forked child running as nobody."""
     import tempfile
     import time
     from refbench import paths
@@ -291,7 +295,14 @@ def test_another_users_lock_is_waited_on_not_replaced(tmp_path):
             os.chown(p, 65534, 65534)  # the second user may write the directory, so it could unlink
         lock = cache / "clones" / "origin-abc.lock"
         r, w = os.pipe()
-        with paths.locked(lock, within=cache):
+        was = os.umask(umask)
+        try:
+            held = paths.locked(lock, within=cache)
+            held.__enter__()
+        finally:
+            os.umask(was)
+        with contextlib.ExitStack() as stack:
+            stack.push(held)
             inode = lock.stat().st_ino
             pid = os.fork()
             if pid == 0:  # pragma: no cover  (the child: the second user)
@@ -366,3 +377,46 @@ def test_a_device_node_where_a_record_is_read_is_refused_without_being_opened(tm
     with pytest.raises(OSError, match="not a regular file"):
         paths.open_regular(record)
     assert str(record) not in opened, opened
+
+
+def test_a_kubo_state_directory_it_may_not_enter_is_rebuilt_not_a_crash():
+    """A restored kubo state directory of mode 0000 (tar sets directory modes last): a runner that
+    is not root took its lock, then the lstat of its state.json raised PermissionError past every
+    refusal: each kubo run crashed with a traceback, for good (review35p P1). The state counts as
+    not ready and is rebuilt. Run as nobody in a forked child."""
+    import shutil
+    import subprocess
+    import tempfile
+    from refbench.backends.snapshot import StateCache
+    from test_trust_r9 import _as_nobody
+    top = Path(tempfile.mkdtemp(prefix="refbench-state-"))
+    try:
+        cache = top / "builds"
+        where = cache / "ipfs-states" / "b" / "s" / "repo"
+        where.mkdir(parents=True)
+        (where / "state.json").write_text("{}")
+        if os.geteuid() == 0:
+            for p in (top, *[q for q in where.parents if q.is_relative_to(top)], where, where / "state.json"):
+                os.chown(p, 65534, 65534)
+        where.chmod(0o000)
+
+        def meet() -> None:
+            why = StateCache.why_not_ready(where, cache)
+            assert why and "unreadable" in why, why
+        assert _as_nobody(meet) == 0
+    finally:
+        subprocess.run(["chmod", "-R", "u+rwx", str(top)], check=False)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_a_go_zip_whose_end_record_points_past_its_directory_is_one_line(tmp_path, monkeypatch):
+    """A zip whose end record claims its central directory starts later than it does opens, then
+    raises ValueError (a negative seek) on reading: setup crashed and left its temporary directory,
+    for the pinned Go too (review35p P2)."""
+    import struct
+    from refbench.commands import setup
+    data = bytearray(_zip({"bin/go": "#!/bin/sh\n"}, setup.DEFAULT_GO_TOOLCHAIN))
+    eocd = data.rfind(b"PK\x05\x06")
+    struct.pack_into("<I", data, eocd + 16, struct.unpack_from("<I", data, eocd + 16)[0] + 50)
+    _fetch_go(tmp_path, monkeypatch, bytes(data))
+    assert list((tmp_path / "data" / "refbench").iterdir()) == []

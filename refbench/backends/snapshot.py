@@ -123,6 +123,8 @@ class StateCache:
             st = os.lstat(meta)
         except FileNotFoundError:
             return "incomplete (no state.json)"
+        except OSError as e:  # a restored state directory this user may not enter (mode 0000): rebuilt (review35p P1)
+            return f"unreadable ({e.strerror})"
         ident = (str(where), st.st_ino, st.st_size, st.st_mtime_ns)
         if ident not in _checked:
             _checked[ident] = StateCache._check(where, meta)

@@ -172,7 +172,7 @@ def ensure_go(bin_dir: Path) -> str:
         prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-{arch}/"
         try:
             z = zipfile.ZipFile(io.BytesIO(data))
-        except zipfile.BadZipFile as e:
+        except (zipfile.BadZipFile, ValueError) as e:
             raise RefbenchError(f"refusing the Go toolchain from {url}: not a zip ({e})") from None
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
         with z:
@@ -181,7 +181,8 @@ def ensure_go(bin_dir: Path) -> str:
                 _unpack(z, prefix, tmp)
             # a full disk, names that collide (a file where a directory goes), or a damaged zip (a bad
             # CRC, garbled or encrypted data, an unknown method: an unpinned Go's zip is unhashed)
-            except (OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError) as e:
+            except (OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
+                    ValueError) as e:  # ValueError: an end record that points before the file's start
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise RefbenchError(f"cannot unpack the Go toolchain from {url} into {tmp.parent}: {e}") from None
         try:
