@@ -117,6 +117,9 @@ class RunEnv:
     # why no network namespace of the run's own can be made here, or None when one can (probed once):
     # pipeline.check_online asks it before an online kubo daemon is planned
     namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable
+    # whether the steps' commands really download and store what the scenario says (the disk check
+    # before a run); False for --executor mock, whose commands run nowhere
+    stores: bool = True
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses
