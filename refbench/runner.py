@@ -414,7 +414,7 @@ class Runner:
                                        around=obs.around_run(b.label) if obs is not None else None)
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
-            hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup)
+            hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup, warm_order)
         rule, state = self.rule, self.rule.start(runs, t_step, remaining)
         while True:
             now = self.clock()
@@ -436,7 +436,7 @@ class Runner:
             if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in order]) and warmup:
                 # in the round's order reversed: the build that leads the round warms up last, as
                 # before the first round, and no build holds one place in every refreshed round
-                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, order=order[::-1])
+                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, order[::-1])
             started = self.clock()
             hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
@@ -526,13 +526,12 @@ class Runner:
         return results, elapsed
 
     def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
-                         warmup: int, order: list[int] | None = None) -> float:
+                         warmup: int, order: list[int]) -> float:
         """The warm-up runs, by hyperfine, thrown away; a build that fails there fails the step
-        already. Interleaved like a round (interleave_seq), in the order of the step's first pair of
-        rounds reversed, so that no build warms up in the server's wake of the other's warm-up and
-        then leads the first round (issue 34); `order`: another (a refreshed round's reversed)."""
-        if order is None:
-            order = round_orders(len(builds), 2, self.bench.sampling.order_seed)[1]
+        already. Interleaved like a round (interleave_seq), in `order`: before a step's rounds, the
+        second order of its first pair of rounds, so that no build warms up in the server's wake of
+        the other's warm-up and then leads the first round (issue 34); before a refreshed round,
+        that round's reversed."""
         seq, per_cmd = interleave_seq(order, warmup, self.bench.sampling.interleave)
         results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call(
             [builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0))
