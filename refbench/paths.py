@@ -482,7 +482,7 @@ def _open_lock(dfd: int, name: str, path: Path) -> int:
                 return fd
             _remove_entry(dfd, name)
             try:
-                return _made(os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd))
+                return _new_lock(dfd, name)
             except FileExistsError:  # a run that found no lock made its own meanwhile: that one is the lock
                 return _open_either(name, dfd)
         finally:
@@ -500,7 +500,7 @@ def _lock_there(dfd: int, name: str, tries: int = 3) -> int | None:
             st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         except FileNotFoundError:
             try:
-                return _made(os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd))
+                return _new_lock(dfd, name)
             except FileExistsError:
                 continue  # another run made it meanwhile: look at it
         if not stat.S_ISREG(st.st_mode):
@@ -512,15 +512,17 @@ def _lock_there(dfd: int, name: str, tries: int = 3) -> int | None:
         except PermissionError:
             return None  # a file no run may even read: no run's lock (each makes a 0644 file)
         got = os.fstat(fd)
-        if stat.S_ISREG(got.st_mode) and got.st_mode & 0o444 == 0o444:  # every run's lock is 0644 (_made)
+        if stat.S_ISREG(got.st_mode) and got.st_mode & 0o444 == 0o444:  # every run's lock is 0644 (_new_lock)
             return fd
         os.close(fd)  # swapped between the lstat and the open, or a file not every user may read: a plant
     return None
 
 
-def _made(fd: int) -> int:
-    """A new lock, readable by every user whatever the umask: a 027 or 077 umask made it 0640 or
-    0600, which another user's run took for a plant and replaced while it was held (review35p P5)."""
+def _new_lock(dfd: int, name: str) -> int:
+    """The lock `name` made (FileExistsError when there is one), readable by every user whatever
+    the umask: a 027 or 077 umask made it 0640 or 0600, which another user's run took for a plant
+    and replaced while it was held (review35p P5)."""
+    fd = os.open(name, _LOCK | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dfd)
     os.fchmod(fd, 0o644)
     return fd
 
