@@ -481,7 +481,7 @@ def escaped(path: str) -> str:
     return _ESCAPE.sub(lambda m: "!" + m.group(0).lower(), path)
 
 
-def compiled_modules(binary: Path, env: Mapping[str, str], go: str = "go") -> list[tuple[str, str, str]]:
+def compiled_modules(binary: Path, env: Mapping[str, str], go: str | None = None) -> list[tuple[str, str, str]]:
     """(module path, version, h1: sum) of every module `binary` says it was built from (`go
     version -m`: a dependency, or the module that replaced it, where it has a sum). A dependency
     replaced by a directory has no sum and is not in the module cache."""
@@ -511,7 +511,7 @@ def _check_unpacked(where: Path, prefix: str, want: str, says: str, toolchain: b
                          "`go clean -modcache` empties it", sha=None)
 
 
-def verify_compiled(binary: Path, env: Mapping[str, str], go: str = "go") -> int:
+def verify_compiled(binary: Path, env: Mapping[str, str], go: str | None = None) -> int:
     """Every module `binary` was compiled from (compiled_modules), as unpacked in the module cache,
     hashes to the sum the build recorded for it. go checks a cached module's .ziphash when it loads
     it but compiles its unpacked directory as it finds it; `go mod verify` re-hashes that directory
