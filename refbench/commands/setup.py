@@ -116,7 +116,12 @@ def _leaves_its_directory(name: str) -> bool:
     return name.startswith("/") or ".." in parts or "." in parts or "" in parts[:-1]
 
 
-def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
+# what a damaged zip raises on reading (a bad CRC, garbled or encrypted data, an unknown method, an
+# end record that points before the file's start); an unpinned Go's zip is read unhashed
+_ZIP_ERRORS = (zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError, ValueError)
+
+
+def _check_go_zip(z: zipfile.ZipFile, which: str, url: str) -> None:
     """The fetched toolchain zip is the one the checksum database lists (GO_ZIP_SUMS; another Go
     only where unpinned tools are allowed), and no entry would land outside the directory it is
     unpacked into (a `../` name was written above the data directory; a `PREFIX//abs/path` one at
@@ -126,7 +131,6 @@ def _check_go_zip(z: zipfile.ZipFile, which: str, url: str, tmp: Path) -> None:
     if not bad and want:
         got = zip_hash(z)
     if bad or (want and got != want) or (not want and not pins.unpinned_allowed()):
-        shutil.rmtree(tmp, ignore_errors=True)
         why = (f"an entry named {bad!r}" if bad else f"its hash is {got}, the checksum database's is {want}" if want
                else f"refbench pins no hash for Go {which} (pinned: {', '.join(GO_ZIP_SUMS)}; "
                     "REFBENCH_UNPINNED_TOOLS=1 takes it unchecked)")
@@ -170,19 +174,16 @@ def ensure_go(bin_dir: Path) -> str:
         except OSError as e:
             raise RefbenchError(f"cannot fetch Go from {url}: {e} (install Go, or set GOPROXY)") from None
         prefix = f"golang.org/toolchain@v0.0.1-{toolchain}.linux-{arch}/"
-        try:
+        try:  # checked before anything is written
             z = zipfile.ZipFile(io.BytesIO(data))
-        except (zipfile.BadZipFile, ValueError) as e:
-            raise RefbenchError(f"refusing the Go toolchain from {url}: not a zip ({e})") from None
+            _check_go_zip(z, f"{toolchain} linux/{arch}", url)
+        except _ZIP_ERRORS as e:
+            raise RefbenchError(f"refusing the Go toolchain from {url}: not a zip that reads ({e})") from None
         tmp = Path(tempfile.mkdtemp(prefix="go.", dir=dest.parent))
         with z:
             try:
-                _check_go_zip(z, f"{toolchain} linux/{arch}", url, tmp)
                 _unpack(z, prefix, tmp)
-            # a full disk, names that collide (a file where a directory goes), or a damaged zip (a bad
-            # CRC, garbled or encrypted data, an unknown method: an unpinned Go's zip is unhashed)
-            except (OSError, zipfile.BadZipFile, zlib.error, RuntimeError, NotImplementedError, EOFError,
-                    ValueError) as e:  # ValueError: an end record that points before the file's start
+            except (OSError, *_ZIP_ERRORS) as e:  # a full disk, names that collide (a file where a directory goes)
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise RefbenchError(f"cannot unpack the Go toolchain from {url} into {tmp.parent}: {e}") from None
         try:
