@@ -306,3 +306,56 @@ def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_pat
     assert proc.returncode == EXIT_ERROR and "--daemon-restart-every applies to IPFS targets" in proc.stderr, proc.stderr
     assert proc.stderr.startswith("refbench: error:") and "Traceback" not in proc.stderr
     assert bench(scenarios, tmp_path / "neg", *FIXED, "--daemon-restart-every", "-1").returncode == EXIT_ERROR
+
+
+@pytest.mark.slow
+def test_each_daemon_starts_on_a_binary_settled_in_the_page_cache(kubo_binaries):
+    """A daemon maps its binary's pages for its whole life, and a settle (backends.process) drops
+    only pages no process maps: were a binary settled after its daemon started, that daemon would
+    keep the folios the binary was in (one run once from a cold cache: start-up's pages, in small
+    ones), and so would every CLI run of that build, which maps the same pages. The CLI's peak RSS
+    carries them (kubo: 60 MB on small folios, 82 MB on large), and in a hold64 run the contender's
+    CLI was `faster` on memory on 10 steps for it (issue 36). So the backend settles each binary
+    before its daemon starts, and again between a restart's stop and start: after the scenario's
+    start and after a restart, both builds sit alike, whatever their history."""
+    import shutil
+    import tempfile
+    from types import SimpleNamespace
+
+    from folios import exec_filled, layout, rewritten
+    from refbench.backends.process import settle_page_cache
+
+    if not os.access("/proc/kpageflags", os.R_OK):
+        pytest.fail("/proc/kpageflags is not readable: this test reads the page cache's folios and runs as root")
+    root = Path(__file__).resolve().parent.parent  # on the disk builds live on: a tmpfs keeps its pages
+    where = Path(tempfile.mkdtemp(dir=root, prefix=".pagecache-"))
+    backend = IpfsBackend.open(where / "work", restart_every=1)
+    try:
+        bins = [where / "a" / "ipfs", where / "b" / "ipfs"]
+        for src, dst in zip(kubo_binaries, bins):
+            dst.parent.mkdir()
+            shutil.copyfile(src, dst)
+            dst.chmod(0o755)
+        exec_filled(bins[0], "version")  # start-up's pages only, in small folios
+        rewritten(bins[1])  # just built: dirty, in the write path's folios
+        before = layout(bins[0]), layout(bins[1])
+        assert abs(before[0].large_share - before[1].large_share) > 0.2, before  # the asymmetry is real here
+
+        def alike(when):
+            for b in bins:  # as the runner does before each step, with the daemons running
+                settle_page_cache(b)
+            la, lb = layout(bins[0]), layout(bins[1])
+            assert la.resident >= 0.99 * la.pages and lb.resident >= 0.99 * lb.pages, (when, la, lb)
+            assert abs(la.large_share - lb.large_share) < 0.02, (when, la, lb)
+
+        backend.open_scenario(SimpleNamespace(name="probe", slug="probe", daemon_mode="offline", state=None),
+                              ["a", "b"], [str(b) for b in bins], where / "work")
+        assert all(backend.repos[lab].daemon is not None for lab in ("a", "b"))
+        alike("after the scenario's start")
+        backend.before_round(timed=False)
+        backend.before_round(timed=True)
+        assert backend.before_round(timed=True) > 0  # a restart
+        alike("after a restart")
+    finally:
+        backend.close()
+        shutil.rmtree(where, ignore_errors=True)
