@@ -519,6 +519,7 @@ class Settings(_Doc):
     budget_seconds: float | None = _f((int, float), default=None)
     min_rounds: int | None = _f(int, default=None, omit_none=True)  # a default budget's pilot (rounds)
     order_seed: int | None = _f(int, default=None, omit_none=True)  # drew the rounds' orders (runner.round_orders)
+    pair_runs: int | None = _f(int, default=None, omit_none=True)  # most runs on one pair of fresh daemons a round (Sampling)
     interleave: str | None = _f(str, default=None)
     no_shell: str | None = _f(str, default=None)
     cpus: Mapping = _f(dict, default=_EMPTY)

@@ -31,7 +31,7 @@ from .hyperfine import CommandResult
 from .sampling import Sampling
 from .figures import Contrast, Criteria
 from .stats import contrast_metric
-from .stopping import CONTINUE, Progress, StopRule
+from .stopping import CONTINUE, Progress, StopRule, split_runs
 from .units import slug
 from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
@@ -432,13 +432,16 @@ class Runner:
             order = round_orders(len(builds), r + 1, sampling.order_seed)[r]
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
-            # a fresh repo's first add is a cold one
-            if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in order]) and warmup:
-                # in the round's order reversed: the build that leads the round warms up last, as
-                # before the first round, and no build holds one place in every refreshed round
-                hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, order[::-1])
-            started = self.clock()
-            hf_seconds += self.hyperfine_round(where, r, order, builds, cmds, preps, samples, k)
+            started = None
+            for j, n in enumerate(pair_parts(k, self.pair_cap(state))):
+                part = order if j % 2 == 0 else order[::-1]  # each pair of parts: both builds lead once
+                # a fresh repo's first add is a cold one
+                if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in part]) and warmup:
+                    # in the part's order reversed: the build that leads it warms up last, as
+                    # before the first round, and no build holds one place in every refreshed round
+                    hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, part[::-1])
+                started = self.clock() if started is None else started
+                hf_seconds += self.hyperfine_round(where, r, part, builds, cmds, preps, samples, n)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
             self.on_round()
         self.progress = self.progress.step_done(state)
@@ -586,6 +589,18 @@ class Runner:
                                                     self.bench.backend.restart_daemons(fresh=False, order=order or ()))
         return bool(seconds)
 
+    def pair_cap(self, state) -> int | None:
+        """The most runs a build makes on one pair of daemons in a round: the step's planned round
+        size (or Sampling.pair_runs), where the backend gives the rounds fresh daemons; None where it
+        does not. Why (issue 36): each daemon has a level of its own (20-40% apart at times, with
+        the same allocations), which every run it serves shares; the budget's later rounds grew to
+        13-16 runs a build, so one pair's split outweighed the rest (a false `faster` on wall and
+        daemon CPU in a full A/A). Served in parts of the planned size, each by a fresh pair, no
+        pair carries more than a planned round's runs."""
+        if not getattr(self.bench.backend, "refreshes_daemons", False):
+            return None
+        return self.bench.sampling.pair_runs or max(state.per_round)
+
     def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
         """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3
         server the role "server"), None where it runs no daemon."""
@@ -624,6 +639,13 @@ class Runner:
         if step.check:  # the scenario's own check for every build: one check, whatever made the files
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
+
+
+def pair_parts(runs: int, cap: int | None) -> list[int]:
+    """A round's `runs` (per build) in parts of at most `cap`, as even as they go (None: one part)."""
+    if not cap or runs <= cap:
+        return [runs]
+    return split_runs(runs, -(-runs // cap))
 
 
 def with_probe(prep: str | None, probe: tuple[str, str, Path] | None) -> str | None:

@@ -37,6 +37,10 @@ class Sampling:
     # draws which order each pair of interleaved rounds starts with (runner.round_orders); None:
     # the fixed rotation. A run draws one (RunEnv.order_seed) unless --order-seed pins it
     order_seed: int | None = None
+    # most runs a build makes on one pair of fresh daemons in a round, where the backend refreshes
+    # them (kubo online and offline): a longer round is served by several pairs in turn. None: the
+    # step's planned round size (Runner.pair_cap)
+    pair_runs: int | None = None
 
     @property
     def step_seconds(self) -> float | None:
@@ -70,7 +74,7 @@ class Sampling:
         d = asdict(self)
         d["budget_seconds"] = d.pop("budget")
         d.pop("max_time")
-        for key in ("min_rounds", "order_seed"):  # absent where unset: the settings files always had
+        for key in ("min_rounds", "order_seed", "pair_runs"):  # absent where unset: the settings files always had
             if d[key] is None:
                 d.pop(key)
         return d

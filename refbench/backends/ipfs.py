@@ -343,6 +343,11 @@ class IpfsBackend:
             self.served += 1
         return seconds
 
+    @property
+    def refreshes_daemons(self) -> bool:
+        """Whether the rounds get fresh daemons (before_round): daemons run and K is not 0."""
+        return bool(self.restart_every) and bool(self.server_pids())
+
     def restart_daemons(self, fresh: bool = True, order: Sequence[str] = ()) -> float:
         """Every build's running daemon stopped, its repo made afresh (`ipfs init` as at the
         scenario's start; with fresh False the repo is kept) and a new daemon started on it at the
