@@ -91,11 +91,17 @@ def report(name: str, r: dict) -> None:
 def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> None:
     """Per step and build, each metric's median (ms) by the run's place in its round's hyperfine
     call: its first run, a run right after the same build's, a run right after the other's. The
-    calls are rebuilt from the run's order seed as the runner made them (round_orders)."""
+    calls are rebuilt from the run's order seed as the runner made them (round_orders), a round
+    longer than a planned one in parts (Runner.pair_cap, from f8ba00a on: a file written before
+    that ran such rounds in one call, and its extra rounds' places are then misread)."""
     from statistics import median
 
-    from refbench.runner import interleave_seq, round_orders
+    from refbench.runner import interleave_seq, pair_parts, round_orders
+    from refbench.stopping import split_runs
     seed = doc["settings"]["order_seed"]
+    # a round longer than a planned one ran in parts, each on fresh daemons (Runner.pair_cap)
+    planned = doc["settings"].get("runs"), doc["settings"].get("rounds")
+    cap = doc["settings"].get("pair_runs") or (max(split_runs(*planned)) if all(isinstance(v, int) for v in planned) else None)
     for sc in doc["scenarios"]:
         for st in sc["steps"]:
             labels = list(st["builds"])
@@ -105,7 +111,9 @@ def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> 
             seen = [0, 0]
             for r in range(st["rounds"]):
                 runs = st["builds"][labels[0]]["rounds"].count(r)
-                seq, _ = interleave_seq(round_orders(2, r + 1, seed)[r], runs, "runs")
+                order = round_orders(2, r + 1, seed)[r]
+                seq = [b for j, n in enumerate(pair_parts(runs, cap))
+                       for b in interleave_seq(order if j % 2 == 0 else order[::-1], n, "runs")[0]]
                 for pos, b in enumerate(seq):
                     place = "first" if pos == 0 else "after own" if seq[pos - 1] == b else "after other"
                     where[b].setdefault(place, []).append(seen[b])
