@@ -31,7 +31,7 @@ from .hyperfine import CommandResult
 from .sampling import Sampling
 from .figures import Contrast, Criteria
 from .stats import contrast_metric
-from .stopping import CONTINUE, Progress, StopRule, split_runs
+from .stopping import CONTINUE, Progress, StepState, StopRule, split_runs
 from .units import slug
 from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
@@ -589,7 +589,7 @@ class Runner:
                                                     self.bench.backend.restart_daemons(fresh=False, order=order or ()))
         return bool(seconds)
 
-    def pair_cap(self, state) -> int | None:
+    def pair_cap(self, state: StepState) -> int | None:
         """The most runs a build makes on one pair of daemons in a round: the step's planned round
         size (or Sampling.pair_runs), where the backend gives the rounds fresh daemons; None where it
         does not. Why (issue 36): each daemon has a level of its own (20-40% apart at times, with
