@@ -131,6 +131,8 @@ def main() -> int:
     p.add_argument("--kubo", help="an ipfs binary (default: the newest in refbench's build cache)")
     p.add_argument("--json", action="store_true", help="print the figures as one JSON line too")
     a = p.parse_args()
+    from refbench import paths
+    paths.use(paths.Layout.from_environ(os.environ))  # a command line of its own: it reads the environment, as cli.main does
     figures = {}
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory(prefix="refbench-daemon-metrics-") as tmp_s:
