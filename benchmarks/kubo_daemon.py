@@ -96,7 +96,7 @@ def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> 
     that ran such rounds in one call, and its extra rounds' places are then misread)."""
     from statistics import median
 
-    from refbench.runner import interleave_seq, pair_parts, round_orders
+    from refbench.runner import interleave_seq, round_orders, round_parts
     from refbench.stopping import split_runs
     seed = doc["settings"]["order_seed"]
     # a round longer than a planned one ran in parts, each on fresh daemons (Runner.pair_cap)
@@ -111,13 +111,12 @@ def positions(doc: dict, metrics: tuple[str, ...] = ("times", "daemon_cpu")) -> 
             seen = [0, 0]
             for r in range(st["rounds"]):
                 runs = st["builds"][labels[0]]["rounds"].count(r)
-                order = round_orders(2, r + 1, seed)[r]
-                seq = [b for j, n in enumerate(pair_parts(runs, cap))
-                       for b in interleave_seq(order if j % 2 == 0 else order[::-1], n, "runs")[0]]
-                for pos, b in enumerate(seq):
-                    place = "first" if pos == 0 else "after own" if seq[pos - 1] == b else "after other"
-                    where[b].setdefault(place, []).append(seen[b])
-                    seen[b] += 1
+                for part, n in round_parts(round_orders(2, r + 1, seed)[r], runs, cap):  # a call each
+                    seq, _ = interleave_seq(part, n, "runs")
+                    for pos, b in enumerate(seq):
+                        place = "first" if pos == 0 else "after own" if seq[pos - 1] == b else "after other"
+                        where[b].setdefault(place, []).append(seen[b])
+                        seen[b] += 1
             for b, lab in enumerate(labels):
                 cells = [f"{place} (n {len(ix)}): " + " / ".join(
                     f"{1000 * median(st['builds'][lab][m][i] for i in ix):.0f}" for m in metrics)

@@ -433,8 +433,7 @@ class Runner:
             self.status(f"{where}: round {r + 1}" + (f"/{len(state.per_round)}" if r < len(state.per_round)
                                                       else " (extra)"))
             started = None
-            for j, n in enumerate(pair_parts(k, self.pair_cap(state))):
-                part = order if j % 2 == 0 else order[::-1]  # each pair of parts: both builds lead once
+            for part, n in round_parts(order, k, self.pair_cap(state)):
                 # a fresh repo's first add is a cold one
                 if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in part]) and warmup:
                     # in the part's order reversed: the build that leads it warms up last, as
@@ -646,6 +645,12 @@ def pair_parts(runs: int, cap: int | None) -> list[int]:
     if not cap or runs <= cap:
         return [runs]
     return split_runs(runs, -(-runs // cap))
+
+
+def round_parts(order: list[int], runs: int, cap: int | None) -> list[tuple[list[int], int]]:
+    """A round as the runner runs it: (the builds' order, runs a build) of each part (pair_parts),
+    the lead alternating from the round's `order`, so each pair of parts has both builds lead once."""
+    return [(order if j % 2 == 0 else order[::-1], n) for j, n in enumerate(pair_parts(runs, cap))]
 
 
 def with_probe(prep: str | None, probe: tuple[str, str, Path] | None) -> str | None:
