@@ -73,7 +73,7 @@ def _plant_toolchain(name: str, modcache: Path, marker: Path) -> Path:
     """A throw-away module cache holding toolchain `name` as the real one's files (hard links),
     its download record and the checksum database's cached tiles, with bin/go replaced by a
     script that records that it ran."""
-    real = Path(subprocess.run(["go", "env", "GOMODCACHE"], capture_output=True, text=True, check=True).stdout.strip())
+    real = Path(tc.own_caches(os.environ)["GOMODCACHE"])  # where refbench's builds fetched it, not go's default
     plat = "-".join(subprocess.run(["go", "env", "GOHOSTOS", "GOHOSTARCH"], capture_output=True, text=True,
                                    check=True).stdout.split())
     version = f"v0.0.1-{name}.{plat}"
