@@ -266,7 +266,7 @@ def s5_run(tmp_path_factory, s5_origin, builds_dir):
 
 @pytest.fixture(scope="session")
 def kubo_origin(tmp_path_factory):
-    """A local origin: v1.0.0 wraps kubo v0.40.1, v1.1.0 (master) wraps kubo v0.41.0."""
+    """A local origin: v1.0.0 and v1.1.0 (master) wrap kubo v0.40.1, in wrappers that differ by a line."""
     from origins import make_kubo_origin
 
     return make_kubo_origin(tmp_path_factory.mktemp("kubo-origin"))
@@ -274,7 +274,7 @@ def kubo_origin(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def kubo_binaries(kubo_origin, builds_dir, tmp_path_factory) -> list[str]:
-    """The two kubo builds (v0.40.1, v0.41.0), copied out of the worker's build cache once per session
+    """The two kubo builds (v1.0.0, v1.1.0: both kubo v0.40.1), copied out of the worker's build cache once per session
     (tests/test_kubo_online.py, tests/test_daemon_online.py: each module built and copied them again).
     Copies: a test that rewrites a build in place (tests/test_page_cache.py) changes none of these."""
     out = tmp_path_factory.mktemp("kubo-bins")

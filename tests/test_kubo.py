@@ -1,5 +1,5 @@
-"""The kubo target end to end: two real kubo builds (v0.40.1 and v0.41.0, wrapped in a local
-origin) compared on the --quick kubo scenarios through real hyperfine, on throw-away repos run as
+"""The kubo target end to end: two real kubo builds (kubo v0.40.1 in two
+wrappers that differ by a line, in a local origin) compared on the --quick kubo scenarios through real hyperfine, on throw-away repos run as
 the bundled scenarios say (an online daemon in the run's own network namespace; GC without one).
 
 Asserts behaviour only: root CIDs recorded and equal for equal settings, a reported difference when
@@ -49,7 +49,7 @@ def kubo_section() -> str:
 
 @pytest.fixture(scope="module")
 def kubo_run(tmp_path_factory, kubo_origin, builds_dir):
-    """One --quick comparison of every kubo scenario: v1.0.0 (kubo v0.40.1) vs v1.1.0 (v0.41.0)."""
+    """One --quick comparison of every kubo scenario: v1.0.0 vs v1.1.0 (both kubo v0.40.1)."""
     out = tmp_path_factory.mktemp("kubo-run")
     local = out / "local"
     local.mkdir()

@@ -1,7 +1,7 @@
 """kubo as its users run it: an online daemon in a network namespace of the run's own, and a
 garbage collection over a cached repo state restored before every run.
 
-Real kubo (the kubo origin's v0.40.1 / v0.41.0 wrappers, shared with test_kubo's builds), real
+Real kubo (the kubo origin's two kubo v0.40.1 wrappers, shared with test_kubo's builds), real
 namespaces and overlay mounts. Asserts behaviour only: the daemon has no peers and listens on
 loopback alone, the CLI's commands went through its API, every GC started from the same blocks,
 the state is built once and reused, and nothing is left behind (daemons, namespaces, mounts,
