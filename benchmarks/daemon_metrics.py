@@ -6,7 +6,8 @@ and, where one is built, a real kubo daemon.
 
 The hooks are refbench.daemon.ProbeServer's (what the kubo backend uses: one process per daemon
 with a kept-alive connection to the metrics page, the hooks only shell builtins talking to it
-through FIFOs), each started as hyperfine starts it (`sh -c HOOK`), timed two ways:
+through FIFOs), each started as hyperfine starts it: its body run by hyperfine's shell (a call
+that needs one) and, as `server (-N)`, the hook started directly (hyperfine -N); timed two ways:
 - server: the daemon's CPU from /proc/PID/stat's ticks (the fallback);
 - server+cgroup: from the cpu.stat of the daemon's own cgroup v2 (CpuCgroup), where one can be
   made (root, a cgroup v2 mount): one more small file read per probe.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -37,11 +39,15 @@ from refbench import daemon  # noqa: E402
 from test_daemon import Prometheus  # noqa: E402 (the tests' stand-in metrics endpoint)
 
 
-def per_run_ms(hooks: tuple[str, str], runs: int) -> float:
+def per_run_ms(hooks: tuple[str, str], runs: int, shell: bool = True) -> float:
+    """ms per run of the two hooks as hyperfine starts them: through its shell (`sh -c` of the
+    hook's body, daemon.in_shell: a call whose commands need one, as kubo's `> cid`), or with -N
+    (the hook, `sh -c BODY`, started directly)."""
+    argvs = [["sh", "-c", daemon.in_shell(h)] if shell else shlex.split(h) for h in hooks]
     t0 = time.perf_counter()
     for _ in range(runs):
-        for cmd in hooks:
-            subprocess.run(["sh", "-c", cmd], check=True)
+        for argv in argvs:
+            subprocess.run(argv, check=True)
     return (time.perf_counter() - t0) / runs * 1000
 
 
@@ -80,6 +86,7 @@ def measure(name: str, pid: int, url: str, runs: int, tmp: Path, real: bool = Fa
     server = daemon.ProbeServer((), pid, tmp / "server", url)
     try:
         out["server"] = per_run_ms(server.commands(), runs)
+        out["server (-N)"] = per_run_ms(server.commands(), runs, shell=False)
     finally:
         server.close()
     usages = daemon.read_usages(tmp / "server")

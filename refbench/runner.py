@@ -27,7 +27,7 @@ from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
 from .executor import Call, Executor, Measurement, Shell, measurements
-from .hyperfine import CommandResult
+from .hyperfine import CommandResult, use_no_shell
 from .sampling import Sampling
 from .figures import Contrast, Criteria
 from .stats import contrast_metric
@@ -549,7 +549,8 @@ class Runner:
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
         seq, per_cmd = interleave_seq(order, runs, self.bench.sampling.interleave)
-        probes = self.daemon_probes(builds)
+        probes = probes_in_shell(self.daemon_probes(builds), self.bench.no_shell, [cmds[i] for i in seq],
+                                 [preps[i] for i in seq], seq)
         call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq],
                          [with_probe(preps[i], probes[i]) for i in seq], per_cmd, 0)
         if any(probes):
@@ -659,6 +660,24 @@ def with_probe(prep: str | None, probe: tuple[str, str, Path] | None) -> str | N
     if probe is None:
         return prep
     return f"{prep} && {probe[0]}" if prep else probe[0]
+
+
+def probes_in_shell(probes: list[tuple | None], no_shell: str, cmds: list[str], preps: list[str | None],
+                    seq: list[int]) -> list[tuple | None]:
+    """The builds' probes as a round's hyperfine call runs them. Each hook is a command of its own
+    (`sh -c BODY`), which hyperfine -N starts directly; where the call runs through a shell anyway
+    (a command or a prepare needs one, as kubo's `> cid` does), hyperfine's shell runs the hook's
+    body itself (daemon.in_shell), sparing one shell start per hook. `cmds` and `preps` are the
+    call's, in its order `seq` (positions of builds); the shell is the one hyperfine.command_line
+    would choose with the hooks as commands of their own, so the choice does not change."""
+    if not any(probes):
+        return probes
+    from .daemon import in_shell
+    wrapped = [with_probe(prep, probes[i]) for prep, i in zip(preps, seq)]
+    concludes = [probes[i][1] for i in seq if probes[i]]
+    if use_no_shell(no_shell, cmds, [*wrapped, *concludes]):
+        return probes
+    return [None if p is None else (in_shell(p[0]), in_shell(p[1]), *p[2:]) for p in probes]
 
 
 def collect_usages(path: Path, expected: int, where: str) -> list:

@@ -176,7 +176,7 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
     two daemons, one holding 64 MiB more during each run, interleaved A B B A: each build is
     charged its own daemon's peak, and the client's own memory is the same for both."""
     from refbench import hyperfine
-    from refbench.runner import collect_usages, with_probe
+    from refbench.runner import collect_usages, probes_in_shell, with_probe
     from conftest import need
 
     binary = hyperfine.locate()
@@ -191,16 +191,20 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
         for p in procs:
             assert p.stdout.readline().strip() == "ready"
         servers = [daemon.ProbeServer((), p.pid, tmp_path / f"{i}.jsonl", None) for i, p in enumerate(procs)]
-        probes = [s.commands() for s in servers]
         # the run ends when the daemon answered (a loaded machine may take longer than any sleep)
         cmds = [f"n=$(cat {tmp_path}/done{i} | wc -l); kill -USR1 {p.pid} && "
                 f"until [ $(cat {tmp_path}/done{i} | wc -l) -gt $n ]; do sleep 0.01; done" for i, p in enumerate(procs)]
         seq = [0, 1, 1, 0, 0, 1]
+        # as the runner gives them: these commands need a shell, so hyperfine's shell runs the hooks' bodies
+        probes = probes_in_shell([(*s.commands(), None) for s in servers], "auto", [cmds[i] for i in seq],
+                                 [None] * len(seq), seq)
         out = tmp_path / "x.json"
         argv = hyperfine.command_line(out, [f"b{i}" for i in seq], [cmds[i] for i in seq],
-                                      [with_probe(None, (*probes[i], None)) for i in seq], 1, 0, info=info,
+                                      [with_probe(None, probes[i]) for i in seq], 1, 0, info=info,
                                       concludes=[probes[i][1] for i in seq])
         assert argv.count("--conclude") == len(seq)
+        hooks = [argv[k + 1] for k, a in enumerate(argv) if a in ("--prepare", "--conclude")]
+        assert hooks and not any(h.startswith("sh -c") for h in hooks)  # no second shell per hook
         subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path)
         light = collect_usages(tmp_path / "0.jsonl", 3, "light")
         heavy = collect_usages(tmp_path / "1.jsonl", 3, "heavy")
@@ -214,6 +218,47 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_hooks_body_run_by_a_shell_answers_as_the_hook_does(spawn, tmp_path):
+    """daemon.in_shell: the body hyperfine's own shell runs in place of `sh -c BODY` probes as the
+    hook does, fails as it does (exit 2, one line) once the server is gone, and behind a failed
+    prepare (`prep && BODY`) probes nothing and blames no server."""
+    d = spawn(0)
+    server = daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", None)
+    before, after = (daemon.in_shell(h) for h in server.commands())
+    try:
+        for hook in (before, after):
+            assert subprocess.run(["sh", "-c", hook], capture_output=True, text=True).returncode == 0
+        assert len(daemon.read_usages(tmp_path / "a.jsonl")) == 1
+        failed = subprocess.run(["sh", "-c", f"false && {before}"], capture_output=True, text=True)
+        assert failed.returncode == 1 and failed.stderr == ""
+    finally:
+        server.close()
+    gone = subprocess.run(["sh", "-c", before], capture_output=True, text=True)
+    assert gone.returncode == 2 and "probe server" in gone.stderr and "is gone" in gone.stderr
+    with pytest.raises(ValueError, match="not a probe hook"):
+        daemon.in_shell("echo before")
+
+
+@pytest.mark.parametrize("cmd, no_shell, bodies", [
+    ("ipfs add -Q f > cid", "auto", True),  # the call needs a shell: its shell runs the bodies
+    ("ipfs cat CID", "auto", False),  # no shell (-N): each hook its own sh -c
+    ("ipfs add -Q f > cid", "on", False),  # -N forced: commands of their own
+    ("ipfs cat CID", "off", True),
+])
+def test_a_rounds_probes_are_bodies_only_where_hyperfine_runs_a_shell(cmd, no_shell, bodies):
+    from refbench import hyperfine
+    from refbench.runner import probes_in_shell, with_probe
+    hooks = daemon.server_commands(123, Path("/run/x"))
+    probes = [(*hooks, Path("a")), None]
+    got = probes_in_shell(probes, no_shell, [cmd, cmd], [None, None], [0, 1])
+    assert got[1] is None and got[0][2] == Path("a")
+    assert (got[0][0] == daemon.in_shell(hooks[0]) and got[0][1] == daemon.in_shell(hooks[1])) is bodies
+    assert got[0][:2] == hooks or bodies
+    # the shell hyperfine is then given is the one it would have had with the hooks as they were
+    assert hyperfine.use_no_shell(no_shell, [cmd, cmd], [with_probe(None, got[0]), None, got[0][1]]) == \
+        hyperfine.use_no_shell(no_shell, [cmd, cmd], [with_probe(None, probes[0]), None, hooks[1]])
 
 
 def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
