@@ -156,21 +156,26 @@ def builds_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def go_build_cache(tmp_path_factory) -> Path:
-    """One Go build cache for the session's installs of Go implementations (implementations._install_go's
-    `gocache`), shared by the workers: an install otherwise compiles with an empty cache of its own, the
-    standard library included, every time. The session's own, never the user's GOCACHE (which an
-    install must not trust); go locks the entries it writes, so two workers may build into it at once."""
-    d = session_root(tmp_path_factory) / "gocache"
-    d.mkdir(exist_ok=True)
+def go_build_cache() -> Path:
+    """The Go build cache for the session's installs of Go implementations (implementations._install_go's
+    `gocache`): the one the suite's builds and `make setup`'s tools fill (usual_gocache), never the
+    user's GOCACHE (which an install must not trust). An install otherwise compiles with an empty
+    cache of its own, the standard library included, every time; a session cache of its own did
+    that once a session (86 s of a test on a fresh machine). go locks the entries it writes, so two
+    workers may build into it at once."""
+    d = Path(usual_gocache())
+    d.mkdir(parents=True, exist_ok=True)
     return d
 
 
 def usual_gocache() -> str:
-    """The Go build cache the suite's builds use (`go env GOCACHE`, read now). A test that moves
-    XDG_CACHE_HOME keeps it in GOCACHE, since go's default follows XDG_CACHE_HOME: else its build
-    compiles the standard library and every dependency again (22 s of a 25 s test)."""
-    return subprocess.run(["go", "env", "GOCACHE"], capture_output=True, text=True, check=True).stdout.strip()
+    """The Go build cache the suite's builds use: refbench's own (toolchain.own_caches, in its data
+    directory), which every run that sets no GOCACHE builds into. A test that moves XDG_CACHE_HOME
+    names it in GOCACHE, else its build compiles the standard library and every dependency again
+    (22 s of a 25 s test). Not go's default (`go env GOCACHE`): refbench builds nothing there, so
+    on a fresh machine a test given that one compiled s5cmd and its dependencies a second time."""
+    from refbench import toolchain
+    return toolchain.own_caches(os.environ)["GOCACHE"]
 
 
 @pytest.fixture(scope="session")

@@ -73,16 +73,16 @@ TOOLCHAIN_PATHS = ("golang.org/toolchain@", "cache/download/golang.org/toolchain
 
 
 def go_caches(tmp_path) -> dict[str, str]:
-    """This machine's GOCACHE and a view of its GOMODCACHE: what a runner's restored Go caches hold.
-    Without them a job's HOME of its own starts Go cold (every module downloaded from the proxy,
-    every package compiled: half a minute a build here). The module cache is a view (shadow_tree)
+    """The suite's Go caches (refbench's own, toolchain.own_caches, which the other tests' builds
+    fill) as GOCACHE and a view of GOMODCACHE: what a runner's restored Go caches hold. Without
+    them a job's HOME of its own starts Go cold (every module downloaded from the proxy, every
+    package compiled: half a minute a build here). The module cache is a view (shadow_tree)
     without the unpacked Go toolchains, which the Action deletes as it would a restored cache's:
     a job run here once deleted this machine's own, under the builds of everything else on it."""
     if not _GO_CACHES:
-        import subprocess
-        out = subprocess.run(["go", "env", "-json", "GOCACHE", "GOMODCACHE"], capture_output=True, text=True,
-                             check=True).stdout
-        _GO_CACHES.update(json.loads(out))
+        import os
+        from refbench import toolchain
+        _GO_CACHES.update(toolchain.own_caches(os.environ))
     view = tmp_path / "gomodcache"
     if not view.exists():
         shadow_tree(Path(_GO_CACHES["GOMODCACHE"]), view, TOOLCHAIN_PATHS)
