@@ -44,11 +44,11 @@ def metrics_run(tmp_path_factory, s5_origin, builds_dir):
     out = tmp_path_factory.mktemp("metrics")
     (out / "scenarios.toml").write_text(SCENARIOS)
 
-    def run(contender: str) -> dict:
+    def run(contender: str, *flags: str) -> dict:
         res = out / f"{contender}.json"
         proc = run_bench("-s", "v1.0.0", contender, "--repo", str(s5_origin.path), "--builds-dir", str(builds_dir),
                          "--scenarios", str(out / "scenarios.toml"), "-r", "12", "-w", "1", "--rounds", "3",
-                         "-o", str(out / f"{contender}.md"), "--json", str(res), cwd=out)
+                         "-o", str(out / f"{contender}.md"), "--json", str(res), *flags, cwd=out)
         assert proc.returncode == 0, proc.stderr
         return json.loads(res.read_text())
     return run
@@ -60,14 +60,18 @@ def verdicts(doc: dict) -> dict[str, str]:
 
 
 def test_a_contender_holding_64_mib_more_is_slower_on_memory_and_only_there(metrics_run):
-    doc = metrics_run("hold-memory")
+    # Holding memory costs a little CPU too: mapping 64 MiB is page-table work in every run, system
+    # time. Measured on a fresh machine (2026-11-27): system time 21.0 -> 25.2 ms a run, CPU +3.9%
+    # [+1.2%, +7.4%] of 92.5 ms, which CPU's default 5% threshold called `slower` (one of that
+    # session's two complete CI trials). So the CPU claim is made at a threshold above that cost:
+    # within ±10%, which the page-table work stays inside and a CPU-bound change (busy-cpu: +50%) does not.
+    doc = metrics_run("hold-memory", "--metric-threshold", "cpu=0.1")
     v = verdicts(doc)
     assert set(v) >= {"wall", "cpu", "memory"}
     assert v["memory"] == "slower", v
-    # CPU time is not what holding memory costs. Wall time is, a little: mapping 64 MiB costs page-table
-    # work in every run, measured at +1.6% on average over 8 runs of this step (old code and new), which
-    # 3 of the 8 called slower, so "no wall change" is no property of this contender; its wall verdict
-    # is left out, not asserted either way (it was the test's one flaky assertion: issue 34's A/A runs)
+    # Wall time pays for the same work, a little: +1.6% on average over 8 runs of this step (old code and
+    # new), which 3 of the 8 called slower, so "no wall change" is no property of this contender; its wall
+    # verdict is left out, not asserted either way (it was the test's one flaky assertion: issue 34's A/A runs)
     assert [m for m, verdict in v.items() if verdict == "slower" and m != "wall"] == ["memory"], v
     assert v["cpu"] in ("no significant change", "inconclusive"), v
     step = doc["scenarios"][0]["steps"][0]
