@@ -90,9 +90,9 @@ func main() {{
 }}
 """
 
-# kubo's own cmd/ipfs/main.go is kubo.Start(kubo.BuildDefaultEnv)
-# kubo's own main, with the wrapper's own line kept in the binary ({wrapper}): two wrappers of one
-# kubo that differ there are two binaries (not `identical binary`) that behave the same
+# kubo's own cmd/ipfs/main.go (kubo.Start(kubo.BuildDefaultEnv)), with the wrapper's own line kept
+# in the binary ({wrapper}): two wrappers of one kubo that differ there are two binaries (not
+# `identical binary`) that behave the same
 KUBO_MAIN = """package main
 
 import (
