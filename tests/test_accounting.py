@@ -161,14 +161,13 @@ vary = { chunker = [["--chunker=size-262144"], ["--chunker=size-65536"]] }
 
 @pytest.mark.slow
 def test_kubo_contender_chunking_differently_stores_different_block_counts_and_profiles_both_ways(
-        tmp_path, kubo_origin, builds_dir):
+        tmp_path, kubo_origin, builds_dir, ram_local):
     """Block counts per build, and with --profile kubo's own pprof view (IPFS_PROF) beside perf's."""
     from test_kubo import COMMON, kubo_section
 
     scen = tmp_path / "scenarios.toml"
     scen.write_text(kubo_section() + KUBO_CHUNKING)
-    local = tmp_path / "local"
-    local.mkdir()
+    local = ram_local  # repos on a tmpfs (conftest.ram_root): the test reads block counts and profiles
     proc = run_bench(*COMMON, "--repo", str(kubo_origin.path), "--builds-dir", str(builds_dir), "--scenarios",
                      str(scen), "-r", "2", "-w", "1", "--rounds", "1", "-l", str(local), "--profile",
                      "-o", str(tmp_path / "summary.md"), "--json", str(tmp_path / "results.json"), cwd=tmp_path)

@@ -195,7 +195,7 @@ def test_npm_installs_helia_pinned_and_refuses_a_package_whose_integrity_differs
 
 
 @pytest.mark.slow
-def test_kubo_beside_helia_end_to_end(kubo_origin, builds_dir, tmp_path, implementations_cache):
+def test_kubo_beside_helia_end_to_end(kubo_origin, builds_dir, tmp_path, implementations_cache, ram_local):
     """The `ipfs implementations` scenario: a real kubo build and the real Helia install, each
     side's roots recorded; with each side's defaults they differ and the summary says why; with
     the same settings they are identical; the tree comes back identical to the fixture."""
@@ -206,7 +206,7 @@ def test_kubo_beside_helia_end_to_end(kubo_origin, builds_dir, tmp_path, impleme
     out = tmp_path / "out"
     proc = run_bench("-t", "kubo", "-s", "v1.0.0", "--impl", "helia", "--repo", str(kubo_origin.path),
                      "--builds-dir", str(builds_dir), "--quick", "-r", "2", "-w", "1", "--rounds", "2",
-                     "--budget", "none", "--no-profile", "-o", str(out / "summary.md"),
+                     "--budget", "none", "--no-profile", "-l", str(ram_local), "-o", str(out / "summary.md"),
                      "--json", str(out / "results.json"), cwd=tmp_path, env=implementations_cache)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     res = rs.load(out / "results.json")

@@ -180,13 +180,12 @@ def mounts_under(path: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_gc_restores_the_cached_state_exactly_before_every_run_and_builds_it_once(
-        tmp_path, overlays, kubo_origin, builds_dir, kubo_binaries):
+        tmp_path, overlays, kubo_origin, builds_dir, kubo_binaries, ram_local):
     scen = tmp_path / "scenarios.toml"
     log = tmp_path / "counts"
     log.mkdir()
     scen.write_text(kubo_section() + GC_SCENARIO.replace("@LOG@", str(log)))
-    local = tmp_path / "local"
-    local.mkdir()
+    local = ram_local  # the repos on a tmpfs (conftest.ram_root); the cached states stay on the disk
     states = Path(builds_dir) / "ipfs-states"
 
     def run(name: str):
