@@ -2,8 +2,8 @@
 imports it; tests/test_suite_passes.py loads it as a plugin into a session of its own).
 
 The tests run in two passes (Makefile `test`): the "alone" ones with nothing beside them,
-since two timed jobs on two cores measure each other (and a check of machine-wide state, such as
-/dev/shm, sees the other test's run); the rest, fast and slow, on three workers. A test is alone when marked so or
+since two timed jobs on two cores measure each other (and a check of machine-wide state would see
+the other test's run: a test reads its own run's files instead, as test_dead_server does); the rest, fast and slow, on three workers. A test is alone when marked so or
 when it reads a run whose verdicts are asserted (TIMED_FIXTURES), so a new test of those runs
 cannot land in the parallel pass by forgetting the marker.
 
