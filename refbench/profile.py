@@ -53,17 +53,18 @@ def paranoid_level() -> int | None:
 
 def perf_status(perf: str | None = None) -> tuple[bool, str]:
     """(usable, why or what was found). Tries a real record of `true`: a container without the
-    perf_event_open syscall or a too strict perf_event_paranoid only shows there."""
+    perf_event_open syscall or a too strict perf_event_paranoid only shows there. The record goes
+    to perf's pipe mode (`-o -`) into /dev/null: a file of its own in a temp directory was left in
+    /tmp whenever refbench was killed outright during the probe (once per test suite's SIGKILL test)."""
     perf = perf or find_perf()
     if not perf:
         return False, "no profile: perf not found"
     level = paranoid_level()
-    with tempfile.TemporaryDirectory(prefix="refbench-perf-") as tmp:
-        try:
-            p = subprocess.run([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", os.path.join(tmp, "probe.data"),
-                                "--", "true"], capture_output=True, text=True, timeout=60)
-        except (OSError, subprocess.SubprocessError) as e:
-            return False, f"no profile: perf cannot run ({e})"
+    try:
+        p = subprocess.run([perf, "record", "-q", "-e", PERF_EVENT, "-g", "-o", "-", "--", "true"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return False, f"no profile: perf cannot run ({e})"
     if p.returncode != 0:
         err = (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])
         text = " ".join(err)

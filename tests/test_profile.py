@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections import Counter
 from pathlib import Path
 
@@ -121,6 +122,29 @@ def test_the_flame_graph_draws_the_contenders_frames_coloured_by_change():
 def test_perf_status_without_perf_says_so(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     assert profile.perf_status() == (False, "no profile: perf not found")
+
+
+def test_perf_status_keeps_no_file_while_it_probes(tmp_path, monkeypatch):
+    """The probe's record goes to perf's pipe mode, so while perf runs nothing of refbench's is in
+    the temp directory, and a refbench killed outright then leaves nothing there. A stand-in perf
+    lists the temp directory while it runs (the probe's file lived in /tmp/refbench-perf-*, left by
+    every suite's SIGKILL test); the real perf then probes as before."""
+    tmp, seen = tmp_path / "tmp", tmp_path / "seen"
+    tmp.mkdir()
+    fake = tmp_path / "perf"
+    fake.write_text(f'#!/bin/sh\necho "in TMPDIR: $(ls -A "$TMPDIR")" > {seen}\necho "$@" >> {seen}\n')
+    fake.chmod(0o755)
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    assert profile.perf_status(str(fake))[0]
+    listed, argv = seen.read_text().splitlines()
+    assert listed == "in TMPDIR: " and "-o -" in argv, (listed, argv)
+    perf = profile.find_perf()
+    if not perf:
+        need("perf", "the probe of a real perf (make setup installs linux-perf)")
+    ok, why = profile.perf_status(perf)
+    assert ok, why
+    assert list(tmp.iterdir()) == []
 
 
 def test_doctor_names_perf_and_what_it_disables(monkeypatch):
