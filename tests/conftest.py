@@ -172,9 +172,10 @@ def ram_root():
     recently_deleted, 36% of the busy CPU of such a run in perf), and a kubo run makes and drops
     thousands of block files a minute in fresh repos. The tests' --quick comparison of every kubo
     scenario took 87 s and 108 CPU-s (70 of them system time) with its repos on that disk, 56 s and
-    66 CPU-s on a tmpfs. The daemon's disk writes are read where that is the test (a tmpfs counts
-    none: test_daemon_metrics, test_metrics_e2e); kubo on a disk is what users run and benchmarks/
-    measures. Not named refbench-minio-*: no sweep of /dev/shm takes it for a dead run's."""
+    66 CPU-s on a tmpfs. No test given it reads the daemon's disk writes, which a tmpfs counts as
+    none (their reading is test_daemon's, their verdicts test_daemon_metrics'); kubo on a disk is
+    what users run and benchmarks/ measures. Not named refbench-minio-*: no sweep of /dev/shm takes
+    it for a dead run's."""
     import shutil
     import tempfile
     if not _is_tmpfs(RAM):
