@@ -309,15 +309,18 @@ def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origi
     # ... until the next run starts a server. Its sweep is pointed at a root this test owns, with
     # the killed run's dir moved in (a rename, the same file system): a sweep of /dev/shm itself
     # would remove every dead refbench-minio-* on the machine, other users' and other tests' too.
+    # Its log (DIR.log, beside the dir) moves with it: left in /dev/shm, one was left there by every
+    # suite run (ten empty refbench-minio-*.log in a day of trials)
     root = Path(tempfile.mkdtemp(prefix="refbench-test-shm-", dir=shm))
     try:
         left = root / mine.name
         mine.rename(left)
+        mine.with_suffix(".log").rename(left.with_suffix(".log"))
         server = MinioServer(tmp_path, data_parent=root)
         try:
-            assert not left.exists()
+            assert not left.exists() and not left.with_suffix(".log").exists()  # the dead run's dir and log
         finally:
             server.stop()
-        assert list(root.iterdir()) == []  # the new server's own dir went with it
+        assert list(root.iterdir()) == []  # the new server's own dir and log went with it
     finally:
         shutil.rmtree(root, ignore_errors=True)
