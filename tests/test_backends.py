@@ -186,13 +186,28 @@ def _dead_runs_dir(parent: Path, name: str) -> Path:
     return d
 
 
+def _beside(d: Path) -> list[Path]:
+    """What a run's embedded MinIO keeps beside its data dir: its log, and each probe server's file
+    and FIFO dir (MinioServer.probes, daemon.ProbeServer)."""
+    d.with_suffix(".log").write_text("")
+    (d.parent / f"{d.name}.probes-0").write_text("{}\n")
+    (fifo := d.parent / f"{d.name}.probes-0.fifo").mkdir()
+    os.mkfifo(fifo / "req")
+    return [d.with_suffix(".log"), d.parent / f"{d.name}.probes-0", fifo]
+
+
 def test_sweep_removes_dead_runs_dirs_and_keeps_live_ones(tmp_path):
+    """A dead run's data dir goes with what its server kept beside it (a run killed mid-round left
+    its probe files and FIFOs, which nothing removed); a live run's stays, and so does all of its."""
     dead = _dead_runs_dir(tmp_path, "refbench-minio-dead")
+    dead_beside = _beside(dead)
     live = tmp_path / "refbench-minio-live"
     live.mkdir()
     dirs.write_owner(live)
+    live_beside = _beside(live)
     assert dirs.sweep_stale(tmp_path) == [dead]
     assert not dead.exists() and live.exists()
+    assert not any(p.exists() for p in dead_beside) and all(p.exists() for p in live_beside)
 
 
 def test_a_sweep_that_cannot_finish_leaves_the_dir_marked_for_the_next(tmp_path, monkeypatch):

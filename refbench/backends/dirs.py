@@ -4,6 +4,7 @@ measured (tree_bytes) by the watchdog and the MinIO trash purge."""
 from __future__ import annotations
 
 import contextlib
+import glob
 import json
 import logging
 import os
@@ -63,14 +64,25 @@ def sweep_stale(parent: Path, pattern: str = MINIO_DIR_PATTERN) -> list[Path]:
         if not _remove_owned(d):
             log.info("could not empty %s yet (something still writes there); the next run retries", d)
             continue
-        with contextlib.suppress(FileNotFoundError):
-            d.with_suffix(".log").unlink()
+        _remove_beside(d)
         removed.append(d)
         log.info("removed %s, left by a killed run", d)
     return removed
 
 
 OWNER_MARKS = ("owner", "owner.json")
+
+
+def _remove_beside(d: Path) -> None:
+    """What a dead run's server kept beside its dir, named after it: its log (DIR.log) and each
+    probe server's file and FIFO dir (DIR.probes-N, DIR.probes-N.fifo). A run killed mid-round left
+    them, and the pattern's sweep never took them (no owner marks of their own)."""
+    for p in (d.with_suffix(".log"), *d.parent.glob(f"{glob.escape(d.name)}.probes-*")):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
 
 
 def _remove_owned(d: Path, attempts: int = 3) -> bool:
