@@ -178,9 +178,15 @@ def ram_root():
     it for a dead run's."""
     import shutil
     import tempfile
+
+    from refbench.backends import dirs
     if not _is_tmpfs(RAM):
         need("a tmpfs at /dev/shm", "the kubo runs' repos (tests/conftest.ram_root)")
+    # a killed session's (a CI timeout) holds RAM until the machine restarts: marked as refbench's
+    # runs' dirs are, so the next session's sweep removes it once its session is gone
+    dirs.sweep_stale(RAM, "refbench-tests-ram-*")
     root = Path(tempfile.mkdtemp(prefix="refbench-tests-ram-", dir=RAM))
+    dirs.write_owner(root)
     yield root
     shutil.rmtree(root, ignore_errors=True)
 
