@@ -1,6 +1,7 @@
 """End to end: real git origin, real Go builds of real s5cmd code, real MinIO, real hyperfine."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -309,16 +310,19 @@ def test_killed_outright_the_embedded_server_dies_and_its_data_is_swept(s5_origi
     # ... until the next run starts a server. Its sweep is pointed at a root this test owns, with
     # the killed run's dir moved in (a rename, the same file system): a sweep of /dev/shm itself
     # would remove every dead refbench-minio-* on the machine, other users' and other tests' too.
-    # Its log (DIR.log, beside the dir) moves with it: left in /dev/shm, one was left there by every
-    # suite run (ten empty refbench-minio-*.log in a day of trials)
+    # What its server kept beside the dir (DIR.log, DIR.probes-N, DIR.probes-N.fifo) moves with it:
+    # the log left in /dev/shm was one stray file there per suite run (ten in a day of trials)
     root = Path(tempfile.mkdtemp(prefix="refbench-test-shm-", dir=shm))
     try:
         left = root / mine.name
+        beside = [p.name for p in shm.glob(f"{glob.escape(mine.name)}.*")]
+        assert f"{mine.name}.log" in beside, beside
+        for name in beside:
+            (shm / name).rename(root / name)
         mine.rename(left)
-        mine.with_suffix(".log").rename(left.with_suffix(".log"))
         server = MinioServer(tmp_path, data_parent=root)
         try:
-            assert not left.exists() and not left.with_suffix(".log").exists()  # the dead run's dir and log
+            assert not left.exists() and not [n for n in beside if (root / n).exists()]  # the dead run's, all
         finally:
             server.stop()
         assert list(root.iterdir()) == []  # the new server's own dir and log went with it
