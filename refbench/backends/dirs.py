@@ -73,11 +73,17 @@ def sweep_stale(parent: Path, pattern: str = MINIO_DIR_PATTERN) -> list[Path]:
 OWNER_MARKS = ("owner", "owner.json")
 
 
+def beside(d: Path, what: str) -> Path:
+    """A file or dir a run keeps beside its marked dir `d`, named after it (DIR.log,
+    DIR.probes-N): the one naming the writers use, so that a sweep of `d` knows what is `d`'s."""
+    return d.with_name(f"{d.name}.{what}")
+
+
 def _remove_beside(d: Path) -> None:
-    """What a dead run's server kept beside its dir, named after it: its log (DIR.log) and each
-    probe server's file and FIFO dir (DIR.probes-N, DIR.probes-N.fifo). A run killed mid-round left
-    them, and the pattern's sweep never took them (no owner marks of their own)."""
-    for p in (d.with_suffix(".log"), *d.parent.glob(f"{glob.escape(d.name)}.probes-*")):
+    """Everything named beside a dead run's dir (beside(d, ...): a server's log, each probe
+    server's file and FIFO dir). A run killed mid-round left them, and the pattern's sweep never
+    took them (no owner marks of their own)."""
+    for p in d.parent.glob(f"{glob.escape(d.name)}.*"):
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p, ignore_errors=True)
         else:

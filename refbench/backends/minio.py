@@ -21,7 +21,7 @@ from typing import Callable
 from ..daemon import CpuCgroup, ProbeServer, cpu_source_text, parse_cgroup_cpu, parse_stat_cpu
 from ..errors import RunError
 from ..tools import find_tool
-from .dirs import sweep_stale, tree_bytes, write_owner
+from .dirs import beside, sweep_stale, tree_bytes, write_owner
 from .process import child_env, server_preexec, stop_process
 
 log = logging.getLogger(__name__)
@@ -121,7 +121,7 @@ class MinioServer:
         self.access_key = "rb" + secrets.token_hex(8)
         self.secret_key = secrets.token_hex(20)
         self.proc: subprocess.Popen | None = None
-        self.log_path = self.data_dir.with_suffix(".log")
+        self.log_path = beside(self.data_dir, "log")
         self.trash_purged = 0  # bytes refbench removed from the server's trash
         self.metrics_public = True  # its metrics v3 endpoint needs no token (request accounting)
         self._purger: threading.Thread | None = None
@@ -233,7 +233,7 @@ class MinioServer:
             return None
         server = self.probe_servers.get(label)
         if server is None:
-            out = self.data_dir.with_name(f"{self.data_dir.name}.probes-{len(self.probe_servers)}")
+            out = beside(self.data_dir, f"probes-{len(self.probe_servers)}")
             cgroup = self.cpu_cgroup.path if self.cpu_cgroup is not None else None
             server = self.probe_servers[label] = ProbeServer((), self.proc.pid, out, None, cgroup=cgroup)
         return (*server.commands(), server.out, "server")
