@@ -39,11 +39,12 @@ from refbench import daemon  # noqa: E402
 from test_daemon import Prometheus  # noqa: E402 (the tests' stand-in metrics endpoint)
 
 
-def per_run_ms(hooks: tuple[str, str], runs: int, shell: bool = True) -> float:
-    """ms per run of the two hooks as hyperfine starts them: through its shell (`sh -c` of the
-    hook's body, daemon.in_shell: a call whose commands need one, as kubo's `> cid`), or with -N
-    (the hook, `sh -c BODY`, started directly)."""
-    argvs = [["sh", "-c", daemon.in_shell(h)] if shell else shlex.split(h) for h in hooks]
+def per_run_ms(probe: daemon.Probe, runs: int, shell: bool = True) -> float:
+    """ms per run of the two hooks as hyperfine starts them (daemon.Probe.hooks): through its shell
+    (the body: a call whose commands need one, as kubo's `> cid`), or with -N (`sh -c BODY`,
+    started directly)."""
+    argvs = [["sh", "-c", h] for h in probe.hooks(own_shell=False)] if shell else \
+        [shlex.split(h) for h in probe.hooks(own_shell=True)]
     t0 = time.perf_counter()
     for _ in range(runs):
         for argv in argvs:
@@ -85,8 +86,8 @@ def measure(name: str, pid: int, url: str, runs: int, tmp: Path, real: bool = Fa
     tmp = Path(tempfile.mkdtemp(dir=tmp))
     server = daemon.ProbeServer((), pid, tmp / "server", url)
     try:
-        out["server"] = per_run_ms(server.commands(), runs)
-        out["server (-N)"] = per_run_ms(server.commands(), runs, shell=False)
+        out["server"] = per_run_ms(server.probe(), runs)
+        out["server (-N)"] = per_run_ms(server.probe(), runs, shell=False)
     finally:
         server.close()
     usages = daemon.read_usages(tmp / "server")
@@ -97,7 +98,7 @@ def measure(name: str, pid: int, url: str, runs: int, tmp: Path, real: bool = Fa
         try:
             server = daemon.ProbeServer((), pid, tmp / "cgroup", url, cgroup=cg.path)
             try:
-                out["server+cgroup"] = per_run_ms(server.commands(), runs)
+                out["server+cgroup"] = per_run_ms(server.probe(), runs)
             finally:
                 server.close()
             usages = daemon.read_usages(tmp / "cgroup")
@@ -122,9 +123,9 @@ def measure_minio(runs: int, tmp: Path) -> dict:
         return {}
     server = MinioServer(tmp).start()
     try:
-        before, after, out, _ = server.probes("b0")
-        ms = per_run_ms((before, after), runs)
-        usages = daemon.read_usages(out)
+        probe = server.probes("b0")
+        ms = per_run_ms(probe, runs)
+        usages = daemon.read_usages(probe.out)
     finally:
         server.stop()
     print(f"embedded MinIO: server{'+cgroup' if usages[0].cpu_source == 'cgroup' else ''} {ms:.1f} ms/run; "

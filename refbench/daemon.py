@@ -38,7 +38,8 @@ process of ours to probe: no figure there.
 The probes are a ProbeServer per daemon: one process, started once inside the run's namespace
 (where the daemon's API is), keeps a connection to the metrics endpoint open and reads /proc
 itself; hyperfine's hooks only pass it a line through a FIFO with shell builtins and wait for
-its answer (server_commands). benchmarks/daemon_metrics.py measures what that costs per run.
+its answer (a Probe: the two asks' shell text, server_bodies, as hyperfine takes them, Probe.hooks).
+benchmarks/daemon_metrics.py measures what that costs per run.
 (A shell fallback that copied the /proc files and ran curl per probe was removed: every place
 that runs hooks can start the server, since it runs behind the same prefix as the scenario's
 commands with the same Python, and it cost 14 ms per run, 64 ms with curl.)
@@ -468,7 +469,7 @@ def _probe_record(phase: str, pid: int, fetch: "_Metrics | None", cgroup: Path |
 
 class ProbeServer:
     """One daemon's probe server (serve), a process started through `prefix` (inside the run's
-    namespace, where the daemon's API is reachable). commands() are the hooks hyperfine runs."""
+    namespace, where the daemon's API is reachable). probe() is what hyperfine runs to ask it."""
 
     def __init__(self, prefix: tuple[str, ...], pid: int, out: Path, metrics_url: str | None,
                  timeout: float = 30, cgroup: Path | None = None):
@@ -491,8 +492,9 @@ class ProbeServer:
             raise RunError(f"the daemon probe server for pid {pid} did not start: "
                            f"{err[-1] if err else 'no answer within %.0fs' % timeout}")
 
-    def commands(self) -> tuple[str, str]:
-        return server_commands(self.proc.pid, self.dir)
+    def probe(self, role: str = "daemon") -> Probe:
+        """The asks of this server around each timed run, and the file its answers go to."""
+        return Probe(*server_bodies(self.proc.pid, self.dir), self.out, role)
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -504,30 +506,41 @@ class ProbeServer:
             self.dir.rmdir()
 
 
-def server_commands(server_pid: int, fifo_dir: Path) -> tuple[str, str]:
-    """The hooks that ask a probe server (serve) for one probe: shell builtins only (one `sh`
-    start, no other process), each its own 'sh -c' so it works under hyperfine -N. A server or
-    daemon gone: one line naming it on stderr, exit 2, and hyperfine fails with it."""
+@dataclass(frozen=True)
+class Probe:
+    """What hyperfine runs around each timed run of one build to read its daemon (or an S3
+    backend's server) through the process's ProbeServer: the shell text of the ask before the run
+    and of the ask after it (builtins only, server_bodies), the file the server appends each
+    answer to, and whose figures they are ("daemon"; "server" for the embedded MinIO, whose CPU
+    alone is kept, as server-cpu)."""
+    before: str
+    after: str
+    out: Path
+    role: str = "daemon"
+
+    def hooks(self, own_shell: bool) -> tuple[str, str]:
+        """The two asks as hyperfine's --prepare and --conclude take them. own_shell: each a
+        command of its own, `sh -c BODY`, which hyperfine -N starts directly; else the body in
+        braces, for a call whose hooks hyperfine runs through its shell anyway (a command or a
+        prepare needs one, as kubo's `> cid` does): a second `sh` start there cost about 0.9 ms
+        twice a run (issue 36's overhead outside the timed command)."""
+        if own_shell:
+            return "sh -c " + shlex.quote(self.before), "sh -c " + shlex.quote(self.after)
+        return "{ " + self.before + "; }", "{ " + self.after + "; }"
+
+
+def server_bodies(server_pid: int, fifo_dir: Path) -> tuple[str, str]:
+    """The shell text that asks a probe server (serve) for one probe before and after a run:
+    shell builtins only (one `sh` start at most, no other process). A server or daemon gone: one
+    line naming it on stderr, exit 2, and hyperfine fails with it."""
     q = shlex.quote
     req, ack = q(str(fifo_dir / "req")), q(str(fifo_dir / "ack"))
     gone = q(f"refbench: the daemon probe server (pid {server_pid}) is gone")
 
     def one(phase: str) -> str:
-        body = (f"[ -d /proc/{server_pid} ] || {{ echo {gone} >&2; exit 2; }}; echo {phase} > {req} && "
+        return (f"[ -d /proc/{server_pid} ] || {{ echo {gone} >&2; exit 2; }}; echo {phase} > {req} && "
                 f"read -r r < {ack}; [ \"$r\" = ok ] || {{ echo \"refbench: ${{r:-no answer}}\" >&2; exit 2; }}")
-        return "sh -c " + q(body)
     return one("before"), one("after")
-
-
-def in_shell(hook: str) -> str:
-    """A probe hook (server_commands: `sh -c BODY`, a command of its own for hyperfine -N) as the
-    text a shell runs: its body in braces. Where hyperfine runs its hooks through a shell anyway
-    (a command or a prepare of the call needs one), the hook's own `sh` was a second start of a
-    shell, about 0.9 ms, twice a run (issue 36's overhead outside the timed command)."""
-    argv = shlex.split(hook)
-    if argv[:2] != ["sh", "-c"] or len(argv) != 3:
-        raise ValueError(f"not a probe hook (sh -c BODY): {hook!r}")
-    return "{ " + argv[2] + "; }"
 
 
 def main(argv: list[str] | None = None) -> int:

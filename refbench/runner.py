@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, ContextManager, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protocol
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from .stopping import CONTINUE, Progress, StepState, StopRule, split_runs
 from .units import slug
 from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
+
+if TYPE_CHECKING:
+    from .daemon import Probe
 
 log = logging.getLogger(__name__)
 
@@ -549,12 +552,12 @@ class Runner:
         hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
         seq, per_cmd = interleave_seq(order, runs, self.bench.sampling.interleave)
-        probes = probes_in_shell(self.daemon_probes(builds), self.bench.no_shell, [cmds[i] for i in seq],
-                                 [preps[i] for i in seq], seq)
+        probes = self.daemon_probes(builds)
+        hooks = round_hooks(probes, self.bench.no_shell, [cmds[i] for i in seq], [preps[i] for i in seq], seq)
         call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq],
-                         [with_probe(preps[i], probes[i]) for i in seq], per_cmd, 0)
-        if any(probes):
-            call = replace(call, concludes=tuple(p[1] if p else None for p in (probes[i] for i in seq)))
+                         [with_probe(preps[i], hooks[i]) for i in seq], per_cmd, 0)
+        if any(hooks):
+            call = replace(call, concludes=tuple(h[1] if h else None for h in (hooks[i] for i in seq)))
         # the executor checked the results' names against the call's, so position is the build
         results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
         for pos, res in zip(seq, results):
@@ -562,10 +565,9 @@ class Runner:
         self.check_exits(f"{where} round {r + 1}", samples)
         for b, p in zip(builds, probes):
             if p is not None:
-                role = p[3] if len(p) > 3 else "daemon"  # a backend's S3 server says "server"
                 s = samples[b.label]
-                s.add_daemon(collect_usages(p[2], len(s.runs) - s.probed(role), f"{where} round {r + 1}, {b.label}"),
-                             role)
+                s.add_daemon(collect_usages(p.out, len(s.runs) - s.probed(p.role), f"{where} round {r + 1}, {b.label}"),
+                             p.role)
         return elapsed
 
     def fresh_daemons(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec, ctx: list, where: str,
@@ -601,9 +603,8 @@ class Runner:
             return None
         return self.bench.sampling.pair_runs or max(state.per_round)
 
-    def daemon_probes(self, builds: list[BuiltRef]) -> list[tuple | None]:
-        """Each build's probes (backend.daemon_probes: before, after, their file, and for an S3
-        server the role "server"), None where it runs no daemon."""
+    def daemon_probes(self, builds: list[BuiltRef]) -> list[Probe | None]:
+        """Each build's probes (backend.daemon_probes), None where it runs no daemon."""
         get = getattr(self.bench.backend, "daemon_probes", None)
         return [get(b.label) if get is not None else None for b in builds]
 
@@ -654,30 +655,30 @@ def round_parts(order: list[int], runs: int, cap: int | None) -> list[tuple[list
     return [(order if j % 2 == 0 else order[::-1], n) for j, n in enumerate(pair_parts(runs, cap))]
 
 
-def with_probe(prep: str | None, probe: tuple[str, str, Path] | None) -> str | None:
+def with_probe(prep: str | None, hooks: tuple[str, str] | None) -> str | None:
     """A run's prepare followed by the daemon's before-probe, last, right before the timed command
     (so the reset of its peak memory is as late as it can be)."""
-    if probe is None:
+    if hooks is None:
         return prep
-    return f"{prep} && {probe[0]}" if prep else probe[0]
+    return f"{prep} && {hooks[0]}" if prep else hooks[0]
 
 
-def probes_in_shell(probes: list[tuple | None], no_shell: str, cmds: list[str], preps: list[str | None],
-                    seq: list[int]) -> list[tuple | None]:
-    """The builds' probes as a round's hyperfine call runs them. Each hook is a command of its own
-    (`sh -c BODY`), which hyperfine -N starts directly; where the call runs through a shell anyway
-    (a command or a prepare needs one, as kubo's `> cid` does), hyperfine's shell runs the hook's
-    body itself (daemon.in_shell), sparing one shell start per hook. `cmds` and `preps` are the
-    call's, in its order `seq` (positions of builds); the shell is the one hyperfine.command_line
-    would choose with the hooks as commands of their own, so the choice does not change."""
-    if not any(probes):
-        return probes
-    from .daemon import in_shell
-    wrapped = [with_probe(prep, probes[i]) for prep, i in zip(preps, seq)]
-    concludes = [probes[i][1] for i in seq if probes[i]]
+def round_hooks(probes: list[Probe | None], no_shell: str, cmds: list[str], preps: list[str | None],
+                seq: list[int]) -> list[tuple[str, str] | None]:
+    """Each build's two probe hooks as a round's hyperfine call runs them (Probe.hooks): commands of
+    their own where the call, with them as commands of their own, would be run with -N; else bodies
+    for the shell hyperfine runs them through anyway, sparing a shell start per hook. The shell is
+    chosen once, here, as hyperfine.command_line would choose it, and the bodies keep that choice
+    (they need a shell, and the call had one). `cmds` and `preps` are the call's, in its order
+    `seq` (positions of builds)."""
+    own = [None if p is None else p.hooks(own_shell=True) for p in probes]
+    if not any(own):
+        return own
+    wrapped = [with_probe(prep, own[i]) for prep, i in zip(preps, seq)]
+    concludes = [own[i][1] for i in seq if own[i]]
     if use_no_shell(no_shell, cmds, [*wrapped, *concludes]):
-        return probes
-    return [None if p is None else (in_shell(p[0]), in_shell(p[1]), *p[2:]) for p in probes]
+        return own
+    return [None if p is None else p.hooks(own_shell=False) for p in probes]
 
 
 def collect_usages(path: Path, expected: int, where: str) -> list:

@@ -3,6 +3,7 @@ per build under interleaving, a daemon that dies mid-run, the parsers."""
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -118,7 +119,7 @@ def test_the_probe_server_runs_through_the_prefix(spawn, tmp_path):
     server = daemon.ProbeServer(("env",), d.pid, out, None)
     try:
         t0 = time.monotonic()
-        for cmd in server.commands():
+        for cmd in server.probe().hooks(own_shell=True):
             subprocess.run(cmd, shell=True, check=True)
         assert time.monotonic() - t0 < 5
     finally:
@@ -176,7 +177,7 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
     two daemons, one holding 64 MiB more during each run, interleaved A B B A: each build is
     charged its own daemon's peak, and the client's own memory is the same for both."""
     from refbench import hyperfine
-    from refbench.runner import collect_usages, probes_in_shell, with_probe
+    from refbench.runner import collect_usages, round_hooks, with_probe
     from conftest import need
 
     binary = hyperfine.locate()
@@ -196,15 +197,14 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
                 f"until [ $(cat {tmp_path}/done{i} | wc -l) -gt $n ]; do sleep 0.01; done" for i, p in enumerate(procs)]
         seq = [0, 1, 1, 0, 0, 1]
         # as the runner gives them: these commands need a shell, so hyperfine's shell runs the hooks' bodies
-        probes = probes_in_shell([(*s.commands(), None) for s in servers], "auto", [cmds[i] for i in seq],
-                                 [None] * len(seq), seq)
+        hooks = round_hooks([s.probe() for s in servers], "auto", [cmds[i] for i in seq], [None] * len(seq), seq)
         out = tmp_path / "x.json"
         argv = hyperfine.command_line(out, [f"b{i}" for i in seq], [cmds[i] for i in seq],
-                                      [with_probe(None, probes[i]) for i in seq], 1, 0, info=info,
-                                      concludes=[probes[i][1] for i in seq])
+                                      [with_probe(None, hooks[i]) for i in seq], 1, 0, info=info,
+                                      concludes=[hooks[i][1] for i in seq])
         assert argv.count("--conclude") == len(seq)
-        hooks = [argv[k + 1] for k, a in enumerate(argv) if a in ("--prepare", "--conclude")]
-        assert hooks and not any(h.startswith("sh -c") for h in hooks)  # no second shell per hook
+        given = [argv[k + 1] for k, a in enumerate(argv) if a in ("--prepare", "--conclude")]
+        assert given and not any(h.startswith("sh -c") for h in given)  # no second shell per hook
         subprocess.run(argv, check=True, capture_output=True, cwd=tmp_path)
         light = collect_usages(tmp_path / "0.jsonl", 3, "light")
         heavy = collect_usages(tmp_path / "1.jsonl", 3, "heavy")
@@ -221,24 +221,28 @@ def test_hyperfine_runs_the_probes_around_each_run_and_each_build_gets_its_own(t
 
 
 def test_a_hooks_body_run_by_a_shell_answers_as_the_hook_does(spawn, tmp_path):
-    """daemon.in_shell: the body hyperfine's own shell runs in place of `sh -c BODY` probes as the
-    hook does, fails as it does (exit 2, one line) once the server is gone, and behind a failed
-    prepare (`prep && BODY`) probes nothing and blames no server."""
+    """Probe.hooks: the bodies hyperfine's own shell runs (own_shell False) ask the server as the
+    `sh -c BODY` hooks do (own_shell True), fail as they do (exit 2, one line) once the server is
+    gone, and behind a failed prepare (`prep && BODY`) probe nothing and blame no server."""
     d = spawn(0)
     server = daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", None)
-    before, after = (daemon.in_shell(h) for h in server.commands())
+    probe = server.probe()
+    assert probe.role == "daemon" and probe.out == tmp_path / "a.jsonl"
+    own, bodies = probe.hooks(own_shell=True), probe.hooks(own_shell=False)
+    assert all(shlex.split(h) == ["sh", "-c", b] for h, b in zip(own, (probe.before, probe.after)))
     try:
-        for hook in (before, after):
+        for hook in bodies:
             assert subprocess.run(["sh", "-c", hook], capture_output=True, text=True).returncode == 0
-        assert len(daemon.read_usages(tmp_path / "a.jsonl")) == 1
-        failed = subprocess.run(["sh", "-c", f"false && {before}"], capture_output=True, text=True)
+        for hook in own:
+            assert subprocess.run(shlex.split(hook), capture_output=True, text=True).returncode == 0
+        assert len(daemon.read_usages(tmp_path / "a.jsonl")) == 2
+        failed = subprocess.run(["sh", "-c", f"false && {bodies[0]}"], capture_output=True, text=True)
         assert failed.returncode == 1 and failed.stderr == ""
     finally:
         server.close()
-    gone = subprocess.run(["sh", "-c", before], capture_output=True, text=True)
-    assert gone.returncode == 2 and "probe server" in gone.stderr and "is gone" in gone.stderr
-    with pytest.raises(ValueError, match="not a probe hook"):
-        daemon.in_shell("echo before")
+    for gone in (subprocess.run(["sh", "-c", bodies[0]], capture_output=True, text=True),
+                 subprocess.run(shlex.split(own[0]), capture_output=True, text=True)):
+        assert gone.returncode == 2 and "probe server" in gone.stderr and "is gone" in gone.stderr
 
 
 @pytest.mark.parametrize("cmd, no_shell, bodies", [
@@ -249,16 +253,16 @@ def test_a_hooks_body_run_by_a_shell_answers_as_the_hook_does(spawn, tmp_path):
 ])
 def test_a_rounds_probes_are_bodies_only_where_hyperfine_runs_a_shell(cmd, no_shell, bodies):
     from refbench import hyperfine
-    from refbench.runner import probes_in_shell, with_probe
-    hooks = daemon.server_commands(123, Path("/run/x"))
-    probes = [(*hooks, Path("a")), None]
-    got = probes_in_shell(probes, no_shell, [cmd, cmd], [None, None], [0, 1])
-    assert got[1] is None and got[0][2] == Path("a")
-    assert (got[0][0] == daemon.in_shell(hooks[0]) and got[0][1] == daemon.in_shell(hooks[1])) is bodies
-    assert got[0][:2] == hooks or bodies
-    # the shell hyperfine is then given is the one it would have had with the hooks as they were
+    from refbench.runner import round_hooks, with_probe
+    probe = daemon.Probe(*daemon.server_bodies(123, Path("/run/x")), Path("a"))
+    got = round_hooks([probe, None], no_shell, [cmd, cmd], [None, None], [0, 1])
+    assert got[1] is None
+    assert got[0] == probe.hooks(own_shell=not bodies)
+    # the shell hyperfine is then given is the one it would have had with the hooks as their own commands
+    own = probe.hooks(own_shell=True)
     assert hyperfine.use_no_shell(no_shell, [cmd, cmd], [with_probe(None, got[0]), None, got[0][1]]) == \
-        hyperfine.use_no_shell(no_shell, [cmd, cmd], [with_probe(None, probes[0]), None, hooks[1]])
+        hyperfine.use_no_shell(no_shell, [cmd, cmd], [with_probe(None, own), None, own[1]])
+    assert round_hooks([None, None], no_shell, [cmd, cmd], [None, None], [0, 1]) == [None, None]
 
 
 def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
@@ -266,7 +270,7 @@ def test_a_probe_costs_well_under_a_second(spawn, tmp_path):
     timed command (benchmarks/daemon_metrics.py measures it: a few ms)."""
     d = spawn(0)
     server = daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", None)
-    before, after = server.commands()
+    before, after = server.probe().hooks(own_shell=True)
     try:
         t0 = time.monotonic()
         for _ in range(5):
@@ -326,7 +330,7 @@ def test_the_probe_server_measures_each_run_over_one_kept_connection(spawn, tmp_
     servers = {d.pid: daemon.ProbeServer((), d.pid, tmp_path / f"{d.pid}.jsonl", prom.url) for d in (light, heavy)}
     try:
         for d in (light, heavy, heavy, light, light, heavy):
-            before, after = servers[d.pid].commands()
+            before, after = servers[d.pid].probe().hooks(own_shell=True)
             subprocess.run(before, shell=True, check=True)
             d.work()
             subprocess.run(after, shell=True, check=True)
@@ -345,7 +349,7 @@ def test_the_probe_server_hook_fails_with_one_line_when_the_daemon_exits_mid_run
     d = spawn(0)
     server = daemon.ProbeServer((), d.pid, tmp_path / "a.jsonl", None)
     try:
-        before, after = server.commands()
+        before, after = server.probe().hooks(own_shell=True)
         subprocess.run(before, shell=True, check=True)
         d.close()
         proc = subprocess.run(after, shell=True, capture_output=True, text=True, timeout=10)
@@ -399,7 +403,7 @@ def test_daemon_cpu_reads_a_known_15_ms_per_run_where_ticks_read_10_or_20(tmp_pa
         server = daemon.ProbeServer((), d.pid, tmp_path / "cg.jsonl", None, cgroup=cg.path)
         ticks_out = tmp_path / "ticks.jsonl"
         try:
-            before, after = server.commands()
+            before, after = server.probe().hooks(own_shell=True)
             for _ in range(8):
                 daemon.probe("before", d.pid, ticks_out)  # the fallback, read around the same runs
                 subprocess.run(before, shell=True, check=True)

@@ -30,7 +30,8 @@ def test_online_probes_come_from_a_server_inside_the_namespace(tmp_path, namespa
         backend.open_scenario(scenario, ["old", "new"], kubo_binaries, tmp_path / "work")
         prefix = backend.command_prefix()
         for lab, binary in zip(("old", "new"), kubo_binaries):
-            before, after, out = backend.daemon_probes(lab)
+            probe = backend.daemon_probes(lab)
+            (before, after), out = probe.hooks(own_shell=True), probe.out
             assert "curl" not in before and "/proc/" in before  # builtins talking to the server
             server = backend.probe_servers[lab]
             assert os.readlink(f"/proc/{server.proc.pid}/ns/net") == os.readlink(
@@ -47,7 +48,7 @@ def test_online_probes_come_from_a_server_inside_the_namespace(tmp_path, namespa
             # root here: each daemon in a cgroup of its own, its CPU in µs, and results.json says so
             assert backend.repos[lab].cpu_cgroup is not None, backend.repos[lab].cpu_why
             assert {u.cpu_source for u in usages} == {"cgroup"}
-            assert backend.daemon_probes(lab)[0] == before  # the same server for the next round
+            assert backend.daemon_probes(lab) == probe  # the same server for the next round
         servers = [s.proc for s in backend.probe_servers.values()]
         cgroups = [r.cpu_cgroup.path for r in backend.repos.values()]
         assert "usage_usec" in backend.describe()["daemon cpu"]

@@ -110,14 +110,14 @@ def test_the_embedded_minio_is_probed_around_each_run_per_build(tmp_path):
     try:
         assert server.cpu_cgroup is not None, server.cpu_why
         hooks = {lab: server.probes(lab) for lab in ("light", "heavy")}
-        assert all(h[3] == "server" for h in hooks.values()) and hooks["light"][2] != hooks["heavy"][2]
+        assert all(h.role == "server" for h in hooks.values()) and hooks["light"].out != hooks["heavy"].out
         for lab, n in (("light", 2), ("heavy", 40), ("heavy", 40), ("light", 2)):
-            before, after, _, _ = hooks[lab]
+            before, after = hooks[lab].hooks(own_shell=True)
             subprocess.run(before, shell=True, check=True)
             for _ in range(n):
                 urllib.request.urlopen(f"{server.endpoint}/minio/health/ready", timeout=5).read()
             subprocess.run(after, shell=True, check=True)
-        light, heavy = (daemon.read_usages(hooks[lab][2]) for lab in ("light", "heavy"))
+        light, heavy = (daemon.read_usages(hooks[lab].out) for lab in ("light", "heavy"))
         assert len(light) == len(heavy) == 2 and {u.cpu_source for u in light + heavy} == {"cgroup"}
         assert max(u.cpu for u in light) < min(u.cpu for u in heavy), (light, heavy)
         assert "usage_usec" in server.cpu_fact()

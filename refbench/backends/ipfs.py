@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .. import paths
-from ..daemon import CpuCgroup, ProbeServer, cpu_source_text
+from ..daemon import CpuCgroup, Probe, ProbeServer, cpu_source_text
 from ..config import ShellCode
 from ..errors import RunError
 from .process import child_env, die_with_parent, group_guard, release_guard, settle_page_cache, stop_process
@@ -525,9 +525,9 @@ class IpfsBackend:
             return None
         return self.repos[label].api or None
 
-    def daemon_probes(self, label: str) -> tuple[str, str, Path] | None:
-        """The build's daemon probes (refbench.daemon): the commands hyperfine runs before and
-        after each timed run, and the file they append to; None without a running daemon. The
+    def daemon_probes(self, label: str) -> Probe | None:
+        """The build's daemon probes (refbench.daemon.Probe: what hyperfine runs before and after
+        each timed run, and the file they append to); None without a running daemon. The
         probes run where hyperfine runs (inside the run's namespace for online), so they reach
         the daemon's API on loopback for its Go metrics. A probe server per daemon, started
         once (inside the namespace), does the work, so a probe starts no process but `sh`."""
@@ -544,8 +544,7 @@ class IpfsBackend:
             cgroup = repo.cpu_cgroup.path if repo.cpu_cgroup is not None else None
             server = self.probe_servers[label] = ProbeServer(self.command_prefix(), pid, out, metrics, cgroup=cgroup)
             self.cpu_sources[label] = ("cgroup", "") if cgroup else ("ticks", repo.cpu_why)
-        before, after = server.commands()
-        return before, after, out
+        return server.probe()
 
     def watch_extra(self) -> dict:
         return {}

@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable
 
-from ..daemon import CpuCgroup, ProbeServer, cpu_source_text, parse_cgroup_cpu, parse_stat_cpu
+from ..daemon import CpuCgroup, Probe, ProbeServer, cpu_source_text, parse_cgroup_cpu, parse_stat_cpu
 from ..errors import RunError
 from ..tools import find_tool
 from .dirs import beside, sweep_stale, tree_bytes, write_owner
@@ -225,10 +225,10 @@ class MinioServer:
         except OSError:
             return None
 
-    def probes(self, label: str) -> tuple[str, str, Path, str] | None:
-        """The hooks hyperfine runs around each timed run of `label` (refbench.daemon.ProbeServer on
-        this server's process, one per build so each build's runs land in its own file), the file,
-        and the role "server" (the runner keeps only its CPU: `server-cpu`); None when not running."""
+    def probes(self, label: str) -> Probe | None:
+        """What hyperfine runs around each timed run of `label` (a refbench.daemon.ProbeServer on
+        this server's process, one per build so each build's runs land in its own file), in the
+        role "server" (the runner keeps only its CPU: `server-cpu`); None when not running."""
         if self.proc is None or self.proc.poll() is not None:
             return None
         server = self.probe_servers.get(label)
@@ -236,7 +236,7 @@ class MinioServer:
             out = beside(self.data_dir, f"probes-{len(self.probe_servers)}")
             cgroup = self.cpu_cgroup.path if self.cpu_cgroup is not None else None
             server = self.probe_servers[label] = ProbeServer((), self.proc.pid, out, None, cgroup=cgroup)
-        return (*server.commands(), server.out, "server")
+        return server.probe("server")
 
     def cpu_fact(self) -> str:
         """Where its per-run CPU comes from (results.json's backend fact `server cpu`)."""

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 from .. import paths
 from ..lease import CLOCK, DEFAULT_TTL, Clock, Lease, check_prefix, lease_key, sweep as sweep_leases
+from ..daemon import Probe
 from ..errors import RunError
 from ..tools import find_tool
 from ..network import NetworkProfile
@@ -383,7 +384,7 @@ class S3Backend:
     def watch_extra(self) -> dict:
         return {"trash_purged": self.server.trash_purged} if self.server is not None else {}
 
-    def daemon_probes(self, label: str) -> tuple | None:
+    def daemon_probes(self, label: str) -> Probe | None:
         """The embedded MinIO's probes around each timed run of `label` (MinioServer.probes: its
         CPU per run, `server-cpu`, context beside the request counts); None on a user's bucket."""
         return self.server.probes(label) if self.server is not None else None
