@@ -8,6 +8,10 @@ closing note. Cases run one after another, never two at once on 2 cores.
           client hyperfine times) is `no significant change`.
   aa      kubo v0.40.1 against itself (--measure-identical), default --quick, online. Target: no
           daemon metric gives a verdict, and each is `no significant change` on >= 80% of steps.
+  aa-long the same on three steps (small files / add, large file / add, large file / get) with
+          five minutes of measuring each (--budget 15m) where --quick gives one: whether daemon CPU,
+          `inconclusive` on every step of a --quick A/A, is shown unchanged once it has the runs
+          its noise asks for (a question of the budget, not of the metric).
   aa-raw  the same on tree / add --raw-leaves alone (--only), the step whose A/A gave a false
           `faster` on wall and daemon CPU twice (issue 36); aa-tree: the tree scenario's five steps.
           Each A/A case also prints, per step and build, the medians by where a run sat in its
@@ -49,6 +53,8 @@ CASES = {
     "aa": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical")),
     "aa-raw": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "tree/add --raw-leaves", "--no-profile")),
     "aa-tree": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "tree", "--no-profile")),
+    "aa-long": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "small files/add", "--only",
+                                       "large file/add", "--only", "large file/get", "--budget", "15m", "--no-profile")),
 }
 DAEMON = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
 
