@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# What the stopping rule watches at each look (those measured): wall time, the primary metric, and
+# the daemon's own figures, which online are the work the client only asks for (issue 36): a step
+# whose wall time is decided goes on, within its share of the budget, while one of them is not.
+WATCHED = ("wall", *DAEMON_METRICS)
+
 class Observer(Protocol):
     """Why a step changed (explain.Explainer): called around each build's untimed run and at the end
     of each step; what step_done returns goes into the step's record (rs.Step's fields)."""
@@ -425,8 +430,9 @@ class Runner:
                 state = rule.plan(state, self.noise(builds, samples), now, self.progress)
             elif rule.needs_replan(state):  # a later look: its most runs again, from the noise as now known
                 state = rule.replan(state, self.noise(builds, samples), now)
-            # the rule watches wall time alone: the other metrics are contrasted once, at the end
-            comps = self.comparisons(builds, samples, state.looks(), state.spend(), metrics=("wall",)) \
+            # the rule watches wall time and the daemon's metrics where one runs (what kubo's users
+            # pay for online); the client's CPU and memory are contrasted once, at the end
+            comps = self.comparisons(builds, samples, state.looks(), state.spend(), metrics=WATCHED) \
                 if state.on and state.rounds else []
             stopped, state = rule.decide(state, comps, now, self.progress)
             if stopped is not CONTINUE:

@@ -219,8 +219,10 @@ class StopRule:
     def decide(self, state: StepState, comparisons: Sequence[Contrast], now: float,
                progress: Progress) -> tuple[str | None, StepState]:
         """(why the step stops now, or CONTINUE; the state after the decision). `comparisons` are
-        the step's wall comparisons at `state.looks()`: the rule watches wall time, the primary
-        metric; the other metrics' repeated p-values and intervals stay valid wherever it stops."""
+        the step's comparisons at `state.looks()` of the metrics the rule watches (runner.WATCHED:
+        wall time, and the daemon's metrics where one runs): it stops once all are decided, or
+        once none of those still undecided could be in the time left. Every metric's repeated
+        p-values and intervals stay valid wherever it stops, so watching more costs no false alarms."""
         why = self._why(state, comparisons, now, progress)
         return why, state if why is CONTINUE else state.ended(why)
 
@@ -248,7 +250,11 @@ class StopRule:
         # most changes are no change, and a real change larger than that is decided sooner
         if n_each < sum(state.per_round):  # a pilot's noise, from 8 runs, is too rough to give up on
             return CONTINUE
-        need = max((c.runs_needed or state.n_max) for c in comps)
+        # per metric still undecided, the runs its comparisons need (the most any contender's
+        # needs); the step goes on while one of those metrics can be decided: with wall time
+        # alone, what wall time needs, as before the daemon's metrics were watched
+        open_metrics = {c.metric for c in comps if not should_stop(c, self.criteria, self.family_size)}
+        need = min(max((c.runs_needed or state.n_max) for c in comps if c.metric == m) for m in open_metrics)
         left = min(state.allowance - (now - state.t_step), self.budget_left(now, progress))
         if bg.futile(need, n_each + bg.affordable_runs(left, self.per_run(state, now), self.n_builds)):
             return "budget"

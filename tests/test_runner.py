@@ -440,6 +440,46 @@ def test_the_stopping_rule_is_pure_and_says_why():
     assert rule.budget_left(50.0, built) == 100.0 - 20.0 and rule.budget_left(50.0) == 50.0
 
 
+def test_the_rule_goes_on_while_a_watched_daemon_metric_can_still_be_decided():
+    """runner.WATCHED: the rule watches wall time and the daemon's metrics. A step whose wall time is
+    decided goes on while a daemon metric is undecided and can be decided in the time left; it
+    stops once all are decided, and for the budget once none still undecided can be. With wall
+    time alone the rule is what it was: the most runs any contender's wall comparison needs."""
+    from refbench import budget as bg
+    from refbench.figures import Contrast
+    from refbench.runner import WATCHED
+    from refbench.stopping import CONTINUE, Progress, StopRule
+    assert WATCHED[0] == "wall" and {"daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc"} <= set(WATCHED)
+    rule = StopRule(Sampling(runs=20, warmup=0, rounds=5, budget=100.0, min_rounds=2), stats.Criteria(),
+                    family_size=1, n_builds=2)
+    state = rule.start(20, t_step=0.0, remaining=rule.budget_left(0.0))
+    for k, n in enumerate((4, 8, 12, 16, 20, 24)):
+        state = state.after_round(n, started=float(k))
+    state = state.with_max(400, allowance=50.0)
+    now, progress = 6.0, Progress(steps_total=1)
+    # 0.125 s a run so far, 44 s of its share left: 176 more runs a build, 200 in all
+    assert 24 + bg.affordable_runs(50.0 - now, rule.per_run(state, now), 2) == 200
+
+    def contrast(metric: str, decided: bool, needs: int, contender: str = "b1") -> Contrast:
+        lo, hi = (-0.01, 0.01) if decided else (-0.2, 0.2)
+        return Contrast("b0", contender, 1.0, 0.0, lo, hi, 0.5, Verdict.SAME if decided else Verdict.INCONCLUSIVE,
+                        False, None, needs, 1.0, 0.0, "b1", "b0", p_raw=0.5, fraction=24 / 400, metric=metric)
+
+    wall_same = contrast("wall", True, 50)
+    assert rule.decide(state, [wall_same], now, progress)[0] == "decided"
+    # the daemon's CPU not yet decided, and reachable: go on; out of reach (2x the runs left): stop
+    assert rule.decide(state, [wall_same, contrast("daemon-cpu", False, 300)], now, progress) == (CONTINUE, state)
+    assert rule.decide(state, [wall_same, contrast("daemon-cpu", False, 401)], now, progress)[0] == "budget"
+    assert rule.decide(state, [wall_same, contrast("daemon-cpu", True, 10_000)], now, progress)[0] == "decided"
+    # wall time undecided and out of reach, the daemon's CPU undecided and in reach: go on for it
+    assert rule.decide(state, [contrast("wall", False, 10_000), contrast("daemon-cpu", False, 300)], now,
+                       progress) == (CONTINUE, state)
+    # wall time alone, as before: a decided contender's need counts, so the step stops here
+    n_way = [contrast("wall", False, 300), contrast("wall", True, 10_000, "b2")]
+    assert rule.decide(state, n_way, now, progress)[0] == "budget"
+    assert rule.decide(state, n_way[:1], now, progress) == (CONTINUE, state)
+
+
 def test_a_watchdog_stop_keeps_the_steps_that_finished_in_the_runners_progress(tmp_path, fake_hf):
     """The stop carries no results: the runner's progress holds the scenario with its finished step."""
     from refbench.watchdog import WatchdogStop
