@@ -46,6 +46,7 @@ log = logging.getLogger(__name__)
 # whose wall time is decided goes on, within its share of the budget, while one of them is not.
 WATCHED = ("wall", *DAEMON_METRICS)
 
+
 class Observer(Protocol):
     """Why a step changed (explain.Explainer): called around each build's untimed run and at the end
     of each step; what step_done returns goes into the step's record (rs.Step's fields)."""
