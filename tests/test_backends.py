@@ -189,11 +189,12 @@ def _dead_runs_dir(parent: Path, name: str) -> Path:
 def _beside(d: Path) -> list[Path]:
     """What a run's embedded MinIO keeps beside its data dir: its log, and each probe server's file
     and FIFO dir (MinioServer.probes, daemon.ProbeServer)."""
-    d.with_suffix(".log").write_text("")
-    (d.parent / f"{d.name}.probes-0").write_text("{}\n")
-    (fifo := d.parent / f"{d.name}.probes-0.fifo").mkdir()
+    log, probes, fifo = (dirs.beside(d, what) for what in ("log", "probes-0", "probes-0.fifo"))
+    log.write_text("")
+    probes.write_text("{}\n")
+    fifo.mkdir()
     os.mkfifo(fifo / "req")
-    return [d.with_suffix(".log"), d.parent / f"{d.name}.probes-0", fifo]
+    return [log, probes, fifo]
 
 
 def test_sweep_removes_dead_runs_dirs_and_keeps_live_ones(tmp_path):
