@@ -104,6 +104,7 @@ class RunRequest:
     rss: bool = True
     daemon: str | None = None  # --daemon: how every kubo scenario runs (config.DAEMON_MODES); None: each its own
     daemon_restart_every: int | None = None  # --daemon-restart-every: rounds a kubo daemon serves (0: never; None: default)
+    runs_per_daemon: int | None = None  # --runs-per-daemon: most runs a build makes on one fresh daemon (Sampling.pair_runs)
     network: str | None = None  # --network: the profile of every S3 step that names none (network.py); None: loopback
     variants: tuple[str, ...] = ()  # --variant values: builds after the -s refs, named (variants.py)
     # --impl NAME[@VERSION]: implementations (implementations.py), builds of another kind; after the
@@ -138,7 +139,7 @@ class RunRequest:
         """How this run samples: the one record the bench carries and the results file stores."""
         return Sampling(runs=self.runs, warmup=self.warmup, rounds=self.rounds, interleave=self.interleave,
                         until_decided=self.until_decided, max_runs=self.max_runs, max_time=self.max_time,
-                        budget=self.budget, order_seed=self.order_seed)
+                        budget=self.budget, order_seed=self.order_seed, pair_runs=self.runs_per_daemon)
 
     def budget_for(self, units: "tuple[StepUnit, ...]") -> float | None:
         """Seconds of measuring this run gets (before calibrate's scale), or None for a run that is
@@ -229,9 +230,10 @@ def load_target(request: RunRequest) -> LoadedTarget:
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
     if request.daemon and target.backend != "ipfs":
         raise RefbenchError(f"--daemon applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
-    if request.daemon_restart_every is not None and target.backend != "ipfs":
-        raise RefbenchError(f"--daemon-restart-every applies to IPFS targets; {target.name!r} uses the "
-                            f"{target.backend} backend")
+    for flag, value in (("--daemon-restart-every", request.daemon_restart_every),
+                        ("--runs-per-daemon", request.runs_per_daemon)):
+        if value is not None and target.backend != "ipfs":
+            raise RefbenchError(f"{flag} applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
     if request.network is not None:
         if target.backend != "s3":
             raise RefbenchError(f"--network applies to S3 targets; {target.name!r} uses the {target.backend} backend")

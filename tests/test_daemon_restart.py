@@ -332,17 +332,28 @@ def test_two_online_daemons_of_a_run_never_peer_before_or_after_a_restart(tmp_pa
         backend.close()
 
 
-def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_path, monkeypatch):
+@pytest.mark.parametrize("flag, bad", [("--daemon-restart-every", "-1"), ("--runs-per-daemon", "0")])
+def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_path, monkeypatch, flag, bad):
     from fakes.pipeline import scenarios_file
     from refbench.errors import EXIT_ERROR
     from test_cli_mock import FIXED, bench
     from test_judge import SCENARIOS
 
     scenarios = scenarios_file(monkeypatch, tmp_path, SCENARIOS)  # the mock S3 target "fake"
-    proc = bench(scenarios, tmp_path, *FIXED, "--daemon-restart-every", "2")
-    assert proc.returncode == EXIT_ERROR and "--daemon-restart-every applies to IPFS targets" in proc.stderr, proc.stderr
+    proc = bench(scenarios, tmp_path, *FIXED, flag, "2")
+    assert proc.returncode == EXIT_ERROR and f"{flag} applies to IPFS targets" in proc.stderr, proc.stderr
     assert proc.stderr.startswith("refbench: error:") and "Traceback" not in proc.stderr
-    assert bench(scenarios, tmp_path / "neg", *FIXED, "--daemon-restart-every", "-1").returncode == EXIT_ERROR
+    assert bench(scenarios, tmp_path / "neg", *FIXED, flag, bad).returncode == EXIT_ERROR
+
+
+def test_runs_per_daemon_is_the_samplings_pair_runs():
+    """--runs-per-daemon N reaches the runner as Sampling.pair_runs, the most runs a build makes on
+    one pair of fresh daemons (Runner.pair_cap; a pair per run is tested with pair_runs=1 above),
+    and results.json's settings keep it; unset, the planned round's runs."""
+    from refbench.pipeline import RunRequest
+
+    assert RunRequest(refs=("a", "b"), runs_per_daemon=1).sampling.pair_runs == 1
+    assert RunRequest(refs=("a", "b")).sampling.pair_runs is None
 
 
 @pytest.mark.slow

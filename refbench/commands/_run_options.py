@@ -113,6 +113,10 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--daemon-restart-every", type=nonneg, default=None, metavar="K",
                    help="give every build a fresh kubo repo and daemon after K rounds of a step, untimed "
                         "(default 1: each round its own; 0: one repo and daemon per build for the whole scenario)")
+    p.add_argument("--runs-per-daemon", type=positive, default=None, metavar="N",
+                   help="serve a round in parts of at most N runs a build, each part by a fresh pair of kubo "
+                        "daemons and repos, untimed (default: the planned round's runs; 1: every run its own "
+                        "daemon, so a daemon's own level is never shared by two runs, at the cost of a restart a run)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=REF[,go=GO][,flags=FLAGS][,env=K=V]",
                    help="a build named NAME, after the -s refs: REF with its own Go (as --go), the target's own "
                         "flags (after -sf's) and environment; or NAME alone for a [[variants]] table of the "
@@ -150,7 +154,8 @@ def request_from_args(args: argparse.Namespace, argv: list[str], hooks: RunHooks
         interleave=args.interleave, order_seed=args.order_seed, no_shell=args.no_shell, cpus=args.cpus, shard=args.shard,
         shard_times=args.shard_times, threshold=args.threshold, alpha=args.alpha, noise_limit=args.noise_limit,
         metric_thresholds=tuple(args.metric_threshold),
-        builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, daemon_restart_every=args.daemon_restart_every, network=args.network,
+        builds_dir=args.builds_dir, rss=args.rss, daemon=args.daemon, daemon_restart_every=args.daemon_restart_every,
+        runs_per_daemon=args.runs_per_daemon, network=args.network,
         variants=tuple(args.variant), profile=args.profile,
         verbose=args.verbose,
         command_line=tuple(argv),
