@@ -12,6 +12,11 @@ closing note. Cases run one after another, never two at once on 2 cores.
           five minutes of measuring each (--budget 15m) where --quick gives one: whether daemon CPU,
           `inconclusive` on every step of a --quick A/A, is shown unchanged once it has the runs
           its noise asks for (a question of the budget, not of the metric).
+  aa-60m  the whole `aa` (its 12 online steps) with five minutes of measuring a step (--budget
+          60m): the A/A target on every step, at half the full defaults' ten minutes a step.
+  aa-1    the default --quick `aa` with --runs-per-daemon 1: every run on a daemon of its own, so
+          no daemon's level is shared by two runs (benchmarks/daemon_clusters.py: shared by the
+          runs of a part of 4, it lifts a step's false alarms from 5% to 9-22%); what it costs.
   aa-raw  the same on tree / add --raw-leaves alone (--only), the step whose A/A gave a false
           `faster` on wall and daemon CPU twice (issue 36); aa-tree: the tree scenario's five steps.
           Each A/A case also prints, per step and build, the medians by where a run sat in its
@@ -55,6 +60,8 @@ CASES = {
     "aa-tree": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "tree", "--no-profile")),
     "aa-long": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--only", "small files/add", "--only",
                                        "large file/add", "--only", "large file/get", "--budget", "15m", "--no-profile")),
+    "aa-60m": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--budget", "60m", "--no-profile")),
+    "aa-1": (("v1.0.0", "v1.0.0"), ("--quick", "--measure-identical", "--runs-per-daemon", "1")),
 }
 DAEMON = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
 
