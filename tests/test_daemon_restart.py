@@ -348,8 +348,8 @@ def test_the_knob_is_refused_with_one_line_for_a_target_without_a_daemon(tmp_pat
 
 def test_runs_per_daemon_is_the_samplings_pair_runs():
     """--runs-per-daemon N reaches the runner as Sampling.pair_runs, the most runs a build makes on
-    one pair of fresh daemons (Runner.pair_cap; a pair per run is tested with pair_runs=1 above),
-    and results.json's settings keep it; unset, the planned round's runs."""
+    one pair of fresh daemons (Runner.pair_cap; a pair per run is tested with pair_runs=1 above);
+    unset, None: the planned round's runs."""
     from refbench.pipeline import RunRequest
 
     assert RunRequest(refs=("a", "b"), runs_per_daemon=1).sampling.pair_runs == 1
