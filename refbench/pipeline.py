@@ -228,9 +228,7 @@ def load_target(request: RunRequest) -> LoadedTarget:
     the target's backend has no use for them."""
     cfg = load_config(request.scenarios_path())
     target, origin = choose_target(cfg, request.target, request.repo, request.source)
-    if request.daemon and target.backend != "ipfs":
-        raise RefbenchError(f"--daemon applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
-    for flag, value in (("--daemon-restart-every", request.daemon_restart_every),
+    for flag, value in (("--daemon", request.daemon), ("--daemon-restart-every", request.daemon_restart_every),
                         ("--runs-per-daemon", request.runs_per_daemon)):
         if value is not None and target.backend != "ipfs":
             raise RefbenchError(f"{flag} applies to IPFS targets; {target.name!r} uses the {target.backend} backend")
