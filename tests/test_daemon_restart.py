@@ -191,6 +191,72 @@ def test_each_refresh_makes_the_builds_repos_in_the_coming_rounds_order(tmp_path
     assert warmup_calls[0][1:] == [[f"b{i}" for i in orders[r][::-1]] for r in range(1, rounds)]
 
 
+def test_a_replaced_repo_gives_its_bytes_back_at_once_and_its_inodes_when_the_run_ends(tmp_path, fake_ipfs):
+    """A restart's old repo is not deleted while the run measures: deleted inodes make the next
+    repo's file creations slower on ext4 without a journal, by how many and how near (dirs.Retired).
+    It keeps its inodes (the same file, now empty: no bytes held) until the backend closes."""
+    from types import SimpleNamespace
+    backend = IpfsBackend.open(tmp_path / "work", restart_every=1)
+    with backend:
+        backend.open_scenario(SimpleNamespace(name="s", slug="s", daemon_mode="offline", state=None),
+                              ["a", "b"], [str(fake_ipfs)] * 2, tmp_path / "work")
+        blob = backend.repos["a"].path / "blocks" / "X" / "blob.data"
+        blob.parent.mkdir(parents=True)
+        blob.write_bytes(os.urandom(1 << 20))
+        ino = blob.stat().st_ino
+        backend.before_round(timed=True)
+        assert backend.before_round(timed=True) > 0  # restarted on fresh repos
+        assert not blob.exists()
+        kept = list((tmp_path / "work" / "ipfs" / "retired").rglob("blob.data"))
+        assert len(kept) == 1 and kept[0].stat().st_ino == ino
+        assert kept[0].stat().st_size == 0 and kept[0].stat().st_blocks == 0
+        backend.close_scenario()  # the scenario's last repos wait there too
+        assert len(list((tmp_path / "work" / "ipfs" / "retired").glob("s-b*.*"))) == 4
+    assert not (tmp_path / "work" / "ipfs").exists()
+
+
+def test_retiring_a_tree_never_touches_what_its_links_point_to(tmp_path):
+    """Only a file of the tree's own is emptied: a symbolic link's target and a file a hard link
+    shares with the outside keep their bytes; a FIFO does not block it."""
+    from refbench.backends.dirs import Retired
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "sym").write_bytes(b"s" * 100)
+    (outside / "hard").write_bytes(b"h" * 100)
+    tree = tmp_path / "repo"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / "own").write_bytes(b"o" * 100)
+    (tree / "d" / "sym").symlink_to(outside / "sym")
+    (tree / "dirlink").symlink_to(outside, target_is_directory=True)
+    os.link(outside / "hard", tree / "d" / "hard")
+    os.mkfifo(tree / "d" / "fifo")
+    retired = Retired(tmp_path / "retired")
+    retired.retire(tree)
+    assert not tree.exists()
+    (kept,) = list((tmp_path / "retired").rglob("own"))
+    assert kept.stat().st_size == 0
+    assert (outside / "sym").read_bytes() == b"s" * 100 and (outside / "hard").read_bytes() == b"h" * 100
+    retired.clear()
+    assert not (tmp_path / "retired").exists()
+    assert sorted(p.name for p in outside.iterdir()) == ["hard", "sym"]
+    assert (outside / "hard").read_bytes() == b"h" * 100
+
+
+def test_past_its_cap_of_inodes_the_oldest_retired_tree_goes_at_once(tmp_path):
+    """A run large enough to hold a quarter of the file system's free inodes in retired repos
+    removes the oldest instead of running the disk out of inodes."""
+    from refbench.backends.dirs import Retired
+    retired = Retired(tmp_path / "retired", cap=25)
+    for i in range(3):
+        tree = tmp_path / f"repo{i}"
+        tree.mkdir()
+        for j in range(10):
+            (tree / f"f{j}").write_bytes(b"x")
+        retired.retire(tree)
+    names = sorted(p.name for p in (tmp_path / "retired").glob("*/*"))
+    assert names == ["repo1", "repo2"]  # 11 inodes each: the first went when the third came
+
+
 def test_a_round_longer_than_a_pair_may_serve_is_run_by_fresh_pairs_in_turn(tmp_path, fake_ipfs):
     """Each daemon has a level of its own that all of its runs share (issue 36: 20-40% apart at
     times, with the same allocations); a budget's later rounds grew to 16 runs a build on one pair,

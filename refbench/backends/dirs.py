@@ -10,7 +10,9 @@ import logging
 import os
 import shutil
 import socket
+import stat
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..lease import owner_alive, process_start
@@ -155,3 +157,88 @@ def tree_bytes(path: Path) -> int:
             except OSError:
                 continue
     return total
+
+
+@dataclass
+class Retired:
+    """Where a run's replaced repos wait, emptied of their bytes, until the run is over.
+
+    Why not delete them at once: on ext4 without a journal (the CI's and this project's machines),
+    allocating an inode skips, one at a time, every inode freed in the last one to six minutes
+    (`recently_deleted` in fs/ext4/ialloc.c). A kubo repo removed just before its successor is
+    made (a daemon restart, the next scenario) then charges every file and directory the
+    successor's daemon creates with a walk past the old repo's inodes: kernel time that grew
+    from 80 to 240 ms an add over twelve restarts, at a level each fresh daemon kept for all its
+    runs. So a daemon's cost depended on what refbench had just deleted near it, and one daemon's
+    runs were alike (issue 36: an intraclass correlation of 0.43, a false verdict in an A/A).
+
+    A retired tree keeps its inodes (directories, files truncated to nothing), so nothing is
+    freed while the run measures, and gives its bytes back at once (the disk budget). Only a
+    file with one link is truncated, through a descriptor opened without following links: a
+    hard or symbolic link to a file outside the tree is left whole. `clear` removes them all, at
+    the run's end. Past `cap` inodes (a quarter of the free ones when the first tree comes), the
+    oldest trees are removed at once: a run that large pays the after-effect rather than
+    exhausting the file system's inodes."""
+    root: Path
+    held: list = field(default_factory=list)  # (path, inodes), oldest first
+    cap: int | None = None  # inodes held before the oldest tree goes (None: set by the first retire)
+
+    def retire(self, tree: Path) -> None:
+        """Empty `tree`'s files, move it under `root` (same file system: a rename), or remove it
+        when it cannot be moved there."""
+        if not tree.exists():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        if self.cap is None:
+            free = free_inodes(self.root)
+            self.cap = free // 4 if free is not None else 1 << 62  # no limit to keep under
+        inodes = empty_files(tree)
+        dest = Path(tempfile.mkdtemp(prefix=f"{tree.name}.", dir=self.root))
+        try:
+            tree.rename(dest / tree.name)
+        except OSError:
+            shutil.rmtree(tree, ignore_errors=True)
+            dest.rmdir()
+            return
+        self.held.append((dest, inodes))
+        while len(self.held) > 1 and sum(n for _, n in self.held) > self.cap:
+            shutil.rmtree(self.held.pop(0)[0], ignore_errors=True)
+
+    def clear(self) -> None:
+        for path, _ in self.held:
+            shutil.rmtree(path, ignore_errors=True)
+        self.held.clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def empty_files(tree: Path) -> int:
+    """Truncate every regular file of `tree` with a single link to nothing (never through a
+    symbolic link, never a file a hard link shares with the world outside); the tree's inode count."""
+    count = 0
+    for dirpath, dirnames, filenames in os.walk(tree):  # symbolic links to directories are not entered
+        count += 1 + len(dirnames)
+        for name in filenames:
+            count += 1
+            try:
+                fd = os.open(os.path.join(dirpath, name), os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:  # a symbolic link (ELOOP), a FIFO or socket, gone
+                continue
+            try:
+                st = os.fstat(fd)
+                if stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_size:
+                    os.ftruncate(fd, 0)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    return count
+
+
+def free_inodes(path: Path) -> int | None:
+    """Inodes still free to an unprivileged user where `path` is; None when the file system sets
+    no limit (it reports none: btrfs, tmpfs without nr_inodes)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_favail if st.f_files else None

@@ -29,6 +29,7 @@ from .. import paths
 from ..daemon import CpuCgroup, Probe, ProbeServer, cpu_source_text
 from ..config import ShellCode
 from ..errors import RunError
+from .dirs import Retired
 from .process import child_env, die_with_parent, group_guard, release_guard, settle_page_cache, stop_process
 from .sandbox import Sandbox
 from .snapshot import StateCache, key, layer_mount_command, restore_command, unmount_command
@@ -272,6 +273,7 @@ class IpfsBackend:
     restart_every: int = DEFAULT_RESTART_EVERY
     served: int = 0  # rounds the running daemons have served
     restarts: list = field(default_factory=list)  # seconds each restart of the builds' daemons took
+    retired: Retired | None = None  # replaced repos, emptied, removed when the run ends (dirs.Retired)
 
     @classmethod
     def open(cls, workdir: Path, cache_dir: Path | None = None, pass_env: frozenset[str] = frozenset(),
@@ -284,6 +286,7 @@ class IpfsBackend:
         if restart_every is not None:
             backend.restart_every = restart_every
         backend.workdir.mkdir(parents=True, exist_ok=True)
+        backend.retired = Retired(backend.workdir / "retired")
         return backend
 
     @classmethod
@@ -374,7 +377,7 @@ class IpfsBackend:
         for repo in live:
             repo.stop_daemon()
             if fresh:
-                shutil.rmtree(repo.path)
+                self.retire(repo.path)
                 repo.init()
             repo.pin_api()
         settle_binaries([repo.binary for repo in live])
@@ -499,7 +502,9 @@ class IpfsBackend:
             if repo.state is not None and self.sandbox is not None:  # never rmtree through a mount
                 self._inside(unmount_command(repo.path, self._scratch(label)))
                 shutil.rmtree(self._scratch(label), ignore_errors=True)
-            shutil.rmtree(repo.path, ignore_errors=True)
+                shutil.rmtree(repo.path, ignore_errors=True)
+            else:
+                self.retire(repo.path)
         for p in [*self.workdir.glob("*.daemon.log"), *self.workdir.glob("*.daemon-probes.jsonl")]:
             p.unlink()
         self.repos.clear()
@@ -559,8 +564,18 @@ class IpfsBackend:
                                + (" (through a user namespace)" if self.sandbox.user else "")}
                    if self.sandbox else {})}
 
+    def retire(self, repo_path: Path) -> None:
+        """A replaced repo out of the way: emptied and kept until the run ends (dirs.Retired says
+        why it is not deleted now), or removed at once by a backend that was never opened."""
+        if self.retired is not None:
+            self.retired.retire(repo_path)
+        else:
+            shutil.rmtree(repo_path, ignore_errors=True)
+
     def close(self) -> None:
         self.close_scenario()
+        if self.retired is not None:
+            self.retired.clear()
         if self.sandbox is not None:
             self.sandbox.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
