@@ -1,6 +1,7 @@
 """Local directories a run owns (its temp dir, an embedded MinIO's data dir): marked with their
 owner, so the next run on the machine can remove what a run killed outright left behind, and
-measured (tree_bytes) by the watchdog and the MinIO trash purge."""
+measured (tree_bytes) by the watchdog and the MinIO trash purge. And where replaced kubo repos
+wait, emptied, until the run ends (Retired)."""
 from __future__ import annotations
 
 import contextlib
@@ -163,12 +164,12 @@ def tree_bytes(path: Path) -> int:
 class Retired:
     """Where a run's replaced repos wait, emptied of their bytes, until the run is over.
 
-    Why not delete them at once: on ext4 without a journal (the CI's and this project's machines),
+    Why not delete them at once: on ext4 without a journal (this project's machines: docs/kubo.md),
     allocating an inode skips, one at a time, every inode freed in the last one to six minutes
     (`recently_deleted` in fs/ext4/ialloc.c). A kubo repo removed just before its successor is
     made (a daemon restart, the next scenario) then charges every file and directory the
     successor's daemon creates with a walk past the old repo's inodes: kernel time that grew
-    from 80 to 240 ms an add over twelve restarts, at a level each fresh daemon kept for all its
+    from 100 to 255 ms an add over twelve restarts, at a level each fresh daemon kept for all its
     runs. So a daemon's cost depended on what refbench had just deleted near it, and one daemon's
     runs were alike (issue 36: an intraclass correlation of 0.43, a false verdict in an A/A).
 
