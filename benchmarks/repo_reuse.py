@@ -35,6 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
 
+from daemon_metrics import newest_kubo  # noqa: E402
 from kubo_daemon import icc  # noqa: E402
 from refbench import fixtures  # noqa: E402
 from refbench.backends import IpfsBackend  # noqa: E402
@@ -66,15 +67,15 @@ def one_way(way: str, kubo: str, tree: Path, daemons: int, adds: int, tmp: Path)
                 backend.before_round(timed=True)
                 backend.before_round(timed=True)
             per = {lab: [] for lab in labels}
+            inside = backend.command_prefix()
             for i in range(adds + 1):  # the first add warms the daemon up
                 for lab in labels:
                     env = {**os.environ, **backend.context_env("tree", lab)}
-                    ipfs = [*backend.command_prefix(), kubo]
-                    subprocess.run([*backend.command_prefix(), "sh", "-c", GC, kubo],  # the step's prepare
+                    subprocess.run([*inside, "sh", "-c", GC, kubo],  # the step's prepare
                                    env=env, check=True, capture_output=True)
                     pid = backend.server_pid(lab)
                     before = cpu_ms(pid)
-                    subprocess.run([*ipfs, "add", "-r", "-Q", "--raw-leaves", "--pin=false", str(tree)],
+                    subprocess.run([*inside, kubo, "add", "-r", "-Q", "--raw-leaves", "--pin=false", str(tree)],
                                    env=env, check=True, capture_output=True)
                     after = cpu_ms(pid)
                     if i:
@@ -91,8 +92,7 @@ def main() -> None:
     p.add_argument("--pause", type=float, default=400, help="seconds between the ways")
     p.add_argument("--ways", default="delete,retire")
     a = p.parse_args()
-    kubo = a.kubo or next(iter(sorted(Path.home().glob(".cache/refbench/builds/kubo/*/ipfs"),
-                                      key=lambda q: -q.stat().st_mtime)), None)
+    kubo = a.kubo or newest_kubo()
     if kubo is None:
         sys.exit("kubo: no build found (pass --kubo PATH/ipfs)")
     with tempfile.TemporaryDirectory(prefix="refbench-repo-reuse-") as tmp:  # where a run's workdir goes

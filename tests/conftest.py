@@ -403,7 +403,7 @@ def no_daemon_cgroup_outlives_the_session():
     if root is not None:
         parent = root / daemon.own_cgroup().lstrip("/")
         for old in parent.glob("refbench-tests-*"):  # an ended session's that its close could not rmdir
-            if old.name.rsplit("-", 1)[1].isdigit() and not daemon.alive(int(old.name.rsplit("-", 1)[1])):
+            if (pid := old.name.rsplit("-", 1)[1]).isdigit() and not daemon.alive(int(pid)):
                 with contextlib.suppress(OSError):
                     old.rmdir()  # fails on one that still holds a process: left alone
         try:

@@ -257,6 +257,18 @@ def test_past_its_cap_of_inodes_the_oldest_retired_tree_goes_at_once(tmp_path):
     assert names == ["repo1", "repo2"]  # 11 inodes each: the first went when the third came
 
 
+def test_a_retired_tree_counts_each_of_its_inodes_once(tmp_path):
+    """The cap counts inodes: a nested tree's directories are counted once each, not once as a
+    parent's entry and again as themselves."""
+    from refbench.backends.dirs import empty_files
+    tree = tmp_path / "repo"
+    (tree / "a" / "b").mkdir(parents=True)
+    for d in (tree, tree / "a", tree / "a" / "b"):
+        (d / "f").write_bytes(b"x")
+    (tree / "link").symlink_to(tree / "a", target_is_directory=True)
+    assert empty_files(tree) == 7  # repo, a, b, three files, the link
+
+
 def test_a_round_longer_than_a_pair_may_serve_is_run_by_fresh_pairs_in_turn(tmp_path, fake_ipfs):
     """Each daemon has a level of its own that all of its runs share (issue 36: 20-40% apart at
     times, with the same allocations); a budget's later rounds grew to 16 runs a build on one pair,

@@ -206,20 +206,17 @@ class Retired:
             shutil.rmtree(self.held.pop(0)[0], ignore_errors=True)
 
     def clear(self) -> None:
-        for path, _ in self.held:
-            shutil.rmtree(path, ignore_errors=True)
         self.held.clear()
-        shutil.rmtree(self.root, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)  # every held tree is under it
 
 
 def empty_files(tree: Path) -> int:
     """Truncate every regular file of `tree` with a single link to nothing (never through a
     symbolic link, never a file a hard link shares with the world outside); the tree's inode count."""
-    count = 0
+    count = 1  # the tree's own directory; every other entry is counted once, in its parent
     for dirpath, dirnames, filenames in os.walk(tree):  # symbolic links to directories are not entered
-        count += 1 + len(dirnames)
+        count += len(dirnames) + len(filenames)
         for name in filenames:
-            count += 1
             try:
                 fd = os.open(os.path.join(dirpath, name), os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
             except OSError:  # a symbolic link (ELOOP), a FIFO or socket, gone
