@@ -51,10 +51,12 @@ def pinned_path(version: str = PINNED_VERSION) -> Path:
 
 
 def cargo_path(version: str) -> Path:
-    """Where `refbench setup` keeps a hyperfine it built with cargo: $XDG_CACHE_HOME/refbench/hyperfine-V/bin.
-    Not pinned (a Rust build differs from one machine to the next): used only under
-    REFBENCH_UNPINNED_TOOLS=1."""
-    return paths.cache_root() / f"hyperfine-{version}" / "bin" / "hyperfine"
+    """Where `refbench setup` keeps a hyperfine it built with cargo: $XDG_DATA_HOME/refbench/hyperfine-V/bin.
+    Not pinned (a Rust build differs from one machine to the next), so it cannot be checked, and it
+    is kept where no cache restore writes (paths.data_root): a file of this name in the cache was
+    run by setup as "built here" when the wheel could not be had (issue 54). Used to measure
+    only under REFBENCH_UNPINNED_TOOLS=1."""
+    return paths.data_root() / f"hyperfine-{version}" / "bin" / "hyperfine"
 
 
 def _runnable(p: Path) -> bool:
@@ -126,8 +128,8 @@ def _toolchain_args(version: str, rustup: str | None, say=None) -> list[str] | N
 
 
 def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None, rustup: str | None = None) -> Path:
-    """Build hyperfine `version` from crates.io with `cargo install --locked` into the cache,
-    once per machine (atomically: a half-built install is never found), where the pinned wheel
+    """Build hyperfine `version` from crates.io with `cargo install --locked` into refbench's data
+    directory (cargo_path; never a cache, which anyone's job may have written), once per machine (atomically: a half-built install is never found), where the pinned wheel
     cannot be had. Returns the binary (cargo_path: not pinned)."""
     dest = cargo_path(version)
     if dest.is_file():

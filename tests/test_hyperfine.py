@@ -148,6 +148,7 @@ def _pinned(binary: Path, **pinning) -> pins.Pinning:
 
 def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
     monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
@@ -171,6 +172,7 @@ def test_locate_prefers_the_pinned_cached_build(tmp_path, monkeypatch):
 
 def test_a_hyperfine_on_path_is_used_when_it_measures_each_runs_own_figures(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
     _fake_hyperfine(hyperfine.pinned_path(hyperfine.FALLBACK_VERSION).parent, hyperfine.FALLBACK_VERSION)
@@ -180,6 +182,7 @@ def test_a_hyperfine_on_path_is_used_when_it_measures_each_runs_own_figures(tmp_
 
 def test_install_without_cargo_says_what_to_do(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(RefbenchError, match="cargo not found"):
@@ -203,9 +206,11 @@ def test_a_real_pinned_hyperfine_exports_what_the_reader_expects(tmp_path):
         assert res.memory_bytes is None
 
 
-def test_install_builds_into_the_cache_once(tmp_path, monkeypatch):
-    """`cargo install --locked --version PIN hyperfine --root TMP`, then TMP renamed into place."""
+def test_install_builds_once_where_no_cache_restore_writes(tmp_path, monkeypatch):
+    """`cargo install --locked --version PIN hyperfine --root TMP`, then TMP renamed into place, in
+    refbench's data directory (hyperfine.cargo_path), not its cache."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     log = tmp_path / "cargo.log"
     cargo = tmp_path / "cargo"
     cargo.write_text(f"""#!/bin/sh
@@ -221,6 +226,7 @@ chmod +x "$root/bin/hyperfine"
     rustup.chmod(0o755)
     path = hyperfine.install(cargo=str(cargo), say=said.append, rustup=str(rustup))
     assert path == hyperfine.cargo_path(hyperfine.PINNED_VERSION) and path.is_file()
+    assert path.is_relative_to(tmp_path / "data") and not (tmp_path / "cache").exists()
     assert hyperfine.version(str(path)) == hyperfine.parse_version(hyperfine.PINNED_VERSION)
     first, args = (line.split() for line in log.read_text().splitlines())
     assert first == ["rustup", "toolchain", "install", hyperfine.PINNED_TOOLCHAIN, "--profile", "minimal"]
@@ -236,6 +242,7 @@ def test_setup_falls_back_to_an_older_hyperfine_without_cargo(tmp_path, monkeypa
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     old = _fake_hyperfine(tmp_path / "path", "1.15.0")
@@ -251,6 +258,7 @@ def test_setup_takes_the_pinned_wheel_links_it_and_refuses_it_swapped(tmp_path, 
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
     wheel_binary = _fake_hyperfine(tmp_path / "wheel", hyperfine.PINNED_VERSION)
@@ -275,6 +283,7 @@ def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch, no_
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     _fake_hyperfine(tmp_path / "path", "1.15.0")
     cargo = tmp_path / "path" / "cargo"
@@ -300,6 +309,7 @@ def test_setup_falls_back_to_1_20_where_2_0_cannot_be_built_and_says_what_is_los
     from refbench.commands import setup
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     (tmp_path / "path").mkdir()
@@ -315,6 +325,46 @@ chmod +x "$root/bin/hyperfine"
     assert got == str(hyperfine.pinned_path(hyperfine.FALLBACK_VERSION))
     err = capsys.readouterr().err
     assert f"needs Rust {hyperfine.PINNED_TOOLCHAIN}" in err and "running maximum" in err
+
+
+def test_setup_never_runs_a_hyperfine_a_cache_restore_planted_where_cargo_builds_went(tmp_path, monkeypatch,
+                                                                                     no_wheel):
+    """Issue 54, 1: with no wheel to be had and cargo on PATH, setup took the file at the cargo
+    build's place in the cache (a restore may have planted it) as "built here" and ran it
+    (`--version`) before the key was written. Now cargo builds live in the data directory, so the
+    planted file is neither returned nor run, and what setup reports is what cargo built now."""
+    from refbench.commands import setup
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
+    monkeypatch.delenv("REFBENCH_UNPINNED_TOOLS", raising=False)
+    marker = tmp_path / "planted-ran"
+    for version in (hyperfine.PINNED_VERSION, hyperfine.FALLBACK_VERSION):  # where cargo builds used to go
+        planted = tmp_path / "cache" / "refbench" / f"hyperfine-{version}" / "bin" / "hyperfine"
+        planted.parent.mkdir(parents=True)
+        planted.write_text(f"#!/bin/sh\necho planted >> {marker}\necho hyperfine {version}\n")
+        planted.chmod(0o755)
+    (tmp_path / "path").mkdir()
+    cargo = tmp_path / "path" / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    rustup = tmp_path / "path" / "rustup"
+    rustup.write_text("#!/bin/sh\nexit 0\n")
+    rustup.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
+    hyperfine._version_of.cache_clear()
+    got = setup.ensure_hyperfine(tmp_path / "bin")
+    assert hyperfine.version(got) == hyperfine.parse_version(hyperfine.PINNED_VERSION)  # what run_setup prints
+    assert not marker.exists(), "setup ran the hyperfine planted in the cache"
+    assert got == str(hyperfine.cargo_path(hyperfine.PINNED_VERSION)) and Path(got).is_relative_to(tmp_path / "data")
+    with pytest.raises(RefbenchError, match="refusing"):  # a run refuses the unpinned build, as before
+        hyperfine.locate()
+    assert not marker.exists()
 
 
 @pytest.mark.parametrize("cmd,shell", [

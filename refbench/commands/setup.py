@@ -17,12 +17,13 @@ What a pip-installed user lacks, from the package registries only (never GitHub)
   the same way;
 - GNU time, only while the hyperfine found cannot report peak memory itself.
 
-Everything built is kept in $XDG_CACHE_HOME/refbench and linked into the tools directory
+Everything pinned is kept in $XDG_CACHE_HOME/refbench and linked into the tools directory
 (paths.tools_bin(): tools/bin in a checkout, else the cache's bin/); refbench runs each only after
-checking it against its pin, and never puts either directory on PATH. A Go fetched here goes to
-$XDG_DATA_HOME/refbench, not a cache. setup runs nothing with the cache key: it refuses
-REFBENCH_CACHE_KEY and drops REFBENCH_CACHE_KEY_FILE before it starts anything. scripts/setup.sh (`make
-setup`) calls this, so there is one implementation.
+checking it against its pin, and never puts either directory on PATH. What cannot be checked
+against a pin, a Go fetched here and a hyperfine built with cargo, goes to $XDG_DATA_HOME/refbench,
+which no cache step restores: setup runs nothing from a cache that is not the pinned bytes. setup
+runs nothing with the cache key: it refuses REFBENCH_CACHE_KEY and drops REFBENCH_CACHE_KEY_FILE
+before it starts anything. scripts/setup.sh (`make setup`) calls this, so there is one implementation.
 """
 from __future__ import annotations
 
