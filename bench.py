@@ -13,7 +13,7 @@ if os.path.exists(_venv_python) and os.path.realpath(sys.prefix) != os.path.real
     os.execv(_venv_python, [_venv_python, os.path.abspath(__file__), *sys.argv[1:]])
 sys.path.insert(0, _here)
 
-from refbench.cli import main  # noqa: E402
+from refbench.__main__ import console  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(console())

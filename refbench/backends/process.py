@@ -9,19 +9,14 @@ import signal
 import subprocess
 
 from .. import paths
+from ..heldenv import PASS_ENV, PASS_PREFIXES
 
 # What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
-# commands, MinIO, kubo) sees of refbench's own environment: an allow-list, because that
-# environment can hold GITHUB_TOKEN, the user's AWS secrets or the history database's password,
-# and the benchmarked code is a pull request's. REFBENCH_PASS_ENV (names, space or comma
-# separated, read once at the command line: MachineSettings.pass_env) lets more through on purpose.
-PASS_ENV = frozenset((
-    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP", "TMP",
-    "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
-    "GOROOT", "GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
-    "GONOPROXY", "GOTOOLCHAIN", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK", "GOAMD64",
-))
-PASS_PREFIXES = ("LC_",)
+# commands, MinIO, kubo) sees of refbench's own environment: an allow-list (refbench.heldenv, which
+# also keeps everything else out of refbench's own /proc/PID/environ), because that environment can
+# hold GITHUB_TOKEN, the user's AWS secrets or the history database's password, and the benchmarked
+# code is a pull request's. REFBENCH_PASS_ENV (names, space or comma separated, read once at the
+# command line: MachineSettings.pass_env) lets more through on purpose.
 # a user's own bucket (-b): the commands need the user's credentials and proxy for it, nothing else
 USER_BUCKET_ENV = frozenset((
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_REGION",

@@ -1,0 +1,98 @@
+"""What refbench was started with, kept out of its own /proc/PID/environ.
+
+Every process refbench starts runs as refbench's user and can read /proc/<refbench's pid>/environ,
+which is the environment the process was *executed* with: removing a name from os.environ, or
+giving a child an allow-listed environment (backends/process.child_env), does not change it. A
+job-level GITHUB_TOKEN, the user's AWS secrets or a history URL with a password would so be one
+`cat` away from a pull request's benchmarked code (issue 54).
+
+So the program's doors (bench.py, `python -m refbench`, the `refbench` console script) call
+start() before anything else: where the environment holds any name shown() does not keep, refbench
+executes itself again, once, with only the names it keeps, and hands the rest to the new image in a
+memory file (memfd) that it reads and closes before any other code runs. Inside, os.environ is
+what it was, so nothing else in refbench changes; only the kernel's record of the start differs.
+The process is also made non-dumpable, so that a child of the same (non-root) user cannot read
+its memory (/proc/PID/mem) either. In-process callers (tests, cli.main) are not re-executed.
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import sys
+
+#: what a process refbench starts for a run sees of refbench's environment (backends/process.child_env:
+#: hyperfine and the benchmarked commands, servers, setup commands), and so what refbench's own
+#: executed environment keeps, the same list, so the two cannot part
+PASS_ENV = frozenset((
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP", "TMP",
+    "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR",
+    "GOROOT", "GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
+    "GONOPROXY", "GOTOOLCHAIN", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK", "GOAMD64",
+))
+PASS_PREFIXES = ("LC_",)
+#: beside those, the interpreter's own settings, which must be there when Python starts, before start() runs
+SHOWN_PREFIXES = (*PASS_PREFIXES, "PYTHON")
+FD_ENV = "REFBENCH_HELD_ENV_FD"  # the memory file's descriptor in the executed image: a number, no secret
+_PR_SET_DUMPABLE = 4
+
+
+def shown(name: str) -> bool:
+    """Whether `name` may stay in the environment refbench is executed with."""
+    return name in PASS_ENV or name.startswith(SHOWN_PREFIXES) or name == "VIRTUAL_ENV"
+
+
+def held(environ: dict[str, str]) -> dict[str, str]:
+    """The names start() keeps out of the executed environment."""
+    return {k: v for k, v in environ.items() if not shown(k)}
+
+
+def start(argv: list[str] | None = None, executable: str | None = None) -> None:
+    """The door's first call. In the image start() executed: take back what it held (and mark
+    the process non-dumpable). Otherwise, where anything would be held: execute `executable`
+    (default: this interpreter) with `argv` (default: how this process was started,
+    sys.orig_argv) and only the shown names. Returns only when there is nothing to hold, or in
+    the executed image; where the memory file cannot be made, the process goes on as it was
+    started (no Linux memfd: nothing else refbench runs works there either)."""
+    if FD_ENV in os.environ:
+        _take_back(os.environ.pop(FD_ENV))
+        return
+    keep = held(dict(os.environ))
+    if not keep:
+        _not_dumpable()
+        return
+    try:
+        fd = os.memfd_create("refbench-env", 0)  # no MFD_CLOEXEC: the executed image reads it
+    except (AttributeError, OSError):
+        return
+    os.write(fd, json.dumps(keep).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    env = {k: v for k, v in os.environ.items() if shown(k)}
+    env[FD_ENV] = str(fd)
+    argv = list(sys.orig_argv if argv is None else argv)
+    executable = executable or sys.executable
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(executable, [executable, *argv[1:]], env)
+
+
+def _take_back(fd_text: str) -> None:
+    """Read the held names from the memory file, close it, and put them back in os.environ (which
+    changes the C environment children inherit, never /proc/PID/environ)."""
+    fd = int(fd_text)
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            os.environ.update(json.loads(fh.read().decode()))
+    except (OSError, ValueError) as e:
+        sys.exit(f"refbench: error: cannot read back the environment refbench held ({FD_ENV}={fd_text}): {e}")
+    _not_dumpable()
+
+
+def _not_dumpable() -> None:
+    """PR_SET_DUMPABLE 0: /proc/PID/mem, environ and the like become root's, so a child of the
+    same non-root user cannot read refbench's memory, where the held names now live (root can:
+    it can read everything). Reset by execve, so the children themselves stay dumpable."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

@@ -1,0 +1,79 @@
+"""Issue 54, 4: no secret refbench was started with is readable by the commands it starts, through
+/proc/<refbench's pid>/environ (refbench.heldenv: the doors execute refbench again without them)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from refbench import heldenv
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRETS = {"GITHUB_TOKEN": "ghs_secret-54", "AWS_SECRET_ACCESS_KEY": "aws-secret-54",
+           "REFBENCH_HISTORY_URL": "postgresql://u:hunter2-54@db.invalid/h", "MY_DEPLOY_PASSWORD": "pw-54"}
+
+
+def _planted_go(tmp_path: Path) -> tuple[Path, Path]:
+    """A `go` first on PATH that copies its parent's (refbench's) /proc environ into a file, as
+    a benchmarked command could: refbench's doctor runs `go version`."""
+    bin_dir, marker = tmp_path / "bin", tmp_path / "parent-environ"
+    bin_dir.mkdir()
+    go = bin_dir / "go"
+    go.write_text(f"#!/bin/sh\ncat /proc/$PPID/environ >> {marker}\necho\necho go version go1.26.8 linux/amd64\n")
+    go.chmod(0o755)
+    return bin_dir, marker
+
+
+@pytest.mark.parametrize("door", [[str(ROOT / "bench.py")], ["-m", "refbench"]], ids=["bench.py", "python -m"])
+def test_a_child_reads_no_secret_in_refbenchs_proc_environ(tmp_path, door):
+    bin_dir, marker = _planted_go(tmp_path)
+    env = {**os.environ, **SECRETS, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+           "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, *door, "doctor"], capture_output=True, text=True, env=env, cwd=tmp_path,
+                          timeout=120)
+    assert marker.is_file(), (proc.returncode, proc.stderr)  # the planted go ran, as refbench's child
+    seen = marker.read_bytes().decode(errors="replace")
+    assert "PATH=" in seen  # it read refbench's environ, which keeps what every child gets anyway
+    assert [k for k, v in SECRETS.items() if v in seen] == [], seen
+    assert heldenv.FD_ENV + "=" in seen  # the executed image, not the one the secrets were given to
+
+
+_CHILD = (
+    "import ctypes, os, sys\n"
+    "from refbench import heldenv\n"
+    "heldenv.start()\n"
+    "print('ENV', os.environ.get('GITHUB_TOKEN'), os.environ.get('MY_DEPLOY_PASSWORD'), heldenv.FD_ENV in os.environ)\n"
+    "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"  # PR_GET_DUMPABLE
+    "sys.stdout.write(open(f'/proc/{os.getpid()}/environ', 'rb').read().decode(errors='replace'))\n")
+
+
+def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable():
+    """Inside, nothing changes: os.environ is what refbench was started with (the comment command
+    reads GITHUB_TOKEN from it); only the kernel's record of the start lacks the held names, and
+    the process is non-dumpable, so that a non-root child cannot read them from its memory."""
+    env = {**os.environ, **SECRETS, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "ENV ghs_secret-54 pw-54 False" in proc.stdout
+    assert "DUMPABLE 0" in proc.stdout
+    environ = proc.stdout.split("DUMPABLE 0", 1)[1]
+    assert [k for k, v in SECRETS.items() if v in environ] == [] and "PATH=" in environ
+
+
+def test_shown_names_are_the_childrens_allow_list_and_the_interpreters():
+    from refbench.backends import process
+    assert process.PASS_ENV is heldenv.PASS_ENV  # one list: what a child gets is what refbench shows
+    assert heldenv.held({"PATH": "/bin", "LC_ALL": "C", "PYTHONPATH": "x", "GITHUB_TOKEN": "t", "CI": "true"}) == \
+        {"GITHUB_TOKEN": "t", "CI": "true"}
+
+
+def test_nothing_held_means_no_second_execution(monkeypatch):
+    """start() returns (no execve) when every name is shown: a caller with a clean environment pays
+    no second interpreter start."""
+    monkeypatch.setattr(os, "environ", {"PATH": "/bin"})
+    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("executed again with nothing to hold"))
+    monkeypatch.setattr(heldenv, "_not_dumpable", lambda: None)  # keep the test process dumpable
+    heldenv.start()
