@@ -32,6 +32,7 @@ import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Mapping
 
 import git
@@ -111,13 +112,28 @@ def clone_config(url: str) -> str:
             f'[remote "origin"]\n\turl = {quoted}\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n')
 
 
-#: what the top level of a bare clone refbench made holds (git init, fetch, pack-refs); anything
-#: else was put there by someone else
-CLONE_ENTRIES = frozenset({"HEAD", "config", "description", "objects", "refs", "packed-refs", "FETCH_HEAD",
-                           "ORIG_HEAD", "shallow", "info", "logs", "branches"})
+_FILE, _DIR, _OTHER = "a file", "a directory", "a link or special file"
+#: each entry a bare clone refbench made may hold where git puts it (git init, fetch, pack-refs), and
+#: its kind. One of another kind is a clone fault: a `config` directory crashed own_clone, an
+#: `objects` or `refs` file made git and GitPython take the clone for no repository, a `FETCH_HEAD`
+#: directory failed every fetch, in every run until the cache was removed by hand. Each nested
+#: entry's parent is here too, a directory (_kind_faults looks below it). Deeper entries (a ref, a
+#: pack) are named by the origin: git failing on one is the fetch's fault (Clone.fetch)
+CLONE_KINDS: Mapping[str, str] = MappingProxyType({
+    **dict.fromkeys(("HEAD", "config", "description", "packed-refs", "FETCH_HEAD", "ORIG_HEAD", "shallow",
+                     "info/exclude", "info/refs", "objects/info/packs"), _FILE),
+    **dict.fromkeys(("objects", "refs", "info", "logs", "branches", "objects/info", "objects/pack", "refs/heads",
+                     "refs/tags", "refs/remotes", "refs/remotes/origin", "refs/refbench"), _DIR),
+})
+#: the entries git cannot do without: a directory lacking one is no repository to git (a missing
+#: HEAD is not among them: Clone.repo makes the clone anew without one)
+CLONE_NEEDS = frozenset({"objects", "refs"})
+#: what the top level of a bare clone refbench made holds; anything else was put there by someone else
+CLONE_ENTRIES = frozenset(name for name in CLONE_KINDS if "/" not in name)
 #: what refbench's clones hold under info/ and objects/info/: no attributes, grafts, alternates, and
 #: no commit-graph or multi-pack-index (SAFE_GIT writes none; a planted one rewrites history)
-ALLOWED_INFO = {"info": frozenset({"exclude", "refs"}), "objects/info": frozenset({"packs"})}
+ALLOWED_INFO = {rel: frozenset(name.rpartition("/")[2] for name in CLONE_KINDS if name.rpartition("/")[0] == rel)
+                for rel in ("info", "objects/info")}
 #: the environment of every git command on a cached clone: the clone named outright (no search
 #: upwards into the checkout a builds directory sits in), and no replace refs (refs/replace/*
 #: would swap one object for another under its id)
@@ -129,7 +145,8 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
     """What makes the bare clone at `d` something refbench did not make: a symbolic link or special
     file anywhere in it, an entry git reads to go elsewhere or run something (commondir, gitdir,
     worktrees, hooks, config.worktree, info/attributes, info/grafts, objects/info/alternates, ...),
-    or anything else refbench never writes. Empty: only what git init and fetch make. A restored
+    an entry of another kind than git makes it or one git needs missing (_kind_faults), or anything
+    else refbench never writes. Empty: only what git init and fetch make. A restored
     cache may hold any of them (the threat model is refbench.trust's): a `commondir` naming the
     user's checkout made refbench's `fetch --prune` run there, one naming a config of its own ran
     an `ext::` remote's command. Read with lstat only: nothing in the clone is followed."""
@@ -137,6 +154,7 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
         return [f"{d} is not a directory"]
     faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
               if name not in CLONE_ENTRIES]
+    faults += _kind_faults(d)
     if not _head_as_made(d / "HEAD"):
         faults.append("HEAD: not the branch `git init` names (git and GitPython refuse the clone)")
     faults += _symbolic_refs(d)
@@ -159,6 +177,33 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
             elif stat.S_ISREG(mode) and not mode & stat.S_IRUSR:
                 faults.append(f"{rel}: a file its owner cannot read")
     return faults
+
+
+def _kind_faults(d: Path) -> list[str]:
+    """Each entry of CLONE_KINDS in the clone at `d` that is of another kind, and each of CLONE_NEEDS
+    that is missing, named with the kind refbench's clones hold there. An entry is looked at only
+    below a directory (parents first: sorted), so no link on its way is followed; a link or special
+    file itself is left to clone_faults' walk, which names it."""
+    found: dict[str, str | None] = {}
+    faults = []
+    for rel in sorted(CLONE_KINDS):
+        parent, held = rel.rpartition("/")[0], CLONE_KINDS[rel]
+        found[rel] = kind = _kind(d / rel) if not parent or found[parent] == _DIR else None
+        if kind is None and rel in CLONE_NEEDS:
+            faults.append(f"{rel}: missing, where refbench's clones hold {held} "
+                          "(git takes the clone for no repository)")
+        elif kind in (_FILE, _DIR) and kind != held:
+            faults.append(f"{rel}: {kind}, where refbench's clones hold {held}")
+    return faults
+
+
+def _kind(path: Path) -> str | None:
+    """What `path` is, read with lstat: _FILE, _DIR, _OTHER, or None when there is nothing."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    return _FILE if stat.S_ISREG(mode) else _DIR if stat.S_ISDIR(mode) else _OTHER
 
 
 #: what `git init` writes in HEAD, and all a clone of refbench's holds there (it never checks out)
