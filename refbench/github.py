@@ -175,6 +175,14 @@ def _http_error(method: str, url: str, e: urllib.error.HTTPError) -> GitHubError
 
 # ---- the comment ---------------------------------------------------------------------------
 _ZW = "\u200b"  # zero-width space: invisible, but breaks what GitHub would turn into a link or ping
+# A `<` before a letter, `/`, `!` or `?` opens raw HTML (a tag, a comment, a declaration) or an
+# autolink (`<http:evil.example>`, `<a+b:x>`; any scheme of letters, digits and + . -), and before an
+# email's local part and its `@` an email autolink (`<0@b.c>`); with a zero-width space after it,
+# none is read. What refbench's own template writes keeps working: its marker, its collapsible
+# blocks and its small print, in exactly the form it writes them (the fields are escaped already).
+_OWN_HTML = "|".join(re.escape(tag[1:]) for tag in (
+    COMMENT_MARKER, "<details>", "</details>", "<summary>", "</summary>", "<sub>", "</sub>"))
+_EMAIL = r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+"  # CommonMark's email autolink, before its @
 _NEUTRALISE = (
     (re.compile(r"@(?=[A-Za-z0-9])"), "@" + _ZW),             # @user, @org/team: no notification
     (re.compile(r"\]\s*\("), "]" + _ZW + "("),                 # [text](url), ![img](url)
@@ -184,16 +192,17 @@ _NEUTRALISE = (
     (re.compile(r"(?i)(?<=[a-z])://"), ":" + _ZW + "//"),     # bare URLs GitHub autolinks
     (re.compile(r"(?i)\bwww\."), "www" + _ZW + "."),
     (re.compile(r"#(?=\d)"), "#" + _ZW),                      # #123 and owner/repo#123 cross-references
-    (re.compile(r"(?i)<(?=/?\s*(?:a|img|picture|source|video|iframe|form|area)\b)"), "&lt;"),
+    (re.compile(r"<(?!" + _OWN_HTML + r")(?=[A-Za-z/!?]|" + _EMAIL + r"@)"), "<" + _ZW),  # see _OWN_HTML
 )
 
 
 def neutralise(text: str) -> str:
     """Text from a results file, made inert for a comment: results come from a run of the PR's own
     code, so they can hold anything; here no @-mention pings anyone, no issue is cross-referenced
-    (#123, owner/repo#123, GH-123), no link definition defines a link, and no link, image or HTML
-    anchor is clickable. What a reader sees stays the same. The renderers escape each field for
-    markdown too (render.format.md_escape); this is the net over the whole comment."""
+    (#123, owner/repo#123, GH-123), no link definition defines a link, no link, image or autolink
+    (`<http:...>`, `<a@b.c>`) is clickable, and no raw HTML is read but refbench's own few tags.
+    What a reader sees stays the same. The renderers escape each field for markdown too
+    (render.format.md_escape, md_code); this is the net over the whole comment."""
     for pattern, repl in _NEUTRALISE:
         text = pattern.sub(repl, text)
     return text

@@ -113,6 +113,13 @@ def md_code(text: str) -> str:
     return " ".join(str(text).splitlines()).replace("`", "'")
 
 
+def md_code_cell(text: str) -> str:
+    """md_code for a code span inside a table cell: its `|` backslashed too. GFM cuts a row into
+    cells before it reads code spans, so a bare `|` would end the cell and the span with it (the
+    rest of the field then read as markdown); `\\|` is GFM's own way to keep one, shown as `|`."""
+    return md_code(text).replace("|", "\\|")
+
+
 def fmt_ci(c) -> str:
     """A comparison's 95% interval (see fmt_interval)."""
     return fmt_interval(c.ci_low, c.ci_high)

@@ -14,7 +14,8 @@ from .env import render as render_template
 from ..github import COMMENT_MARKER, MAX_BODY as GITHUB_COMMENT_LIMIT
 from ..units import fmt_duration
 from ..explain import fmt_changes, markdown_parts, repo_note, request_note
-from .format import METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_escape
+from .format import (METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_code,
+                     md_code_cell, md_escape)
 from ..verdict import BY_SEVERITY, Verdict
 
 if TYPE_CHECKING:  # compare computes (numpy, scipy); a view only reads what it computed
@@ -125,7 +126,8 @@ def _notes(st: Step, c: Contrast) -> str:
         notes.append(f"could detect ±{c.mde * 100:.0f}%{need}")
     if st.check_differs:
         notes.append("results differ")
-    notes += [n for n in (request_note(st, c.contender), repo_note(st, c.baseline, c.contender)) if n]
+    # an API's name is the results file's
+    notes += [md_escape(n) for n in (request_note(st, c.contender), repo_note(st, c.baseline, c.contender)) if n]
     return "; ".join(notes)
 
 
@@ -162,12 +164,19 @@ def verdict_table(results: Results, rows: list[list[str]]) -> str:
                   + [METRIC_NAMES[m][0].upper() + METRIC_NAMES[m][1:] for m in results.judged_metrics()] + ["Note"])
 
 
+def _cell(value) -> str:
+    """A field of a results file in a table cell: escaped (md_escape), and blank where the file has
+    none, as tabulate leaves a None."""
+    return "" if value is None else md_escape(value)
+
+
 def _builds_table(results: Results) -> str:
     """One row per build; a column for named variants' own flags and environment when a build has
     them (the same binary under two settings reads as what it is)."""
     variants = any(b.flags or b.env for b in results.builds)
     return _table([[("**" + md_escape(b.label) + "** (baseline)") if i == 0 else md_escape(b.label),
-                    md_escape(b.ref), f"`{b.sha[:12]}`", b.kind, b.source, md_escape(b.toolchain or "n/a"),
+                    md_escape(b.ref), f"`{md_code_cell(b.sha[:12])}`", _cell(b.kind), _cell(b.source),
+                    md_escape(b.toolchain or "n/a"),
                     "cached" if b.cached else f"built in {b.build_seconds:.0f} s"]
                    + ([md_escape(variant_words(b))] if variants else [])
                    for i, b in enumerate(results.builds)],
@@ -208,10 +217,12 @@ def _timing_tables(results: Results) -> tuple[str, str]:
 
 
 def _checks(results: Results) -> list[dict]:
-    """Steps with a result check: each build's value, and whether they differ."""
+    """Steps with a result check: each build's value, and whether they differ. The values are
+    shown in code spans only, so they come as a code span's text (md_code); names come raw, for
+    the templates' `md` filter."""
     checks = []
     for sc, st in results.steps():
-        vals = {k: v.check for k, v in st.builds.items() if v.check is not None}
+        vals = {k: md_code(v.check) for k, v in st.builds.items() if v.check is not None}
         if vals:
             checks.append({"scenario": sc.name, "step": st.name, "values": vals, "differs": st.check_differs})
     return checks
@@ -227,8 +238,8 @@ def _scoreboard_table(results: Results) -> str:
 
 def tables(results: Results) -> dict:
     """The markdown tables every flavour is made of (tabulate, GitHub pipe format)."""
-    details = _table([[md_escape(sc.name), sc.fixture.size, str(sc.fixture.count), sc.fixture.kind,
-                       str(sc.fixture.files)] for sc in results.scenarios],
+    details = _table([[md_escape(sc.name), _cell(sc.fixture.size), md_escape(sc.fixture.count),
+                       _cell(sc.fixture.kind), md_escape(sc.fixture.files)] for sc in results.scenarios],
                      ["Scenarios", "File Size", "File Count", "Kind", "Files"], ["left"] * 5)
     phrases = _table([[md_escape(f"{st.name} {sc.name}"), md_escape(c.phrase())]
                       for sc, st, c in results.comparisons()], ["Scenario", "Summary"], ["left", "left"])
@@ -313,7 +324,8 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
 # ---- two saved runs compared ---------------------------------------------------------------------------
 def render_pairing_md(cmp: RunPairing, old_name: str = "OLD", new_name: str = "NEW") -> str:
     md = md_escape
-    lines = [f"# refbench compare: {md(old_name)} ({cmp.old_created}) → {md(new_name)} ({cmp.new_created})", ""]
+    lines = [f"# refbench compare: {md(old_name)} ({md(cmp.old_created)}) → {md(new_name)} "
+             f"({md(cmp.new_created)})", ""]
     c = cmp.counts
     lines.append(f"**{c[Verdict.SLOWER]} slower · {c[Verdict.FASTER]} faster · {c[Verdict.SAME]} no significant "
                  f"change · {c[Verdict.INCONCLUSIVE]} inconclusive** (new vs old per build and step; flagged when "
