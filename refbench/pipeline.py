@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from . import __version__, budget as bg, builds as bl, figures, fixtures as fx, judge, paths, refs, results as rs, shard, stats
-from . import implementations as impls, network as nw, toolchain as tc, tools, variants as vr
+from . import firstuse, implementations as impls, network as nw, toolchain as tc, tools, variants as vr
 from .backends import Backend, make_workdir, sandbox, snapshot
 from .backends.s3 import user_endpoint
 from .backends.toxiproxy import TOXIPROXY, loopback_host
@@ -210,6 +210,7 @@ class Checked:
     # per --impl, then per --variant NAME=impl:...
     implementations: tuple[impls.Implementation, ...] = ()
     impl_variants: tuple[vr.Variant | None, ...] = ()  # the variant of each of them (None for a plain --impl)
+    first_use: tuple[str, ...] = ()  # pinned tools this machine lacks, installed while the refs build (firstuse)
 
 
 @dataclass(frozen=True)
@@ -301,9 +302,11 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     scenarios = unshaped_where_unreachable(scenarios, request, reporter) if target.backend == "s3" else scenarios
     networks = run_networks(cfg, scenarios, step_filter)
     prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
+    first_use: tuple[str, ...] = ()
     if not dry_run:
-        check_tools(target.backend == "s3" and not request.bucket,
-                    shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool)
+        first_use = check_tools(target.backend == "s3" and not request.bucket,
+                                shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool,
+                                why_not_installable=env.why_not_installable)
         check_online(scenarios, target, env.namespaces_unavailable)
     local_root = local_path(request.local_path)
     cache_dir = paths.settled_cache_dir(request.builds_dir)  # no link a cache restore planted
@@ -327,7 +330,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
                    prefix=prefix, local_root=local_root, cache_dir=cache_dir, fixture_need=fixture_need,
                    run_need=run_need, stored_peak=stored_peak, units=units, sampling=drawn_orders(request, units, env),
                    networks=MappingProxyType(networks), variants=variants, implementations=chosen,
-                   impl_variants=impl_variants)
+                   impl_variants=impl_variants, first_use=first_use)
 
 
 def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_impls: tuple = ()) -> tuple:
@@ -386,15 +389,23 @@ def valid_bucket(name: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
-def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool) -> None:
+def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool,
+                why_not_installable=firstuse.why_not_installable) -> tuple[str, ...]:
     """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
     a network profile other than loopback (`shaped`, named in the refusal); `find_tool` is the
-    RunEnv's (a mock run finds every tool, as it starts none)."""
-    for tool in ("hyperfine", "go") + (("minio",) if embedded_minio else ()) + ((TOXIPROXY,) if shaped else ()):
-        if not find_tool(tool):
+    RunEnv's (a mock run finds every tool, as it starts none). Returns the pinned tools this
+    machine lacks and the run can build itself (firstuse: MinIO, toxiproxy); any other missing
+    tool, or one that cannot be built here, refuses the run."""
+    needed = ("hyperfine", "go") + (("minio",) if embedded_minio else ()) + ((TOXIPROXY,) if shaped else ())
+    missing = tuple(tool for tool in needed if not find_tool(tool))
+    for tool in missing:
+        why_not = why_not_installable(tool)
+        if why_not:
             why = f" (network profile {', '.join(shaped)}; or --only the loopback steps)" if tool == TOXIPROXY else ""
-            raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH){why}: run `refbench setup` "
+            built = "" if tool in ("hyperfine", "go") else f"; it cannot be built on first use: {why_not}"
+            raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH){why}{built}: run `refbench setup` "
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
+    return missing
 
 
 def check_online(scenarios: list[ScenarioSpec], target: TargetSpec,
@@ -863,9 +874,11 @@ def run(request: RunRequest, env: RunEnv) -> rs.Results:
     says why; the caller writes them, then fails (see `stop_error`)."""
     t_wall = env.clock()
     checked = validate(request, env)
-    res = resolve(checked, env)
-    built, build_seconds = build_all(res, env, checked)
-    m = measure_distinct(checked, built, env)
+    with env.first_use(checked.first_use, env.reporter.info) as installs:
+        res = resolve(checked, env)
+        built, build_seconds = build_all(res, env, checked)
+        installs.wait()  # the servers the backend starts: built meanwhile, on a machine without them
+        m = measure_distinct(checked, built, env)
     judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.criteria,
                             request.hooks.family_per_contender)
     results = assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
-from . import builds as bl, implementations as impls, lease, paths, toolchain as tc, tools
+from . import builds as bl, firstuse, implementations as impls, lease, paths, toolchain as tc, tools
 from .backends import sandbox
 from .backends.process import pass_env_names
 from .executor import Executor, HyperfineExecutor
@@ -120,6 +120,10 @@ class RunEnv:
     # whether the steps' commands really download and store what the scenario says (the disk check
     # before a run); False for --executor mock, whose commands run nowhere
     stores: bool = True
+    # the pinned tools a run may build on first use (pipeline.check_tools asks why one cannot be),
+    # and the context that builds them in the background while the refs build (firstuse.installing)
+    why_not_installable: Callable[[str], str | None] = firstuse.why_not_installable
+    first_use: Callable[..., ContextManager[firstuse.Installs]] = firstuse.installing
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
         import dataclasses

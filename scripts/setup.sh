@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Install what refbench needs, idempotently, for a checkout: the Python venv, then `refbench setup`
-# (Go if absent, hyperfine 1.20 from crates.io, MinIO, refbench-s3restore, GNU time if needed; the
-# one implementation, in refbench/commands/setup.py), then what only the test suite uses.
+# (Go if absent, the pinned hyperfine, refbench-s3restore, GNU time if needed; the one
+# implementation, in refbench/commands/setup.py). MinIO and toxiproxy, minutes of Go build on a new
+# machine, are left to the first run that needs them, which builds them while the refs build
+# (refbench/firstuse.py; issue 53). With --test (make test), also everything the test suite uses:
+# the test extras, MinIO and toxiproxy now, the Debian packages and actionlint.
 # Needs only the package registries (Debian, PyPI, the Go module proxy, crates.io); never GitHub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+for_tests=
+[ "${1:-}" = --test ] && for_tests=1
 mkdir -p tools/bin
 say() { printf 'setup: %s\n' "$*" >&2; }
 
@@ -14,15 +19,21 @@ if [ ! -x .venv/bin/python ]; then
   say "creating .venv"
   python3 -m venv .venv
 fi
-stamp=.venv/.refbench-deps
+extras=${for_tests:+[test]}
+stamp=.venv/.refbench-deps${for_tests:+-test}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "installing Python dependencies"
+  say "installing Python dependencies${for_tests:+ (with the test suite's)}"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[test]'
+  .venv/bin/python -m pip install -q -e ".$extras"
   touch "$stamp"
 fi
 # ---- tools: refbench setup (links them into tools/bin; built ones cached in ~/.cache/refbench) --
-.venv/bin/python -m refbench setup --bin-dir "$ROOT/tools/bin"
+if [ -n "$for_tests" ]; then
+  .venv/bin/python -m refbench setup --bin-dir "$ROOT/tools/bin"
+else
+  .venv/bin/python -m refbench setup --bin-dir "$ROOT/tools/bin" --servers-on-first-use
+  exit 0
+fi
 export PATH="$ROOT/tools/bin:$PATH"
 
 # ---- only for the test suite ----------------------------------------------------------------

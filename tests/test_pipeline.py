@@ -216,14 +216,27 @@ def test_a_malformed_ref_is_refused(scenarios, tmp_path):
 
 
 def test_missing_tools_stop_a_run_but_not_a_dry_run(scenarios, tmp_path):
-    no_minio = env(lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
+    """A missing tool the run cannot build itself (here: "no Go to build it with") stops it."""
+    no_minio = dataclasses.replace(env(lambda tool: None if tool == "minio" else f"/usr/bin/{tool}"),
+                                   why_not_installable=lambda tool: "no Go to build it with")
     r = request(scenarios, tmp_path)
-    with pytest.raises(RefbenchError, match="minio not found"):
+    with pytest.raises(RefbenchError, match="minio not found .*cannot be built on first use: no Go to build it with"):
         pipeline.validate(r, no_minio)
     checked = pipeline.validate(r, no_minio, dry_run=True)
     assert [s.name for s in checked.scenarios] == ["tiny"] and checked.step_filter is None
     # with a bucket of the user's, no embedded MinIO is needed
     assert pipeline.validate(r.replace(bucket="my-bucket"), no_minio).prefix == "refbench"
+
+
+def test_a_missing_pinned_server_is_left_to_the_run_to_build_on_first_use(scenarios, tmp_path):
+    """Issue 53: a machine without MinIO (make setup builds none) does not refuse the run; the run
+    builds it while the refs build (firstuse), and a missing hyperfine still refuses it."""
+    no_minio = env(lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
+    checked = pipeline.validate(request(scenarios, tmp_path), no_minio)
+    assert checked.first_use == ("minio",)
+    assert pipeline.validate(request(scenarios, tmp_path), env()).first_use == ()
+    with pytest.raises(RefbenchError, match="hyperfine not found"):
+        pipeline.validate(request(scenarios, tmp_path), env(lambda tool: None if tool == "hyperfine" else f"/x/{tool}"))
 
 
 def test_only_selects_steps_and_the_family_counts_them(scenarios, tmp_path):

@@ -292,8 +292,11 @@ def ensure_gnu_time(needed: bool) -> str | None:
 
 
 # ---- the command ----------------------------------------------------------------------------
-def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: bool = True) -> dict:
-    """Install or locate everything; returns {tool: path or None}."""
+def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: bool = True,
+              servers_on_first_use: bool = False) -> dict:
+    """Install or locate everything; returns {tool: path or None}. `servers_on_first_use`: MinIO
+    and toxiproxy are left to the first run that needs them (refbench.firstuse), which builds them
+    the same way while its refs build."""
     # the pinned builds and the hyperfine wheel go under the cache root (pins.cached_path): a link
     # there, which a cache restore may have planted, is refused in one line, never written through
     paths.settled_cache_dir(paths.cache_root()).mkdir(parents=True, exist_ok=True)
@@ -312,8 +315,12 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     else:
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
     out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
-    out["minio"] = ensure_minio(bin_dir, go) if minio else tools.find_tool("minio")
-    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go) if minio else tools.find_tool("toxiproxy-server")
+    now = minio and not servers_on_first_use
+    out["minio"] = ensure_minio(bin_dir, go) if now else tools.find_tool("minio")
+    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go) if now else tools.find_tool("toxiproxy-server")
+    if minio and not now and not (out["minio"] and out["toxiproxy-server"]):
+        say("MinIO and toxiproxy: built by the first run that needs them, while its refs build "
+            "(`refbench setup` without --servers-on-first-use builds them now)")
     out["refbench-s3restore"] = ensure_s3restore(bin_dir, go)
     say(f"tools linked in {bin_dir}")
     return out
@@ -327,12 +334,15 @@ def parser() -> argparse.ArgumentParser:
                    help="do not build hyperfine with cargo; use whatever hyperfine is installed")
     p.add_argument("--no-minio", dest="minio", action="store_false",
                    help="skip MinIO and toxiproxy (you will always pass -b BUCKET, reached over its own network)")
+    p.add_argument("--servers-on-first-use", action="store_true",
+                   help="leave MinIO and toxiproxy to the first run that needs them, which builds them (pinned and "
+                        "checked the same way) while its refs build: a first answer sooner on a new machine")
     return p
 
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    found = run_setup(args.bin_dir, args.build_hyperfine, args.minio)
+    found = run_setup(args.bin_dir, args.build_hyperfine, args.minio, args.servers_on_first_use)
     missing = [k for k in ("go", "hyperfine") if not found.get(k)]
     if missing:
         say(f"still missing: {', '.join(missing)} (see `refbench doctor`)")
