@@ -43,11 +43,15 @@ _FIRST_USE_END = re.compile(r"^(\S+) built in (\d+) s \(first use\)")
 def fresh_env(home: Path) -> dict[str, str]:
     """The machine's environment with nothing of a user's: a new HOME, no XDG or Go cache settings."""
     drop = ("XDG_", "GOPATH", "GOCACHE", "GOMODCACHE", "GOFLAGS", "GOTOOLCHAIN", "REFBENCH_", "VIRTUAL_ENV",
-            "PIP_", "CARGO_HOME", "RUSTUP_HOME")
+            "PIP_")
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
-    # the machine's Go, Node and Python from the image; nothing a user installed in their HOME
-    path = [p for p in env.get("PATH", "").split(":") if p and not p.startswith(os.path.expanduser("~"))]
-    env.update(HOME=str(home), PATH=":".join(path))
+    # the machine image's Python (pyenv), Rust (rustup) and Go stay where the image put them, under
+    # the old HOME; what a user's work fills (~/.cache, ~/go, ~/.local) is new and empty
+    old = os.path.expanduser("~")
+    env.update(HOME=str(home), PYENV_ROOT=os.environ.get("PYENV_ROOT", f"{old}/.pyenv"),
+               CARGO_HOME=os.environ.get("CARGO_HOME", f"{old}/.cargo"),
+               RUSTUP_HOME=os.environ.get("RUSTUP_HOME", f"{old}/.rustup"))
+    env["PATH"] = ":".join(p for p in env.get("PATH", "").split(":") if p and p != f"{old}/go/bin")
     return env
 
 
