@@ -133,12 +133,9 @@ def main() -> int:
         if code == 0 and results.is_file():
             rows += run_phases(results)
             report.append(decided(results))
-        for i in range(1, args.repeat):
-            demo = shlex.split(args.demo_args) if args.demo_args else None
-            if demo is None:
-                out = subprocess.run(["make", "-s", "--no-print-directory", "-p"], cwd=clone, capture_output=True,
-                                     text=True, env=env).stdout
-                demo = shlex.split(re.search(r"^DEMO_ARGS \?= (.*)$", out, re.M).group(1))
+        demo = shlex.split(args.demo_args or re.search(r"^DEMO_ARGS \?= (.*)$", (clone / "Makefile").read_text(),
+                                                       re.M).group(1))
+        for i in range(1, args.repeat if code == 0 else 0):
             extra = ["--json", f"results-{i}.json", "-o", f"summary-{i}.md"]
             rc = subprocess.run([str(clone / "bench.py"), *demo, *extra], cwd=clone, env=env).returncode
             if rc == 0:

@@ -22,7 +22,7 @@ fi
 extras=${for_tests:+[test]}
 stamp=.venv/.refbench-deps${for_tests:+-test}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  say "installing Python dependencies${for_tests:+ (with the test suite's)}"
+  say "installing Python dependencies${for_tests:+ (and the test extras)}"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   .venv/bin/python -m pip install -q -e ".$extras"
   touch "$stamp"
