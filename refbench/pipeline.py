@@ -45,6 +45,7 @@ from .units import format_size
 from .watchdog import Watchdog, WatchdogStop
 
 DEFAULT_RUNS, QUICK_RUNS = 10, 20
+RESTORE_TOOL = "refbench-s3restore"  # the embedded server's batch restore of deleted objects (optional)
 NO_BUDGET = 0.0  # --budget none: the fixed-size run, even without -r
 
 
@@ -306,7 +307,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     if not dry_run:
         first_use = check_tools(target.backend == "s3" and not request.bucket,
                                 shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool,
-                                why_not_installable=env.why_not_installable)
+                                why_not_installable=env.why_not_installable, restores=target.backend == "s3")
         check_online(scenarios, target, env.namespaces_unavailable)
     local_root = local_path(request.local_path)
     cache_dir = paths.settled_cache_dir(request.builds_dir)  # no link a cache restore planted
@@ -390,12 +391,13 @@ def valid_bucket(name: str) -> bool:
 
 
 def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool,
-                why_not_installable=firstuse.why_not_installable) -> tuple[str, ...]:
+                why_not_installable=firstuse.why_not_installable, restores: bool = False) -> tuple[str, ...]:
     """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
     a network profile other than loopback (`shaped`, named in the refusal); `find_tool` is the
     RunEnv's (a mock run finds every tool, as it starts none). Returns the pinned tools this
-    machine lacks and the run can build itself (firstuse: MinIO, toxiproxy); any other missing
-    tool, or one that cannot be built here, refuses the run."""
+    machine lacks and the run can build itself (firstuse: MinIO, toxiproxy, and for an S3 target
+    (`restores`) the restore tool); any other missing tool, or one that cannot be built here,
+    refuses the run."""
     needed = ("hyperfine", "go") + (("minio",) if embedded_minio else ()) + ((TOXIPROXY,) if shaped else ())
     missing = tuple(tool for tool in needed if not find_tool(tool))
     for tool in missing:
@@ -405,7 +407,10 @@ def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.fi
             built = "" if tool in ("hyperfine", "go") else f"; it cannot be built on first use: {why_not}"
             raise RefbenchError(f"{tool} not found ({paths.tools_bin()} or PATH){why}{built}: run `refbench setup` "
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
-    return missing
+    # the restore tool first: the smaller build, whose standard library MinIO's then reuses. A run
+    # that cannot build it restores by server-side copies, as without it (S3Backend.restore_tool)
+    wanted = (RESTORE_TOOL,) if restores and not find_tool(RESTORE_TOOL) and not why_not_installable(RESTORE_TOOL) else ()
+    return wanted + missing
 
 
 def check_online(scenarios: list[ScenarioSpec], target: TargetSpec,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install what refbench needs, idempotently, for a checkout: the Python venv, then `refbench setup`
-# (Go if absent, the pinned hyperfine, refbench-s3restore, GNU time if needed; the one
-# implementation, in refbench/commands/setup.py). MinIO and toxiproxy, minutes of Go build on a new
-# machine, are left to the first run that needs them, which builds them while the refs build
+# (Go if absent, the pinned hyperfine, GNU time if needed; the one implementation, in
+# refbench/commands/setup.py). MinIO, toxiproxy and refbench-s3restore, minutes of Go build on a
+# new machine, are left to the first run that needs them, which builds them while the refs build
 # (refbench/firstuse.py; issue 53). With --test (make test), also everything the test suite uses:
 # the test extras, MinIO and toxiproxy now, the Debian packages and actionlint.
 # Needs only the package registries (Debian, PyPI, the Go module proxy, crates.io); never GitHub.

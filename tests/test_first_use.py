@@ -107,3 +107,18 @@ def _recording(open_backend, events):
         with open_backend(*a, **kw) as b:
             yield b
     return opener
+
+
+def test_setup_leaves_the_servers_to_the_first_run(own_cache, tmp_path, monkeypatch, capsys):
+    """`make setup` (--servers-on-first-use) builds none of the three; plain `refbench setup` still does."""
+    from refbench.commands import setup
+    built: list[str] = []
+    for name in ("ensure_minio", "ensure_toxiproxy", "ensure_s3restore"):
+        monkeypatch.setattr(setup, name, lambda bin_dir, go, name=name: built.append(name) or f"/x/{name}")
+    monkeypatch.setattr(setup, "ensure_hyperfine", lambda *a, **k: None)
+    monkeypatch.setattr(setup, "ensure_gnu_time", lambda needed: None)
+    out = setup.run_setup(tmp_path / "bin", servers_on_first_use=True)
+    assert built == [] and out["minio"] is None and out["refbench-s3restore"] is None
+    assert "built by the first run that needs them" in capsys.readouterr().err
+    setup.run_setup(tmp_path / "bin")
+    assert built == ["ensure_minio", "ensure_toxiproxy", "ensure_s3restore"]

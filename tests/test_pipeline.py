@@ -234,6 +234,8 @@ def test_a_missing_pinned_server_is_left_to_the_run_to_build_on_first_use(scenar
     no_minio = env(lambda tool: None if tool == "minio" else f"/usr/bin/{tool}")
     checked = pipeline.validate(request(scenarios, tmp_path), no_minio)
     assert checked.first_use == ("minio",)
+    no_servers = env(lambda tool: None if tool in ("minio", "refbench-s3restore") else f"/usr/bin/{tool}")
+    assert pipeline.validate(request(scenarios, tmp_path), no_servers).first_use == ("refbench-s3restore", "minio")
     assert pipeline.validate(request(scenarios, tmp_path), env()).first_use == ()
     with pytest.raises(RefbenchError, match="hyperfine not found"):
         pipeline.validate(request(scenarios, tmp_path), env(lambda tool: None if tool == "hyperfine" else f"/x/{tool}"))
