@@ -117,7 +117,8 @@ def test_setup_leaves_the_servers_to_the_first_run(own_cache, tmp_path, monkeypa
         monkeypatch.setattr(setup, name, lambda bin_dir, go, name=name: built.append(name) or f"/x/{name}")
     monkeypatch.setattr(setup, "ensure_hyperfine", lambda *a, **k: None)
     monkeypatch.setattr(setup, "ensure_gnu_time", lambda needed: None)
-    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))  # not the checkout's tools/bin
+    monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))  # not the checkout's tools/bin, nor on PATH
+    monkeypatch.setenv("PATH", ":".join(p for p in os.environ["PATH"].split(":") if not p.endswith("tools/bin")))
     out = setup.run_setup(tmp_path / "bin", servers_on_first_use=True)
     assert built == [] and out["minio"] is None and out["refbench-s3restore"] is None
     assert "built by the first run that needs them" in capsys.readouterr().err
