@@ -18,10 +18,12 @@ import platform
 import socket
 import subprocess
 import time
+from collections import abc
 from dataclasses import MISSING, dataclass, field, fields, replace
+from functools import cache
 from pathlib import Path
-from types import MappingProxyType
-from typing import Any, Callable, Iterator, Mapping
+from types import MappingProxyType, UnionType
+from typing import Any, Callable, Iterator, Mapping, Union, get_args, get_origin, get_type_hints
 
 from . import __version__
 from .errors import RefbenchError
@@ -41,9 +43,13 @@ def _kind_name(kind) -> str:
     return kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
 
 
+def _wrong(value, kind, where: str) -> _Shape:
+    return _Shape(f"{where} should be {_kind_name(kind)}, not {type(value).__name__}")
+
+
 def _check(value, kind, where: str):
     if kind is not None and value is not None and not isinstance(value, kind):
-        raise _Shape(f"{where} should be {_kind_name(kind)}, not {type(value).__name__}")
+        raise _wrong(value, kind, where)
     return value
 
 
@@ -98,7 +104,7 @@ class _Doc:
                     raise _Shape(f"{where or 'the file'} has no {f.name!r}")
                 continue
             value = _check(doc[f.name], f.metadata.get("kind"), _key(where, f.name))
-            read = f.metadata.get("read")
+            read = f.metadata.get("read") or _number_mappings(cls).get(f.name)
             kw[f.name] = read(value, _key(where, f.name)) if read else frozen(value)
         return cls._finish(kw, doc, where)
 
@@ -123,11 +129,58 @@ def _tuple_of(read_one) -> Callable:
     return read
 
 
+def _name(key, where: str) -> str:
+    """A mapping's key: a name, never null (which `_check` lets through as an absent value). A
+    file's keys are strings; a document built in Python need not be."""
+    if not isinstance(key, str):
+        raise _wrong(key, str, f"{where} key {key!r}")
+    return key
+
+
 def _by_label(read_one) -> Callable:
+    """A JSON object keyed by name (a build label, an API name, a metric), each value read by
+    `read_one`: a read-only mapping."""
     def read(value, where):
         _check(value, dict, where)
-        return MappingProxyType({k: read_one(v, f"{where}[{k!r}]") for k, v in value.items()})
+        return MappingProxyType({_name(k, where): read_one(v, f"{where}[{k!r}]") for k, v in value.items()})
     return read
+
+
+def _number(kind) -> Callable:
+    """A reader of one number of `kind`. Unlike a scalar field's check, null and bool are refused
+    too: True is an int to Python, and a count that is not a number must not reach a view, which
+    prints it as it is (explain.py's f"{n}" of a profile's samples)."""
+    def read(value, where):
+        if value is None or isinstance(value, bool):
+            raise _wrong(value, kind, where)
+        return _check(value, kind, where)
+    return read
+
+
+# a mapping's value annotation -> what its values are checked as: a float measure (seconds, a
+# threshold) may be written as a whole number, a count may not be written as a fraction
+_NUMBERS = {int: int, float: (int, float)}
+
+
+def _mapping_values(hint):
+    """V of a field annotated Mapping[K, V] (or Mapping[K, V] | None), else None."""
+    for t in get_args(hint) if get_origin(hint) in (Union, UnionType) else (hint,):
+        if get_origin(t) is abc.Mapping and len(get_args(t)) == 2:
+            return get_args(t)[1]
+    return None
+
+
+@cache
+def _number_mappings(cls) -> dict[str, Callable]:
+    """The readers of `cls`'s fields annotated as a Mapping of numbers (Mapping[str, int] or
+    Mapping[str, float]), each key and value checked: found from the annotations so that a new
+    such field is checked without anyone remembering to. `kind=dict` alone checked only the
+    object: a file written by a pull request's job could put text where a count belongs, and the
+    summary and PR comment print counts unescaped. Mappings of text (a variant's `env`) and
+    free-form parts (`backend`, `resources`, `cpus`) are left as they are: the views escape text."""
+    hints = get_type_hints(cls)
+    return {f.name: _by_label(_number(_NUMBERS[values])) for f in fields(cls)
+            if (values := _mapping_values(hints[f.name])) in _NUMBERS}
 
 
 # ---- the parts -----------------------------------------------------------------------------------
