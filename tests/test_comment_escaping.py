@@ -6,6 +6,7 @@ token for token, as the same file with harmless strings."""
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
 
@@ -23,7 +24,8 @@ from refbench.render.markdown import render_markdown, render_pairing_md
 # gets a backtick, a cell's end and a tag; the rest goes after the harmless value, kept short: the
 # planted file's comment must still fit GitHub's limit with every section, to be compared
 HEAD = "`x|<h1>`"
-TAIL = " <http:e.x> <h1>x</h1> <A@b.c> `c` [x](http://e.x) ![i](e.png) @u #12 *e* _u_ ~~s~~ a|b \\ <!--\n# h"
+TAIL = (" <http:e.x> <h1>x</h1> <A@b.c> `c` [x](http://e.x) ![i](e.png) @u #12 *e* _u_ ~~s~~ a|b \\ <!--"
+        " &commat;t &#x23;4\n# h")
 # strings refbench reads as one of a few values, refused on reading when they are not
 FIXED = {"schema", "verdict", "metric"}
 # objects whose keys are a results file's own names (build labels, network names, API names,
@@ -145,6 +147,10 @@ def test_every_string_of_a_results_file_stays_text_in_the_pr_comment(tmp_path):
     check_stays_text(clean, bad)
     commit_spans(bad, bad_doc)
     assert "<h1" not in markdown.render(bad) and not re.search(r"@[A-Za-z0-9]|#\d|GH-\d|://|www\.", bad)
+    # and what a reader sees once entities are decoded (after every net: the review of issue 54, F2)
+    seen = html.unescape(re.sub(r"<[^>]*>", "", markdown.render(bad)))
+    assert not re.search(r"@[A-Za-z0-9]|#\d|GH-\d|://|www\.", seen), re.findall(r".{12}[@#].{6}", seen)[:5]
+    assert "&commat;t" in seen and "&#x23;4" in seen  # shown as written
 
 
 def test_every_string_of_a_results_file_stays_text_in_the_summary(tmp_path):
@@ -166,10 +172,16 @@ def test_every_string_of_a_results_file_stays_text_in_a_comparison_of_two_runs()
 def test_neutralise_breaks_autolinks_and_raw_html_and_keeps_refbenchs_own_tags():
     for attack in ("<http:evil.example>", "<HTTPS://evil.example/x>", "<a+b.c-d:x>", "<A@b.c>", "<0@b.c>",
                    "<h1>x</h1>", "<img src=x>", "</p>", "<!-- hide", "<?php", "<![CDATA[x]]>", "<!DOCTYPE x>",
-                   "\\<h1>"):
+                   "\\<h1>", "&commat;team", "&#x40;u", "&num;3", "&#x23;4"):
         made = markdown.parse(neutralise(f"text {attack} text"))
         inline = [c for t in made for c in (t.children or ())]
         assert not [t for t in inline if t.type in ("link_open", "html_inline")] and not html_of(made), attack
-        assert neutralise(attack).replace("\u200b", "") == attack, "what a reader sees is the same"
+        seen = html.unescape(re.sub(r"<[^>]*>", "", markdown.render(neutralise(f"text {attack} text"))))
+        assert not re.search(r"@[A-Za-z0-9]|#\d", seen), (attack, seen)
+        shown = neutralise(attack).replace("\u200b", "")
+        # the same text; an entity's & is written &amp;, so the reader sees the entity as typed
+        assert shown == (attack.replace("&", "&amp;") if "&" in attack else attack), "what a reader sees is the same"
+        if "&" in attack:
+            assert attack in seen
     own = f"{COMMENT_MARKER}\n<details><summary>Builds</summary>\n\nx\n\n</details>\n\n<sub>p <0.001</sub>\n"
     assert neutralise(own) == own

@@ -95,14 +95,15 @@ def fmt_mbps(bps: float | None) -> str:
 
 
 # ---- names --------------------------------------------------------------------------------------------
-_MD_ACTIVE = re.compile(r"([\\`*_\[\]<>|~])")
+_MD_ACTIVE = re.compile(r"([\\`*_\[\]<>|~&])")
 
 
 def md_escape(text: str) -> str:
     """One field (a name, a label, a note, a version string from a results file) as markdown that
     reads as the text and nothing more: on one line (a line break would end a table row or start a
     block, say a link definition) and every character that opens markup escaped with a backslash:
-    emphasis, a code span, a link or an image, an HTML tag, a strikethrough, the end of a cell. A
+    emphasis, a code span, a link or an image, an HTML tag, a strikethrough, the end of a cell, an
+    entity (`&commat;` and `&#x40;` are decoded to a live @ after every other net has run). A
     results file comes from a run of a pull request's code, so its fields can hold anything."""
     return _MD_ACTIVE.sub(r"\\\1", " ".join(str(text).splitlines()))
 
