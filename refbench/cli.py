@@ -20,7 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from . import commands, paths, tools, trust
+from . import commands, heldenv, paths, tools, trust
 from .errors import EXIT_CRASH, EXIT_ERROR, EXIT_INTERRUPTED, RefbenchError
 from .runenv import MachineSettings
 
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None, dispatch: Callable[[str | None, list[str
     """The command line: its exit code. `dispatch`: (command, its argv) -> exit code, runs a
     subcommand, or the main comparison (command None) (commands.dispatch unless given: a test's
     stand-in that fails a given way, or runs a command on a RunEnv of its own)."""
+    if argv is None:  # the program itself, whatever door (a console script installed before heldenv
+        heldenv.start()  # calls main() directly); an in-process caller always passes its argv
     path = os.environ.get("PATH")
     # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
     # its own Layout and PATH back

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from . import pins, tools
-from .backends.process import die_with_parent
+from .backends.process import group_guard, release_guard
 from .errors import RefbenchError
 
 #: the tools a run may install itself: pinned Go builds, not the timer (hyperfine comes from a
@@ -47,7 +47,7 @@ def why_not_installable(tool: str) -> str | None:
 
 class BackgroundGo(pins.GoRunner):
     """pins.GoRunner whose commands run in a process group of their own, tied to refbench's life
-    (a parent-death signal), and stoppable from another thread (stop): an interrupted run must
+    (process.group_guard: the group is killed if refbench dies), and stoppable from another thread (stop): an interrupted run must
     not wait three minutes for a build it no longer needs, nor leave it running."""
 
     def __init__(self) -> None:
@@ -61,9 +61,14 @@ class BackgroundGo(pins.GoRunner):
         with self._lock:
             if self.stopped:
                 raise RefbenchError("stopped before it started")
+            # no preexec_fn (unsafe from a second thread): the group's guard kills it if refbench dies
             proc = self._proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=text,
-                                                 start_new_session=True, preexec_fn=die_with_parent, **kw)
-        out, err = proc.communicate()
+                                                 start_new_session=True, **kw)
+        guard = group_guard(proc.pid)
+        try:
+            out, err = proc.communicate()
+        finally:
+            release_guard(guard)
         return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
     def stop(self) -> None:

@@ -9,8 +9,9 @@ job-level GITHUB_TOKEN, the user's AWS secrets or a history URL with a password 
 So the program's doors (bench.py, `python -m refbench`, the `refbench` console script) call
 start() before anything else: where the environment holds any name shown() does not keep, refbench
 executes itself again, once, with only the names it keeps, and hands the rest to the new image in a
-memory file (memfd) that it reads and closes before any other code runs. Inside, os.environ is
-what it was, so nothing else in refbench changes; only the kernel's record of the start differs.
+memory file (memfd) that it reads and closes before any other code runs. Inside, os.environ reads
+as it was, so nothing else in refbench changes; but the held names are back in Python's mapping
+only, not in the C environment that a child started without an environment of its own inherits.
 The process is also made non-dumpable, so that a child of the same (non-root) user cannot read
 its memory (/proc/PID/mem) either. In-process callers (tests, cli.main) are not re-executed.
 """
@@ -33,13 +34,17 @@ PASS_ENV = frozenset((
 PASS_PREFIXES = ("LC_",)
 #: beside those, the interpreter's own settings, which must be there when Python starts, before start() runs
 SHOWN_PREFIXES = (*PASS_PREFIXES, "PYTHON")
+# a venv, where a shared libpython is found (actions/setup-python's builds may need it to start),
+# and the git GitPython runs, which refbench's own import names (refbench/__init__.py): no secrets
+INTERPRETER = frozenset(("VIRTUAL_ENV", "LD_LIBRARY_PATH", "GIT_PYTHON_GIT_EXECUTABLE"))
 FD_ENV = "REFBENCH_HELD_ENV_FD"  # the memory file's descriptor in the executed image: a number, no secret
 _PR_SET_DUMPABLE = 4
+_started = False  # start() has run in this image
 
 
 def shown(name: str) -> bool:
     """Whether `name` may stay in the environment refbench is executed with."""
-    return name in PASS_ENV or name.startswith(SHOWN_PREFIXES) or name == "VIRTUAL_ENV"
+    return name in PASS_ENV or name.startswith(SHOWN_PREFIXES) or name in INTERPRETER
 
 
 def held(environ: dict[str, str]) -> dict[str, str]:
@@ -54,6 +59,10 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
     sys.orig_argv) and only the shown names. Returns only when there is nothing to hold, or in
     the executed image; where the memory file cannot be made, the process goes on as it was
     started (no Linux memfd: nothing else refbench runs works there either)."""
+    global _started
+    if _started:  # a door, then cli.main (which a console script of an older install calls directly)
+        return
+    _started = True
     if FD_ENV in os.environ:
         _take_back(os.environ.pop(FD_ENV))
         return
@@ -64,6 +73,7 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
     try:
         fd = os.memfd_create("refbench-env", 0)  # no MFD_CLOEXEC: the executed image reads it
     except (AttributeError, OSError):
+        _not_dumpable()
         return
     os.write(fd, json.dumps(keep).encode())
     os.lseek(fd, 0, os.SEEK_SET)
@@ -77,15 +87,25 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
 
 
 def _take_back(fd_text: str) -> None:
-    """Read the held names from the memory file, close it, and put them back in os.environ (which
-    changes the C environment children inherit, never /proc/PID/environ)."""
-    fd = int(fd_text)
+    """Read the held names from the memory file, close it, and put them back in os.environ's
+    mapping only (keep_from_children), so refbench's own reads find them as before."""
     try:
-        with os.fdopen(fd, "rb") as fh:
-            os.environ.update(json.loads(fh.read().decode()))
+        with os.fdopen(int(fd_text), "rb") as fh:
+            keep_from_children(json.loads(fh.read().decode()))
     except (OSError, ValueError) as e:
-        sys.exit(f"refbench: error: cannot read back the environment refbench held ({FD_ENV}={fd_text}): {e}")
+        sys.exit(f"refbench: error: cannot read back the environment refbench held ({FD_ENV}={fd_text!r}): {e}")
     _not_dumpable()
+
+
+def keep_from_children(names: dict[str, str]) -> None:
+    """`names` into os.environ as Python reads it, not into the C environment (no putenv): a child
+    started without an environment of its own inherits the C one, and such children run beside the
+    benchmarked commands for a whole hyperfine call (a process group's guard, perf, curl), dumpable,
+    where the code under test could read them in /proc/<child>/environ (the review of issue 54,
+    F1). A child given one (child_env, a build's environment) gets only what it is given."""
+    data = os.environ._data  # noqa: SLF001 — os._Environ's mapping behind putenv; CPython's since 3.0
+    for k, v in names.items():
+        data[os.environ.encodekey(k)] = os.environ.encodevalue(v)
 
 
 def _not_dumpable() -> None:

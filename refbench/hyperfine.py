@@ -123,7 +123,7 @@ def _toolchain_args(version: str, rustup: str | None, say=None) -> list[str] | N
     if say:
         say(f"installing Rust {PINNED_TOOLCHAIN} (hyperfine {version} needs rustc >= {PINNED_TOOLCHAIN})")
     proc = subprocess.run([rustup, "toolchain", "install", PINNED_TOOLCHAIN, "--profile", "minimal"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=dict(paths.layout().environ))  # RUSTUP_HOME, proxies
     return [f"+{PINNED_TOOLCHAIN}"] if proc.returncode == 0 else None
 
 
@@ -148,7 +148,7 @@ def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None, r
     if say:
         say(f"building hyperfine {version} from crates.io (cargo install --locked; a few minutes, once per machine)")
     proc = subprocess.run([cargo, *toolchain, "install", "--locked", "--quiet", "--version", version, "hyperfine",
-                           "--root", str(tmp)], capture_output=True, text=True)
+                           "--root", str(tmp)], capture_output=True, text=True, env=dict(paths.layout().environ))
     if proc.returncode != 0 or not (tmp / "bin" / "hyperfine").is_file():
         shutil.rmtree(tmp, ignore_errors=True)
         raise RefbenchError(f"cargo install hyperfine {version} failed (exit {proc.returncode})",

@@ -28,6 +28,9 @@ ALLOWED = {
     # GitPython runs `git version` at its import, which the command line's own imports trigger
     # before cli.main runs: the clean git has to be named in the environment before that
     "__init__.py": "GitPython's git, named before GitPython's import runs it",
+    # the doors' first step, before the command line exists: the environment refbench was started
+    # with, executed again without what no child is given (issue 54: /proc/PID/environ)
+    "heldenv.py": "the program's own start, before the command line reads anything",
 }
 ENV_NAMES = {"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"}
 

@@ -113,14 +113,17 @@ def test_setup_leaves_the_servers_to_the_first_run(own_cache, tmp_path, monkeypa
     """`make setup` (--servers-on-first-use) builds none of the three; plain `refbench setup` still does."""
     from refbench.commands import setup
     built: list[str] = []
-    for name in ("ensure_minio", "ensure_toxiproxy", "ensure_s3restore"):
-        monkeypatch.setattr(setup, name, lambda bin_dir, go, name=name: built.append(name) or f"/x/{name}")
-    monkeypatch.setattr(setup, "ensure_hyperfine", lambda *a, **k: None)
-    monkeypatch.setattr(setup, "ensure_gnu_time", lambda needed: None)
+    fake = tmp_path / "hyperfine"  # what the recorder hands over for hyperfine: a runnable 2.0
+    fake.write_text("#!/bin/sh\necho hyperfine 2.0.0\n")
+    fake.chmod(0o755)
+
+    def install(tool, go, say):
+        built.append(tool)
+        return fake if tool == "hyperfine" else tmp_path / tool
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))  # not the checkout's tools/bin, nor on PATH
     monkeypatch.setenv("PATH", ":".join(p for p in os.environ["PATH"].split(":") if not p.endswith("tools/bin")))
-    out = setup.run_setup(tmp_path / "bin", servers_on_first_use=True)
-    assert built == [] and out["minio"] is None and out["refbench-s3restore"] is None
+    out = setup.run_setup(tmp_path / "bin", servers_on_first_use=True, install=install)
+    assert built == ["hyperfine"] and out["minio"] is None and out["refbench-s3restore"] is None
     assert "built by the first run that needs them" in capsys.readouterr().err
-    setup.run_setup(tmp_path / "bin")
-    assert built == ["ensure_minio", "ensure_toxiproxy", "ensure_s3restore"]
+    setup.run_setup(tmp_path / "bin", install=install)
+    assert built == ["hyperfine", "hyperfine", "minio", "toxiproxy-server", "refbench-s3restore"]

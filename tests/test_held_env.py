@@ -22,7 +22,8 @@ def _planted_go(tmp_path: Path) -> tuple[Path, Path]:
     bin_dir, marker = tmp_path / "bin", tmp_path / "parent-environ"
     bin_dir.mkdir()
     go = bin_dir / "go"
-    go.write_text(f"#!/bin/sh\ncat /proc/$PPID/environ >> {marker}\necho\necho go version go1.26.8 linux/amd64\n")
+    go.write_text(f"#!/bin/sh\ncat /proc/$PPID/environ >> {marker}\ncat /proc/$$/environ >> {marker}.own\n"
+                  "echo go version go1.26.8 linux/amd64\n")
     go.chmod(0o755)
     return bin_dir, marker
 
@@ -39,25 +40,39 @@ def test_a_child_reads_no_secret_in_refbenchs_proc_environ(tmp_path, door):
     assert "PATH=" in seen  # it read refbench's environ, which keeps what every child gets anyway
     assert [k for k, v in SECRETS.items() if v in seen] == [], seen
     assert heldenv.FD_ENV + "=" in seen  # the executed image, not the one the secrets were given to
+    own = Path(f"{marker}.own").read_bytes().decode(errors="replace")  # and doctor gives its go none either
+    assert "PATH=" in own and [k for k, v in SECRETS.items() if v in own] == [], own
 
 
 _CHILD = (
-    "import ctypes, os, sys\n"
+    "import ctypes, os, subprocess, sys\n"
     "from refbench import heldenv\n"
     "heldenv.start()\n"
+    "from refbench.backends import process\n"
+    # every environ on the machine, read by a command in a process group with its guard (a child of
+    # refbench started with no environment of its own, as perf and curl are too)
+    "scan = process.run_group(['sh', '-c', 'cat /proc/[0-9]*/environ 2>/dev/null; cat /proc/self/environ'],\n"
+    "                         env={'PATH': '/usr/bin:/bin'}, capture_output=True).stdout.decode(errors='replace')\n"
+    "bare = subprocess.run(['sh', '-c', 'cat /proc/self/environ'], capture_output=True).stdout.decode(errors='replace')\n"
+    "print('SCAN', [k for k, v in os.environ.items() if k in %r and v in scan + bare])\n"
     "print('ENV', os.environ.get('GITHUB_TOKEN'), os.environ.get('MY_DEPLOY_PASSWORD'), heldenv.FD_ENV in os.environ)\n"
     "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"  # PR_GET_DUMPABLE
-    "sys.stdout.write(open(f'/proc/{os.getpid()}/environ', 'rb').read().decode(errors='replace'))\n")
+    "sys.stdout.write(open(f'/proc/{os.getpid()}/environ', 'rb').read().decode(errors='replace'))\n"
+    % (tuple(SECRETS),))
 
 
 def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable():
     """Inside, nothing changes: os.environ is what refbench was started with (the comment command
-    reads GITHUB_TOKEN from it); only the kernel's record of the start lacks the held names, and
-    the process is non-dumpable, so that a non-root child cannot read them from its memory."""
+    reads GITHUB_TOKEN from it); but neither the kernel's record of the start nor any process
+    refbench starts holds the held names: not a process group's guard, which inherits the C
+    environment beside the benchmarked command (the issue's review, F1), nor any other child
+    started without an environment of its own. The process is non-dumpable, so that a non-root
+    child cannot read them from its memory."""
     env = {**os.environ, **SECRETS, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "ENV ghs_secret-54 pw-54 False" in proc.stdout
+    assert "SCAN []" in proc.stdout, proc.stdout  # no process, not even a child with no env of its own
     assert "DUMPABLE 0" in proc.stdout
     environ = proc.stdout.split("DUMPABLE 0", 1)[1]
     assert [k for k, v in SECRETS.items() if v in environ] == [] and "PATH=" in environ
@@ -70,10 +85,15 @@ def test_shown_names_are_the_childrens_allow_list_and_the_interpreters():
         {"GITHUB_TOKEN": "t", "CI": "true"}
 
 
-def test_nothing_held_means_no_second_execution(monkeypatch):
+def test_nothing_held_means_no_second_execution():
     """start() returns (no execve) when every name is shown: a caller with a clean environment pays
     no second interpreter start."""
-    monkeypatch.setattr(os, "environ", {"PATH": "/bin"})
-    monkeypatch.setattr(os, "execve", lambda *a: pytest.fail("executed again with nothing to hold"))
-    monkeypatch.setattr(heldenv, "_not_dumpable", lambda: None)  # keep the test process dumpable
-    heldenv.start()
+    code = ("import os, sys\n"
+            "def refuse(*a):\n    sys.exit('executed again with nothing to hold')\n"
+            "os.execve = refuse\n"
+            "from refbench import heldenv\n"
+            "heldenv.start()\n"
+            "print('GO ON', heldenv.FD_ENV in os.environ)\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT), "HOME": os.environ.get("HOME", "/root")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "GO ON False" in proc.stdout, proc.stderr

@@ -23,7 +23,7 @@ def _first_line(argv: list[str]) -> str | None:
         # the program itself: for go, no GOTOOLCHAIN switch to a toolchain a restored module cache
         # holds, which a go.mod in the current directory could ask for (review35l L2)
         p = subprocess.run(argv, capture_output=True, text=True, timeout=30, cwd="/",
-                           env={**os.environ, "GOTOOLCHAIN": "local"})
+                           env={**tools.child_env(), "GOTOOLCHAIN": "local"})  # a build's environment: no token
     except (OSError, subprocess.SubprocessError):
         return None
     lines = (p.stdout or p.stderr).strip().splitlines()

@@ -41,6 +41,7 @@ import urllib.request
 import zipfile
 import zlib
 from pathlib import Path
+from typing import Callable
 
 from .. import hyperfine, paths, pins, tools, trust
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
@@ -202,12 +203,12 @@ def _vtext(binary: str | None) -> str:
     return ".".join(map(str, hyperfine.version(binary) or ())) if binary else ""
 
 
-def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
+def ensure_hyperfine(bin_dir: Path, build: bool = True, install: Callable = pins.install) -> str | None:
     """The pinned hyperfine 2.0, its wheel's binary (refbench.pins); where that cannot be had, a 2.x
     found on PATH (which measures the same), else a cargo build (not pinned), 1.20 where 2.0 cannot
     be built, saying what is lost; an older one (or the Debian package) as the last resort."""
     try:
-        pinned = pins.install("hyperfine", "", say)
+        pinned = install("hyperfine", "", say)
     except RefbenchError as e:
         say(f"no pinned hyperfine: {e}")
     else:
@@ -255,21 +256,21 @@ def ensure_hyperfine(bin_dir: Path, build: bool = True) -> str | None:
     return found
 
 
-def ensure_minio(bin_dir: Path, go: str) -> str:
-    cached = pins.install("minio", go, say)
+def ensure_minio(bin_dir: Path, go: str, install: Callable = pins.install) -> str:
+    cached = install("minio", go, say)
     _link(cached, "minio", bin_dir)
     return str(cached)
 
 
-def ensure_toxiproxy(bin_dir: Path, go: str) -> str:
+def ensure_toxiproxy(bin_dir: Path, go: str, install: Callable = pins.install) -> str:
     """The network profiles' shaper (backends/toxiproxy.py), linked as toxiproxy-server."""
-    cached = pins.install("toxiproxy-server", go, say)
+    cached = install("toxiproxy-server", go, say)
     _link(cached, "toxiproxy-server", bin_dir)
     return str(cached)
 
 
-def ensure_s3restore(bin_dir: Path, go: str) -> str:
-    cached = pins.install("refbench-s3restore", go, say)
+def ensure_s3restore(bin_dir: Path, go: str, install: Callable = pins.install) -> str:
+    cached = install("refbench-s3restore", go, say)
     _link(cached, "refbench-s3restore", bin_dir)
     return str(cached)
 
@@ -293,10 +294,11 @@ def ensure_gnu_time(needed: bool) -> str | None:
 
 # ---- the command ----------------------------------------------------------------------------
 def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: bool = True,
-              servers_on_first_use: bool = False) -> dict:
-    """Install or locate everything; returns {tool: path or None}. `servers_on_first_use`: MinIO
-    and toxiproxy are left to the first run that needs them (refbench.firstuse), which builds them
-    the same way while its refs build."""
+              servers_on_first_use: bool = False, install: Callable = pins.install) -> dict:
+    """Install or locate everything; returns {tool: path or None}. `servers_on_first_use`: MinIO,
+    toxiproxy and refbench-s3restore are left to the first run that needs them (refbench.firstuse),
+    which builds them the same way while its refs build. `install`: how a pinned tool is placed
+    (pins.install; a test's recorder)."""
     # the pinned builds and the hyperfine wheel go under the cache root (pins.cached_path): a link
     # there, which a cache restore may have planted, is refused in one line, never written through
     paths.settled_cache_dir(paths.cache_root()).mkdir(parents=True, exist_ok=True)
@@ -308,18 +310,18 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
     out: dict[str, str | None] = {}
     go = out["go"] = ensure_go(bin_dir)
     say(subprocess.run([go, "version"], capture_output=True, text=True, cwd="/",  # no go.mod to switch its Go
-                       env={**os.environ, "GOTOOLCHAIN": "local"}).stdout.strip())
-    hf = out["hyperfine"] = ensure_hyperfine(bin_dir, build=build_hyperfine)
+                       env={**tools.child_env(), "GOTOOLCHAIN": "local"}).stdout.strip())
+    hf = out["hyperfine"] = ensure_hyperfine(bin_dir, build=build_hyperfine, install=install)
     if hf:
         say(f"hyperfine {_vtext(hf)} at {hf}")
     else:
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
     out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
     later = minio and servers_on_first_use  # the servers and the restore tool: the first run's to build
-    out["minio"] = ensure_minio(bin_dir, go) if minio and not later else tools.find_tool("minio")
-    out["toxiproxy-server"] = (ensure_toxiproxy(bin_dir, go) if minio and not later
+    out["minio"] = ensure_minio(bin_dir, go, install) if minio and not later else tools.find_tool("minio")
+    out["toxiproxy-server"] = (ensure_toxiproxy(bin_dir, go, install) if minio and not later
                                else tools.find_tool("toxiproxy-server"))
-    out["refbench-s3restore"] = ensure_s3restore(bin_dir, go) if not later else tools.find_tool("refbench-s3restore")
+    out["refbench-s3restore"] = ensure_s3restore(bin_dir, go, install) if not later else tools.find_tool("refbench-s3restore")
     if later and not (out["minio"] and out["toxiproxy-server"] and out["refbench-s3restore"]):
         say("MinIO, toxiproxy and refbench-s3restore: built by the first run that needs them, while its refs "
             "build (`refbench setup` without --servers-on-first-use builds them now)")
