@@ -117,3 +117,15 @@ def test_a_ref_named_like_an_option_is_refused_not_read_as_one(gate_repo, tmp_pa
     bench = next(s for s in steps if s.name == "Benchmark")
     assert bench.outcome == "failure" and "'--variant=pr=17' starts with '-'" in bench.stdout, bench.stdout
     assert not (tmp_path / "argv").exists()
+
+
+def test_every_workflow_installs_refbenchs_python_dependencies_hash_pinned():
+    """The issue 54 review's F9: bench-sharded.yml's merge job installed refbench's dependencies by
+    version range, where every other job takes requirements/action.txt --require-hashes, then
+    refbench itself with --no-deps."""
+    import re
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted((root / ".github" / "workflows").glob("*.yml")) + [root / "action.yml"]:
+        for line in path.read_text().splitlines():
+            if re.search(r"\bpip install\b", line):
+                assert "--require-hashes" in line or "--no-deps" in line, f"{path.name}: {line.strip()}"
