@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import platform as _platform
+import stat
 import subprocess
 import sys
 import tempfile
@@ -233,7 +234,9 @@ def _from_wheel(tool: str, out_dir: Path) -> Path:
         raise RefbenchError(f"no {HYPERFINE_WHEEL} wheel is pinned for {current_platform()}")
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "--platform", tag,
             "--dest", str(out_dir), f"{HYPERFINE_WHEEL}=={version_of(tool)}"]
-    p = subprocess.run(argv, capture_output=True, text=True)
+    # the whole environment the command line read: heldenv keeps a proxy or index setting out of
+    # the environment children inherit
+    p = subprocess.run(argv, capture_output=True, text=True, env=dict(paths.layout().environ))
     wheels = sorted(out_dir.glob("*.whl"))
     if p.returncode != 0 or not wheels:
         raise RefbenchError(f"pip download {HYPERFINE_WHEEL}=={version_of(tool)} failed (exit {p.returncode})",
@@ -284,32 +287,130 @@ def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
     """The pinned build of `tool` in the cache (cached_path): the file there when it passes its
     pin (one that fails is removed), else built with build_env and placed there only when it is
     the pinned bytes. Refused before building when no pin exists (and unpinned tools are not allowed).
-    `runner`: how a Go tool's build runs go (GoRunner)."""
+    `runner`: how a Go tool's build runs go (GoRunner).
+
+    The cache root may come from a cache restore, so everything written or removed under it is
+    reached from the settled root through no link (paths.make_dirs, paths.remove_tree): a restored
+    `hyperfine-2.0.0-wheel-linux-amd64 -> /elsewhere` made setup delete and write files there
+    (review F5), and a directory planted where the file goes failed every setup with exit 3 after
+    its build (F4). What a restore left in the tool's place goes (_reach, _cached), with a
+    warning; a link at the cache root itself is refused in one line (paths.settled_cache_dir)."""
     dest = cached_path(tool)
-    if dest.is_file():
-        try:
-            return check(tool, dest)
-        except RefbenchError as e:
-            log.warning("%s; removing it and building again", e)
-            dest.unlink()
+    cache = paths.settled_cache_dir(paths.cache_root())
+    place = cache.joinpath(*dest.relative_to(paths.cache_root()).parts)  # dest, from the settled root
+    with _placing(tool, place):
+        found = _cached(tool, place, cache)
+    if found is not None:
+        return found
     pin = pin_for(tool)
     if pin is None and not unpinned_allowed():
         check(tool, dest)  # raises, naming what is not pinned
     if say:
         say(f"fetching the pinned {tool} {version_of(tool)} ({HYPERFINE_WHEEL} from PyPI)" if tool == "hyperfine" else
             f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{dest.name}-", dir=dest.parent) as tmp:
-        built = _pinning.from_wheel(tool, Path(tmp)) if tool == "hyperfine" else _go_build(tool, go, Path(tmp), runner)
+    with _placing(tool, place):
+        tmp = Path(tempfile.mkdtemp(prefix=f".{place.name}-", dir=_reach(tool, place.parent, cache)))
+    try:
+        built = _pinning.from_wheel(tool, tmp) if tool == "hyperfine" else _go_build(tool, go, tmp, runner)
         got = sha256_of(built)
         if pin is not None and got != pin.sha256:
             raise RefbenchError(f"made {tool} {pin.version} ({pin.build}) for {pin.platform}: SHA-256 {got}, but "
                                 f"{pin.sha256} is pinned (refbench/pins.py); not the pinned bytes (another Go, or a "
                                 f"GOFLAGS/GOAMD64/CGO setting leaking in, or a changed module in the Go caches "
                                 f"{env_caches()}?): not used")
-        built.chmod(0o755)
-        os.replace(built, dest)
+        with _placing(tool, place):
+            _place(tool, built, place, cache)
+    finally:  # a failed build or an interrupted run (firstuse.Installs.close) leaves no partial file
+        with contextlib.suppress(paths.CacheLinkError):
+            paths.remove_tree(tmp, cache, ignore_errors=True)
     return dest
+
+
+def _cached(tool: str, place: Path, cache: Path) -> Path | None:
+    """The pinned file already at `place` (checked: pins.check), else None once whatever is there
+    is gone. Only a regular file is checked (lstat: a link is never followed, a FIFO never
+    opened); anything else (a directory, a link, a FIFO) a cache restore planted, and it is
+    removed as a swapped file is (paths.remove_tree: a link goes, never what it names): a
+    directory there failed os.replace with IsADirectoryError after the whole build (review F4)."""
+    _reach(tool, place.parent, cache)
+    try:
+        st = os.lstat(place)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        try:
+            return check(tool, place)
+        except RefbenchError as e:
+            log.warning("%s; removing it and building again", e)
+    else:
+        log.warning("%s is %s, not the pinned %s file (a cache restore may have planted it): removing it, "
+                    "never what it names, and placing the pinned one anew", place, _kind(st.st_mode), tool)
+    paths.remove_tree(place, cache)
+    return None
+
+
+def _reach(tool: str, d: Path, cache: Path) -> Path:
+    """`d`, made inside `cache` through no link (paths.make_dirs), for a pinned file to go in.
+    A link or a file on the way lies inside the tool's own entry below the cache root (named for
+    tool, version, build and platform: refbench alone makes it), so that entry is removed
+    (paths.remove_tree: a link goes, never what it names) and made anew, with a warning, as
+    implementations.install does with an install's directory: refusing would fail every job
+    until someone removed it by hand (review F4). Nothing is followed either way (review F5)."""
+    try:
+        return paths.make_dirs(d, cache)
+    except paths.CacheLinkError as e:
+        if d == cache:
+            raise
+        entry = cache / d.relative_to(cache).parts[0]
+        log.warning("%s; it lies in %s, the pinned %s's own directory: removing that (never what a link in "
+                    "it names) and placing %s anew", str(e).removesuffix("; remove it"), entry, tool, tool)
+        paths.remove_tree(entry, cache)
+        return paths.make_dirs(d, cache)
+
+
+def _place(tool: str, built: Path, place: Path, cache: Path) -> None:
+    """`built`, executable, renamed to `place`, in the directory _reach made through no link (the
+    temporary directory is in it): the rename replaces a file or a link at `place` itself and
+    writes through neither. A directory or FIFO put there while the tool was made (_cached removed
+    what was there before) is removed first, or the rename would fail."""
+    built.chmod(0o755)
+    st = _lstat(place)
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISLNK(st.st_mode):
+        log.warning("%s is %s, not the pinned %s file: removing it", place, _kind(st.st_mode), tool)
+        paths.remove_tree(place, cache)
+    os.replace(built, place)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    """`path`'s own status (a link is not followed), or None when there is nothing there."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _kind(mode: int) -> str:
+    """What a file of `mode` is, for a warning that names what was found instead of a file."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "not a regular file"
+
+
+@contextlib.contextmanager
+def _placing(tool: str, place: Path) -> Iterator[None]:
+    """An OSError while the pinned `tool` is placed at `place` (a directory that cannot be made or
+    removed, a rename refused) as a one-line RefbenchError naming both (exit 2): what a cache
+    restore left there is the user's to remove, not a bug of refbench's (exit 3, review F4)."""
+    try:
+        yield
+    except OSError as e:
+        where = f" at {e.filename}" if e.filename and str(e.filename) != str(place) else ""
+        raise RefbenchError(f"cannot place the pinned {tool} at {place}: {e.strerror or e}{where}; remove what "
+                            f"is there (a restored cache may have left it) and run `refbench setup` again") from None
 
 
 def env_caches() -> str:
