@@ -38,7 +38,7 @@ from typing import Callable, Mapping
 import git
 
 from . import paths, refs, toolchain as tc, tools, trust
-from .errors import BuildError, RefError
+from .errors import BuildError, RefbenchError, RefError
 
 log = logging.getLogger(__name__)
 #: given to every git refbench runs: no hook runs, no fsmonitor command starts, whatever a clone holds;
@@ -150,32 +150,74 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
     cache may hold any of them (the threat model is refbench.trust's): a `commondir` naming the
     user's checkout made refbench's `fetch --prune` run there, one naming a config of its own ran
     an `ext::` remote's command. Read with lstat only: nothing in the clone is followed."""
-    if d.is_symlink() or not d.is_dir():
-        return [f"{d} is not a directory"]
-    faults = [f"{name}: not something refbench's clones hold" for name in sorted(os.listdir(d))
-              if name not in CLONE_ENTRIES]
+    names, fault = _clone_listing(d)
+    if fault:
+        return [fault]
+    faults = [f"{name}: not something refbench's clones hold" for name in names if name not in CLONE_ENTRIES]
     faults += _kind_faults(d)
     if not _head_as_made(d / "HEAD"):
         faults.append("HEAD: not the branch `git init` names (git and GitPython refuse the clone)")
     faults += _symbolic_refs(d)
-    for rel, allowed in allowed_info.items():
-        sub = d / rel
-        if sub.is_dir() and not sub.is_symlink():
-            faults += [f"{rel}/{name}: not something refbench's clones hold" for name in sorted(os.listdir(sub))
-                       if name not in allowed]
+    faults += _info_faults(d, allowed_info)
     # an unlistable directory is a fault, not skipped: git opens a loose ref in it by path
     # (`rev-parse refs/tags/NAME`) while every listing, and os.walk's default, passes it over
     walk = os.walk(d, onerror=lambda e: faults.append(f"{os.path.relpath(e.filename, d)}: cannot be listed ({e.strerror})"))
     for top, dirs, files in walk:
         for name in dirs + files:
-            mode = os.lstat(os.path.join(top, name)).st_mode
             rel = os.path.relpath(os.path.join(top, name), d)
+            try:
+                mode = os.lstat(os.path.join(top, name)).st_mode
+            except OSError as e:  # listed (r), not searchable (x): a restored 0600 directory
+                faults.append(_unsearchable(d, rel, e))
+                continue
             if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
                 faults.append(f"{rel}: a link or special file")
             elif stat.S_ISDIR(mode) and mode & 0o700 != 0o700:
                 faults.append(f"{rel}: a directory of mode {oct(stat.S_IMODE(mode))}, which git never makes")
             elif stat.S_ISREG(mode) and not mode & stat.S_IRUSR:
                 faults.append(f"{rel}: a file its owner cannot read")
+    return list(dict.fromkeys(faults))  # one line each: an unsearchable directory is met by several looks
+
+
+def _clone_listing(d: Path) -> tuple[list[str], str | None]:
+    """The names in the clone directory `d`, sorted, or the fault that keeps it from being checked:
+    no directory, one that cannot be listed, or one of a mode git never makes. A restored clone of
+    mode 000 (tar sets a directory's mode last) raised PermissionError here for a runner that is
+    not root, and every run crashed (exit 3) until the cache was removed by hand. Such a clone is
+    removed whole (_remove_clone), so nothing more is looked for in it."""
+    try:
+        st = os.lstat(d)
+        if not stat.S_ISDIR(st.st_mode):
+            return [], f"{d} is not a directory"
+        names = sorted(os.listdir(d))
+    except OSError as e:
+        return [], f"{d}: cannot be listed ({e.strerror or e})"
+    if st.st_mode & 0o700 != 0o700:  # listed, yet its entries may not be looked at: a 0600 one
+        return [], f"{d}: a directory of mode {oct(stat.S_IMODE(st.st_mode))}, which git never makes"
+    return names, None
+
+
+def _info_faults(d: Path, allowed_info: Mapping[str, frozenset[str]]) -> list[str]:
+    """Each entry of the clone's info directories (info/, objects/info/) that refbench's clones do not
+    hold there (`allowed_info`: attributes, grafts, alternates, a commit-graph are not). One that
+    cannot be listed is a fault too, naming it: what it holds cannot be known, and git reads it
+    all the same (a restored mode 000 `info` raised PermissionError here, for a runner that is
+    not root, in every run)."""
+    faults = []
+    for rel, allowed in allowed_info.items():
+        try:
+            kind = _kind(d / rel)
+        except OSError as e:
+            faults.append(_unsearchable(d, rel, e))
+            continue
+        if kind != _DIR:
+            continue
+        try:
+            names = sorted(os.listdir(d / rel))
+        except OSError as e:
+            faults.append(f"{rel}: cannot be listed ({e.strerror or e})")
+            continue
+        faults += [f"{rel}/{name}: not something refbench's clones hold" for name in names if name not in allowed]
     return faults
 
 
@@ -188,7 +230,12 @@ def _kind_faults(d: Path) -> list[str]:
     faults = []
     for rel in sorted(CLONE_KINDS):
         parent, held = rel.rpartition("/")[0], CLONE_KINDS[rel]
-        found[rel] = kind = _kind(d / rel) if not parent or found[parent] == _DIR else None
+        try:
+            found[rel] = kind = _kind(d / rel) if not parent or found[parent] == _DIR else None
+        except OSError as e:  # not absent, yet not to be looked at: not "missing" either
+            found[rel] = None
+            faults.append(_unsearchable(d, rel, e))
+            continue
         if kind is None and rel in CLONE_NEEDS:
             faults.append(f"{rel}: missing, where refbench's clones hold {held} "
                           "(git takes the clone for no repository)")
@@ -198,12 +245,22 @@ def _kind_faults(d: Path) -> list[str]:
 
 
 def _kind(path: Path) -> str | None:
-    """What `path` is, read with lstat: _FILE, _DIR, _OTHER, or None when there is nothing."""
+    """What `path` is, read with lstat: _FILE, _DIR, _OTHER, or None when there is nothing. Any
+    other OSError is raised: an entry in a directory that may not be searched (a restored mode 000
+    `objects`, for a runner that is not root) is no missing one, and its caller names it."""
     try:
         mode = os.lstat(path).st_mode
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return None
     return _FILE if stat.S_ISREG(mode) else _DIR if stat.S_ISDIR(mode) else _OTHER
+
+
+def _unsearchable(d: Path, rel: str, e: OSError) -> str:
+    """The fault of the clone's entry `rel` that lstat refused (`e`): the fault of the directory it
+    is in (the clone itself for a top-level one), whose entries cannot be looked at. Named so once
+    for all its entries (clone_faults keeps one line of each)."""
+    parent = rel.rpartition("/")[0]
+    return f"{parent or d}: its entries cannot be looked at ({e.strerror or e})"
 
 
 #: what `git init` writes in HEAD, and all a clone of refbench's holds there (it never checks out)
@@ -264,6 +321,19 @@ def origin_slug(url: str) -> str:
 _locked = paths.locked  # one lock helper for builds, clones and fixtures
 
 
+
+
+def _remove_clone(d: Path, cache: Path) -> None:
+    """Remove the cached clone `d`, which refbench is to make anew (paths.remove_tree gives each
+    directory in it its owner's permissions back on the way: a restored mode 000 one can be neither
+    listed nor emptied without, for a runner that is not root). One that still cannot go (a
+    directory of another user's in it) is one line naming it, exit 2: the OSError crashed every run
+    (exit 3) until the cache was removed by hand."""
+    try:
+        paths.remove_tree(d, cache)
+    except OSError as e:
+        raise RefbenchError(f"cannot remove the cached clone {d}, which refbench makes anew "
+                            f"({e.filename or d}: {e.strerror or e}); remove it by hand") from None
 
 
 def _drop_scratch(scratch: Path, cache: Path) -> None:
@@ -352,10 +422,10 @@ class Clone:
                     log.warning("%s holds what refbench never puts in a clone (%s): cloning %s anew", d,
                                 "; ".join(faults[:3]) + (f"; {len(faults) - 3} more" if len(faults) > 3 else ""),
                                 self.repo_url)
-                    paths.remove_tree(d, self.cache)
+                    _remove_clone(d, self.cache)
                 if not (d / "HEAD").exists():
                     log.info("initialising clone of %s in %s", self.repo_url, d)
-                    paths.remove_tree(d, self.cache)
+                    _remove_clone(d, self.cache)
                     paths.make_dirs(d, self.cache)
                     subprocess.run([tools.git(), *safe_git_args(), "init", "--quiet", "--bare", str(d)], check=True,
                                    capture_output=True, env=tools.child_env())
@@ -727,7 +797,7 @@ class Clone:
     def _drop_clone(self) -> None:
         """Remove the cached clone: the next repo() makes it anew, the next fetch fills it."""
         with _locked(self.clone_dir.with_suffix(".lock"), within=self.cache):
-            paths.remove_tree(self.clone_dir, self.cache)
+            _remove_clone(self.clone_dir, self.cache)
         self._repo, self._fetched = None, False
 
     def _holds_object(self, sha: str) -> bool:

@@ -8,6 +8,7 @@ hold there, and the run goes on."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from conftest import run_cli
 from origins import new_origin
 from refbench import sources
-from refbench.errors import RefError
+from refbench.errors import RefbenchError, RefError
 
 GOMOD = "module example.com/kinds\n\ngo 1.21\n"
 FILE, DIR = "a file", "a directory"
@@ -125,3 +126,110 @@ def test_a_run_over_a_clone_whose_config_is_a_directory_goes_on(kinds_origin, tm
     assert proc.returncode == 0, proc.stderr
     assert _said("config", DIR, FILE) in caplog.text
     assert config.is_file()
+
+
+# ---- a restored clone directory of mode 000, for a runner that is not root ----------------------
+#: the directories a restored cache left at mode 000 (tar sets a directory's mode last), by their
+#: path in the clone ("." the clone itself): clone_faults' listing of each raised PermissionError
+#: for a runner that is not root, and the run crashed (exit 3) every time until the cache was
+#: removed by hand. Root lists them anyway: the runner here is nobody, a forked child.
+SHUT = [".", "objects", "info", "objects/info"]
+
+
+@pytest.fixture
+def nobodys():
+    """A temporary directory outside pytest's (root's own, 0700 above it), for nobody to own."""
+    import tempfile
+    if os.geteuid() != 0:
+        from conftest import need
+        need("root", "runs as a second user, nobody")
+    top = Path(tempfile.mkdtemp(prefix="refbench-shut-"))
+    try:
+        yield top
+    finally:
+        shutil.rmtree(top, ignore_errors=True)  # root: whatever the modes
+
+
+def _shut(origin, top: Path, shut: str, owned_by_root: bool = False) -> tuple[sources.Clone, Path]:
+    """A copy of `origin` and its cached clone (made by root, so every module the fault path uses is
+    imported before the child, which may read none of root's), given to nobody, with `shut` at mode
+    000: a Clone to open it as a new run does, and the directory made 000. `owned_by_root`: that
+    directory stays root's, so nobody cannot give it its permissions back."""
+    url = str(top / "origin.git")
+    shutil.copytree(origin.path, url)
+    root = top / "builds" / "kinds"
+    root.mkdir(parents=True)
+    sources.Clone(root, url).resolve("v1.0.0")
+    shut_dir = sources.Clone(root, url).clone_dir / shut
+    for where, dirs, files in os.walk(top):
+        for name in [".", *dirs, *files]:
+            path = os.path.join(where, name)
+            if not (owned_by_root and os.path.samefile(path, shut_dir)):
+                os.lchown(path, 65534, 65534)
+    shut_dir.chmod(0)
+    return sources.Clone(root, url), shut_dir
+
+
+def _as_runner(top: Path, fn) -> int:
+    """fn() as nobody, with a home of its own (git reads the user's config there), its exit code."""
+    from test_trust_r9 import _as_nobody
+
+    def run() -> None:
+        os.environ["HOME"] = str(top)
+        fn()
+    return _as_nobody(run)
+
+
+def _unlisted(clone: sources.Clone, shut: str) -> str:
+    """The fault naming the shut directory: the clone's own path for the clone itself."""
+    return f"{clone.clone_dir if shut == '.' else shut}: cannot be listed (Permission denied)"
+
+
+@pytest.mark.parametrize("shut", SHUT)
+def test_a_clone_directory_of_mode_000_is_a_clone_fault_for_a_runner_that_is_not_root(kinds_origin, nobodys,
+                                                                                      caplog, shut):
+    """The reviewer's case: cloned anew with one warning naming the directory, and the run goes on."""
+    clone, _ = _shut(kinds_origin, nobodys, shut)
+    fault = _unlisted(clone, shut)
+
+    def run() -> None:
+        assert fault in sources.clone_faults(clone.clone_dir)  # raised PermissionError
+        caplog.clear()
+        assert clone.resolve("v1.1.0").sha == kinds_origin.shas["two"]
+        said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert len(said) == 1 and fault in said[0] and "anew" in said[0], said
+        assert sources.clone_faults(clone.clone_dir) == []
+    with caplog.at_level(logging.WARNING):
+        assert _as_runner(nobodys, run) == 0
+
+
+@pytest.mark.parametrize("shut", SHUT)
+def test_offline_a_clone_directory_of_mode_000_is_one_line_not_a_crash(kinds_origin, nobodys, caplog, shut):
+    """Offline, the clone is made anew and nothing fills it: a RefError (exit 2), the fault warned."""
+    clone, _ = _shut(kinds_origin, nobodys, shut)
+    clone.offline = True
+    fault = _unlisted(clone, shut)
+
+    def run() -> None:
+        caplog.clear()
+        with pytest.raises(RefError, match="ref not found"):
+            clone.resolve("v1.1.0")
+        assert fault in caplog.text, caplog.text
+    with caplog.at_level(logging.WARNING):
+        assert _as_runner(nobodys, run) == 0
+
+
+def test_a_faulty_clone_that_cannot_be_removed_is_one_line_not_a_crash(kinds_origin, nobodys):
+    """A mode 000 directory of another user's (root's) in nobody's clone: nobody cannot give it its
+    permissions back, so the clone cannot be removed. One line naming the clone (exit 2), not the
+    PermissionError's traceback (exit 3), and it is left as it was for the next run to refuse."""
+    clone, shut_dir = _shut(kinds_origin, nobodys, "objects", owned_by_root=True)
+
+    def run() -> None:
+        with pytest.raises(RefbenchError) as got:
+            clone.resolve("v1.1.0")
+        said = str(got.value)
+        assert f"cannot remove the cached clone {clone.clone_dir}" in said and "\n" not in said, said
+        assert "Permission denied" in said or "Operation not permitted" in said, said
+        assert shut_dir.parent.is_dir()
+    assert _as_runner(nobodys, run) == 0
