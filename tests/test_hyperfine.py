@@ -279,6 +279,22 @@ def test_setup_takes_the_pinned_wheel_links_it_and_refuses_it_swapped(tmp_path, 
         assert hyperfine.locate() == got
 
 
+def _fake_cargo(where: Path) -> None:
+    """A cargo in `where` that "builds" the pinned hyperfine into its --root, and a rustup whose
+    toolchain install (the one 2.0 needs) succeeds."""
+    where.mkdir(parents=True, exist_ok=True)
+    cargo = where / "cargo"
+    cargo.write_text(f"""#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
+mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
+chmod +x "$root/bin/hyperfine"
+""")
+    cargo.chmod(0o755)
+    rustup = where / "rustup"
+    rustup.write_text("#!/bin/sh\nexit 0\n")
+    rustup.chmod(0o755)
+
+
 def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch, no_wheel):
     from refbench.commands import setup
 
@@ -286,16 +302,7 @@ def test_setup_builds_the_pin_with_cargo_and_links_it(tmp_path, monkeypatch, no_
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     monkeypatch.setenv("REFBENCH_TOOLS_BIN", str(tmp_path / "bin"))
     _fake_hyperfine(tmp_path / "path", "1.15.0")
-    cargo = tmp_path / "path" / "cargo"
-    cargo.write_text(f"""#!/bin/sh
-while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
-mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
-chmod +x "$root/bin/hyperfine"
-""")
-    cargo.chmod(0o755)
-    rustup = tmp_path / "path" / "rustup"  # the toolchain 2.0 needs "installs"
-    rustup.write_text("#!/bin/sh\nexit 0\n")
-    rustup.chmod(0o755)
+    _fake_cargo(tmp_path / "path")
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
     monkeypatch.setenv("REFBENCH_UNPINNED_TOOLS", "1")  # a cargo build is not the pinned bytes
     got = setup.ensure_hyperfine(tmp_path / "bin")
@@ -345,17 +352,7 @@ def test_setup_never_runs_a_hyperfine_a_cache_restore_planted_where_cargo_builds
         planted.parent.mkdir(parents=True)
         planted.write_text(f"#!/bin/sh\necho planted >> {marker}\necho hyperfine {version}\n")
         planted.chmod(0o755)
-    (tmp_path / "path").mkdir()
-    cargo = tmp_path / "path" / "cargo"
-    cargo.write_text(f"""#!/bin/sh
-while [ $# -gt 0 ]; do [ "$1" = --root ] && root=$2; shift; done
-mkdir -p "$root/bin" && printf '#!/bin/sh\\necho hyperfine {hyperfine.PINNED_VERSION}\\n' > "$root/bin/hyperfine"
-chmod +x "$root/bin/hyperfine"
-""")
-    cargo.chmod(0o755)
-    rustup = tmp_path / "path" / "rustup"
-    rustup.write_text("#!/bin/sh\nexit 0\n")
-    rustup.chmod(0o755)
+    _fake_cargo(tmp_path / "path")
     monkeypatch.setenv("PATH", f"{tmp_path / 'path'}:/usr/bin:/bin")
     hyperfine._version_of.cache_clear()
     got = setup.ensure_hyperfine(tmp_path / "bin")
