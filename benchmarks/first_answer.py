@@ -34,10 +34,10 @@ PHASES = (
     ("refbench-s3restore", r"^setup: building refbench-s3restore", r"^setup: (tools linked|MinIO and toxiproxy)"),
     ("set-up, all", r"^setup: creating \.venv", r"^setup: ready"),
 )
-_BUILD_START = re.compile(r"^building (\S+) \(")
-_BUILD_END = re.compile(r"^\s+(\S+): (built in|cached)")
+_BUILD_START = re.compile(r"(?:^|\] )building (\S+) \(")  # a run's lines carry its "[refbench 0.7s]" prefix
+_BUILD_END = re.compile(r"(?:^|\])\s+(\S+): (built in|cached)")
 _FIRST_USE = re.compile(r"building (\S+) \S+ with go\S* .*\(first use")
-_FIRST_USE_END = re.compile(r"^(\S+) built in (\d+) s \(first use\)")
+_FIRST_USE_END = re.compile(r"(?:^|\] )(\S+) built in (\d+) s \(first use\)")
 
 
 def fresh_env(home: Path) -> dict[str, str]:
@@ -87,6 +87,11 @@ def phases(lines: list[tuple[float, str]]) -> list[tuple[str, float]]:
             starts[f"first use {m.group(1)}"] = t
         elif m := _FIRST_USE_END.search(line):
             out.append((f"{m.group(1)}, built on first use (beside the builds)", float(m.group(2))))
+    built = max((t for t, line in lines if _BUILD_END.search(line)), default=None)
+    served = first(r"\] backend: ")
+    if built is not None and served is not None:
+        out.append(("after the builds, waiting for the servers built on first use", max(0.0, served - built)))
+        out.append(("from the server's start to the summary (measuring)", lines[-1][0] - served))
     return out
 
 
