@@ -25,10 +25,10 @@ stamp=.venv/.refbench-deps${for_tests:+-test}
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   say "installing Python dependencies${for_tests:+ (and the test extras)}"
   # uv (a pinned release from PyPI) installs the same packages as pip, in ~11 s against pip's ~45 s
-  # on a new machine (issue 53); pip does it where uv cannot be had
-  if .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1; then
-    .venv/bin/uv pip install -q --python .venv/bin/python -e ".$extras"
-  else
+  # on a new machine (issue 53); pip does it where uv cannot be had or cannot fetch (uv trusts its
+  # own certificate roots plus SSL_CERT_FILE, pip the ones pip is configured with: a proxy's CA)
+  if ! { .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 &&
+         .venv/bin/uv pip install -q --python .venv/bin/python -e ".$extras"; }; then
     .venv/bin/python -m pip install -q -e ".$extras"
   fi
   touch "$stamp"
