@@ -193,8 +193,9 @@ _NEUTRALISE = (
     (re.compile(r"(?i)\bwww\."), "www" + _ZW + "."),
     (re.compile(r"#(?=\d)"), "#" + _ZW),                      # #123 and owner/repo#123 cross-references
     # an entity is decoded after these nets (&commat;, &#x40;, &num;, &#x23;: a live @ or #), so none is
-    # left one: its & written as &amp; (one a field's md_escape backslashed already reads as text)
-    (re.compile(r"(?<!\\)&(?=#?[A-Za-z0-9]+;)"), "&amp;"),
+    # left one: its & written as &amp;, unless an odd run of backslashes escapes it (md_escape's \&);
+    # an even run is backslashes escaping each other, which left the & live (a quoted '\\&commat;')
+    (re.compile(r"(?<!\\)((?:\\\\)*)&(?=#?[A-Za-z0-9]+;)"), r"\1&amp;"),
     (re.compile(r"<(?!" + _OWN_HTML + r")(?=[A-Za-z/!?]|" + _EMAIL + r"@)"), "<" + _ZW),  # see _OWN_HTML
 )
 

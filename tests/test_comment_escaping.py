@@ -185,3 +185,16 @@ def test_neutralise_breaks_autolinks_and_raw_html_and_keeps_refbenchs_own_tags()
             assert attack in seen
     own = f"{COMMENT_MARKER}\n<details><summary>Builds</summary>\n\nx\n\n</details>\n\n<sub>p <0.001</sub>\n"
     assert neutralise(own) == own
+
+
+def test_a_refusal_quoting_a_commenters_word_pings_nobody():
+    """The /bench refusal quotes the commenter's word with repr, which doubles a backslash: a
+    `\\&commat;team` reached GitHub as an escaped backslash and a live entity, decoded into
+    `@team` (the re-reading of issue 54's fixes, N4). An even run of backslashes before an entity's
+    & leaves it live, and neutralise writes it &amp; too."""
+    from refbench.github import refusal_body
+    for word in ("\\&commat;octo-org/team", "\\\\&num;1", "&#x40;u", "\\&commat;x"):
+        body = refusal_body(f"not a /bench command: {word!r}")
+        seen = html.unescape(re.sub(r"<[^>]*>", "", markdown.render(body)))
+        assert not re.search(r"@[A-Za-z0-9]|#\d", seen), (word, seen)
+
