@@ -63,6 +63,7 @@ from pathlib import Path
 
 from . import paths
 from .errors import RunError
+from .heldenv import passed
 
 log = logging.getLogger(__name__)
 
@@ -482,7 +483,9 @@ class ProbeServer:
         argv = [*prefix, sys.executable, "-m", "refbench.daemon", "serve", "--pid", str(pid),
                 "--out", str(self.out), "--fifos", str(self.dir), *(("--metrics", metrics_url) if metrics_url else ()),
                 *(("--cgroup", str(cgroup)) if cgroup else ())]
-        env = {**paths.layout().environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        # the children's allow-list, as every process beside a timed run: it lives through them all
+        # (the re-reading's N1: it was given the whole environment, secrets and all)
+        env = {**passed(paths.layout().environ), "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
         line = self.proc.stdout.readline().strip() if ready else ""

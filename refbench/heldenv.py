@@ -21,6 +21,7 @@ import ctypes
 import json
 import os
 import sys
+from typing import Mapping
 
 #: what a process refbench starts for a run sees of refbench's environment (backends/process.child_env:
 #: hyperfine and the benchmarked commands, servers, setup commands), and so what refbench's own
@@ -40,6 +41,7 @@ INTERPRETER = frozenset(("VIRTUAL_ENV", "LD_LIBRARY_PATH", "GIT_PYTHON_GIT_EXECU
 FD_ENV = "REFBENCH_HELD_ENV_FD"  # the memory file's descriptor in the executed image: a number, no secret
 _PR_SET_DUMPABLE = 4
 _started = False  # start() has run in this image
+HELD: frozenset[str] = frozenset()  # the names this image took back (_take_back): kept from every child
 
 
 def shown(name: str) -> bool:
@@ -50,6 +52,19 @@ def shown(name: str) -> bool:
 def held(environ: dict[str, str]) -> dict[str, str]:
     """The names start() keeps out of the executed environment."""
     return {k: v for k, v in environ.items() if not shown(k)}
+
+
+def passed(environ: Mapping[str, str], also: frozenset[str] = frozenset()) -> dict[str, str]:
+    """What a child refbench starts gets of `environ`: the allow-list, and the names in `also`
+    (backends/process.child_env's, and a probe server's: one rule)."""
+    return {k: v for k, v in environ.items() if k in PASS_ENV or k in also or k.startswith(PASS_PREFIXES)}
+
+
+def blanked() -> dict[str, str]:
+    """Each name this image holds, emptied: for a library that starts its children with a copy of
+    os.environ and lets one add to it but not take away (GitPython's Git.update_environment), so
+    that git, started beside a pull request's build, gets no secret (the re-reading's N3)."""
+    return dict.fromkeys(HELD, "")
 
 
 def start(argv: list[str] | None = None, executable: str | None = None) -> None:
@@ -89,9 +104,12 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
 def _take_back(fd_text: str) -> None:
     """Read the held names from the memory file, close it, and put them back in os.environ's
     mapping only (keep_from_children), so refbench's own reads find them as before."""
+    global HELD
     try:
         with os.fdopen(int(fd_text), "rb") as fh:
-            keep_from_children(json.loads(fh.read().decode()))
+            names = json.loads(fh.read().decode())
+        keep_from_children(names)
+        HELD = frozenset(names)
     except (OSError, ValueError) as e:
         sys.exit(f"refbench: error: cannot read back the environment refbench held ({FD_ENV}={fd_text!r}): {e}")
     _not_dumpable()

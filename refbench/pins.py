@@ -44,6 +44,7 @@ from typing import Callable, Iterator
 
 from . import paths
 from .errors import RefbenchError
+from .heldenv import passed
 
 log = logging.getLogger(__name__)
 
@@ -167,11 +168,14 @@ def build_env(base: dict | None = None) -> dict:
     compiles a module's unpacked directory as it finds it, so a module planted in a restored
     ~/go/pkg/mod made every later `refbench setup` build other bytes and refuse them (review35m M3)."""
     from .toolchain import own_caches  # not at the top: toolchain imports GitPython, a hash check needs not
+    from .tools import BUILD_ENV  # not at the top: tools imports this module
     base = dict(paths.layout().environ if base is None else base)  # default: what the command line read
-    env = {k: v for k, v in base.items()
-           if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG"))
-           or k in ("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
-                    "GONOPROXY", "GOTMPDIR")}
+    # a child's allow-list and a build's (proxies, certificates), never the rest: the first-use
+    # builds run beside a pull request's own build, and got every secret (the re-reading's N2)
+    go_kept = frozenset(("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
+                         "GONOPROXY", "GOTMPDIR"))
+    env = {k: v for k, v in passed(base, BUILD_ENV | go_kept).items()
+           if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG")) or k in go_kept}
     env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO, GOWORK="off",
                GOENV="off")  # go's settings file (go env -w) is no input of a pinned build (review35k K2)
     from .tools import clean_path  # not at the top: tools imports this module

@@ -37,7 +37,7 @@ from typing import Callable, Mapping
 
 import git
 
-from . import paths, refs, toolchain as tc, tools, trust
+from . import heldenv, paths, refs, toolchain as tc, tools, trust
 from .errors import BuildError, RefbenchError, RefError
 
 log = logging.getLogger(__name__)
@@ -139,6 +139,13 @@ ALLOWED_INFO = {rel: frozenset(name.rpartition("/")[2] for name in CLONE_KINDS i
 #: would swap one object for another under its id)
 def clone_git_env(d: Path) -> dict:
     return {"GIT_DIR": str(d), "GIT_NO_REPLACE_OBJECTS": "1", "GIT_CEILING_DIRECTORIES": str(d.parent)}
+
+
+def gitpython_env(d: Path) -> dict:
+    """What a GitPython Repo on the clone at `d` adds to the copy of os.environ it runs git with:
+    clone_git_env, and every name refbench holds emptied (heldenv.blanked): GitPython starts git
+    from os.environ, where heldenv put them back, beside a pull request's build (the re-reading's N3)."""
+    return {**heldenv.blanked(), **clone_git_env(d)}
 
 
 def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_INFO) -> list[str]:
@@ -433,7 +440,7 @@ class Clone:
                 own_clone(d, self.repo_url, self.cache)
                 repo = git.Repo(d)
                 repo.git.set_persistent_git_options(c=list(self.git_options))
-                repo.git.update_environment(**clone_git_env(d))
+                repo.git.update_environment(**gitpython_env(d))
                 self._repo = repo
         return self._repo
 
@@ -493,7 +500,7 @@ class Clone:
                              f"their ids say ({why.removeprefix('fatal: ')})", sha=None)
         repo = git.Repo(scratch)
         repo.git.set_persistent_git_options(c=list(SAFE_GIT))
-        repo.git.update_environment(**clone_git_env(scratch))
+        repo.git.update_environment(**gitpython_env(scratch))
         if repo.git.rev_parse("--verify", "--quiet", f"{sha}^{{commit}}") != sha:
             raise BuildError(f"the cached clone {self.clone_dir}: {sha[:12]} is not a commit", sha=None)
         return repo

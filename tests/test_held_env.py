@@ -55,10 +55,27 @@ _CHILD = (
     "                         env={'PATH': '/usr/bin:/bin'}, capture_output=True).stdout.decode(errors='replace')\n"
     "bare = subprocess.run(['sh', '-c', 'cat /proc/self/environ'], capture_output=True).stdout.decode(errors='replace')\n"
     "print('SCAN', [k for k, v in os.environ.items() if k in %r and v in scan + bare])\n"
+    # what refbench hands its children explicitly: a probe server (beside every timed run), the
+    # pinned tools' builds (beside a PR's build), git through GitPython (the re-reading's N1-N3)
+    "from pathlib import Path\n"
+    "import git, tempfile\n"
+    "from refbench import cli, daemon, pins, sources\n"
+    "cli.read_environment()\n"
+    "tmp = Path(tempfile.mkdtemp())\n"
+    "server = daemon.ProbeServer((), os.getpid(), tmp / 'probes', None)\n"
+    "probe_env = open(f'/proc/{server.proc.pid}/environ', 'rb').read().decode(errors='replace')\n"
+    "server.close()\n"
+    "build = '\\n'.join(f'{k}={v}' for k, v in pins.build_env().items())\n"
+    "subprocess.run(['git', 'init', '-q', '--bare', str(tmp / 'c')], check=True, env={'PATH': os.environ['PATH']})\n"
+    "repo = git.Repo(tmp / 'c')\n"
+    "repo.git.update_environment(**sources.gitpython_env(tmp / 'c'))\n"
+    "gitenv = repo.git.execute(['sh', '-c', 'cat /proc/self/environ'])\n"
+    "print('GIVEN', [k for k, v in os.environ.items() if k in %r and v and v in probe_env + build + gitenv],\n"
+    "      'PATH=' in probe_env and 'PATH=' in build and 'GIT_DIR=' in gitenv)\n"
     "print('ENV', os.environ.get('GITHUB_TOKEN'), os.environ.get('MY_DEPLOY_PASSWORD'), heldenv.FD_ENV in os.environ)\n"
     "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"  # PR_GET_DUMPABLE
     "sys.stdout.write(open(f'/proc/{os.getpid()}/environ', 'rb').read().decode(errors='replace'))\n"
-    % (tuple(SECRETS),))
+    % (tuple(SECRETS), tuple(SECRETS)))
 
 
 def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable():
@@ -73,6 +90,7 @@ def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable():
     assert proc.returncode == 0, proc.stderr
     assert "ENV ghs_secret-54 pw-54 False" in proc.stdout
     assert "SCAN []" in proc.stdout, proc.stdout  # no process, not even a child with no env of its own
+    assert "GIVEN [] True" in proc.stdout, proc.stdout  # nor one it gives an environment of its own
     assert "DUMPABLE 0" in proc.stdout
     environ = proc.stdout.split("DUMPABLE 0", 1)[1]
     assert [k for k, v in SECRETS.items() if v in environ] == [] and "PATH=" in environ

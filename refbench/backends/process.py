@@ -9,7 +9,7 @@ import signal
 import subprocess
 
 from .. import paths
-from ..heldenv import PASS_ENV, PASS_PREFIXES
+from ..heldenv import PASS_ENV, PASS_PREFIXES, passed  # noqa: F401 (PASS_ENV: the list's name here)
 
 # What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
 # commands, MinIO, kubo) sees of refbench's own environment: an allow-list (refbench.heldenv, which
@@ -36,9 +36,7 @@ def child_env(also: frozenset[str] = frozenset(), env: dict | None = None,
     paths.Layout.environ), plus the names in `also` (what a
     backend's commands need) and `extra` (the run's MachineSettings.pass_env, which the runner and
     the backends' servers are given)."""
-    env = paths.layout().environ if env is None else env
-    return {k: v for k, v in env.items()
-            if k in PASS_ENV or k in also or k in extra or k.startswith(PASS_PREFIXES)}
+    return passed(paths.layout().environ if env is None else env, also | extra)
 
 
 def die_with_parent() -> None:
