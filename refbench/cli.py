@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None, dispatch: Callable[[str | None, list[str
     stand-in that fails a given way, or runs a command on a RunEnv of its own)."""
     if argv is None:  # the program itself, whatever door (a console script installed before heldenv
         heldenv.start()  # calls main() directly); an in-process caller always passes its argv
+        heldenv.restore()  # after this module's imports (GitPython's among them: heldenv.restore)
     path = os.environ.get("PATH")
     # read_environment installs this run's Layout; an in-process caller (a test, an embedding) gets
     # its own Layout and PATH back

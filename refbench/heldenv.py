@@ -9,9 +9,10 @@ job-level GITHUB_TOKEN, the user's AWS secrets or a history URL with a password 
 So the program's doors (bench.py, `python -m refbench`, the `refbench` console script) call
 start() before anything else: where the environment holds any name shown() does not keep, refbench
 executes itself again, once, with only the names it keeps, and hands the rest to the new image in a
-memory file (memfd) that it reads and closes before any other code runs. Inside, os.environ reads
-as it was, so nothing else in refbench changes; but the held names are back in Python's mapping
-only, not in the C environment that a child started without an environment of its own inherits.
+memory file (memfd) that it reads and closes before any other code runs; cli.main puts them back
+(restore()) once its imports ran. Inside, os.environ then reads as it was, so nothing else in
+refbench changes; but the held names are back in Python's mapping only, not in the C environment
+that a child started without an environment of its own inherits.
 The process is also made non-dumpable, so that a child of the same (non-root) user cannot read
 its memory (/proc/PID/mem) either. In-process callers (tests, cli.main) are not re-executed.
 """
@@ -42,6 +43,7 @@ FD_ENV = "REFBENCH_HELD_ENV_FD"  # the memory file's descriptor in the executed 
 _PR_SET_DUMPABLE = 4
 _started = False  # start() has run in this image
 HELD: frozenset[str] = frozenset()  # the names this image took back (_take_back): kept from every child
+_pending: dict[str, str] = {}  # what _take_back read and restore() has not yet put back
 
 
 def shown(name: str) -> bool:
@@ -102,17 +104,26 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
 
 
 def _take_back(fd_text: str) -> None:
-    """Read the held names from the memory file, close it, and put them back in os.environ's
-    mapping only (keep_from_children), so refbench's own reads find them as before."""
-    global HELD
+    """Read the held names from the memory file and close it, non-dumpable first (the window in
+    which another process of the user could open the memfd, or read this one's memory, is the
+    interpreter's start alone); restore() puts them back."""
+    global HELD, _pending
+    _not_dumpable()
     try:
         with os.fdopen(int(fd_text), "rb") as fh:
-            names = json.loads(fh.read().decode())
-        keep_from_children(names)
-        HELD = frozenset(names)
+            _pending = json.loads(fh.read().decode())
     except (OSError, ValueError) as e:
         sys.exit(f"refbench: error: cannot read back the environment refbench held ({FD_ENV}={fd_text!r}): {e}")
-    _not_dumpable()
+    HELD = frozenset(_pending)
+
+
+def restore() -> None:
+    """The held names back into os.environ's mapping (keep_from_children), once, after the door
+    imported the command line: GitPython runs `git version` with a copy of os.environ when it is
+    imported, which would hand them to that git (the third reading of issue 54, G1)."""
+    global _pending
+    keep_from_children(_pending)
+    _pending = {}
 
 
 def keep_from_children(names: dict[str, str]) -> None:

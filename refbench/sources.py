@@ -422,7 +422,10 @@ class Clone:
         is built: verified() checks those of each commit built."""
         if self._repo is None:
             d = self.clone_dir
-            git.refresh(tools.git())  # GitPython runs this absolute git, not whichever PATH names first
+            # GitPython runs this absolute git, not whichever PATH names first; named, not refreshed:
+            # git.refresh runs `git version` with a copy of os.environ, held names and all (the
+            # third reading of issue 54, G1)
+            git.Git.GIT_PYTHON_GIT_EXECUTABLE = tools.git()
             with _locked(d.with_suffix(".lock"), within=self.cache):
                 faults = clone_faults(d, self.allowed_info) if os.path.lexists(d) else []
                 if faults:

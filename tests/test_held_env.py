@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,8 @@ _CHILD = (
     "import ctypes, os, subprocess, sys\n"
     "from refbench import heldenv\n"
     "heldenv.start()\n"
+    "import git\n"  # a door's imports run before restore(): GitPython's own git version among them
+    "heldenv.restore()\n"
     "from refbench.backends import process\n"
     # every environ on the machine, read by a command in a process group with its guard (a child of
     # refbench started with no environment of its own, as perf and curl are too)
@@ -72,25 +75,40 @@ _CHILD = (
     "gitenv = repo.git.execute(['sh', '-c', 'cat /proc/self/environ'])\n"
     "print('GIVEN', [k for k, v in os.environ.items() if k in %r and v and v in probe_env + build + gitenv],\n"
     "      'PATH=' in probe_env and 'PATH=' in build and 'GIT_DIR=' in gitenv)\n"
+    # a clone opened and fetched as a build opens it: every git it runs (PATH's first is a recorder)
+    "subprocess.run(['/usr/bin/git', 'init', '-q', '--bare', str(tmp / 'origin')], check=True)\n"
+    "clone = sources.Clone(tmp / 'builds' / 'clones', str(tmp / 'origin'))\n"
+    "clone.repo()\n"
+    "clone.fetch()\n"
+    "ran = open(os.environ['GIT_RECORD'], 'rb').read().decode(errors='replace')\n"
+    "print('GITS', ran.count('PATH='), [k for k, v in os.environ.items() if k in %r and v and v in ran])\n"
     "print('ENV', os.environ.get('GITHUB_TOKEN'), os.environ.get('MY_DEPLOY_PASSWORD'), heldenv.FD_ENV in os.environ)\n"
     "print('DUMPABLE', ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))\n"  # PR_GET_DUMPABLE
     "sys.stdout.write(open(f'/proc/{os.getpid()}/environ', 'rb').read().decode(errors='replace'))\n"
-    % (tuple(SECRETS), tuple(SECRETS)))
+    % (tuple(SECRETS), tuple(SECRETS), tuple(SECRETS)))
 
 
-def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable():
+def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable(tmp_path):
     """Inside, nothing changes: os.environ is what refbench was started with (the comment command
     reads GITHUB_TOKEN from it); but neither the kernel's record of the start nor any process
     refbench starts holds the held names: not a process group's guard, which inherits the C
     environment beside the benchmarked command (the issue's review, F1), nor any other child
     started without an environment of its own. The process is non-dumpable, so that a non-root
     child cannot read them from its memory."""
-    env = {**os.environ, **SECRETS, "PYTHONPATH": str(ROOT)}
+    bin_dir, record = tmp_path / "bin", tmp_path / "gits"
+    bin_dir.mkdir()
+    (bin_dir / "git").write_text(f"#!/bin/sh\ncat /proc/$$/environ >> {record}\nprintf '\\n' >> {record}\n"
+                                 'exec /usr/bin/git "$@"\n')
+    (bin_dir / "git").chmod(0o755)
+    env = {**os.environ, **SECRETS, "PYTHONPATH": str(ROOT), "GIT_RECORD": str(record),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "ENV ghs_secret-54 pw-54 False" in proc.stdout
     assert "SCAN []" in proc.stdout, proc.stdout  # no process, not even a child with no env of its own
     assert "GIVEN [] True" in proc.stdout, proc.stdout  # nor one it gives an environment of its own
+    gits = re.search(r"GITS (\d+) (\[.*\])", proc.stdout)
+    assert gits and int(gits.group(1)) >= 3 and gits.group(2) == "[]", proc.stdout  # GitPython's gits: none either
     assert "DUMPABLE 0" in proc.stdout
     environ = proc.stdout.split("DUMPABLE 0", 1)[1]
     assert [k for k, v in SECRETS.items() if v in environ] == [] and "PATH=" in environ

@@ -39,8 +39,9 @@ def parser() -> argparse.ArgumentParser:
     # shows those) and, from the file, in no environment (/proc/PID/environ: trust.history_url)
     url = trust.history_url()
     p.add_argument("--history", default=url, required=not url, metavar="DB",
-                   help="SQLite history file (created if missing) or a postgresql://user:pass@host/db URL "
-                        "(default: the file REFBENCH_HISTORY_URL_FILE names, else REFBENCH_HISTORY_URL)")
+                   help="SQLite history file (created if missing) or a postgresql://host/db URL (default: the "
+                        "file REFBENCH_HISTORY_URL_FILE names, else REFBENCH_HISTORY_URL); a URL with a password "
+                        "belongs in that 0600 file, not here: every process can read a command line")
     p.add_argument("--base", default="latest_release", help="baseline ref (default latest_release)")
     p.add_argument("--head", default="master", help="the ref to watch (default master)")
     p.add_argument("--since-last", action="store_true",
