@@ -143,9 +143,12 @@ def clone_git_env(d: Path) -> dict:
 
 def gitpython_env(d: Path) -> dict:
     """What a GitPython Repo on the clone at `d` adds to the copy of os.environ it runs git with:
-    clone_git_env, and every name refbench holds emptied (heldenv.blanked): GitPython starts git
-    from os.environ, where heldenv put them back, beside a pull request's build (the re-reading's N3)."""
-    return {**heldenv.blanked(), **clone_git_env(d)}
+    clone_git_env, and every name refbench holds emptied (heldenv.blanked) but those a build's git
+    is given anyway (tools.child_env: the proxies and certificates a fetch goes through). GitPython
+    starts git from os.environ, where heldenv put them back, beside a pull request's build (the
+    re-reading's N3); so its git gets what refbench's own git commands get, and no more."""
+    given = tools.child_env()
+    return {**{k: v for k, v in heldenv.blanked().items() if k not in given}, **clone_git_env(d)}
 
 
 def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_INFO) -> list[str]:

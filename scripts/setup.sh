@@ -27,6 +27,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # uv (a pinned release from PyPI) installs the same packages as pip, in ~11 s against pip's ~45 s
   # on a new machine (issue 53); pip does it where uv cannot be had or cannot fetch (uv trusts its
   # own certificate roots plus SSL_CERT_FILE, pip the ones pip is configured with: a proxy's CA)
+  # pip itself first: the pip a venv starts with (23.2 here) has no truststore, so it trusts no
+  # system CA (a TLS proxy's), and refbench runs this pip for the PyPI implementations' installs
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
   if ! { .venv/bin/python -m pip install -q --disable-pip-version-check "uv==$UV_VERSION" >/dev/null 2>&1 &&
          .venv/bin/uv pip install -q --python .venv/bin/python -e ".$extras"; }; then
     .venv/bin/python -m pip install -q -e ".$extras"

@@ -85,6 +85,7 @@ from collections.abc import MutableMapping
 
 real = os.environ
 reads = []
+PKG = sys.argv[1]  # the package's own directory: a checkout (or its venv) may itself sit in a "refbench/"
 
 class Recording(MutableMapping):
     def _note(self, key):
@@ -94,10 +95,10 @@ class Recording(MutableMapping):
         while f and (f.f_code.co_filename.startswith(("<string>", "<frozen"))  # the recorder, os, posixpath
                      or f.f_code.co_filename.endswith(("_collections_abc.py", "/os.py", "/posixpath.py"))):
             f = f.f_back
-        if not (f and "/refbench/" in f.f_code.co_filename):
+        if not (f and f.f_code.co_filename.startswith(PKG)):
             return
         while f:
-            if "/refbench/" in f.f_code.co_filename:
+            if f.f_code.co_filename.startswith(PKG):
                 stack.append([f.f_code.co_filename, f.f_code.co_name])
             f = f.f_back
         reads.append([stack, key])
@@ -132,7 +133,7 @@ def test_importing_refbench_reads_no_environment():
     garbage.update({k: "garbage!" for k in ("MINIO_VERSION", "TOXIPROXY_VERSION", "S3_ENDPOINT_URL",
                                             "AWS_REGION", "GOFLAGS", "GO_TOOLCHAIN")})
     env = {**os.environ, **garbage, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _IMPORT_ALL], env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_ALL, f"{PKG}{os.sep}"], env=env, capture_output=True, text=True,
                           timeout=120, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -28,8 +28,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _clone_git(clone: Path, *args: str) -> str:
+    """git on the cached clone, as an attacker planting in it would run it; with an identity of its
+    own (commit-tree needs one, and a new machine's HOME has no ~/.gitconfig)."""
+    env = {**os.environ, "GIT_AUTHOR_NAME": "attacker", "GIT_AUTHOR_EMAIL": "a@refbench.invalid",
+           "GIT_COMMITTER_NAME": "attacker", "GIT_COMMITTER_EMAIL": "a@refbench.invalid"}
     return subprocess.run(["git", "--git-dir", str(clone), *args], check=True, capture_output=True,
-                          text=True).stdout.strip()
+                          text=True, env=env).stdout.strip()
 
 
 # ---- cached clones ----------------------------------------------------------------------------
