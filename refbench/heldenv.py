@@ -34,11 +34,18 @@ PASS_ENV = frozenset((
     "GONOPROXY", "GOTOOLCHAIN", "GOMAXPROCS", "GOGC", "GOMEMLIMIT", "GODEBUG", "GOTRACEBACK", "GOAMD64",
 ))
 PASS_PREFIXES = ("LC_",)
-#: beside those, the interpreter's own settings, which must be there when Python starts, before start() runs
-SHOWN_PREFIXES = (*PASS_PREFIXES, "PYTHON")
+#: beside those, the interpreter's own settings, which must be there when Python starts, before start()
+#: runs, and what the C libraries refbench loads read with getenv() (no secrets): the BLAS's
+#: (OPENBLAS_CORETYPE keeps an old OpenBLAS from wrong results on some processors) and libpq's
+#: connection settings (the nightly's history: PGSSLMODE=verify-full lost was TLS unverified)
+SHOWN_PREFIXES = (*PASS_PREFIXES, "PYTHON", "OPENBLAS_", "OMP_", "MKL_")
 # a venv, where a shared libpython is found (actions/setup-python's builds may need it to start),
 # and the git GitPython runs, which refbench's own import names (refbench/__init__.py): no secrets
-INTERPRETER = frozenset(("VIRTUAL_ENV", "LD_LIBRARY_PATH", "GIT_PYTHON_GIT_EXECUTABLE"))
+INTERPRETER = frozenset(("VIRTUAL_ENV", "LD_LIBRARY_PATH", "GIT_PYTHON_GIT_EXECUTABLE",
+                         # OpenSSL's and libpq's, read in-process with getenv(); PGPASSWORD stays held
+                         "SSL_CERT_FILE", "SSL_CERT_DIR", "PGSSLMODE", "PGSSLROOTCERT", "PGSSLCERT", "PGSSLKEY",
+                         "PGSSLCRL", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE",
+                         "PGSERVICEFILE", "PGPASSFILE", "PGCONNECT_TIMEOUT", "PGTARGETSESSIONATTRS"))
 FD_ENV = "REFBENCH_HELD_ENV_FD"  # the memory file's descriptor in the executed image: a number, no secret
 _PR_SET_DUMPABLE = 4
 _started = False  # start() has run in this image
@@ -89,7 +96,9 @@ def start(argv: list[str] | None = None, executable: str | None = None) -> None:
         return
     try:
         fd = os.memfd_create("refbench-env", 0)  # no MFD_CLOEXEC: the executed image reads it
-    except (AttributeError, OSError):
+    except (AttributeError, OSError) as e:
+        print(f"refbench: warning: cannot hold {', '.join(sorted(keep))} out of the commands' reach "
+              f"(no memory file: {e}); they can read them in /proc/{os.getpid()}/environ", file=sys.stderr)
         _not_dumpable()
         return
     os.write(fd, json.dumps(keep).encode())

@@ -121,6 +121,15 @@ def test_shown_names_are_the_childrens_allow_list_and_the_interpreters():
         {"GITHUB_TOKEN": "t", "CI": "true"}
 
 
+def test_what_c_libraries_read_in_process_stays_and_a_password_does_not():
+    """The BLAS's and libpq's settings are read with getenv() inside refbench (the fourth reading):
+    they stay in the executed environment; PGPASSWORD and tokens do not."""
+    for name in ("OPENBLAS_CORETYPE", "OMP_NUM_THREADS", "PGSSLMODE", "PGSSLROOTCERT", "SSL_CERT_FILE", "PGHOST"):
+        assert heldenv.shown(name), name
+    for name in ("PGPASSWORD", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "REFBENCH_HISTORY_URL"):
+        assert not heldenv.shown(name), name
+
+
 def test_nothing_held_means_no_second_execution():
     """start() returns (no execve) when every name is shown: a caller with a clean environment pays
     no second interpreter start."""
