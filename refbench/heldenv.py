@@ -77,12 +77,12 @@ def blanked() -> dict[str, str]:
 
 
 def start(argv: list[str] | None = None, executable: str | None = None) -> None:
-    """The door's first call. In the image start() executed: take back what it held (and mark
-    the process non-dumpable). Otherwise, where anything would be held: execute `executable`
-    (default: this interpreter) with `argv` (default: how this process was started,
-    sys.orig_argv) and only the shown names. Returns only when there is nothing to hold, or in
-    the executed image; where the memory file cannot be made, the process goes on as it was
-    started (no Linux memfd: nothing else refbench runs works there either)."""
+    """The door's first call. In the image start() executed: read back what it held (the process
+    made non-dumpable first; restore() puts the names back after the door's imports). Otherwise,
+    where anything would be held: execute `executable` (default: this interpreter) with `argv`
+    (default: how this process was started, sys.orig_argv) and only the shown names. Returns only
+    when there is nothing to hold, or in the executed image; where the memory file cannot be made,
+    the process goes on as it was started and says so in one line."""
     global _started
     if _started:  # a door, then cli.main (which a console script of an older install calls directly)
         return
