@@ -47,8 +47,9 @@ def why_not_installable(tool: str) -> str | None:
 
 class BackgroundGo(pins.GoRunner):
     """pins.GoRunner whose commands run in a process group of their own, tied to refbench's life
-    (process.group_guard: the group is killed if refbench dies), and stoppable from another thread (stop): an interrupted run must
-    not wait three minutes for a build it no longer needs, nor leave it running."""
+    (process.group_guard: the group is killed if refbench dies), and stoppable from another thread
+    (stop): an interrupted run must not wait three minutes for a build it no longer needs, nor leave
+    it running. process.run_group does the same but keeps its process to itself, which stop needs."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

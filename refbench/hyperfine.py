@@ -129,8 +129,9 @@ def _toolchain_args(version: str, rustup: str | None, say=None) -> list[str] | N
 
 def install(version: str = PINNED_VERSION, cargo: str | None = None, say=None, rustup: str | None = None) -> Path:
     """Build hyperfine `version` from crates.io with `cargo install --locked` into refbench's data
-    directory (cargo_path; never a cache, which anyone's job may have written), once per machine (atomically: a half-built install is never found), where the pinned wheel
-    cannot be had. Returns the binary (cargo_path: not pinned)."""
+    directory (cargo_path; never a cache, which anyone's job may have written), once per machine
+    (atomically: a half-built install is never found), where the pinned wheel cannot be had.
+    Returns the binary (cargo_path: not pinned)."""
     dest = cargo_path(version)
     if dest.is_file():
         return dest

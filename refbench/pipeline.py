@@ -409,8 +409,8 @@ def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.fi
                                 "(`make setup` in a checkout); `refbench doctor` says what is missing")
     # the restore tool first: the smaller build, whose standard library MinIO's then reuses. A run
     # that cannot build it restores by server-side copies, as without it (S3Backend.restore_tool)
-    wanted = (RESTORE_TOOL,) if restores and not find_tool(RESTORE_TOOL) and not why_not_installable(RESTORE_TOOL) else ()
-    return wanted + missing
+    wanted = restores and not find_tool(RESTORE_TOOL) and not why_not_installable(RESTORE_TOOL)
+    return ((RESTORE_TOOL,) if wanted else ()) + missing
 
 
 def check_online(scenarios: list[ScenarioSpec], target: TargetSpec,

@@ -318,10 +318,11 @@ def run_setup(bin_dir: Path | None = None, build_hyperfine: bool = True, minio: 
         say("no hyperfine: install cargo (rustup) or the hyperfine package, then run `refbench setup` again")
     out["time"] = ensure_gnu_time(needed=not (hf and hyperfine.measures_own_runs(hf)))
     later = minio and servers_on_first_use  # the servers and the restore tool: the first run's to build
-    out["minio"] = ensure_minio(bin_dir, go, install) if minio and not later else tools.find_tool("minio")
-    out["toxiproxy-server"] = (ensure_toxiproxy(bin_dir, go, install) if minio and not later
-                               else tools.find_tool("toxiproxy-server"))
-    out["refbench-s3restore"] = ensure_s3restore(bin_dir, go, install) if not later else tools.find_tool("refbench-s3restore")
+    servers = minio and not later
+    out["minio"] = ensure_minio(bin_dir, go, install) if servers else tools.find_tool("minio")
+    out["toxiproxy-server"] = ensure_toxiproxy(bin_dir, go, install) if servers else tools.find_tool("toxiproxy-server")
+    out["refbench-s3restore"] = (ensure_s3restore(bin_dir, go, install) if not later
+                                 else tools.find_tool("refbench-s3restore"))
     if later and not (out["minio"] and out["toxiproxy-server"] and out["refbench-s3restore"]):
         say("MinIO, toxiproxy and refbench-s3restore: built by the first run that needs them, while its refs "
             "build (`refbench setup` without --servers-on-first-use builds them now)")
@@ -338,8 +339,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-minio", dest="minio", action="store_false",
                    help="skip MinIO and toxiproxy (you will always pass -b BUCKET, reached over its own network)")
     p.add_argument("--servers-on-first-use", action="store_true",
-                   help="leave MinIO, toxiproxy and refbench-s3restore to the first run that needs them, which builds them (pinned and "
-                        "checked the same way) while its refs build: a first answer sooner on a new machine")
+                   help="leave MinIO, toxiproxy and refbench-s3restore to the first run that needs them, which "
+                        "builds them (pinned and checked the same way) while its refs build: a first answer "
+                        "sooner on a new machine")
     return p
 
 
