@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -100,18 +101,21 @@ def test_refbench_keeps_what_it_held_in_os_environ_and_is_not_dumpable(tmp_path)
     (bin_dir / "git").write_text(f"#!/bin/sh\ncat /proc/$$/environ >> {record}\nprintf '\\n' >> {record}\n"
                                  'exec /usr/bin/git "$@"\n')
     (bin_dir / "git").chmod(0o755)
-    env = {**os.environ, **SECRETS, "PYTHONPATH": str(ROOT), "GIT_RECORD": str(record),
+    # values of this test's own: the scan reads every process on the machine, and a test beside it
+    # (another worker's) may be holding the shared ones in a process of its own that moment
+    own = {k: f"{v}-{uuid.uuid4().hex}" for k, v in SECRETS.items()}
+    env = {**os.environ, **own, "PYTHONPATH": str(ROOT), "GIT_RECORD": str(record),
            "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     proc = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert "ENV ghs_secret-54 pw-54 False" in proc.stdout
+    assert f"ENV {own['GITHUB_TOKEN']} {own['MY_DEPLOY_PASSWORD']} False" in proc.stdout
     assert "SCAN []" in proc.stdout, proc.stdout  # no process, not even a child with no env of its own
     assert "GIVEN [] True" in proc.stdout, proc.stdout  # nor one it gives an environment of its own
     gits = re.search(r"GITS (\d+) (\[.*\])", proc.stdout)
     assert gits and int(gits.group(1)) >= 3 and gits.group(2) == "[]", proc.stdout  # GitPython's gits: none either
     assert "DUMPABLE 0" in proc.stdout
     environ = proc.stdout.split("DUMPABLE 0", 1)[1]
-    assert [k for k, v in SECRETS.items() if v in environ] == [] and "PATH=" in environ
+    assert [k for k, v in own.items() if v in environ] == [] and "PATH=" in environ
 
 
 def test_shown_names_are_the_childrens_allow_list_and_the_interpreters():
