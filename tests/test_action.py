@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -386,20 +387,22 @@ def test_every_job_with_a_write_token_installs_only_hash_pinned_packages():
                 scripts += action_scripts
             for cmd in (c for s in scripts for c in _pip_installs(s)):
                 checked += 1
-                hashed = "--require-hashes" in cmd and re.search(r"-r \S*requirements/action\.txt", cmd)
+                hashed = "--require-hashes" in cmd and re.search(r"-r \S*requirements/(action|pip)\.txt", cmd)
                 own = "--no-deps" in cmd and re.search(r'install(?: -q)? --no-deps --no-build-isolation "\$GITHUB_ACTION_PATH"$',
                                                         cmd)
                 assert hashed or own, f"{name}: {cmd}"
-    assert checked >= 2 * 3, checked  # the Action's two installs, in each of the three jobs
+    assert checked >= 3 * 3, checked  # the Action's three installs, in each of the three jobs
 
-    # the file: every requirement pinned to one version with hashes, refbench's dependencies all in it
-    text = re.sub(r"\\\n\s*", " ", (ROOT / "requirements" / "action.txt").read_text())
-    reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    # the files: every requirement pinned to one version with hashes, refbench's dependencies all in it
     pinned = {}
-    for ln in reqs:
-        m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", " ".join(ln.split()))
-        assert m, f"requirements/action.txt: not NAME==VERSION --hash=sha256:...: {ln[:120]}"
-        pinned[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    for name in ("action.txt", "pip.txt"):
+        text = re.sub(r"\\\n\s*", " ", (ROOT / "requirements" / name).read_text())
+        reqs = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+        for ln in reqs:
+            m = re.fullmatch(r"([A-Za-z0-9._-]+)==(\S+)((?: --hash=sha256:[0-9a-f]{64})+)", " ".join(ln.split()))
+            assert m, f"requirements/{name}: not NAME==VERSION --hash=sha256:...: {ln[:120]}"
+            pinned[re.sub(r"[-_.]+", "-", m.group(1)).lower()] = m.group(2)
+    assert "pip" in pinned, "requirements/pip.txt pins no pip"
     import tomllib
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     for dep in deps + ["setuptools"]:
@@ -453,3 +456,28 @@ def test_dropping_restored_toolchains_runs_no_go(tmp_path):
                    cwd=tmp_path)
     assert not marker.exists(), "the drop step ran go"
     assert not planted.parent.parent.exists(), "the restored toolchain is still there"
+
+
+@pytest.mark.slow
+def test_the_install_step_installs_the_pinned_requirements_with_the_pythons_own_pip(tmp_path):
+    """The Install step for real (PyPI, --require-hashes), in a venv of the interpreter itself as
+    setup-python gives it: its bundled pip (23.2.1 with Python 3.11.7) refused requirements/action.txt
+    (google-auth[pyopenssl] read as unpinned), so every job of the Action failed at its first step
+    on such a runner; the tests stood in for the install and never saw it (benchmarks/bot_answer.py did)."""
+    bin_dir = tmp_path / "setup-python"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(Path(sys._base_executable).resolve())
+    home = tmp_path / "home"
+    home.mkdir()
+    import os
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "REFBENCH_", "XDG_", "VIRTUAL_ENV"))}
+    env["HOME"] = str(home)
+    r = Runner(tmp_path / "job", "issue_comment", event("issue_comment"), tmp_path, path_front=[bin_dir], base_env=env)
+    steps = r.run({"mode": "check"})  # no bench-command: the install alone runs
+    install = next(s for s in steps if s.name == "Install refbench")
+    assert install.outcome == "success", install.stdout[-3000:] + install.stderr[-3000:]
+    venv = r.temp / "refbench-venv" / "bin"
+    pip = subprocess.run([str(venv / "python"), "-m", "pip", "--version"], capture_output=True, text=True)
+    assert pip.stdout.startswith("pip 26.3 "), pip.stdout  # requirements/pip.txt's, not the bundled one
+    done = subprocess.run([str(venv / "refbench"), "comment", "--help"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0 and "usage" in done.stdout, done.stderr
