@@ -34,53 +34,37 @@ pull request's code can write a cache that a trusted run restores). So:
 - builds get an allow-listed environment with no cache directory on PATH (tools.child_env);
 - `go mod verify` runs before every build, so a module cache restored with a changed module fails
   the build, naming it, instead of building it in.
+
+Where each part lives: the records, their seals and the cache's checks, refbench.build_cache; the
+go commands of a build, refbench.go_build. This module resolves refs, chooses the directory and
+the Go of each build, and builds through them; it re-exports their names that other modules
+import from here.
 """
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import json
 import logging
 import os
-import shutil
-import stat
-import subprocess
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import git
 
-from . import paths, refs, results, sources, toolchain as tc, tools, trust
+from . import paths, refs, results, sources, toolchain as tc, trust
+from .build_cache import (  # noqa: F401  (the names other modules import from here)
+    MODULE_FIELDS, SEAL_PURPOSE, SEALED_FIELDS, BuildCache, copy_regular, read_record, sealed_keys)
 from .config import TargetSpec
-from .errors import BuildError, RefbenchError, RefError
+from .errors import BuildError, RefbenchError, RefError  # noqa: F401
+from .go_build import CACHE_FAULTS, GO_SEARCHED_FILES, GoBuild  # noqa: F401
 from .sources import (  # noqa: F401  (the names other modules import from here)
     ALLOWED_INFO, CLONE_ENTRIES, KEPT_REFS, SAFE_GIT, Checkout, clone_config, clone_faults, clone_git_env,
     go_checkout, origin_slug, own_clone, safe_git_args)
-from .sources import absolute as _absolute, git_msg as _git_msg
+from .sources import git_msg as _git_msg
 
 log = logging.getLogger(__name__)
 SOURCES = ("git", "module")
 REPRODUCIBLE_GOFLAGS = "-trimpath -buildvcs=false"
 BUILDVCS_SINCE = (1, 18)  # Go 1.17 refuses all of GOFLAGS over an unknown -buildvcs (and stamps no VCS)
-SEAL_PURPOSE = "refbench build record v1"
-#: what go looks for in every parent of a build's directory when the commit has no go.mod
-GO_SEARCHED_FILES = ("go.mod", "go.work")
-# what `go mod verify` says of a module cache's own files (a changed directory or zip, a .ziphash
-# missing or unreadable, a zip that does not open): no commit's fault, so no commit is called broken
-# for it and bisect skips none (review35i I7)
-CACHE_FAULTS = ("modified", "ziphash", "not a valid zip file", "zip: ")
-#: the fields of build.json the seal covers: what the cache is keyed by, and the binary's hash
-SEALED_FIELDS = ("target", "sha", "tree", "source", "toolchain", "build", "goflags", "binary_sha256")
-#: sealed as well for the module source: which module and version the binary is. Its commit is only
-#: what `go list` said, so a sealed build of one version is never taken for another's
-MODULE_FIELDS = ("module", "version")
-
-
-def sealed_keys(source: str) -> tuple[str, ...]:
-    """The fields of build.json the seal covers for a build from `source`."""
-    return SEALED_FIELDS + (MODULE_FIELDS if source == "module" else ())
 
 
 def reproducible_goflags(toolchain: str | None) -> str:
@@ -118,7 +102,9 @@ class Builder:
     """Resolves refs and builds them, for one target from one origin (git) or the module proxy.
     `go`: the Go every build uses unless resolve() is told otherwise (a --go value; default
     REFBENCH_GO, else mod: what each ref's go.mod asks for). `goflags`: the user's own GOFLAGS,
-    after refbench's reproducible ones (the command line reads them: MachineSettings.goflags)."""
+    after refbench's reproducible ones (the command line reads them: MachineSettings.goflags).
+    Its go commands are `go_build`'s (refbench.go_build), its cache's records and their checks
+    `build_cache`'s (refbench.build_cache); this class settles each ref and its Go, and builds."""
 
     def __init__(self, target: TargetSpec, builds_dir: Path, repo_url: str | None = None,
                  source: str = "git", offline: bool = False, pr_remote: str | None = None,
@@ -147,6 +133,11 @@ class Builder:
         self.goes = tc.Chooser(self.go, self.builds_dir, self._go_env, self._read_gomod,
                                lambda r: r.version if self.source == "module" else r.sha)
         self._trees: dict[str, str | None] = {}  # by commit (git)
+        # how a build runs go, and the cache's sealed records: each given what this builder alone knows
+        self.go_build = GoBuild(target=target, root=self.root, builds_dir=self.builds_dir, env=self._go_env,
+                                hint=self.goes.hint)
+        self.build_cache = BuildCache(target=target, source=source, root=self.root, builds_dir=self.builds_dir,
+                                      goflags=lambda toolchain: self._go_env(toolchain)["GOFLAGS"], tree=self.tree)
         trust.cache_key()  # now: a key given in the environment is refused before any git or go runs
 
     # ---- git source: refbench.sources' -------------------------------------------------------
@@ -188,13 +179,7 @@ class Builder:
             return resolved
         return self.sources.resolve(text)
 
-    # ---- module source: built in a module of its own ---------------------------------------------
-    def _scratch_module(self, where: Path, toolchain: str | None = None) -> Path:
-        where.mkdir(parents=True, exist_ok=True)
-        if not (where / "go.mod").exists():
-            self._go(["go", "mod", "init", "refbench.local/build"], where, where / "init.log", toolchain=toolchain)
-        return where
-
+    # ---- what each ref's go.mod asks for (toolchain.Chooser's question) ---------------------------
     def _read_gomod(self, resolved: refs.ResolvedRef) -> tc.GoMod | None:
         """What the ref's go.mod asks for (None without one), for toolchain.Chooser: the top-level
         go.mod of the verified commit (even when the build command runs in a sub-directory), or
@@ -242,26 +227,9 @@ class Builder:
         return self.root / name
 
     def cached(self, resolved: refs.ResolvedRef) -> Path | None:
+        """The binary of a sealed build of `resolved` in its directory, or None (BuildCache.cached)."""
         resolved = self.goes.settle(resolved)
-        d = self.build_dir(resolved.sha, resolved.toolchain)
-        meta, binary = d / "build.json", d / self.target.binary
-        info = read_record(meta)
-        if info is None or not _regular(binary):  # a link or a FIFO is no build: hashing a FIFO would block
-            return None
-        if "tree" not in info:
-            return None  # not a record, or one of a refbench from before trees were sealed: rebuild
-        fields = {k: info.get(k) for k in sealed_keys(self.source)}
-        # the commit names its tree: the sealed one stands (an artifact's builder may hold no clone)
-        if not fields.get("binary_sha256") or self._sealed_fields(resolved, fields["binary_sha256"],
-                                                                  tree=fields["tree"]) != fields:
-            return None  # no hash, or another commit, Go, command or GOFLAGS: rebuild
-        why = trust.gate(SEAL_PURPOSE, fields, info, "binary_sha256", lambda: file_sha256(binary))
-        if why:
-            log.warning("%s: %s (see refbench/trust.py): rebuilding", binary, why)
-            return None
-        if not os.access(binary, os.X_OK):
-            binary.chmod(binary.stat().st_mode | 0o111)
-        return binary
+        return self.build_cache.cached(resolved, self.build_dir(resolved.sha, resolved.toolchain))
 
     def tree(self, resolved: refs.ResolvedRef) -> str | None:
         """The git tree of the ref's commit (git source; None for the module source or a commit the
@@ -277,85 +245,20 @@ class Builder:
         return self._trees[resolved.sha]
 
     def tree_determined(self, toolchain: str | None) -> bool:
-        """Whether a build's binary is a function of the commit's tree alone: the build command is
-        `go build` under the reproducible GOFLAGS (no VCS stamp, no checkout paths), with no
-        -toolexec and no -buildvcs turned back on by the user's GOFLAGS or the command. Then two
-        commits with one tree (a rebase, a merge that changes nothing, a reworded message) build
-        the same binary, and one build serves both. Any other build command may read the commit
-        itself (`git rev-parse HEAD` in a Makefile), so its builds stay keyed by commit alone."""
-        argv = list(self.target.build)
-        if len(argv) < 2 or Path(argv[0]).name != "go" or argv[1] != "build":
-            return False
-        stamp = False
-        for flag in self._go_env(toolchain)["GOFLAGS"].split() + argv[2:]:
-            name, _, value = flag.lstrip("-").partition("=")
-            if name == "toolexec":
-                return False
-            if name == "buildvcs":
-                stamp = value != "false"  # a bare -buildvcs is true; auto stamps inside a checkout
-        return not stamp
+        """Whether a build's binary is a function of the commit's tree alone (BuildCache.tree_determined)."""
+        return self.build_cache.tree_determined(toolchain)
 
     def same_tree_build(self, resolved: refs.ResolvedRef) -> tuple[Path, dict, str] | None:
-        """A cached build of another commit with this ref's tree, made the same way (target, Go,
-        build command, GOFLAGS) and sealed under this machine's key: its binary, its sealed fields
-        and the seal. None when the build is not determined by the tree (tree_determined) or there
-        is none. Its binary is not trusted here: the caller copies it and passes the copy through
-        trust.gate."""
-        if self.source != "git" or not self.tree_determined(resolved.toolchain):
-            return None
-        want = self._sealed_fields(resolved, None)
-        if not want["tree"]:
-            return None
-        ignore = {"sha": None, "binary_sha256": None}
-        for meta in sorted(self.root.glob("*/build.json")):
-            info = read_record(meta)
-            if info is None:
-                continue
-            fields = {k: info.get(k) for k in SEALED_FIELDS}
-            if fields["sha"] == resolved.sha or not fields["binary_sha256"] or {**fields, **ignore} != {**want, **ignore}:
-                continue
-            if trust.sealed(SEAL_PURPOSE, fields, info.get("seal")) and _regular(meta.parent / self.target.binary):
-                return meta.parent / self.target.binary, fields, info["seal"]
-        return None
+        """A sealed build of another commit with this ref's tree (BuildCache.same_tree_build)."""
+        return self.build_cache.same_tree_build(resolved)
 
     def build_record(self, resolved: refs.ResolvedRef, digest: str, **extra) -> dict:
-        """build.json of `resolved` built into a binary of SHA-256 `digest`: the fields the cache is
-        keyed by and the hash, sealed under this machine's (or job's) key, and `extra`."""
-        sealed = self._sealed_fields(resolved, digest)
-        return {**sealed, **extra, "seal": trust.seal(SEAL_PURPOSE, sealed), "key_id": trust.key_id()}
-
-    def _sealed_fields(self, resolved: refs.ResolvedRef, digest: str | None, **tree) -> dict:
-        """What a build record must say for `resolved` as this builder builds it: the fields the seal
-        covers (sealed_keys). `tree=`: the commit's tree as a record already says it, else asked."""
-        fields = {"target": self.target.name, "sha": resolved.sha,
-                  "tree": tree["tree"] if "tree" in tree else self.tree(resolved), "source": self.source,
-                  "toolchain": resolved.toolchain, "build": list(self.target.build),
-                  "goflags": self._go_env(resolved.toolchain)["GOFLAGS"], "binary_sha256": digest}
-        if self.source == "module":
-            fields.update(module=self.target.module, version=resolved.version)
-        return fields
+        """build.json of `resolved` built into a binary of SHA-256 `digest`, sealed (BuildCache.record)."""
+        return self.build_cache.record(resolved, digest, **extra)
 
     def export(self, build: "BuiltRef", out_dir: Path) -> Path:
-        """Copy a build (binary, build.json, and build.log when this run wrote it) into out_dir with
-        the cache's own layout, so `--builds-dir out_dir` reuses it (verified by its hash). Returns
-        the copied binary. out_dir is made to be shared (a CI artifact), so only what was verified
-        goes there, each a regular file opened with O_NOFOLLOW: a cached build's build.log is
-        sealed by nothing, and a restored cache could make it a link to any file the job can read
-        (a checkout's token, a key file; review35e)."""
-        src = build.binary.parent
-        dest = Path(out_dir).resolve() / self.target.name / src.name
-        if dest == src:
-            return build.binary
-        out = Path(out_dir).resolve()
-        tmp = dest.with_name(dest.name + ".tmp")
-        paths.remove_tree(tmp, out, ignore_errors=True)
-        paths.make_dirs(tmp, out)
-        for name in (self.target.binary, "build.json") + (("build.log",) if build.built_now else ()):
-            if os.path.lexists(src / name):
-                copy_regular(src / name, tmp / name)
-        paths.remove_tree(dest, out, ignore_errors=True)
-        tmp.rename(dest)
-        return dest / self.target.binary
+        """Copy a build into out_dir with the cache's own layout, to be shared (BuildCache.export)."""
+        return self.build_cache.export(build.binary, build.built_now, out_dir)
 
     def build(self, resolved: refs.ResolvedRef, label: str) -> BuiltRef:
         resolved = self.goes.settle(resolved)
@@ -368,7 +271,7 @@ class Builder:
                                 False, 0.0, file_sha256(binary))
             t0 = time.monotonic()
             paths.remove_tree(d, self.builds_dir)
-            reused = self._reuse_same_tree(resolved, d)
+            reused = self.build_cache.reuse_same_tree(resolved, d)
             if reused:
                 log.info("%s: the tree of %s, built before: %s", label, reused[1][:12], reused[0])
                 return BuiltRef(self.target.name, resolved, label, reused[0], self.source, resolved.toolchain,
@@ -378,179 +281,15 @@ class Builder:
             tmp_bin = d / (self.target.binary + ".tmp")
             log_path = d / "build.log"
             if self.source == "git":
-                self._build_git(resolved, tmp_bin, log_path)
+                self.go_build.build_commit(self.verified(resolved.sha), resolved, tmp_bin, log_path)
             else:
-                self._build_module(resolved, tmp_bin, log_path, d)
+                self.go_build.build_module(resolved, tmp_bin, log_path, d)
             binary = d / self.target.binary
             tmp_bin.rename(binary)
             seconds = time.monotonic() - t0
             digest = file_sha256(binary)
-            paths.replace_file(d / "build.json", json.dumps(self.build_record(
-                resolved, digest, ref=resolved.text, version=resolved.version, seconds=round(seconds, 2),
-                built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
+            self.build_cache.write_record(d, resolved, digest, round(seconds, 2))
         return BuiltRef(self.target.name, resolved, label, binary, self.source, go, True, seconds, digest)
-
-    def _reuse_same_tree(self, resolved: refs.ResolvedRef, d: Path) -> tuple[Path, str] | None:
-        """Put the binary of a sealed build of the same tree (same_tree_build) in `d` as this
-        commit's, with a record of its own: (the binary, the commit it was built from), or None
-        (nothing to reuse, or a copy whose hash is not the sealed one: then `d` is left empty)."""
-        twin = self.same_tree_build(resolved)
-        if not twin:
-            return None
-        src, fields, seal = twin
-        paths.make_dirs(d, self.builds_dir)
-        tmp_bin = d / (self.target.binary + ".tmp")
-        try:
-            shutil.copyfile(src, tmp_bin)
-        except OSError:
-            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
-            return None
-        why = trust.gate(SEAL_PURPOSE, fields, {"seal": seal}, "binary_sha256", lambda: file_sha256(tmp_bin))
-        if why:  # the copy, not the file it was copied from: that one may change in between
-            log.warning("%s: %s: building %s instead", src, why, resolved.short)
-            paths.remove_tree(d, self.builds_dir, ignore_errors=True)
-            return None
-        digest = fields["binary_sha256"]
-        tmp_bin.chmod(0o755)
-        binary = d / self.target.binary
-        tmp_bin.rename(binary)
-        paths.replace_file(d / "build.json", json.dumps(self.build_record(
-            resolved, digest, ref=resolved.text, version=resolved.version, seconds=0.0, same_tree_as=fields["sha"],
-            built_at=time.strftime("%Y-%m-%dT%H:%M:%S%z")), indent=2), within=self.builds_dir)
-        return binary, fields["sha"]
-
-    def _build_git(self, resolved: refs.ResolvedRef, out: Path, log_path: Path) -> None:
-        """Check the commit out of its verified repository (verified()), never the cached clone."""
-        repo = self.verified(resolved.sha)
-        wt = Path(tempfile.mkdtemp(prefix=f"wt-{resolved.sha[:10]}-", dir=self.root))
-        try:
-            repo.git.worktree("add", "--detach", "--force", str(wt), resolved.sha)
-            self._no_module_above(wt, resolved)
-            self._verify_modules(wt, log_path, resolved)
-            argv = [a.replace("{out}", str(out)) for a in self.target.build]
-            self._go(argv, wt, log_path, what=f"build of {resolved.display} ({resolved.short})", sha=resolved.sha,
-                     ref=resolved)
-            self._verify_compiled(out, resolved)
-        finally:
-            with contextlib.suppress(git.GitCommandError):
-                repo.git.worktree("remove", "--force", str(wt))
-            paths.remove_tree(wt, self.builds_dir, ignore_errors=True)
-            with contextlib.suppress(git.GitCommandError):
-                repo.git.worktree("prune")
-
-    def _no_module_above(self, wt: Path, resolved: refs.ResolvedRef) -> None:
-        """Leave go no go.mod or go.work above the worktree `wt` to find. A commit without a go.mod
-        of its own (from before modules) makes go look in every parent: the worktree is inside the
-        builds cache, where a restored entry may hold <target>/go.mod whose `replace` lines compile
-        planted source into a binary refbench then seals (review35e). Such files inside the cache
-        are removed (refbench puts none there); a go.mod above the cache is the user's, so the
-        build fails naming it."""
-        if os.path.lexists(wt / "go.mod"):
-            return  # go stops at the commit's own go.mod
-        cache = Path(os.path.abspath(self.builds_dir))
-        for parent in Path(os.path.abspath(wt)).parents:
-            inside = parent == cache or cache in parent.parents
-            for name in GO_SEARCHED_FILES if inside else ("go.mod",):  # GOWORK=off: a go.work outside is unused
-                found = parent / name
-                if not os.path.lexists(found):
-                    continue
-                if not inside:
-                    raise BuildError(f"{resolved.display} ({resolved.short}) has no go.mod, and go would build it as "
-                                     f"part of the module of {found}, above the builds directory {cache}; move "
-                                     f"the builds directory (-l/--builds-dir) out of that module", sha=None)
-                log.warning("%s: a %s in the builds cache, which go would use for %s (no go.mod of its own): "
-                            "removed (see refbench/trust.py)", found, name, resolved.short)
-                paths.remove_tree(found, self.builds_dir)
-
-    def _build_module(self, resolved: refs.ResolvedRef, out: Path, log_path: Path, d: Path) -> None:
-        # made by the Go that builds, so its go line asks for no newer one
-        mod = self._scratch_module(d / "mod", resolved.toolchain)
-        what = f"module build of {self.target.package}@{resolved.version}"
-        try:
-            self._go(["go", "get", f"{self.target.package}@{resolved.version}"], mod, log_path, what=what,
-                     sha=resolved.sha, ref=resolved)
-            self._verify_modules(mod, log_path, resolved)
-            self._go(["go", "build", "-o", str(out), self.target.package], mod, log_path, what=what, sha=resolved.sha,
-                     ref=resolved)
-            self._verify_compiled(out, resolved)
-        finally:
-            paths.remove_tree(mod, self.builds_dir, ignore_errors=True)
-
-    def _verify_compiled(self, out: Path, resolved: refs.ResolvedRef) -> None:
-        """What the build compiled from the module cache is what its sums say (toolchain.
-        verify_compiled), before anything seals or runs the binary: `go mod verify` covers only the
-        root module's requirements, and a build command may compile another module."""
-        if out.is_file():  # a build that made nothing fails on that, after this
-            n = tc.verify_compiled(out, self._go_env(resolved.toolchain), _absolute(["go"])[0])
-            log.debug("%s: %d modules the binary was built from match their sums", resolved.short, n)
-
-    def _verify_modules(self, root: Path, log_path: Path, resolved: refs.ResolvedRef) -> None:
-        """`go mod verify` in the module at `root`: every module its go.sum lists that the module
-        cache holds must still be what was downloaded. The module cache may come from a cache
-        restore (refbench.trust), and a changed module would be built into the binary. A module
-        without go.sum has nothing downloaded to check. A changed module fails the build as no
-        commit's fault (BuildError.sha None); any other failure is the commit's."""
-        if not (root / "go.sum").is_file():
-            return
-        try:
-            self._go(["go", "mod", "verify"], root, log_path, what=f"go mod verify of {resolved.display} "
-                     f"({resolved.short})", sha=resolved.sha, ref=resolved)
-        except BuildError as e:
-            if any(w in (e.detail or "") for w in CACHE_FAULTS):
-                raise BuildError(f"the Go module cache holds a module that is not what its checksum says (go mod "
-                                 f"verify, building {resolved.display} ({resolved.short})): tampered with or "
-                                 f"corrupt; `go clean -modcache` empties it; log: {log_path}", detail=e.detail,
-                                 sha=None) from None
-            raise
-
-    def _go(self, argv: list[str], cwd: Path, log_path: Path, what: str = "build", sha: str | None = None,
-            ref: refs.ResolvedRef | None = None, toolchain: str | None = None) -> None:
-        """Run a go command of a build with the ref's Go (or `toolchain`); a failure names the Go
-        it used and the one go.mod asks for."""
-        toolchain = ref.toolchain if ref else toolchain
-        log.debug("$ %s  (in %s, Go %s)", " ".join(argv), cwd, toolchain or "local")
-        with open(log_path, "a") as fh:
-            fh.write(f"$ {' '.join(argv)}\n")
-            fh.flush()
-            try:
-                rc = subprocess.run(_absolute(argv), cwd=cwd, stdout=fh, stderr=subprocess.STDOUT,
-                                    env=self._go_env(toolchain, checked=True)).returncode
-            except FileNotFoundError:
-                raise BuildError(f"{what} failed: {argv[0]} not found on PATH", sha=sha) from None
-        if rc != 0:
-            tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-15:])
-            how = f" with {ref.toolchain} (exit {rc}; {self.goes.hint(ref)})" if ref else f" (exit {rc})"
-            raise BuildError(f"{what} failed{how}; log: {log_path}", detail=tail, sha=sha)
-
-
-def _regular(path: Path) -> bool:
-    """Whether `path` is a regular file itself (not a link to one)."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-#: a cached build.json, read through no link and no FIFO (paths.read_record: review35e)
-read_record = paths.read_record
-
-
-def copy_regular(src: Path, dest: Path) -> None:
-    """Copy the regular file `src` to the new file `dest` (mode and times kept, as shutil.copy2),
-    never through a link at either end: a link or anything but a regular file at `src` is a
-    BuildError naming it."""
-    try:
-        fd = paths.open_regular(src)
-    except OSError as e:
-        raise BuildError(f"cannot export {src}: {e.strerror} (a link or special file in the builds cache is "
-                         f"refused: a restored cache may have planted it; remove it)") from None
-    with os.fdopen(fd, "rb") as fin:
-        st = os.fstat(fd)
-        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                      stat.S_IMODE(st.st_mode))
-        with os.fdopen(out, "wb") as fout:
-            shutil.copyfileobj(fin, fout, 1 << 20)
-    os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns), follow_symlinks=False)
 
 
 def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
