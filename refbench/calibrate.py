@@ -16,7 +16,7 @@ from pathlib import Path
 
 from scipy.stats import t as scipy_t
 
-from . import figures, stats
+from . import figures, judge, stats
 from .results import Results, Step
 from .verdict import Verdict
 
@@ -321,7 +321,7 @@ def seconds_to_verdict(st: Step, label: str, criteria: figures.Criteria, n_max: 
             continue
         n = min(len(bi), len(ci))
         looks.append(min(1.0, n / n_max) if n_max else 1.0)
-        comp = stats.contrast(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], criteria,
+        comp = judge.contrast(BASE, [b.times[i] for i in bi], label, [c.times[i] for i in ci], criteria,
                               base_rounds=_pick(b.rounds, bi), cont_rounds=_pick(c.rounds, ci),
                               looks=tuple(looks), family_size=family)
         if stats.should_stop(comp, criteria, family) and comp.verdict != Verdict.INCONCLUSIVE:

@@ -91,8 +91,8 @@ def summarize(times) -> Summary:
 @dataclass(frozen=True)
 class Contrast:
     """One contender against the baseline on one metric of one step: the statistical comparison of
-    two samples (stats.contrast computes it, judge settles its verdict). Named apart from
-    `refbench compare` (two saved runs) and the pairing of their steps (pairing.py)."""
+    two samples (stats.contrast computes its figures, judge decides and settles its verdict).
+    Named apart from `refbench compare` (two saved runs) and the pairing of their steps (pairing.py)."""
     baseline: str
     contender: str
     ratio: float  # exp(shift): the typical contender/baseline time ratio (> 1: contender slower)
@@ -100,7 +100,7 @@ class Contrast:
     ci_low: float | None  # of rel; None when the data cannot bound it
     ci_high: float | None
     p_value: float | None  # two-sided; after judge.adjust_family the run-wide adjusted p
-    verdict: Verdict  # a string read back from a file becomes its Verdict (see __post_init__)
+    verdict: Verdict | None  # judge's; None in the statistics' figures; a string read back becomes its Verdict
     noisy: bool  # some build's cv (sd / mean over all runs) above noise_limit
     mde: float | None  # smallest |rel| this run could detect (α (family-adjusted), 80% power)
     runs_needed: int | None  # runs per build that would detect ±threshold at this noise
@@ -119,7 +119,8 @@ class Contrast:
 
     def __post_init__(self):
         # typed whoever builds it (a results file, a test factory): views may ask verdict.marker
-        object.__setattr__(self, "verdict", Verdict(self.verdict))
+        if self.verdict is not None:
+            object.__setattr__(self, "verdict", Verdict(self.verdict))
 
     @property
     def marker(self) -> str:
@@ -135,6 +136,11 @@ class Contrast:
         d = asdict(self)
         d["phrase"] = self.phrase()
         return {k: ((round(v, 9) if math.isfinite(v) else None) if isinstance(v, float) else v) for k, v in d.items()}
+
+
+# Contrast.method where the values are the same in every run of both builds (stats.contrast_metric):
+# nothing to rank, and no change (judge.decided)
+IDENTICAL_RUNS = "identical in every run"
 
 
 def identical(base_label: str, cont_label: str) -> Contrast:

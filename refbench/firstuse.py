@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from . import pins, tools
+from . import cleanpath, pins
 from .backends.process import group_guard, release_guard
 from .errors import RefbenchError
 
@@ -40,7 +40,7 @@ def why_not_installable(tool: str) -> str | None:
         return f"{tool} is not one refbench builds"
     if pins.pin_for(tool) is None and not pins.unpinned_allowed():
         return f"no pin of {tool} for {pins.current_platform()}"
-    if not tools.go():
+    if not cleanpath.go():
         return "no Go to build it with"
     return None
 
@@ -115,7 +115,7 @@ class Installs:
         return self
 
     def _install_all(self) -> None:
-        go = tools.go()
+        go = cleanpath.go()
         for tool in self.tools:
             if self.go.stopped:
                 return

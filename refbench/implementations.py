@@ -51,8 +51,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
-from . import paths, pins, trust
+from . import paths, pins, results, trust
+from .cleanpath import child_env
 from .errors import ConfigError, RefbenchError
+from .tools import find_tool
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +451,6 @@ def _run(argv: list[str], what: str, env: dict, cwd: Path | None = None,
 def _pip_env(d: Path) -> dict:
     """No pip configuration of the user's (an index, a cache of someone else's), byte code kept out
     of the install."""
-    from .tools import child_env
     return {**child_env(), "PIP_CONFIG_FILE": os.devnull, "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PYTHONPYCACHEPREFIX": str(d / "pycache-install")}
 
@@ -564,7 +565,6 @@ def node_needed(impl: Implementation) -> tuple[int, str]:
 def node_runtime(impl: Implementation) -> tuple[str, str]:
     """(absolute path, version) of the machine's Node, which runs an npm implementation; a one-line
     RefbenchError naming the Node found and the one needed (node_needed) when it is missing or older."""
-    from .tools import find_tool
     node = find_tool("node")
     need, why = node_needed(impl)
     if need <= NODE_MIN:  # refbench's own floor: Debian's nodejs is enough where it is new enough
@@ -588,7 +588,6 @@ def node_runtime(impl: Implementation) -> tuple[str, str]:
 def _npm_env(d: Path) -> dict:
     """No npm configuration of the user's (a registry, a token, a cache of someone else's): the
     public registry, a cache of the install's own (removed after), no audit, no update check."""
-    from .tools import child_env
     # the machine's trust store and proxy (a TLS-intercepting proxy's CA is the machine's, not the user's npm config)
     machine = paths.layout().environ  # as the command line read it
     cafile = next((f for f in (machine.get("NODE_EXTRA_CA_CERTS"), machine.get("SSL_CERT_FILE"),
@@ -605,7 +604,6 @@ def _install_npm(impl: Implementation, d: Path) -> tuple[Path, str]:
     """`npm ci --ignore-scripts` of the pinned lock into the install (npm checks every tarball
     against the lock's integrity; no package's install script runs), the program beside it, and
     bin/PROGRAM: a wrapper that runs it with the machine's Node by absolute path."""
-    from .tools import find_tool
     node, version = node_runtime(impl)
     npm = find_tool("npm")
     if not npm:
@@ -680,7 +678,6 @@ class ImplBuild:
         return self.implementation.registry
 
     def record(self):
-        from . import results
         impl = self.implementation
         return results.Build(label=self.label, ref=impl.spec, kind=KIND, sha=impl.pin, display=self.label,
                              version=impl.version, binary=str(self.binary), source=impl.registry,

@@ -2,12 +2,12 @@
 
 The figures of one comparison (shift, interval, p) come from stats (the runner's per look,
 `compare`'s per saved pair of builds); what is decided from them is here: the verdict of one
-comparison (decide, which stats applies at each look), the criteria a saved run is judged by
-again (figures.criteria builds them, from options or a results file's settings), the adjustment
-of the whole family of comparisons (steps × contenders × metrics, weighted Benjamini–Hochberg),
-the verdicts it settles, the N-way scoreboard, and which verdicts fail a run
-(--fail-on-regression, --fail-on). Views (render/, analysis) only read what this decided.
-`pipeline.run` (and so nightly, bisect and calibrate, which run it), `merge` and
+comparison (decide; `contrast` and `contrast_metric` give stats' figures theirs, at each look),
+the criteria a saved run is judged by again (figures.criteria builds them, from options or a
+results file's settings), the adjustment of the whole family of comparisons (steps × contenders
+× metrics, weighted Benjamini–Hochberg), the verdicts it settles, the N-way scoreboard, and which
+verdicts fail a run (--fail-on-regression, --fail-on). Views (render/, analysis) only read what
+this decided. `pipeline.run` (and so nightly, bisect and calibrate, which run it), `merge` and
 `compare` all call it, so a sharded, merged or re-compared run cannot be judged differently
 from the run itself.
 
@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from . import results as rs
-from .figures import Contrast, Criteria
-from .verdict import Verdict, is_daemon_metric
+from .figures import IDENTICAL_RUNS, Contrast, Criteria
+from .verdict import WALL_SHARE, Verdict, is_daemon_metric
 
-# No numpy or scipy at import (each is imported where it computes): the commands' argument checks
-# read `failing` here, and reading a results file must not pay for the statistics (issue 28).
-# stats imports this module (decide), so this one imports stats only inside design_warnings.
+# No numpy or scipy at import (each is imported where it computes, stats and stopping with them):
+# the commands' argument checks read `failing` here, and reading a results file must not pay for
+# the statistics (issue 28).
 
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
@@ -57,10 +57,30 @@ def decide(rel: float, lo: float | None, hi: float | None, p: float | None, crit
     return Verdict.INCONCLUSIVE
 
 
+def decided(c: Contrast, criteria: Criteria) -> Contrast:
+    """The statistics' figures with their verdict: values the same in every run of both builds
+    (IDENTICAL_RUNS) are no change, whatever the threshold; any other contrast is what decide says."""
+    verdict = Verdict.SAME if c.method == IDENTICAL_RUNS else decide(c.rel, c.ci_low, c.ci_high, c.p_value, criteria)
+    return replace(c, verdict=verdict)
+
+
+def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria: Criteria = Criteria(),
+             **kw) -> Contrast:
+    """stats.contrast (its keywords: rounds, looks, spend, family size, metric) with its verdict."""
+    from . import stats  # here: stats needs numpy, which reading a verdict does not
+    return decided(stats.contrast(base_label, base_times, cont_label, cont_times, criteria, **kw), criteria)
+
+
+def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
+                    criteria: Criteria = Criteria(), **kw) -> Contrast:
+    """stats.contrast_metric with its verdict, against that metric's threshold: the contrast each
+    look of the runner and each pairing of two saved runs takes."""
+    from . import stats  # here: stats needs numpy, which reading a verdict does not
+    c = stats.contrast_metric(metric, base_label, base_values, cont_label, cont_values, criteria, **kw)
+    return decided(c, criteria.for_metric(metric))
+
+
 # ---- the family -------------------------------------------------------------------------------
-WALL_SHARE = 0.8  # of a family's weight held by wall time when other metrics share the family
-
-
 def metric_weights(comps: list[Contrast]) -> list[float]:
     """Weights of a family's members for weighted Benjamini–Hochberg (Genovese, Roeder & Wasserman
     2006: any weights averaging 1 keep the false discovery rate, and so an A/A run's false alarms,
@@ -229,8 +249,8 @@ def failing(comparisons: Iterable[C], fail_on: Iterable[str] = ()) -> list[C]:
 def design_warnings(units, rounds: int, criteria: Criteria) -> list[str]:
     """One line naming the judged steps whose planned rounds cannot reach alpha at all (1 round of
     1 + 1 runs: two arrangements and no noise to estimate), said before anything is measured."""
-    from . import stats  # here: stats imports this module (decide)
-    from .stopping import split_runs  # the runner's own split of a step's runs into rounds
+    from . import stats  # here: stats needs numpy, which reading a verdict does not
+    from .stopping import split_runs  # the runner's own split of a step's runs into rounds (stopping: numpy too)
     lost = [u for u in units
             if not stats.reachable([(k, k) for k in split_runs(u.runs, rounds)], criteria)]
     if not lost:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import figures, judge, stats, verdict
+from . import figures, judge, verdict
 from .accounting import changes as request_changes
 from .results import Fixture, RequestChange, Results, Samples, Scenario, contrastable, Step, read_contrast
 from .verdict import ALL_METRICS, METRICS, asked
@@ -117,7 +117,7 @@ def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: figures.Crite
             continue
         x, y = ob.values(metric), nb.values(metric)
         if x is not None and y is not None and contrastable(x, y):
-            out.append(stats.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,
+            out.append(judge.contrast_metric(metric, f"{ol} (old)", x, f"{nl} (new)", y, criteria,
                                              family_size=family_size))
     return out
 

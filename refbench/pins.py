@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import paths
+from . import cleanpath, paths
 from .errors import RefbenchError
 from .heldenv import passed
 
@@ -97,8 +97,7 @@ class GoRunner:
     all four at once; GO is the machine's."""
 
     def find(self) -> str | None:
-        from .tools import go  # not at the top: tools imports this module
-        return go()
+        return cleanpath.go()
 
     def version(self, env: dict) -> str:
         from . import toolchain as tc  # not at the top: as in checked_build_env
@@ -163,23 +162,21 @@ def cached_path(tool: str) -> Path:
 def build_env(base: dict | None = None) -> dict:
     """The environment of a reproducible tool build: the proxy, checksum database and cache
     settings kept, every variable that changes the output (GOFLAGS, GOAMD64, CGO_*, GOEXPERIMENT,
-    ...) replaced by ours, PATH without refbench's cache directories (refbench.tools), and
+    ...) replaced by ours, PATH without refbench's cache directories (refbench.cleanpath), and
     refbench's own Go caches unless the environment names its own (toolchain.own_caches): go
     compiles a module's unpacked directory as it finds it, so a module planted in a restored
     ~/go/pkg/mod made every later `refbench setup` build other bytes and refuse them (review35m M3)."""
     from .toolchain import own_caches  # not at the top: toolchain imports GitPython, a hash check needs not
-    from .tools import BUILD_ENV  # not at the top: tools imports this module
     base = dict(paths.layout().environ if base is None else base)  # default: what the command line read
     # a child's allow-list and a build's (proxies, certificates), never the rest: the first-use
     # builds run beside a pull request's own build, and got every secret (the re-reading's N2)
     go_kept = frozenset(("GOPATH", "GOMODCACHE", "GOCACHE", "GOPROXY", "GOSUMDB", "GONOSUMDB", "GOPRIVATE",
                          "GONOPROXY", "GOTMPDIR"))
-    env = {k: v for k, v in passed(base, BUILD_ENV | go_kept).items()
+    env = {k: v for k, v in passed(base, cleanpath.BUILD_ENV | go_kept).items()
            if not (k.startswith(("GO", "CGO_")) or k in ("CC", "CXX", "AR", "PKG_CONFIG")) or k in go_kept}
     env.update(GOFLAGS="-trimpath -buildvcs=false", CGO_ENABLED="0", GOTOOLCHAIN=TOOLS_GO, GOWORK="off",
                GOENV="off")  # go's settings file (go env -w) is no input of a pinned build (review35k K2)
-    from .tools import clean_path  # not at the top: tools imports this module
-    env["PATH"] = clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
+    env["PATH"] = cleanpath.clean_path(env.get("PATH", ""))  # GOTOOLCHAIN looks for a `go1.26.8` on PATH first
     env.update({"GOAMD64": "v1"} if current_platform().endswith("/amd64") else {})
     env.update(own_caches(base))
     return env

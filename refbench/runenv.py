@@ -13,22 +13,17 @@ import contextlib
 import os
 import secrets
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Iterator, Mapping, Protocol, Sequence
 
 from . import builds as bl, firstuse, implementations as impls, lease, paths, toolchain as tc, tools
-from .backends import sandbox
+from .backends import Backend, IpfsBackend, S3Backend, sandbox
 from .backends.process import pass_env_names
+from .config import TargetSpec
 from .executor import Executor, HyperfineExecutor
 from .progress import Reporter
 from .refs import ResolvedRef
-
-if TYPE_CHECKING:  # the pipeline imports this module; annotations only
-    from .backends import Backend
-    from .config import TargetSpec
-    from .pipeline import RunRequest
-
 
 
 class Checked(Protocol):
@@ -41,6 +36,16 @@ class Checked(Protocol):
     prefix: str
     stored_peak: int
     networks: Mapping
+
+
+class BuildRequest(Protocol):
+    """What a builder is made from of a run's request (pipeline.RunRequest has it): where the
+    target's sources come from and where its builds are kept. A protocol, as Checked is, so this
+    module names nothing of the pipeline, which imports it."""
+    repo: str | None
+    source: str  # git or module
+    builds_dir: str
+
 
 class Builder(Protocol):
     """What a run and the commands that build (nightly, bisect) use of a builder: builds.Builder,
@@ -98,7 +103,7 @@ def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 # (workdir, cpus=, verbose=) -> the run's executor
 ExecutorFactory = Callable[..., Executor]
 # (checked, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
-BackendFactory = Callable[..., ContextManager["Backend"]]
+BackendFactory = Callable[..., ContextManager[Backend]]
 
 
 @dataclass(frozen=True)
@@ -126,8 +131,7 @@ class RunEnv:
     first_use: Callable[..., ContextManager[firstuse.Installs]] = firstuse.installing
 
     def with_reporter(self, reporter: Reporter) -> "RunEnv":
-        import dataclasses
-        return dataclasses.replace(self, reporter=reporter)
+        return replace(self, reporter=reporter)
 
 
 def real(machine: MachineSettings | None = None, reporter: Reporter | None = None) -> RunEnv:
@@ -150,7 +154,7 @@ class BuildSite:
     """What a builder is made from where no run is checked (nightly's baseline, bisect's line of
     commits, `refbench build`): the fields of Checked that RunEnv.builder reads, so those commands
     get their builder from the run's RunEnv, as a run does, and never make a Builder of their own."""
-    request: RunRequest  # .repo, .source, .builds_dir
+    request: BuildRequest  # a pipeline.RunRequest
     target: TargetSpec
     origin: bl.Checkout | None = None  # the checkout around the current directory when it is the origin
 
@@ -173,7 +177,6 @@ def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, repo
     """The run's backend, closed on the way out; a failing close is reported but never masks the
     failure that ended the run. The servers it starts see the machine's pass_env too; a lease on a
     user's bucket lives its lease_ttl."""
-    from .backends import IpfsBackend, S3Backend
     request, target = checked.request, checked.target
     if target.backend == "s3":
         backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,

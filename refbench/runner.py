@@ -4,7 +4,9 @@ One hyperfine call per round runs every build's command (warm-ups only before th
 the order of builds changes from round to round (A B, B A, ...), so drift of the machine over
 time does not land on one side. The runner starts no process itself: the bench's Executor runs
 hyperfine and the untimed commands (refbench.executor). Every metric the executor measures per
-run (wall, CPU, memory, instructions) gets a comparison of its own.
+run (wall, CPU, memory, instructions) gets a comparison of its own. A round's shape and its
+hyperfine call are rounds.py's, what a look sees (the contrasts so far, the noise) looks.py's: the
+runner keeps the schedule, the decisions and the untimed commands around them.
 """
 from __future__ import annotations
 
@@ -13,38 +15,29 @@ import logging
 import shlex
 import shutil
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protocol
+from typing import Any, Callable, ContextManager, Mapping, Protocol
 
-import numpy as np
-
-from . import figures, fixtures as fx, implementations as impls, results as rs, stats
+from . import fixtures as fx, implementations as impls, results as rs
 from .backends import Backend
 from .backends.process import child_env, settle_page_cache
 from .builds import BuiltRef
 from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
-from .executor import Call, Executor, Measurement, Shell, measurements
-from .hyperfine import CommandResult, use_no_shell
-from .sampling import Sampling
+from .executor import Call, Executor, Shell  # Call: also the name tests import from here
 from .figures import Contrast, Criteria
-from .stats import contrast_metric
-from .stopping import CONTINUE, Progress, StepState, StopRule, split_runs
+from .looks import WATCHED, contrasts, noise, unsupported, with_unsupported
+from .rounds import (  # also the names tests and benchmarks import from here, where they were
+    BuildSamples, Rounds, check_exits, collect_usages, interleave_seq, pair_cap, pair_parts, round_hooks,
+    round_orders, round_parts, with_probe)
+from .sampling import Sampling
+from .stopping import CONTINUE, Progress, StepState, StopRule
 from .units import slug
-from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
 from .watchdog import WatchdogStop
 
-if TYPE_CHECKING:
-    from .daemon import Probe
-
 log = logging.getLogger(__name__)
-
-# What the stopping rule watches at each look (those measured): wall time, the primary metric, and
-# the daemon's own figures, which online are the work the client only asks for (issue 36): a step
-# whose wall time is decided goes on, within its share of the budget, while one of them is not.
-WATCHED = ("wall", *DAEMON_METRICS)
 
 
 class Observer(Protocol):
@@ -93,76 +86,6 @@ class Bench:
         return self.executor.info.metrics(interleaved=self.sampling.interleave == "runs")
 
 
-@dataclass
-class BuildSamples:
-    """One build's runs in a step so far: a Measurement per run and the round it ran in. The
-    per-metric lists results.json stores are read off the measurements."""
-    runs: list[Measurement] = field(default_factory=list)
-    rounds: list[int] = field(default_factory=list)  # round index of every run
-    rss_kb: int | None = None
-    check: str | None = None
-    command: str = ""
-    prepare: str | None = None
-    daemon: dict[str, list] = field(default_factory=dict)  # daemon metric -> per-run figures (refbench.daemon)
-
-    @property
-    def times(self) -> list[float]:
-        return [m.wall for m in self.runs]
-
-    @property
-    def user(self) -> list[float]:
-        """Every run's user CPU, or none where a run lacks its own (1.x, --rounds 1)."""
-        return _every(m.user for m in self.runs)
-
-    @property
-    def system(self) -> list[float]:
-        return _every(m.system for m in self.runs)
-
-    @property
-    def exit_codes(self) -> list[int | None]:
-        return [m.exit_code for m in self.runs]
-
-    @property
-    def memory(self) -> list[int | None]:
-        return [m.memory for m in self.runs]  # the run's own peak bytes, where measured
-
-    def counter(self, name: str) -> list[int | None]:
-        return [m.counters.get(name) for m in self.runs]
-
-    def record(self) -> rs.Samples:
-        return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
-                                   rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare,
-                                   instructions=self.counter("instructions"), daemon=self.daemon)
-
-    def values(self, metric: str) -> list[float] | None:
-        """Per-run values of a metric, or None unless every run has one (results.metric_values)."""
-        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.counter("instructions"),
-                             self.daemon)
-        return None if v is None else list(v)
-
-    def add(self, res: CommandResult, r: int) -> None:
-        runs = measurements(res)
-        self.runs += runs
-        self.rounds += [r] * len(runs)
-
-    def add_daemon(self, usages: list, role: str = "daemon") -> None:
-        """The daemon's (or, role "server", the S3 server's) figures of the runs just added
-        (refbench.daemon.Usage, in run order)."""
-        for u in usages:
-            for metric, value in u.values(role).items():
-                self.daemon.setdefault(metric, []).append(value)
-
-    def probed(self, role: str) -> int:
-        """How many runs have the daemon's (or the server's) figures so far."""
-        return len(self.daemon.get(f"{role}-cpu", ()))
-
-
-def _every(values) -> list:
-    """All the values, or [] when any is missing: a metric counts only where every run has it."""
-    out = list(values)
-    return [] if any(v is None for v in out) else out
-
-
 @dataclass(frozen=True)
 class StepResult:
     scenario: str
@@ -204,29 +127,6 @@ class ScenarioResult:
         return rs.Scenario(name=self.scenario.name, slug=self.scenario.slug, description=self.scenario.description,
                            fixture=self.fixture.record(), steps=tuple(s.record() for s in self.steps),
                            daemon=self.daemon)
-
-
-def round_orders(n_builds: int, rounds: int, seed: int | None = None) -> list[list[int]]:
-    """Build order per round. Rounds come in pairs, the second the first reversed (A B, B A), so
-    within a pair every build leads once and trails once and linear drift cancels. Which order a
-    pair starts with is drawn from `seed` (the run's order seed, results.json settings): whatever
-    favours a position (the first run of a hyperfine call, the first round of a step, an odd round
-    left unpaired) then lands on a build at random, as noise the statistics see, never on the same
-    build in every run. seed None: the fixed rotation (the first pair starts with the baseline)."""
-    orders = []
-    for r in range(rounds):
-        order = _pair_order(n_builds, r // 2, seed)
-        orders.append(list(reversed(order)) if r % 2 == 1 else order)
-    return orders
-
-
-def _pair_order(n_builds: int, pair: int, seed: int | None) -> list[int]:
-    """The order a pair of rounds starts with: drawn per pair from the seed (a round's order never
-    depends on how many rounds came before it), or the fixed rotation."""
-    if seed is None:
-        k = pair % n_builds
-        return list(range(k, n_builds)) + list(range(k))
-    return [int(i) for i in np.random.default_rng([seed, pair]).permutation(n_builds)]
 
 
 def template_values(scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None,
@@ -277,6 +177,13 @@ class Runner:
         # allow-listed: no token or secret of refbench's reaches the benchmarked commands
         self.base_env = {**child_env(getattr(bench.backend, "pass_env", frozenset()), extra=bench.pass_env),
                          **bench.backend.env}
+        self.rounds = Rounds(executor=bench.executor, backend=bench.backend, env=self.base_env,
+                             interleave=bench.sampling.interleave, no_shell=bench.no_shell,
+                             flags=tuple(bench.hyperfine_flags), verbose=bench.verbose, timed=self.timed)
+
+    def timed(self, seconds: float) -> None:
+        """A hyperfine call's seconds, counted in the run's progress (Rounds calls it)."""
+        self.progress = self.progress.timed(seconds)
 
     # ---- template values ------------------------------------------------------------------
     def values(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, i: int, build: BuiltRef, step: StepSpec | None) -> dict:
@@ -423,18 +330,18 @@ class Runner:
                                        around=obs.around_run(b.label) if obs is not None else None)
             hf_warmup = max(0, warmup - 1)
         if hf_warmup:
-            hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, hf_warmup, warm_order)
+            hf_seconds += self.rounds.warmup(where, builds, cmds, preps, hf_warmup, warm_order)
         rule, state = self.rule, self.rule.start(runs, t_step, remaining)
         while True:
             now = self.clock()
             if rule.needs_plan(state):  # the end of its pilot under a budget: fix its share and most runs
-                state = rule.plan(state, self.noise(builds, samples), now, self.progress)
+                state = rule.plan(state, noise(builds, samples), now, self.progress)
             elif rule.needs_replan(state):  # a later look: its most runs again, from the noise as now known
-                state = rule.replan(state, self.noise(builds, samples), now)
+                state = rule.replan(state, noise(builds, samples), now)
             # the rule watches wall time and the daemon's metrics where one runs (what kubo's users
             # pay for online); the client's CPU and memory are contrasted once, at the end
-            comps = self.comparisons(builds, samples, state.looks(), state.spend(), metrics=WATCHED) \
-                if state.on and state.rounds else []
+            comps = contrasts(builds, samples, bench.metrics, bench.criteria, bench.family_size, state.looks(),
+                              state.spend(), metrics=WATCHED) if state.on and state.rounds else []
             stopped, state = rule.decide(state, comps, now, self.progress)
             if stopped is not CONTINUE:
                 break
@@ -448,9 +355,9 @@ class Runner:
                 if self.fresh_daemons(*fresh, timed=True, order=[builds[i].label for i in part]) and warmup:
                     # in the part's order reversed: the build that leads it warms up last, as
                     # before the first round, and no build holds one place in every refreshed round
-                    hf_seconds += self.hyperfine_warmup(where, builds, cmds, preps, 1, part[::-1])
+                    hf_seconds += self.rounds.warmup(where, builds, cmds, preps, 1, part[::-1])
                 started = self.clock() if started is None else started
-                hf_seconds += self.hyperfine_round(where, r, part, builds, cmds, preps, samples, n)
+                hf_seconds += self.rounds.round(where, r, part, builds, cmds, preps, samples, n)
             state = state.after_round(min(len(s.times) for s in samples.values()), started)
             self.on_round()
         self.progress = self.progress.step_done(state)
@@ -461,14 +368,14 @@ class Runner:
         checks = {s.check for s in samples.values()}
         looks_t = state.looks() if state.on and state.look_runs else (1.0,)
         spend_t = state.spend() if state.on and state.look_runs else None
-        comps = self.comparisons(builds, samples, looks_t, spend_t)
+        comps = contrasts(builds, samples, bench.metrics, bench.criteria, bench.family_size, looks_t, spend_t)
         explain = {} if obs is None else obs.step_done(
             [b.label for b in builds], [str(b.binary) for b in builds], cmds, preps, comps,
             [sum(s.times) / len(s.times) if s.times else None for s in samples.values()], self.run_untimed, where)
         for b, v in ctx:  # after the observer's profiled runs, which leave what a timed run leaves
             if cleanup := impls.step_template(b, scenario, step, "cleanup"):
                 self.sh(self.shell(scenario, b, cleanup, v), f"{where}: cleanup for {b.label}")
-        comps = self.with_unsupported(comps)
+        comps = with_unsupported(bench.builds, comps)
         return StepResult(scenario=scenario.name, step=step.name, runs=runs, warmup=warmup, rounds=state.rounds,
                           samples=MappingProxyType(samples), comparisons=tuple(comps), hyperfine_seconds=hf_seconds,
                           check_differs=bool(step.check) and len(checks) > 1, looks=looks_t, spend=spend_t,
@@ -476,106 +383,14 @@ class Runner:
 
     def unsupported_step(self, scenario: ScenarioSpec, step: StepSpec) -> StepResult:
         """A step the baseline, or every contender, has no command for: each contender `not supported`."""
-        base = self.bench.builds[0].label
         return StepResult(scenario=scenario.name, step=step.name, runs=0, warmup=0, rounds=0,
-                          samples=MappingProxyType({}),
-                          comparisons=tuple(figures.not_supported(base, b.label) for b in self.bench.builds[1:]),
+                          samples=MappingProxyType({}), comparisons=unsupported(self.bench.builds),
                           hyperfine_seconds=0.0, stopped="not supported", network=step.network)
-
-    def with_unsupported(self, comps: list[Contrast]) -> list[Contrast]:
-        """The step's comparisons in the builds' order, `not supported` for the contenders it has no command for."""
-        base, by = self.bench.builds[0].label, {}
-        for c in comps:
-            by.setdefault(c.contender, []).append(c)
-        return [c for b in self.bench.builds[1:] for c in by.get(b.label, [figures.not_supported(base, b.label)])]
-
-    def noise(self, builds: list[BuiltRef], samples: dict[str, BuildSamples]) -> float | None:
-        """The step's wall-time noise so far, the largest any contender's comparison sees: what its
-        most runs are planned from (StopRule.plan, StopRule.replan)."""
-        b0 = samples[builds[0].label]
-        found = [stats.pair_noise(b0.times, b0.rounds or None, samples[b.label].times, samples[b.label].rounds or None)
-                 for b in builds[1:]]
-        found = [v for v in found if v]
-        return max(found) if found else None
-
-    def comparisons(self, builds: list[BuiltRef], samples: dict[str, BuildSamples],
-                    looks: tuple[float, ...] = (1.0,), spend: tuple[float, ...] | None = None,
-                    metrics: tuple[str, ...] | None = None) -> list[Contrast]:
-        """One comparison per contender and metric (of `metrics`, default all the bench measures)
-        with a figure for every run of both builds, wall first (the primary metric), each against
-        its own threshold; spend: the looks' spending times (StepState.spend)."""
-        base = builds[0].label
-        b0 = samples[base]
-        out = []
-        measured = (*self.bench.metrics, *(m for m in (*DAEMON_METRICS, *SERVER_METRICS)
-                                           if m in b0.daemon and asked(m, self.bench.criteria.metric_thresholds)))
-        for metric in measured if metrics is None else [m for m in measured if m in metrics]:
-            x = b0.values(metric)
-            for b in builds[1:]:
-                y = samples[b.label].values(metric)
-                if x is None or y is None or not rs.contrastable(x, y):
-                    continue
-                # rounds are the blocks: runs are compared within a round only, so drift between rounds
-                # cancels; inside a round the builds alternate run by run (ABBA), which cancels drift there
-                out.append(contrast_metric(metric, base, x, b.label, y, self.bench.criteria,
-                                           base_rounds=b0.rounds or None, cont_rounds=samples[b.label].rounds or None,
-                                           looks=looks, spend=spend, family_size=self.bench.family_size))
-        return out
-
-    def call(self, names: list[str], cmds: list[str], preps: list[str | None], runs: int, warmup: int) -> Call:
-        bench = self.bench
-        return Call(tuple(names), tuple(cmds), tuple(preps), runs, warmup, no_shell=bench.no_shell,
-                    flags=tuple(bench.hyperfine_flags), verbose=bench.verbose, wrap=self.wrap())
 
     def wrap(self) -> tuple[str, ...]:
         """What the open scenario's commands run behind (hyperfine and untimed ones alike): entry
         into the run's network namespace where the backend keeps one, else nothing."""
         return self.bench.backend.command_prefix()
-
-    def run_hyperfine(self, where: str, call: Call) -> tuple[tuple[CommandResult, ...], float]:
-        results, elapsed = self.bench.executor.measure(where, call, self.base_env)
-        self.progress = self.progress.timed(elapsed)
-        return results, elapsed
-
-    def hyperfine_warmup(self, where: str, builds: list[BuiltRef], cmds: list[str], preps: list[str | None],
-                         warmup: int, order: list[int]) -> float:
-        """The warm-up runs, by hyperfine, thrown away; a build that fails there fails the step
-        already. Interleaved like a round (interleave_seq), in `order`: before a step's rounds, the
-        second order of its first pair of rounds, so that no build warms up in the server's wake of
-        the other's warm-up and then leads the first round (issue 34); before a refreshed round,
-        that round's reversed."""
-        seq, per_cmd = interleave_seq(order, warmup, self.bench.sampling.interleave)
-        results, elapsed = self.run_hyperfine(f"{where} warm-up", self.call(
-            [builds[i].label for i in seq], [cmds[i] for i in seq], [preps[i] for i in seq], per_cmd, 0))
-        warm = {b.label: BuildSamples(command=c) for b, c in zip(builds, cmds)}
-        for pos, res in zip(seq, results):
-            warm[builds[pos].label].add(res, 0)
-        self.check_exits(f"{where} warm-up", warm)
-        return elapsed
-
-    def hyperfine_round(self, where: str, r: int, order: list[int], builds: list[BuiltRef], cmds: list[str],
-                        preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
-        """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
-        hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
-        or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
-        seq, per_cmd = interleave_seq(order, runs, self.bench.sampling.interleave)
-        probes = self.daemon_probes(builds)
-        hooks = round_hooks(probes, self.bench.no_shell, [cmds[i] for i in seq], [preps[i] for i in seq], seq)
-        call = self.call([builds[i].label for i in seq], [cmds[i] for i in seq],
-                         [with_probe(preps[i], hooks[i]) for i in seq], per_cmd, 0)
-        if any(hooks):
-            call = replace(call, concludes=tuple(h[1] if h else None for h in (hooks[i] for i in seq)))
-        # the executor checked the results' names against the call's, so position is the build
-        results, elapsed = self.run_hyperfine(f"{where} round {r + 1}", call)
-        for pos, res in zip(seq, results):
-            samples[builds[pos].label].add(res, r)
-        self.check_exits(f"{where} round {r + 1}", samples)
-        for b, p in zip(builds, probes):
-            if p is not None:
-                s = samples[b.label]
-                s.add_daemon(collect_usages(p.out, len(s.runs) - s.probed(p.role), f"{where} round {r + 1}, {b.label}"),
-                             p.role)
-        return elapsed
 
     def fresh_daemons(self, scenario: ScenarioSpec, fixture: fx.FixtureFiles, step: StepSpec, ctx: list, where: str,
                       timed: bool, order: list[str] | None = None) -> bool:
@@ -599,39 +414,13 @@ class Runner:
         return bool(seconds)
 
     def pair_cap(self, state: StepState) -> int | None:
-        """The most runs a build makes on one pair of daemons in a round: the step's planned round
-        size (or Sampling.pair_runs), where the backend gives the rounds fresh daemons; None where it
-        does not. Why (issue 36): each daemon has a level of its own (20-40% apart at times, with
-        the same allocations), which every run it serves shares; the budget's later rounds grew to
-        13-16 runs a build, so one pair's split outweighed the rest (a false `faster` on wall and
-        daemon CPU in a full A/A). Served in parts of the planned size, each by a fresh pair, no
-        pair carries more than a planned round's runs."""
-        if not getattr(self.bench.backend, "refreshes_daemons", False):
-            return None
-        return self.bench.sampling.pair_runs or max(state.per_round)
-
-    def daemon_probes(self, builds: list[BuiltRef]) -> list[Probe | None]:
-        """Each build's probes (backend.daemon_probes), None where it runs no daemon."""
-        get = getattr(self.bench.backend, "daemon_probes", None)
-        return [get(b.label) if get is not None else None for b in builds]
-
-    def check_exits(self, where: str, samples: dict[str, BuildSamples]) -> None:
-        """A run that exited non-zero (hyperfine -i lets it through) never enters a verdict: a
-        crashing contender is fast, not better. The step is an error naming the build."""
-        for label, s in samples.items():
-            bad = [c for c in s.exit_codes if c != 0]
-            if bad:
-                code = "a signal" if bad[0] is None else f"exit code {bad[0]}"
-                raise RunError(f"{where}: build {label} failed in {len(bad)} of {len(s.exit_codes)} runs ({code})",
-                               detail=f"command: {s.command}")
+        """The most runs a build makes on one pair of daemons in a round (rounds.pair_cap says why)."""
+        return pair_cap(getattr(self.bench.backend, "refreshes_daemons", False), self.bench.sampling.pair_runs,
+                        state.per_round)
 
     def run_untimed(self, argv: list[str], what: str, kind: str = "profiled_runs") -> None:
         """An argv run untimed in the run's environment (the observer's profiled runs), by the executor."""
-        cmd = shlex.join(argv)
-        res = self.bench.executor.shell(cmd, self.base_env, wrap=self.wrap())
-        self.progress = self.progress.spent(kind, res.seconds)
-        if res.returncode != 0:
-            raise _failed(what, cmd, res)
+        self.sh(shlex.join(argv), what, kind=kind)
 
     def untimed_build_run(self, scenario: ScenarioSpec, step: StepSpec, build: BuiltRef, s: BuildSamples, cmd: str,
                           prep: str | None, values: dict, rss: bool, around=None) -> None:
@@ -647,68 +436,6 @@ class Runner:
         if step.check:  # the scenario's own check for every build: one check, whatever made the files
             s.check = self.sh(self.shell(scenario, build, step.check, values), f"{where}: check for {build.label}",
                               capture=True, kind="check").stdout
-
-
-def pair_parts(runs: int, cap: int | None) -> list[int]:
-    """A round's `runs` (per build) in parts of at most `cap`, as even as they go (None: one part)."""
-    if not cap or runs <= cap:
-        return [runs]
-    return split_runs(runs, -(-runs // cap))
-
-
-def round_parts(order: list[int], runs: int, cap: int | None) -> list[tuple[list[int], int]]:
-    """A round as the runner runs it: (the builds' order, runs a build) of each part (pair_parts),
-    the lead alternating from the round's `order`, so each pair of parts has both builds lead once."""
-    return [(order if j % 2 == 0 else order[::-1], n) for j, n in enumerate(pair_parts(runs, cap))]
-
-
-def with_probe(prep: str | None, hooks: tuple[str, str] | None) -> str | None:
-    """A run's prepare followed by the daemon's before-probe, last, right before the timed command
-    (so the reset of its peak memory is as late as it can be)."""
-    if hooks is None:
-        return prep
-    return f"{prep} && {hooks[0]}" if prep else hooks[0]
-
-
-def round_hooks(probes: list[Probe | None], no_shell: str, cmds: list[str], preps: list[str | None],
-                seq: list[int]) -> list[tuple[str, str] | None]:
-    """Each build's two probe hooks as a round's hyperfine call runs them (Probe.hooks): commands of
-    their own where the call, with them as commands of their own, would be run with -N; else bodies
-    for the shell hyperfine runs them through anyway, sparing a shell start per hook. The shell is
-    chosen once, here, as hyperfine.command_line would choose it, and the bodies keep that choice
-    (they need a shell, and the call had one). `cmds` and `preps` are the call's, in its order
-    `seq` (positions of builds)."""
-    own = [None if p is None else p.hooks(own_shell=True) for p in probes]
-    if not any(own):
-        return own
-    wrapped = [with_probe(prep, own[i]) for prep, i in zip(preps, seq)]
-    concludes = [own[i][1] for i in seq if own[i]]
-    if use_no_shell(no_shell, cmds, [*wrapped, *concludes]):
-        return own
-    return [None if p is None else p.hooks(own_shell=False) for p in probes]
-
-
-def collect_usages(path: Path, expected: int, where: str) -> list:
-    """The usages a round's probes appended (refbench.daemon.read_usages), the file then removed;
-    RunError when they are not one per run (a probe failed: the daemon died mid-run)."""
-    from .daemon import read_usages
-    try:
-        usages = read_usages(path)
-    finally:
-        Path(path).unlink(missing_ok=True)
-    if len(usages) != expected:
-        raise RunError(f"{where}: the daemon's probes gave {len(usages)} figures for {expected} runs "
-                       "(the daemon exited mid-run?)")
-    return usages
-
-
-def interleave_seq(order: list[int], runs: int, interleave: str) -> tuple[list[int], int]:
-    """(the builds of one hyperfine call in the order they run, runs per command): with "runs",
-    `runs` runs of each build alternating A B, B A, ... (drift between neighbours cancels); with
-    "rounds", each build's runs in a row, as plain hyperfine runs them."""
-    if interleave == "runs":
-        return [i for j in range(runs) for i in (order if j % 2 == 0 else order[::-1])], 1
-    return list(order), runs
 
 
 def _spend_record(looks: tuple[float, ...], spend: tuple[float, ...] | None) -> tuple[float, ...] | None:

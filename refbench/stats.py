@@ -1,4 +1,5 @@
-"""From raw per-run times to the figures a verdict is decided from (judge.decide decides it).
+"""From raw per-run times to the figures a verdict is decided from: estimates, intervals, p-values,
+power. No verdict: judge alone turns these figures into one (judge.contrast, judge.decide).
 
 - summary: mean ± σ, median, min, max, p95, cv; hyperfine's phrase "'B' ran 1.18 ± 0.23 times
   faster than 'A'" (same error propagation). Display data: the verdict does not use them.
@@ -18,9 +19,9 @@
   the design, never on the data, so the false-alarm rate is each test's own
   (tests/test_stats_floor_sim.py: 1.6% of A/A comparisons at α 5% with drift, trend and outliers,
   4.9% without; +247% memory at 3 rounds of 2 + 2 decided in every simulated run).
-- verdict (judge.decide, applied per look here): no significant change when the interval lies inside ±threshold (equivalence, checked
-  first); slower / faster when significant and the interval excludes 0; else inconclusive; with
-  the minimum detectable effect and the runs needed, from the robust noise the test sees.
+- what a verdict is decided from (judge.decide, at every look): the interval against ±threshold
+  (equivalence) and 0, and p against alpha; with the minimum detectable effect and the runs
+  needed, from the robust noise the test sees.
 
 Why (tests/test_stats_sim.py; 10 runs per build in 5 rounds, noise within a round lognormal,
 a level per round with the same sd, a slow trend, 5% of runs ×1.5–3 slower): a mean ratio
@@ -57,10 +58,9 @@ if TYPE_CHECKING:
     from scipy.interpolate import PchipInterpolator
 
 # the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
-# from the figures computed here, and adjusting a family of them, is judge.py's
-from .figures import Contrast, Criteria, Summary, hyperfine_ratio, summarize
-from .judge import WALL_SHARE, decide
-from .verdict import METRICS, Verdict
+# from the figures computed here, and adjusting a family of them, is judge.py's, which imports this
+from .figures import IDENTICAL_RUNS, Contrast, Criteria, Summary, hyperfine_ratio, summarize
+from .verdict import METRICS, WALL_SHARE
 
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -828,15 +828,15 @@ def runs_for(effect: float, power: float, noise: float, criteria: Criteria, fami
 def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria: Criteria = Criteria(), *,
              base_rounds=None, cont_rounds=None, looks: tuple[float, ...] = (1.0,),
              spend: tuple[float, ...] | None = None, family_size: int = 1, metric: str = "wall") -> Contrast:
-    """The contender's samples against the baseline's: the shift, its interval, p and verdict, as a
-    Contrast (the statistics of two samples; "compare" is `refbench compare` of two saved runs). base_rounds / cont_rounds: the round of every sample
-    (runs are compared within rounds only); looks: information fractions (runs per build so far
-    / n_max) of every look at this step so far, the last being now — (1.0,) for a fixed-size
-    run; spend: the looks' alpha-spending times where a re-plan of the step's most runs made them
-    differ from `looks` (the fraction each look had when it was taken; None: the same);
-    family_size: comparisons in the run (steps × contenders × metrics), for mde /
-    runs_needed and the level its test must be able to reach (shift_fit); metric: what the values
-    are (its weight in the family)."""
+    """The contender's samples against the baseline's: the shift, its interval and p, as a Contrast
+    with no verdict yet (judge.contrast decides it; "compare" is `refbench compare` of two saved
+    runs). base_rounds / cont_rounds: the round of every sample (runs are compared within rounds
+    only); looks: information fractions (runs per build so far / n_max) of every look at this step
+    so far, the last being now — (1.0,) for a fixed-size run; spend: the looks' alpha-spending
+    times where a re-plan of the step's most runs made them differ from `looks` (the fraction each
+    look had when it was taken; None: the same); family_size: comparisons in the run (steps ×
+    contenders × metrics), for mde / runs_needed and the level its test must be able to reach
+    (shift_fit); metric: what the values are (its weight in the family)."""
     b: Summary = summarize(base_times)
     c: Summary = summarize(cont_times)
     if c.mean <= b.mean:
@@ -862,7 +862,7 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
                   noise=noise, look=len(looks), fraction=(spend or looks)[-1], metric=metric)
     if sum(len(a) for a, _ in strata) < 2 or sum(len(b_) for _, b_ in strata) < 2:
         ratio = c.median / b.median if b.median > 0 else float("inf")
-        return Contrast(base_label, cont_label, ratio, ratio - 1.0, None, None, None, Verdict.INCONCLUSIVE, noisy, None,
+        return Contrast(base_label, cont_label, ratio, ratio - 1.0, None, None, None, None, noisy, None,
                           needed, method="too few runs", **common)
     level = member_level(criteria, metric, family_size)
     fit = shift_fit([(a[None, :], b_[None, :]) for a, b_ in strata], looks, criteria, level, spend)
@@ -871,10 +871,9 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
     rel = math.expm1(shift)
     rlo = math.expm1(lo) if math.isfinite(lo) else None
     rhi = math.expm1(hi) if math.isfinite(hi) else None
-    verdict = decide(rel, rlo, rhi, p, criteria)
     mcrit = _crit(looks, criteria.alpha / max(1, family_size), criteria.spending, spend)
     mde = detectable(noise, fit.s_eff, criteria, family_size, crit=mcrit) if noise is not None else None
-    return Contrast(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, verdict, noisy, mde, needed,
+    return Contrast(base_label, cont_label, math.exp(shift), rel, rlo, rhi, p, None, noisy, mde, needed,
                       method=fit.method, z=z, crit=_crit(looks, 1 - criteria.confidence, criteria.spending, spend),
                       **common)
 
@@ -882,14 +881,14 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
 def contrast_metric(metric: str, base_label: str, base_values, cont_label: str, cont_values,
                     criteria: Criteria = Criteria(), **kw) -> Contrast:
     """contrast() for one metric, against that metric's threshold. Values that are the same in every
-    run of both builds (peak memory of a small program, to the byte) are no change: the rank test
-    has nothing to rank there, and would call it inconclusive."""
+    run of both builds (peak memory of a small program, to the byte) have nothing for the rank test
+    to rank: their figures say so (IDENTICAL_RUNS), and judge calls them no change."""
     s = criteria.for_metric(metric)
     values = set(float(v) for v in base_values) | set(float(v) for v in cont_values)
     if len(values) == 1 and len(base_values) >= 2 and len(cont_values) >= 2:
         c = contrast(base_label, base_values, cont_label, cont_values, s, **kw)
-        return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, verdict=Verdict.SAME, noise=0.0,
-                       method="identical in every run", metric=metric)
+        return replace(c, ratio=1.0, rel=0.0, ci_low=0.0, ci_high=0.0, p_value=1.0, noise=0.0,
+                       method=IDENTICAL_RUNS, metric=metric)
     return contrast(base_label, base_values, cont_label, cont_values, s, metric=metric, **kw)
 
 

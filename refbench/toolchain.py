@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from . import paths, refs, trust
+from . import cleanpath, paths, refs, trust
 from .errors import BuildError, RefbenchError
 
 log = logging.getLogger(__name__)
@@ -309,10 +309,9 @@ def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str | None =
     in every parent of its directory, a scratch one in `tmp` (default: the system's temp
     directory): one found there fails this, naming it (review35e LOW), and no go.work is read.
     `go`: default the go of `env`'s PATH (pins.checked_build_env puts the one it builds with
-    first), else the one builds run (tools.go: the Go `refbench setup` fetched into the data
+    first), else the one builds run (cleanpath.go: the Go `refbench setup` fetched into the data
     directory, which a bare `go` never found, review35m)."""
-    from . import tools  # here: tools imports pins, which imports this module lazily
-    go = go or shutil.which("go", path=env.get("PATH", "")) or tools.go() or "go"
+    go = go or shutil.which("go", path=env.get("PATH", "")) or cleanpath.go() or "go"
     switch = env.get("GOTOOLCHAIN", LOCAL)
     said = f"`go {' '.join(args)}`" + ("" if switch == LOCAL else f" with GOTOOLCHAIN={switch}")
     env = {**env, "GOWORK": "off"}
@@ -430,13 +429,12 @@ def own_caches(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def go_env() -> dict[str, str]:
-    """The environment of every go command refbench runs: tools.child_env's allow-list (no secret
+    """The environment of every go command refbench runs: cleanpath.child_env's allow-list (no secret
     of the job, no cache directory on PATH), refbench's own Go caches (own_caches) and no settings
     file (GOENV=off: a GOCACHEPROG named there would replace the build cache, review35k K2). Since
     Go 1.24 even `go tool pprof` is built on first use into the build cache and run from there
     unhashed, so a restored ~/.cache/go-build ran in place of it (review35l L1)."""
-    from . import tools  # here: tools imports pins, which imports this module lazily
-    env = tools.child_env()
+    env = cleanpath.child_env()
     env.update(own_caches(paths.layout().environ))
     env["GOENV"] = "off"
     return env

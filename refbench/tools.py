@@ -1,97 +1,23 @@
 """Finding a tool refbench runs, by absolute path, never through a cache directory on PATH.
 
-A restored cache may hold anything (the threat model is refbench.trust's): `~/.cache/refbench/bin`
-or the hyperfine wheel's bin/ with a `go`, `git`, `sh` or `go1.26.8` in it. So no directory of
-refbench's caches is on the PATH refbench searches or gives to what it starts (clean_path: cli.main
-takes them out of its own PATH at start), and
+A restored cache may hold anything (the threat model is refbench.trust's), so
 
 - a tool refbench pins (refbench.pins: MinIO, toxiproxy, refbench-s3restore, hyperfine) is taken
   from the cache or refbench's tools directory only when its file is the pinned build, checked at
   every use (find_tool), or else from PATH;
-- every other tool (git, go, curl, ...) comes from that clean PATH, as an absolute path
-  (which, git, go), or, for Go alone, from the toolchain `refbench setup` fetched into refbench's
-  data directory (not a cache) when the machine has none.
+- every other tool (git, go, curl, ...) comes from the clean PATH (refbench.cleanpath), as an
+  absolute path.
 
-Apart from paths.py because the check needs pins.py, which builds on paths.py.
+Above pins.py, which it asks whether a file is the pinned build; the clean PATH itself lives below
+both (cleanpath.py), and its names are said here too for the callers that find every program
+through this module (`tools.git()`, `tools.child_env()`).
 """
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 from . import paths, pins
-from .errors import BuildError
-
-
-def _within(d: str, roots: tuple[str, ...]) -> bool:
-    return any(d == r or d.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
-
-
-def cache_dirs(layout: paths.Layout | None = None) -> tuple[str, ...]:
-    """The directories no PATH refbench uses may hold: the cache root (every tool it keeps, the
-    hyperfine wheel's bin/) and the tools directory (its links into the cache), as given and resolved.
-    `layout`: the process's (paths.layout()) unless given (the command line's, before it installs it)."""
-    out: list[str] = []
-    for d in (paths.cache_root(layout), paths.tools_bin(layout)):
-        for form in (os.path.abspath(d), os.path.realpath(d)):
-            if form not in out:
-                out.append(form)
-    return tuple(out)
-
-
-def clean_path(path: str | None = None, layout: paths.Layout | None = None) -> str:
-    """`path` (default: the PATH the command line read, paths.Layout.environ) without any directory
-    in or under refbench's caches (cache_dirs), nor an empty or relative entry (the current directory)."""
-    roots = cache_dirs(layout)
-    parts = ((layout or paths.layout()).environ.get("PATH", "") if path is None else path).split(os.pathsep)
-    return os.pathsep.join(p for p in parts if p and os.path.isabs(p) and not _within(os.path.abspath(p), roots)
-                           and not _within(os.path.realpath(p), roots))
-
-
-def which(name: str) -> str | None:
-    """The absolute path of `name` on the clean PATH, or None."""
-    found = shutil.which(name, path=clean_path())
-    return os.path.abspath(found) if found else None
-
-
-def git() -> str:
-    """The git refbench runs (absolute, from the clean PATH)."""
-    found = which("git")
-    if not found:
-        raise BuildError("git not found on PATH (install git)")
-    return found
-
-
-def go() -> str | None:
-    """The go refbench runs: the clean PATH's, else the toolchain `refbench setup` fetched."""
-    return which("go") or next((str(p) for p in setup_go_candidates() if p.is_file() and os.access(p, os.X_OK)), None)
-
-
-def setup_go_candidates() -> list[Path]:
-    """Where `refbench setup` puts a Go it fetched: refbench's data directory, not a cache."""
-    return sorted(paths.data_root().glob("go*.linux-*/bin/go"), reverse=True)
-
-
-# what a build (go, git) needs beyond process.PASS_ENV: the C toolchain for cgo, the proxies and
-# certificates the module downloads go through, and go's own settings for private modules
-BUILD_ENV = frozenset((
-    "CC", "CXX", "AR", "PKG_CONFIG", "PKG_CONFIG_PATH", "GOINSECURE", "GOVCS", "GONOSUMCHECK", "GOEXPERIMENT",
-    "GOARM", "GO386", "GOARM64", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-    "SSL_CERT_FILE", "SSL_CERT_DIR", "GIT_SSH_COMMAND", "SSH_AUTH_SOCK", "GIT_ASKPASS", "NETRC",
-))
-
-
-def child_env(base: dict | None = None) -> dict[str, str]:
-    """The environment of a build or a git command refbench runs: the allow-list the benchmarked
-    commands get (backends.process.PASS_ENV) with BUILD_ENV and CGO_*, and the clean PATH. So a
-    secret of the job (a history URL's password, a token) never reaches `go` or a build script,
-    and no cache directory is searched for a program."""
-    from .backends import process  # not at the top: backends/__init__ imports this module
-    env = process.child_env(BUILD_ENV, base)
-    env.update({k: v for k, v in (paths.layout().environ if base is None else base).items() if k.startswith("CGO_")})
-    env["PATH"] = clean_path(env.get("PATH", ""))
-    return env
+from .cleanpath import child_env, clean_path, git, go, which  # noqa: F401 (said here too)
 
 
 def find_tool(name: str) -> str | None:

@@ -51,6 +51,10 @@ NOISE_LIMIT = 0.10
 # a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
 # retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
 METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
+# Of a family's weight, what wall time holds when other metrics share the family (the weighted
+# adjustment, judge.metric_weights). Here, below both, because the statistics plan with it too: the
+# smallest level the adjustment can ask of one member (stats.member_level) follows from it.
+WALL_SHARE = 0.8
 
 
 class Verdict(StrEnum):

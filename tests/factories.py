@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from refbench import results as rs, stats
+from refbench import judge, results as rs, stats
 from refbench.units import slug
 
 CRITERIA = stats.Criteria()
@@ -20,12 +20,12 @@ _COMPARE_CACHE: dict = {}
 
 
 def _compare(a, at, b, bt, cache: bool) -> dict:
-    """stats.contrast; with cache, one computation per (rounded) ratio (for runs with 1000s of steps)."""
+    """judge.contrast; with cache, one computation per (rounded) ratio (for runs with 1000s of steps)."""
     if not cache:
-        return stats.contrast(a, at, b, bt, CRITERIA).to_json()
+        return judge.contrast(a, at, b, bt, CRITERIA).to_json()
     key = (a, b, round(float(np.mean(bt) / np.mean(at)), 1))
     if key not in _COMPARE_CACHE:
-        _COMPARE_CACHE[key] = stats.contrast(a, at, b, bt, CRITERIA).to_json()
+        _COMPARE_CACHE[key] = judge.contrast(a, at, b, bt, CRITERIA).to_json()
     return dict(_COMPARE_CACHE[key])
 
 
@@ -96,7 +96,7 @@ def one_step_doc() -> dict:
     """A small but complete results document: one step where the contender is ~30% slower."""
     base = [1.00, 1.02, 0.99, 1.01, 1.00, 0.98]
     cont = [1.31, 1.29, 1.33, 1.30, 1.28, 1.32]
-    comp = stats.contrast("v1.0.0", base, "PR #7", cont).to_json()
+    comp = judge.contrast("v1.0.0", base, "PR #7", cont).to_json()
 
     def side(t):
         return {"times": t, "rounds": [0] * len(t), "stats": stats.summarize(t).to_json(),

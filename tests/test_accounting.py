@@ -17,7 +17,7 @@ import pytest
 import factories
 from conftest import run_bench
 from refbench import accounting, results as rs
-from refbench.explain import fmt_change
+from refbench.render.explain import fmt_change
 
 # a real page of /minio/metrics/v3/api/requests (MinIO 2026-02), after PutBucket, PutObject,
 # a GetObject and a GetObject of a missing key
@@ -201,7 +201,7 @@ def test_the_servers_cpu_over_a_run_is_kept_beside_its_requests_as_context(tmp_p
     import sys
 
     from refbench.backends.minio import MinioServer
-    from refbench.explain import markdown_parts
+    from refbench.render.explain import markdown_parts
 
     q = rs.Requests(by_api=MappingProxyType({"PutObject": 3}), received_bytes=300)
     assert accounting.server_cpu(q, 1.25, 1.5).server_cpu == 0.25

@@ -8,7 +8,7 @@ import json
 import pytest
 
 import factories
-from refbench import pairing, judge, results as rs, stats
+from refbench import pairing, judge, results as rs
 from refbench.commands._args import metric_list, metric_threshold
 from refbench.verdict import DAEMON_METRICS, Verdict
 
@@ -25,8 +25,8 @@ def test_daemon_metrics_do_not_cost_wall_time_any_power():
     for k in range(9):
         base = list(1 + 0.02 * rng.standard_normal(10))
         cont = list((1.04 if k < 3 else 1.0) * (1 + 0.02 * rng.standard_normal(10)))
-        client += [stats.contrast_metric(m, "a", base, "b", cont) for m in ("wall", "cpu")]
-    daemon = [stats.contrast_metric(m, "a", [1.0, 1.01, 0.99, 1.0] * 3, "b", [2.0, 2.02, 1.98, 2.0] * 3)
+        client += [judge.contrast_metric(m, "a", base, "b", cont) for m in ("wall", "cpu")]
+    daemon = [judge.contrast_metric(m, "a", [1.0, 1.01, 0.99, 1.0] * 3, "b", [2.0, 2.02, 1.98, 2.0] * 3)
               for m in DAEMON_METRICS for _ in range(9)]
     alone = judge.adjust_family(client)
     mixed = judge.adjust_family(client + daemon)
@@ -41,7 +41,7 @@ def test_the_options_take_the_daemon_metrics():
     assert metric_list("wall,daemon-cpu") == ("wall", "daemon-cpu")
     with pytest.raises(argparse.ArgumentTypeError, match="daemon-alloc"):
         metric_list("daemon-nothing")
-    slow = stats.contrast_metric("daemon-memory", "a", [1.0, 1.01, 0.99] * 4, "b", [1.5, 1.51, 1.49] * 4)
+    slow = judge.contrast_metric("daemon-memory", "a", [1.0, 1.01, 0.99] * 4, "b", [1.5, 1.51, 1.49] * 4)
     assert slow.verdict == Verdict.SLOWER
     assert judge.failing([slow]) == [] and judge.failing([slow], ("daemon-memory",)) == [slow]
 
@@ -94,7 +94,7 @@ def _judged_daemon_results() -> rs.Results:
     for m in ("memory", *DAEMON_METRICS):
         k = "memory_bytes" if m == "memory" else m.replace("-", "_")
         if all(v > 0 for v in old[k] + new[k]):
-            st["comparisons"].append(stats.contrast_metric(m, "old", old[k], "new", new[k]).to_json())
+            st["comparisons"].append(judge.contrast_metric(m, "old", old[k], "new", new[k]).to_json())
     return rs.Results.from_json(doc, "t")
 
 

@@ -55,7 +55,7 @@ def test_server_cpu_is_context_unless_the_run_asks_for_it():
 
 
 def test_the_views_show_the_servers_cpu_per_timed_run(tmp_path):
-    from refbench.explain import markdown_parts
+    from refbench.render.explain import markdown_parts
     from refbench.render.csv import CSV_FIELDS, write_csv
 
     doc = _server_doc(0.02)
@@ -74,14 +74,14 @@ def test_the_views_show_the_servers_cpu_per_timed_run(tmp_path):
 
 
 def test_an_asked_server_cpu_verdict_is_shown_in_every_view(tmp_path):
-    from refbench import analysis, stats
+    from refbench import analysis, judge
     from refbench.render.html import render_html
     from refbench.render.markdown import render_markdown
 
     doc = _server_doc(0.02)
     st = doc["scenarios"][0]["steps"][0]
     old, new = st["builds"]["old"]["server_cpu"], st["builds"]["new"]["server_cpu"]
-    st["comparisons"].append(stats.contrast_metric("server-cpu", "old", old, "new", new).to_json())
+    st["comparisons"].append(judge.contrast_metric("server-cpu", "old", old, "new", new).to_json())
     r = rs.Results.from_json(doc, "t")
     assert r.judged_metrics() == ("server-cpu",)
     assert "Server CPU" in render_markdown(r)

@@ -230,13 +230,13 @@ def test_postgresql_keeps_the_daemon_metrics_and_upgrades_a_schema_2_history(pg_
 def _server_results(asked: bool = True):
     """One night of an s3 step whose builds carry the embedded MinIO's CPU per run (the head's
     10 ms more), judged on it where the run asked (`--metric-threshold server-cpu=0.05`)."""
-    from refbench import results as rs, stats
+    from refbench import judge, results as rs
     from test_daemon_server import _server_doc
     doc = _server_doc(0.010)
     if asked:
         st = doc["scenarios"][0]["steps"][0]
         old, new = st["builds"]["old"]["server_cpu"], st["builds"]["new"]["server_cpu"]
-        st["comparisons"].append(stats.contrast_metric("server-cpu", "old", old, "new", new).to_json())
+        st["comparisons"].append(judge.contrast_metric("server-cpu", "old", old, "new", new).to_json())
         doc["settings"]["metric_thresholds"] = {**doc["settings"].get("metric_thresholds", {}), "server-cpu": 0.05}
     return rs.Results.from_json(doc, "t")
 

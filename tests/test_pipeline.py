@@ -252,7 +252,7 @@ def _step(name: str, contenders: dict[str, float], seed: int) -> rs.Step:
     import random
     rng = random.Random(seed)
     base = [1.0 + rng.gauss(0, 0.02) for _ in range(10)]
-    comps = [stats.contrast("A", base, lab, [f * (1.0 + rng.gauss(0, 0.02)) for _ in range(10)])
+    comps = [judge.contrast("A", base, lab, [f * (1.0 + rng.gauss(0, 0.02)) for _ in range(10)])
              for lab, f in contenders.items()]
     return rs.Step(name=name, runs=10, warmup=0, rounds=1, builds=MappingProxyType({}), comparisons=tuple(comps),
                    hyperfine_seconds=1.0)

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import need, run_bench
 from refbench import profile, results as rs
-from refbench.explain import flame_svg, fmt_shift
+from refbench.render.explain import flame_svg, fmt_shift
 from test_html_browser import chrome  # noqa: F401  (the headless Chromium fixture)
 
 SCRIPT = """s5cmd 

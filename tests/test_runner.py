@@ -14,7 +14,7 @@ import pytest
 
 from fakes.backend import FakeBackend
 from fakes.executor import INFO_1, MockExecutor
-from refbench import runner as rn, stats
+from refbench import judge, runner as rn, stats
 from refbench.builds import BuiltRef
 from refbench.config import FixtureSpec, ScenarioSpec, StepSpec
 from refbench.fixtures import FixtureFiles
@@ -417,13 +417,13 @@ def test_the_stopping_rule_is_pure_and_says_why():
     assert planned.pilot_seconds == 1.6
     assert 20 <= planned.n_max < 2000 and progress.pilots == (2.0,)  # the progress given is not changed
     x, y = [1.0 + 0.01 * (i % 3) for i in range(8)], [1.5 + 0.01 * (i % 3) for i in range(8)]
-    slower = stats.contrast_metric("wall", "b0", x, "b1", y, stats.Criteria(), looks=planned.looks())
+    slower = judge.contrast_metric("wall", "b0", x, "b1", y, stats.Criteria(), looks=planned.looks())
     why, final = rule.decide(planned, [slower], 1.6, progress)
     assert (why, final) == ("decided", planned) and rule.decide(planned, [slower], 1.6, progress) == (why, final)
     import random
     rng = random.Random(1)
     a, b = ([rng.lognormvariate(0, 0.3) for _ in range(8)] for _ in range(2))
-    same = stats.contrast_metric("wall", "b0", a, "b1", b, stats.Criteria(), looks=planned.looks())
+    same = judge.contrast_metric("wall", "b0", a, "b1", b, stats.Criteria(), looks=planned.looks())
     assert not stats.should_stop(same, stats.Criteria(), 1)  # at cv 30%, 8 runs decide nothing
     assert rule.decide(planned, [same], 1.6, progress) == (CONTINUE, planned)
     # under a budget the step's runs, as many as its share paid for at the pilot's pace, bound it,

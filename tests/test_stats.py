@@ -41,44 +41,44 @@ def test_hyperfine_phrase():
 def test_known_slowdown_is_slower_with_truth_inside_interval():
     base = sample(1.0, 0.05, 20, 1)
     cont = sample(1.3, 0.05, 20, 2)
-    c = stats.contrast("A", base, "B", cont)
+    c = judge.contrast("A", base, "B", cont)
     assert c.verdict == Verdict.SLOWER
     assert c.ci_low < 0.3 < c.ci_high and c.p_value < 0.001
 
 
 def test_known_speedup_is_faster():
-    c = stats.contrast("A", sample(1.0, 0.03, 15, 3), "B", sample(0.8, 0.03, 15, 4))
+    c = judge.contrast("A", sample(1.0, 0.03, 15, 3), "B", sample(0.8, 0.03, 15, 4))
     assert c.verdict == Verdict.FASTER
 
 
 def test_tight_equal_samples_are_no_significant_change():
-    c = stats.contrast("A", sample(1.0, 0.01, 20, 5), "B", sample(1.0, 0.01, 20, 6))
+    c = judge.contrast("A", sample(1.0, 0.01, 20, 5), "B", sample(1.0, 0.01, 20, 6))
     assert c.verdict == Verdict.SAME
     assert -0.05 < c.ci_low and c.ci_high < 0.05
 
 
 def test_wide_samples_are_inconclusive_with_mde_and_runs_needed():
-    c = stats.contrast("A", [0.7, 1.0, 1.3, 0.85, 1.15], "B", [0.75, 1.05, 1.25, 0.9, 1.05])
+    c = judge.contrast("A", [0.7, 1.0, 1.3, 0.85, 1.15], "B", [0.75, 1.05, 1.25, 0.9, 1.05])
     assert c.verdict == Verdict.INCONCLUSIVE
     assert c.noisy and c.mde > 0.3
     assert c.runs_needed > 100  # cv 25% needs hundreds of runs to resolve ±5%
 
 
 def test_significant_but_below_threshold_is_not_slower():
-    c = stats.contrast("A", sample(1.0, 0.005, 40, 9), "B", sample(1.02, 0.005, 40, 10))
+    c = judge.contrast("A", sample(1.0, 0.005, 40, 9), "B", sample(1.02, 0.005, 40, 10))
     assert c.p_value < 0.05 and c.verdict == Verdict.SAME
 
 
 def test_single_run_is_inconclusive():
-    c = stats.contrast("A", [10.0], "B", [5.0])
+    c = judge.contrast("A", [10.0], "B", [5.0])
     assert c.verdict == Verdict.INCONCLUSIVE and c.ci_low is None and c.p_value is None
     assert c.phrase().startswith("'B' ran 2.00")
 
 
 def test_threshold_is_adjustable():
     base, cont = sample(1.0, 0.01, 20, 11), sample(1.03, 0.01, 20, 12)
-    assert stats.contrast("A", base, "B", cont).verdict == Verdict.SAME
-    assert stats.contrast("A", base, "B", cont, stats.Criteria(threshold=0.01)).verdict == Verdict.SLOWER
+    assert judge.contrast("A", base, "B", cont).verdict == Verdict.SAME
+    assert judge.contrast("A", base, "B", cont, stats.Criteria(threshold=0.01)).verdict == Verdict.SLOWER
 
 
 def test_geomean_scoreboard():
@@ -99,16 +99,16 @@ def test_rounds_alternate_and_split():
 
 def test_family_adjustment_keeps_an_aa_fluke_from_being_called_slower():
     # nine A/A steps, one of which happens to look 6% slower (p ~ 0.02), and no real change
-    fluke = stats.contrast("A", [1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00, 1.01], "B",
+    fluke = judge.contrast("A", [1.00, 1.02, 0.98, 1.01, 0.99, 1.00, 1.03, 0.97, 1.00, 1.01], "B",
                            [1.09, 1.10, 0.99, 1.09, 1.01, 1.06, 1.14, 0.98, 1.08, 1.04])
-    others = [stats.contrast("A", sample(1.0, 0.05, 10, 100 + i), "B", sample(1.0, 0.05, 10, 200 + i))
+    others = [judge.contrast("A", sample(1.0, 0.05, 10, 100 + i), "B", sample(1.0, 0.05, 10, 200 + i))
               for i in range(8)]
     assert fluke.verdict == Verdict.SLOWER and 0.001 < fluke.p_value < 0.05
     adjusted = judge.adjust_family([fluke, *others])
     assert adjusted[0].verdict != Verdict.SLOWER and adjusted[0].p_raw == fluke.p_value
     assert adjusted[0].p_value > fluke.p_value
     # a real +30% regression among them keeps its verdict
-    real = stats.contrast("A", sample(1.0, 0.05, 10, 1), "B", sample(1.3, 0.05, 10, 2))
+    real = judge.contrast("A", sample(1.0, 0.05, 10, 1), "B", sample(1.3, 0.05, 10, 2))
     assert judge.adjust_family([real, *others])[0].verdict == Verdict.SLOWER
     assert judge.adjust_family([real]) == [real]  # a family of one is left as it is
 

@@ -62,7 +62,7 @@ def test_complete_separation_at_3_rounds_of_2_plus_2_runs_is_decided():
     assert all(c.method == "blocked t on log values, 3 rounds" for c in memory)
     # the batch is what contrast_metric gives one run
     r = np.repeat(np.arange(ROUNDS), K)
-    one = stats.contrast_metric("memory", "A", np.exp(data["memory"][0][0]).ravel(), "B",
+    one = judge.contrast_metric("memory", "A", np.exp(data["memory"][0][0]).ravel(), "B",
                                 np.exp(data["memory"][1][0]).ravel(), base_rounds=r, cont_rounds=r, family_size=3)
     assert one.method == memory[0].method and math.isclose(one.rel, memory[0].rel, rel_tol=1e-9)
     assert one.p_value < 1e-6 and one.verdict == Verdict.SLOWER

@@ -47,7 +47,7 @@ def judged(metric: str, x, y, looks=(1.0,)) -> list:
     rounds = np.repeat(np.arange(x.shape[1]), x.shape[2])
     for i in range(x.shape[0]):
         if np.ptp(x[i]) == 0 and np.ptp(y[i]) == 0 and x[i].flat[0] == y[i].flat[0]:
-            out[i] = stats.contrast_metric(metric, "A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(),
+            out[i] = judge.contrast_metric(metric, "A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(),
                                            base_rounds=rounds, cont_rounds=rounds, looks=looks,
                                            family_size=STEPS * 3)
     return [replace(c, metric=metric) for c in out]

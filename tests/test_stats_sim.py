@@ -86,7 +86,7 @@ def simulate(seed: int, seqs: int, rounds: int, k: int, effect: float = 0.0, noi
 
 
 def decide_all(x, y, looks=(1.0,), criteria=CRITERIA, blocked=True, family_size=1, metric="wall"):
-    """stats.contrast's decision for every sequence at once: the same shift_fit (the exact rank
+    """judge.contrast's decision for every sequence at once: the same shift_fit (the exact rank
     test, or the blocked t-test where that cannot reach the family's level), repeated_p and
     decide (test_batch_matches_compare checks that it is the same)."""
     seqs, rounds, _ = x.shape
@@ -151,7 +151,7 @@ def test_batch_matches_compare():
     rounds = np.repeat(np.arange(5), 2)
     batch = decide_all(x, y)
     for i in range(40):
-        c = stats.contrast("A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(), base_rounds=rounds,
+        c = judge.contrast("A", np.exp(x[i]).ravel(), "B", np.exp(y[i]).ravel(), base_rounds=rounds,
                            cont_rounds=rounds)
         assert c.verdict == batch[i].verdict and c.method == "aligned ranks, 5 rounds"
         assert c.rel == pytest.approx(batch[i].rel, abs=1e-9) and c.p_value == pytest.approx(batch[i].p_value)
@@ -415,21 +415,21 @@ def test_robust_noise_sees_through_drift_and_outliers():
 def test_edge_cases():
     r = [0, 0, 1, 1, 2, 2]
     # fewer than 2 runs: no test, but still a ratio and hyperfine's phrase
-    c = stats.contrast("A", [1.0], "B", [1.1, 1.2])
+    c = judge.contrast("A", [1.0], "B", [1.1, 1.2])
     assert c.verdict == Verdict.INCONCLUSIVE and c.p_value is None and c.ci_low is None
     # all equal: nothing changed, and the interval says so
-    c = stats.contrast("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
+    c = judge.contrast("A", [1.0] * 6, "B", [1.0] * 6, base_rounds=r, cont_rounds=r)
     assert (c.verdict, c.p_value) == (Verdict.SAME, 1.0)
     assert c.rel == pytest.approx(0, abs=1e-9) and c.ci_low == pytest.approx(0, abs=1e-6)
     assert c.ci_high == pytest.approx(0, abs=1e-6)
     # no spread at all but a clear difference: significant, the interval the difference itself
     r5 = [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
-    c = stats.contrast("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
+    c = judge.contrast("A", [1.0] * 10, "B", [1.2] * 10, base_rounds=r5, cont_rounds=r5)
     assert c.verdict == Verdict.SLOWER and c.rel == pytest.approx(0.2, abs=1e-6) and c.p_value < 0.001
     assert c.ci_low == pytest.approx(0.2, abs=1e-6) and c.ci_high == pytest.approx(0.2, abs=1e-6)
     # one round: the plain two-sample test
     base, cont = [1.0, 1.02, 0.98, 1.01, 0.99] * 2, [1.1, 1.12, 1.08, 1.11, 1.09] * 2
-    c = stats.contrast("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
+    c = judge.contrast("A", base, "B", cont, base_rounds=[0] * 10, cont_rounds=[0] * 10)
     assert c.method == "Mann-Whitney" and c.verdict == Verdict.SLOWER
     assert c.rel == pytest.approx(stats.contrast("A", base, "B", cont).rel)
     # unequal runs per round, and a round only one build reached (it cannot be compared within)
@@ -451,7 +451,7 @@ def test_json_is_flat_and_strict():
     x, y = simulate(15, 1, 5, 2, effect=0.1)
     rounds = np.repeat(np.arange(5), 2)
     for looks in [(1.0,), (0.04, 0.08), (0.2, 0.4, 0.6)]:
-        c = stats.contrast("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds,
+        c = judge.contrast("A", np.exp(x[0]).ravel(), "B", np.exp(y[0]).ravel(), base_rounds=rounds,
                            cont_rounds=rounds, looks=looks, family_size=6)
         d = c.to_json()
         json.dumps(d, allow_nan=False)

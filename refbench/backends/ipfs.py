@@ -12,27 +12,25 @@ Repos, daemons and the namespace are removed when the scenario (the run) ends.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import shlex
 import logging
-import os
 import shutil
-import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
-from .. import paths
-from ..daemon import CpuCgroup, Probe, ProbeServer, cpu_source_text
+from ..daemon import CpuCgroup, Probe
 from ..config import ShellCode
 from ..errors import RunError
 from .dirs import Retired
-from .process import child_env, die_with_parent, group_guard, release_guard, settle_page_cache, stop_process
+from .ipfs_daemons import (close_probe_servers, daemon_cpu_fact, probe_server, restart, restart_order, restarts_fact,
+                           settle_binaries)
+from .ipfs_states import StateBuilds, StateJob, file_digest, scratch, state_lowers
+from .process import child_env, die_with_parent, group_guard, release_guard, stop_process
 from .sandbox import Sandbox
-from .snapshot import StateCache, key, layer_mount_command, restore_command, unmount_command
+from .snapshot import StateCache, key, restore_command, unmount_command
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +114,10 @@ class IpfsRepo:
             return None
         return doc if isinstance(doc, dict) else None
 
+    def bare(self, path: Path) -> "IpfsRepo":
+        """The same kubo on another repo, in mode none (no daemon): a cached state is built on one."""
+        return IpfsRepo(path, self.binary, "none", self.prefix, pass_env=self.pass_env)
+
     def init(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         if self.in_process:  # the implementation makes its own repo in it
@@ -193,62 +195,6 @@ class IpfsRepo:
             self.cpu_cgroup = None
 
 
-def daemon_cpu_fact(sources) -> dict[str, str]:
-    """results.json's backend fact `daemon cpu`: where the daemons' CPU figures came from (each
-    run's daemon had the same source unless some could not get a cgroup: then both, and why)."""
-    got = dict(sorted(set(sources)))
-    if not got:
-        return {}
-    return {"daemon cpu": "; ".join(cpu_source_text(k, why) for k, why in got.items())}
-
-
-def settle_binaries(binaries: Sequence[str | os.PathLike]) -> None:
-    """Every build's binary settled in the page cache (backends.process.settle_page_cache) while no
-    daemon of the scenario maps it: at the scenario's start and between the stop and the start of
-    a restart. Why (issue 36): a settle drops only pages no process maps, and a daemon started
-    first keeps the pages it mapped in whatever folios they were (a binary just built, or run once
-    from a cold cache: small ones) for its whole life. The CLI that hyperfine times maps the same
-    page-cache pages, so its peak RSS carried them: kubo's CLI peaked at 60 MB on small folios
-    against 82 MB on large, and in a hold64 run the contender's CLI was `faster` on memory
-    (-7.9% to -9.4%) on 10 steps, its daemon having mapped its binary before the runner's settle."""
-    for binary in dict.fromkeys(str(b) for b in binaries):
-        settle_page_cache(binary)
-
-
-def restart_order(repos: dict[str, "IpfsRepo"], order: Sequence[str] = ()) -> list["IpfsRepo"]:
-    """The repos by label in `order`, then any `order` leaves out in their own order: the order a
-    restart makes their repos and starts their daemons in (IpfsBackend.restart_daemons)."""
-    first = [label for label in order if label in repos]
-    return [repos[label] for label in (*first, *(label for label in repos if label not in first))]
-
-
-def restarts_fact(every: int, seconds: list[float]) -> str:
-    """results.json's backend fact `daemon restarts` (shown in the summary's "How kubo ran"): how
-    many rounds a repo and its daemon served, and what the untimed restarts cost (the setups that
-    put back what a fresh repo lacks not included: they count as setup)."""
-    if not every:
-        return "never: one repo and daemon per build for the whole scenario"
-    n = len(seconds)
-    cost = f"; {n} restart{'s' if n != 1 else ''}, {sum(seconds):.1f} s in all, untimed" if seconds else ""
-    return f"on fresh repos every {'round' if every == 1 else f'{every} rounds'}{cost}"
-
-
-@dataclass(frozen=True)
-class StateJob:
-    """A state to build for one build: run `template` with IPFS_PATH = path, then state_done."""
-    label: str
-    path: Path
-    template: str
-    layer: Path | None  # a step's layer (path is then the overlay it is built through)
-    lock: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, compare=False)
-
-
-def file_digest(path: str) -> str:
-    """SHA-256 of a binary: a cached state belongs to the exact binary that built it."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 @dataclass
 class IpfsBackend:
     """A fresh IPFS_PATH per build and per scenario, run in the scenario's daemon mode, removed at
@@ -322,7 +268,7 @@ class IpfsBackend:
                                                 self.command_prefix(), pass_env=self.pass_env,
                                                 in_process=label in self.in_process)
             if getattr(scenario, "state", None) and not repo.in_process:  # the repo is the cached state, mounted by {{ restore }}
-                repo.state = StateCache(self._states_root() / key(file_digest(binary)) /
+                repo.state = StateCache(self.states().root / key(file_digest(binary)) /
                                         key(scenario.state, repr(scenario.fixture)))
                 repo.lowers = (repo.state.repo,)
                 continue
@@ -366,101 +312,30 @@ class IpfsBackend:
         the same build in every round (issue 36: in a full A/A the first build's daemons cost
         20-30% more CPU on the tree's adds in every refreshed round)."""
         t0 = time.monotonic()
-        live = [repo for repo in restart_order(self.repos, order) if repo.daemon is not None]
-        for server in self.probe_servers.values():
-            server.close()
-        self.probe_servers.clear()
-        for repo in live:  # SIGTERM to all first: they shut down side by side
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(repo.daemon.pid, signal.SIGTERM)
-        apis = [repo.api for repo in live]
-        for repo in live:
-            repo.stop_daemon()
-            if fresh:
-                self.retire(repo.path)
-                repo.init()
-            repo.pin_api()
-        settle_binaries([repo.binary for repo in live])
-        for repo in live:
-            repo.spawn_daemon(repo.log_path)
-        for repo, api in zip(live, apis):
-            repo.wait_ready()
-            if api and repo.api != api:
-                raise RunError(f"the restarted ipfs daemon of {repo.path} listens at {repo.api}, not at {api} "
-                               "where the step's commands reach it")
+        close_probe_servers(self.probe_servers)
+        restart([repo for repo in restart_order(self.repos, order) if repo.daemon is not None], fresh, self.retire)
         self.restarts.append(time.monotonic() - t0)
         return self.restarts[-1]
 
-    # ---- cached states ----------------------------------------------------------------------
-    def _states_root(self) -> Path:
-        if self.states_dir is None:
-            raise RunError("a scenario with a cached state needs the build cache (IpfsBackend.open(cache_dir=...))")
-        return self.states_dir
+    # ---- cached states (ipfs_states.StateBuilds) ---------------------------------------------
+    def states(self) -> StateBuilds:
+        """The build cache's side of the run's cached states, mounted in the run's namespace."""
+        return StateBuilds(self.states_dir, self.sandbox, self.pass_env)
 
-    def _cache(self) -> Path:
-        """The build cache the states are in: what is written or removed there goes through no link."""
-        return self._states_root().parent
+    def state_job(self, label: str, step=None) -> StateJob | None:
+        """What must be built before `step` (None: the scenario) can run for this build, None when
+        cached (or there is none): StateBuilds.job, holding the state's lock until state_done."""
+        return self.states().job(label, self.repos[label], self.scenario, step)
 
-    def state_job(self, label: str, step=None) -> "StateJob | None":
-        """What must be built before `step` (None: the scenario) can run for this build: the
-        scenario's state or the step's layer over it; None when cached (or there is none). A job
-        holds the state's lock until state_done: another run on this machine (the nightly beside
-        the PR bot) waits for the build, then finds it cached, instead of building it too."""
-        repo = self.repos[label]
-        if repo.state is None or (step is not None and not step.state):
-            return None
-        where = repo.state.repo if step is None else repo.state.layer(key(step.state))
-        lock = StateCache.claim(where, self._cache())
-        if lock is None:
-            return None
-        try:
-            if step is None:
-                StateCache.clear(repo.state.root / "layers", self._cache())  # built on an older state: rebuilt too
-                StateCache.clear(where, self._cache())  # an incomplete state
-                IpfsRepo(where, repo.binary, "none", repo.prefix, pass_env=repo.pass_env).init()
-                return StateJob(label, where, self.scenario.state, None, lock)
-            StateCache.clear(where, self._cache())
-            self._inside(unmount_command(repo.path, self._scratch(label)) + " && "
-                         + layer_mount_command(repo.path, repo.state.repo, where, self.sandbox.user))
-            return StateJob(label, repo.path, step.state, where, lock)
-        except BaseException:
-            lock.close()
-            raise
-
-    def state_done(self, job: "StateJob", ok: bool = True) -> None:
-        """After the job's template ran: unmount a layer's overlay, then mark it (or the state)
-        complete; a failed one is removed, so the next run rebuilds it. Then the lock goes."""
-        with job.lock:
-            repo = self.repos[job.label]
-            if job.layer is not None:
-                # after a failed template, the unmount must not replace the failure that is on its way
-                with contextlib.suppress(*(() if ok else (RunError,))):
-                    self._inside(f"umount {shlex.quote(str(repo.path))}")
-            where = job.layer if job.layer is not None else job.path
-            if not ok:
-                StateCache.clear(where, self._cache())
-                return
-            if job.layer is not None:
-                paths.remove_tree(job.layer / "work", self._cache(), ignore_errors=True)
-            StateCache.mark(where, self._cache(), template=job.template)
+    def state_done(self, job: StateJob, ok: bool = True) -> None:
+        """After the job's template ran: the state marked complete, or removed (StateBuilds.done)."""
+        self.states().done(job, ok)
 
     def use_state(self, label: str, step) -> None:
         """The state the step's runs restore: its own layer over the scenario's, or the scenario's."""
         repo = self.repos[label]
         if repo.state is not None:
-            top = (repo.state.layer(key(step.state)) / "upper",) if step is not None and step.state else ()
-            repo.lowers = (*top, repo.state.repo)
-
-    def _scratch(self, label: str) -> Path:
-        return self.repos[label].path.with_name(self.repos[label].path.name + ".upper")
-
-    def _inside(self, cmd: str) -> None:
-        """A mount command in the run's mount namespace; a failure names it."""
-        proc = subprocess.run([*self.sandbox.prefix(), "sh", "-c", cmd], capture_output=True, text=True,
-                              timeout=120, env=child_env(extra=self.pass_env))
-        if proc.returncode != 0:
-            raise RunError(f"mounting a cached IPFS state failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}",
-                           detail=f"command: {cmd}\n{proc.stderr[-2000:]}")
+            repo.lowers = state_lowers(repo.state, step)
 
     def plan_scenario(self, scenario, labels: list[str], binaries: list[str]) -> None:
         """For a dry run: the repos open_scenario would make, neither created nor started; a
@@ -481,7 +356,7 @@ class IpfsBackend:
         repo = self.repos[build_label]
         values = {"ipfs_path": str(repo.path), "api": repo.api, "remote": ""}
         if repo.state is not None:  # a scenario with a cached state: the command that puts it back
-            values["restore"] = ShellCode(restore_command(repo.path, list(repo.lowers), self._scratch(build_label),
+            values["restore"] = ShellCode(restore_command(repo.path, list(repo.lowers), scratch(repo.path),
                                                           bool(self.sandbox and self.sandbox.user)))
         return values
 
@@ -494,14 +369,12 @@ class IpfsBackend:
         return repo.repo_stat() if repo else None
 
     def close_scenario(self) -> None:
-        for server in self.probe_servers.values():
-            server.close()
-        self.probe_servers.clear()
-        for label, repo in self.repos.items():
+        close_probe_servers(self.probe_servers)
+        for repo in self.repos.values():
             repo.stop_daemon()
             if repo.state is not None and self.sandbox is not None:  # never rmtree through a mount
-                self._inside(unmount_command(repo.path, self._scratch(label)))
-                shutil.rmtree(self._scratch(label), ignore_errors=True)
+                self.states().inside(unmount_command(repo.path, scratch(repo.path)))
+                shutil.rmtree(scratch(repo.path), ignore_errors=True)
                 shutil.rmtree(repo.path, ignore_errors=True)
             else:
                 self.retire(repo.path)
@@ -539,16 +412,12 @@ class IpfsBackend:
         pid = self.server_pid(label)
         if pid is None or self.mode == "none":
             return None
-        repo = self.repos[label]
-        out = repo.path.with_name(repo.path.name + ".daemon-probes.jsonl")
         server = self.probe_servers.get(label)
         if server is None or server.pid != pid:  # a restarted daemon gets a server of its own
             if server is not None:
                 server.close()
-            metrics = f"{repo.api}/debug/metrics/prometheus" if repo.api else None
-            cgroup = repo.cpu_cgroup.path if repo.cpu_cgroup is not None else None
-            server = self.probe_servers[label] = ProbeServer(self.command_prefix(), pid, out, metrics, cgroup=cgroup)
-            self.cpu_sources[label] = ("cgroup", "") if cgroup else ("ticks", repo.cpu_why)
+            server, self.cpu_sources[label] = probe_server(self.repos[label], self.command_prefix(), pid)
+            self.probe_servers[label] = server
         return server.probe()
 
     def watch_extra(self) -> dict:

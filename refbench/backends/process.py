@@ -9,7 +9,7 @@ import signal
 import subprocess
 
 from .. import paths
-from ..heldenv import PASS_ENV, passed  # noqa: F401 (PASS_ENV: the list's name here, which tools.py names)
+from ..heldenv import PASS_ENV, passed  # noqa: F401 (PASS_ENV: the allow-list, named here too)
 
 # What a process refbench starts for a run (hyperfine and the benchmarked commands, setup
 # commands, MinIO, kubo) sees of refbench's own environment: an allow-list (refbench.heldenv, which

@@ -13,7 +13,6 @@ goes to the server directly, so the server still counts every request the comman
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -21,13 +20,14 @@ from typing import Callable, Mapping
 from urllib.parse import urlsplit
 
 from .. import paths
-from ..lease import CLOCK, DEFAULT_TTL, Clock, Lease, check_prefix, lease_key, sweep as sweep_leases
+from ..lease import CLOCK, DEFAULT_TTL, Clock, Lease, check_prefix, sweep as sweep_leases
 from ..daemon import Probe
 from ..errors import RunError
 from ..tools import find_tool
 from ..network import NetworkProfile
 from .minio import MinioServer, client_env, minio_data_parent, unreachable
 from .process import USER_BUCKET_ENV
+from .s3_objects import Objects, create_buckets, versioning
 from .toxiproxy import Toxiproxy
 
 log = logging.getLogger(__name__)
@@ -164,12 +164,7 @@ class S3Backend:
                              cpus=server_cpus, pass_env=pass_env).start()
         backend = cls(EMBEDDED_BUCKET, prefix, server.endpoint, server, dict(server.env))
         try:
-            client = backend.client()
-            client.create_bucket(Bucket=backend.bucket)
-            # a second, versioned bucket for areas whose deletions are undone before every run
-            client.create_bucket(Bucket=VERSIONED_BUCKET)
-            client.put_bucket_versioning(Bucket=VERSIONED_BUCKET, VersioningConfiguration={"Status": "Enabled"})
-            backend.versioned_bucket = VERSIONED_BUCKET
+            backend.versioned_bucket = create_buckets(backend.client(), backend.bucket, VERSIONED_BUCKET)
         except Exception:
             server.stop()
             raise
@@ -182,12 +177,8 @@ class S3Backend:
         backend = cls(bucket, prefix, endpoint, None, {"S3_ENDPOINT_URL": endpoint} if endpoint else {},
                       base_prefix=base, clock=clock)
         backend.check_bucket()
-        # a user's bucket is used as it is: never reconfigured, versioned only if it already is
-        try:
-            if backend.client().get_bucket_versioning(Bucket=bucket).get("Status") == "Enabled":
-                backend.versioned_bucket = bucket
-        except Exception:
-            pass
+        if versioning(backend.client, bucket) == "Enabled":  # used as it is: versioned only if it already is
+            backend.versioned_bucket = bucket
         # remove what runs that died left under the same -p (expired leases only), then take a
         # lease on this run's prefix before anything is stored under it
         from botocore.exceptions import BotoCoreError, ClientError
@@ -208,22 +199,12 @@ class S3Backend:
 
     def remove_dead(self, prefix: str) -> int:
         """Remove a dead run's prefix (found by the lease sweep): below -p, never this run's own."""
-        base = self.base_prefix.strip("/") + "/"
-        prefix = prefix.strip("/")
-        if not base.strip("/") or not prefix.startswith(base) or prefix == self.prefix.strip("/") \
-                or "/" in prefix[len(base):]:
-            raise RunError(f"refusing to remove {prefix!r}: not a run's prefix directly below {base!r}")
-        versions = self._bucket_has_versions()
-        removed = self._purge(prefix + "/", versions=versions, keep=lease_key(prefix))  # its lease last
-        return removed + self._purge(prefix + "/", versions=versions)
+        return self.objects().remove_dead(prefix)
 
-    def _bucket_has_versions(self) -> bool:
-        if self.versioned_bucket == self.bucket:
-            return True
-        try:  # suspended versioning keeps the versions made while it was enabled
-            return self.client().get_bucket_versioning(Bucket=self.bucket).get("Status") in ("Enabled", "Suspended")
-        except Exception:
-            return False
+    def objects(self) -> Objects:
+        """The run's objects as cleanup sees them now (its lease and versioned bucket are set by open)."""
+        return Objects(self.client, self.bucket, self.prefix, self.base_prefix, self.versioned_bucket,
+                       self.lease.key if self.lease is not None else None)
 
     def client(self):
         env = {**paths.layout().environ, **self.extra_env}
@@ -286,66 +267,11 @@ class S3Backend:
         slug, self._scenario = getattr(self, "_scenario", None), None
         self.network = None
         if slug and self.versioned_bucket and not self.left_to_sweep():
-            self._delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
+            self.objects().delete_versions(self.versioned_bucket, f"{self.prefix}/{slug}/")
 
     def remove_prefix(self, settle: float = 10.0) -> int:
-        """Delete every object under this run's prefix — every version of it in a versioned
-        bucket — and nothing else; the lease goes last, so a cleanup cut short still leaves a
-        lease that will expire and let the next run finish the job. Uploads cut off by Ctrl-C or
-        a failure may still be committed by the server just after the client died, so repeat
-        until a listing comes back empty."""
-        if not self.prefix.strip("/"):
-            raise RunError("refusing to clean an empty prefix")
-        prefix = self.prefix.rstrip("/") + "/"
-        keep = self.lease.key if self.lease is not None else None
-        removed = self._purge(prefix, versions=self.versioned_bucket == self.bucket, keep=keep, settle=settle)
-        if keep:
-            removed += self._purge(prefix, versions=self.versioned_bucket == self.bucket, settle=settle)
-        return removed
-
-    def _purge(self, prefix: str, versions: bool, keep: str | None = None, settle: float = 10.0) -> int:
-        """Delete everything under prefix (but keep), repeating until two listings a pause apart
-        find nothing."""
-        removed, empty_passes, deadline = 0, 0, time.monotonic() + settle
-        while empty_passes < 2:  # two passes in a row, a pause apart, found nothing
-            n = self._delete_under(self.bucket, prefix, versions, keep)
-            removed += n
-            empty_passes = empty_passes + 1 if n == 0 else 0
-            if time.monotonic() > deadline:
-                raise RunError(f"objects keep appearing under s3://{self.bucket}/{prefix} during cleanup")
-            if empty_passes < 2:
-                time.sleep(0.2)
-        return removed
-
-    def _delete_under(self, bucket: str, prefix: str, versions: bool, keep: str | None = None) -> int:
-        if not prefix.strip("/") or not prefix.endswith("/"):
-            raise RunError(f"refusing to delete under {prefix!r}")
-        client = self.client()
-        entries = []
-        if versions:
-            for page in client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
-                for v in page.get("Versions", []) + page.get("DeleteMarkers", []):
-                    if v["Key"].startswith(prefix) and v["Key"] != keep:
-                        entries.append({"Key": v["Key"], "VersionId": v["VersionId"]})
-        else:
-            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                entries += [{"Key": o["Key"]} for o in page.get("Contents", [])
-                            if o["Key"].startswith(prefix) and o["Key"] != keep]
-        return self._delete_batches(bucket, entries)
-
-    def _delete_versions(self, bucket: str, prefix: str) -> int:
-        """Delete every version and delete marker under prefix (which is inside this run's prefix)."""
-        if not prefix.startswith(self.prefix.rstrip("/") + "/"):
-            raise RunError(f"refusing to delete outside this run's prefix: {prefix!r}")
-        keep = self.lease.key if self.lease is not None and bucket == self.bucket else None
-        return self._delete_under(bucket, prefix, True, keep)
-
-    def _delete_batches(self, bucket: str, entries: list[dict]) -> int:
-        """DeleteObjects, 1000 keys (or key versions) per request."""
-        client = self.client()
-        for i in range(0, len(entries), 1000):
-            client.delete_objects(Bucket=bucket, Delete={"Objects": entries[i:i + 1000], "Quiet": True})
-        return len(entries)
+        """Delete every object under this run's prefix and nothing else, the lease last (Objects.remove_prefix)."""
+        return self.objects().remove_prefix(settle)
 
     # ---- is the server there (the watchdog asks, cleanup too) ----
     @property

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ..cleanpath import clean_path
 from ..errors import RunError
 
 # inside: bring loopback up, say so, then wait for refbench's end of the pipe to close
@@ -94,6 +95,5 @@ def unavailable() -> str | None:
 
 def sbin_path() -> str:
     """PATH with the sbin directories, where ip lives on Debian for non-root users."""
-    from ..tools import clean_path  # not at the top: tools imports the backends
     parts = clean_path().split(":")
     return ":".join(dict.fromkeys(parts + ["/usr/local/sbin", "/usr/sbin", "/sbin", "/usr/bin", "/bin"]))

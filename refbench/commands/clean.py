@@ -8,7 +8,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .. import paths
+from .. import lease, paths
 from ..backends import WORKDIR_PATTERN, S3Backend, sweep_stale
 from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
@@ -66,7 +66,6 @@ def main(argv: list[str], clock=None) -> int:
 
 
 def clean_remote(args, clock=None) -> int:
-    from .. import lease
     if not args.bucket:
         raise RefbenchError("clean --remote needs -b BUCKET")
     base = lease.check_prefix(args.prefix)

@@ -11,9 +11,10 @@ import shutil
 import subprocess
 import sys
 
-from .. import __version__, hyperfine, paths, profile, tools
+from .. import __version__, builds as bl, hyperfine, paths, profile, tools
 from ..backends import sandbox, snapshot
-from ..errors import EXIT_ERROR, EXIT_OK
+from ..config import load_config
+from ..errors import EXIT_ERROR, EXIT_OK, RefbenchError
 
 OK, WARN, MISSING = "ok", "warn", "MISSING"
 
@@ -123,10 +124,6 @@ def hyperfine_check(info: hyperfine.HyperfineInfo, setup: str) -> tuple[str, str
 
 
 def where() -> list[tuple[str, str]]:
-    from .. import builds as bl
-    from ..config import load_config
-    from ..errors import RefbenchError
-
     scen = paths.default_scenarios()
     rows = [("refbench", f"{__version__} ({'checkout ' + str(paths.CHECKOUT) if paths.CHECKOUT else 'installed at ' + str(paths.PACKAGE_DIR)})"),
             ("scenarios", f"{scen}" + (" (./refbench.toml)" if scen.name == paths.USER_SCENARIOS else " (bundled; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import shlex
 
-from .. import pipeline, runenv
+from .. import dryrun, pipeline, runenv
 from ..errors import EXIT_OK, EXIT_REGRESSION
 from ..units import format_size
 from ._args import bind_flag_values, fails
@@ -56,7 +56,6 @@ def print_list(cfg, quick: bool, network: str | None = None) -> None:
 
 def print_plan(args, target, scenarios, step_filter, builder, resolved, labels, sampling, networks=None,
                implementations=()) -> None:
-    from .. import dryrun  # the plan, with every command rendered as it would run
     print(dryrun.render_plan(
         target, builder.repo_url if args.source == "git" else target.module, scenarios, step_filter,
         dryrun.planned_builds(builder, resolved, labels), bucket=args.bucket, prefix=args.prefix,

@@ -15,7 +15,7 @@ from .env import render as render_template
 from ..units import slug
 from ..verdict import Verdict
 from .format import METRIC_NAMES
-from ..explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
+from .explain import fmt_apis, fmt_changes, fmt_shift, flame_svg
 
 
 def _score_view(score: BuildScore, labels: list[str]) -> dict:

@@ -13,7 +13,7 @@ from .env import render as render_template
 # the marker the bot finds its comment by, and the longest body GitHub takes: the bot's facts
 from ..github import COMMENT_MARKER, MAX_BODY as GITHUB_COMMENT_LIMIT
 from ..units import fmt_duration
-from ..explain import fmt_changes, markdown_parts, repo_note, request_note
+from .explain import fmt_changes, markdown_parts, repo_note, request_note
 from .format import (METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_code,
                      md_code_cell, md_escape)
 from ..verdict import BY_SEVERITY, Verdict
