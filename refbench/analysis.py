@@ -1,6 +1,7 @@
-"""The analyse stage's view data: what a view shows that takes computing beyond reading the typed
-results, computed here before anything renders, so that render/ only formats and imports no
-`stats` (benchstat's split: ToTables computes, ToText and ToCSV only write).
+"""The views' analysis: what a view shows that takes computing beyond reading the typed results,
+computed here before anything renders, so that render/ only formats and imports no `stats`
+(benchstat's split: ToTables computes, ToText and ToCSV only write). Not a stage of pipeline.run:
+`analyse` is called after a run, a merge or a report, for --html (commands/_args.write_views).
 
 - the scoreboard: per build its verdict counts and the geometric mean of its time ratios to the
   baseline (a run of three or more builds stores one; for two, it is computed as the run would);

@@ -2,7 +2,7 @@
 
     bench.py bisect GOOD BAD --only STEP [--variant SETTINGS|NAME] [--repo URL] [-r N] [--quick] ...
 
-Each probe is an ordinary comparison GOOD vs MID of that one step (through pipeline.run, so
+Each probe is an ordinary run, GOOD vs MID, of that one step (through pipeline.run, so
 builds come from the cache when present); the verdict `slower` moves the upper end down, anything
 else moves the lower end up. Under a variant (its Go, the target's flags, environment) every
 build the search makes, GOOD's, BAD's and each probe's, is built and run with those settings:
@@ -79,7 +79,7 @@ def under(v: vr.Variant | None) -> str:
 
 @dataclass(frozen=True)
 class Line:
-    """The commits to search and the comparison every probe runs (GOOD vs the probed commit)."""
+    """The commits to search and the run every probe is (GOOD vs the probed commit)."""
     good: ResolvedRef
     bad: ResolvedRef
     commits: list[tuple[str, str]]  # (sha, subject) after GOOD up to and including BAD, oldest first
@@ -87,7 +87,7 @@ class Line:
     variant: vr.Variant | None = None  # the settings of every build (Search.variant, resolved)
 
     def probe_request(self, sha: str, threshold: float) -> RunRequest:
-        """The probe's comparison: GOOD vs sha, under the variant's settings when there is one (the
+        """The probe's run: GOOD vs sha, under the variant's settings when there is one (the
         two builds named after it, as the pipeline gives a variant's settings to builds by name)."""
         if self.variant is None:
             return self.request.replace(refs=(self.good.sha, sha), threshold=threshold)
@@ -206,7 +206,7 @@ def verify_bad(line: Line, state: State, run: Run, say) -> State:
 
 def bisect(search: Search, base: RunRequest, run: Run | None = None, say=None,
            env: runenv.RunEnv | None = None) -> Outcome:
-    """Search the commits between GOOD and BAD, each probe a comparison through `run` (default:
+    """Search the commits between GOOD and BAD, each probe a run through `run` (default:
     pipeline.run on `env`, default this machine's RunEnv, whose builder also lists the commits)."""
     say = say or _say
     env = env or runenv.real()

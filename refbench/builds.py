@@ -168,7 +168,7 @@ class Builder:
         return self.goes.settle(self._resolve_commit(text), go)
 
     def resolve_all(self, texts: tuple[str, ...] | list[str], go: tuple[str, ...] = ()) -> list[refs.ResolvedRef]:
-        """The refs of one comparison, each with its Go: `go` holds one --go value for all of
+        """The refs of one run, each with its Go: `go` holds one --go value for all of
         them or one per ref in their order (none: the builder's choice)."""
         return [self.resolve(t, g) for t, g in zip(texts, tc.per_build(go, len(texts), self.go))]
 
@@ -196,23 +196,23 @@ class Builder:
         return tc.parse_gomod(text)
 
     # ---- building -------------------------------------------------------------------------
-    def _go_env(self, toolchain: str | None = None, checked: bool = False) -> dict:
+    def _go_env(self, toolchain: str | None = None, verified: bool = False) -> dict:
         """Reproducible builds: no VCS stamp and no checkout paths in the binary, so two commits
         with the same Go code (a README change) give byte-identical binaries, answered without
         measuring (pipeline.identical_contenders). The user's own GOFLAGS come after ours.
         GOTOOLCHAIN: `toolchain` (fetched by the go command from the module proxy), or this
         machine's Go with no switching, so the Go recorded is the Go that built. The environment
         is tools.child_env's: an allow-list, with no cache directory on PATH (where go would look
-        for a `go1.26.8` before fetching one). `checked`: the environment a go command runs under,
-        so a toolchain it switches to is first checked in the module cache (toolchain.verify_cached).
+        for a `go1.26.8` before fetching one). `verified`: the environment a go command runs under,
+        so a toolchain it switches to is first verified in the module cache (toolchain.verify_cached).
         The Go caches are refbench's own (toolchain.own_caches)."""
         env = tc.go_env()  # allow-listed, refbench's own Go caches, no go settings file
         env["GOFLAGS"] = " ".join(filter(None, (reproducible_goflags(toolchain), self.goflags)))
         env["GOTOOLCHAIN"] = tc.gotoolchain(toolchain, self.goes.local()) if toolchain else tc.LOCAL
         env["GOWORK"] = "off"  # go looks for go.work in every parent: a cache may plant one with a `replace`
-        if checked:
+        if verified:
             tc.drop_vcs_work(env)
-        if checked and env["GOTOOLCHAIN"] != tc.LOCAL:
+        if verified and env["GOTOOLCHAIN"] != tc.LOCAL:
             tc.verify_cached(env["GOTOOLCHAIN"], env)
         return env
 
@@ -294,7 +294,7 @@ class Builder:
 
 def unique_labels(resolved: list[refs.ResolvedRef]) -> list[str]:
     """Display names, made unique: builds of one ref with different Go say which
-    ('v1.0.0 (go1.25.9)'); an A/A comparison of one ref with one Go gets '#2'."""
+    ('v1.0.0 (go1.25.9)'); an A/A run of one ref with one Go gets '#2'."""
     gos: dict[str, set] = {}
     for r in resolved:
         gos.setdefault(r.display, set()).add(r.toolchain)

@@ -96,7 +96,7 @@ class Bias:
 
 
 def bias_of(metric: str, comps: list, checked: int) -> Bias | None:
-    """The A/A comparisons of one step and metric over the repetitions as a Bias: the mean of
+    """The A/A contrasts of one step and metric over the repetitions as a Bias: the mean of
     their log shifts with a t interval (each repetition one observation; the runs inside one are
     not independent of its state), or with one repetition its own interval. `checked`: the step
     and metric pairs judged in all, over which `biased` is adjusted."""
@@ -254,7 +254,7 @@ def with_bias(step: StepCalibration, reps: list[Step], checked: int, threshold: 
 
 
 def aa_contrasts(reps: list[Step]) -> dict[str, list]:
-    """metric -> the A/A arm's comparison in each repetition of a step (wall first), for the
+    """metric -> the A/A arm's contrast in each repetition of a step (wall first), for the
     metrics every repetition judged."""
     out: dict[str, list] = {}
     for st in reps:
@@ -288,7 +288,7 @@ def _step(scenario: str, name: str, reps: list[Step], slowdowns: tuple[int, ...]
 
     base = [st.builds[BASE] for st in reps]
     cvs = [figures.summarize(list(b.times)).cv for b in base if len(b.times) >= 2]
-    # the noise the test itself sees: the A/A comparison's (within blocks, outliers discounted)
+    # the noise the test itself sees: the A/A contrast's (within blocks, outliers discounted)
     robust = [c.noise for st in reps for c in st.comparisons if c.contender == AA and c.noise]
     noise = statistics.median(robust) if robust else 0.0
     mean_run = statistics.median(statistics.fmean(b.times) for b in base)
@@ -308,7 +308,7 @@ def seconds_to_verdict(st: Step, label: str, criteria: figures.Criteria, n_max: 
                        family: int) -> float | None:
     """Replay the step's looks for one arm against the baseline, as a two-build run would have
     made them, and return the measured time (both builds' runs) up to the first look at which the
-    arm's comparison was decided; None if it never was. Without sequential sampling there is one
+    arm's contrast was decided; None if it never was. Without sequential sampling there is one
     look, at the end."""
     b, c = st.builds[BASE], st.builds[label]
     rounds = sorted(set(b.rounds or [0]))

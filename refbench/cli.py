@@ -31,7 +31,7 @@ NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 def main(argv: list[str] | None = None, dispatch: Callable[[str | None, list[str]], int] | None = None) -> int:
     """The command line: its exit code. `dispatch`: (command, its argv) -> exit code, runs a
-    subcommand, or the main comparison (command None) (commands.dispatch unless given: a test's
+    subcommand, or the main run (command None) (commands.dispatch unless given: a test's
     stand-in that fails a given way, or runs a command on a RunEnv of its own)."""
     if argv is None:  # the program itself, whatever door (a console script installed before heldenv
         heldenv.start()  # calls main() directly); an in-process caller always passes its argv
@@ -71,7 +71,7 @@ def _main(argv: list[str] | None, dispatch: Callable[[str | None, list[str]], in
         trust.refuse_key_in_environment()  # before anything runs: /proc/PID/environ keeps it
         if argv and argv[0] in SUBCOMMANDS:
             return dispatch(argv[0], argv[1:])
-        return dispatch(None, argv)  # the main comparison
+        return dispatch(None, argv)  # the main run
     except RefbenchError as e:
         print(f"refbench: error: {e}", file=sys.stderr)
         if e.detail:

@@ -15,7 +15,7 @@ import subprocess
 import git
 
 from . import clone_objects as objs, paths, refs, tools
-from .clone_check import ORIGIN_HEAD
+from .clone_faults import ORIGIN_HEAD
 from .clone_git import CloneFault, ClonePlace, git_msg, safe_git_args
 from .errors import RefError
 

@@ -1,6 +1,6 @@
 """Whether the objects a cached clone holds are what their ids say: git reads an object by its id
 and does not always re-hash it, so a restored clone may hold a commit replaced under its id, or a
-history routed through a planted commit (the threat model is docs/threat-model.md's). Each check
+history routed through a planted commit (the threat model is docs/threat-model.md's). Each verification
 reads the objects back and hashes them here: each ref's own object (tip_fault), the line between
 two commits (line_fault; bisect's commits_between), the whole history every ref reaches
 (missing_objects); and each built commit's objects are copied into a fresh repository where git
@@ -88,7 +88,7 @@ def holds_object(place: ClonePlace, sha: str) -> bool:
 def named_fault(place: ClonePlace, named: dict[str, str]) -> str | None:
     """The first of the objects `named` (id -> what names it), or of what an annotated tag among
     them names down to a commit, that is missing or does not hash to its id; None when all do.
-    One `cat-file --batch` a level of tags; the commits below a tip are the line's to check
+    One `cat-file --batch` a level of tags; the commits below a tip are the line's to verify
     (line_fault)."""
     named, todo = dict(named), sorted(named)
     while todo:
@@ -108,7 +108,7 @@ def named_fault(place: ClonePlace, named: dict[str, str]) -> str | None:
 
 def tip_fault(place: ClonePlace, repo: git.Repo, *patterns: str) -> str | None:
     """Why an object a ref of the clone (`repo`) names (all refs, or those matching `patterns`) is
-    not what its id says, or None (named_fault). A fetch checks nothing when a ref's id is unchanged,
+    not what its id says, or None (named_fault). A fetch verifies nothing when a ref's id is unchanged,
     and neither does missing_objects' walk, while every later rev-parse re-hashes the tip and finds
     no commit: a release tag's object (or a branch's tip) replaced under its id was "ref not
     found" in every run, and the clone was never made anew (review35h H1)."""

@@ -51,11 +51,11 @@ DAEMON_CPU = "daemon-cpu"
 DAEMON_ONLY_WITH_TIME = tuple(m for m in DAEMON_METRICS if m != DAEMON_CPU)
 
 
-def moved(comparisons, criteria: Criteria | None = None) -> bool:
-    """Whether the step gets a profile, by the rule above (a comparison without a metric is a
+def moved(contrasts, criteria: Criteria | None = None) -> bool:
+    """Whether the step gets a profile, by the rule above (a contrast without a metric is a
     wall one; thresholds are `criteria`'s, the defaults without it)."""
     crit = criteria or Criteria()
-    comps = [c for c in comparisons if Verdict(c.verdict).moved]
+    comps = [c for c in contrasts if Verdict(c.verdict).moved]
     metric = lambda c: getattr(c, "metric", "wall")  # noqa: E731
     past = lambda c: abs(c.rel) >= crit.threshold_for(metric(c))  # noqa: E731
     if any(metric(c) in PROFILED_METRICS for c in comps):
@@ -124,7 +124,7 @@ class Explainer:
 
     # ---- the end of a step -------------------------------------------------------------------
     def step_done(self, labels: list[str], binaries: list[str], cmds: list[str], preps: list[str | None],
-                  comparisons, means: list[float | None], execute: Callable[[list[str], str], None],
+                  contrasts, means: list[float | None], execute: Callable[[list[str], str], None],
                   where: str) -> dict:
         """The step's record fields: requests, repo counters, profiles (see rs.Step)."""
         out: dict = {}
@@ -135,7 +135,7 @@ class Explainer:
         if self._repo:
             out["repo"] = MappingProxyType({lab: self._repo[lab] for lab in labels if lab in self._repo})
         self._requests, self._repo = {}, {}
-        wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(comparisons, self.criteria))
+        wanted = self.profile_mode == "on" or (self.profile_mode == "auto" and moved(contrasts, self.criteria))
         if wanted:
             t0 = time.monotonic()
             try:

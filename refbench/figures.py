@@ -1,6 +1,6 @@
-"""The plain figures the statistics produce and results.json stores: what a comparison is judged
+"""The plain figures the statistics produce and results.json stores: what a contrast is judged
 by (Criteria), a sample's summary (Summary, summarize) and one contender against the baseline on
-one metric (Contrast: the statistical comparison of two samples; results.json keeps a step's
+one metric (Contrast: two samples set against each other; results.json keeps a step's
 under its "comparisons" key); and the plain records of what the views show beyond the results
 (Analysis: the scoreboard's lines, size fits, boxes), which analysis.py computes.
 
@@ -23,7 +23,7 @@ POWER = 0.8
 
 @dataclass(frozen=True)
 class Criteria:
-    """What a comparison is judged by: the equivalence thresholds, alpha, the noise limit, alpha
+    """What a contrast is judged by: the equivalence thresholds, alpha, the noise limit, alpha
     spending and the power that planning aims for (results.Settings records a run's choice)."""
     threshold: float = THRESHOLD
     alpha: float = ALPHA
@@ -90,8 +90,8 @@ def summarize(times) -> Summary:
 
 @dataclass(frozen=True)
 class Contrast:
-    """One contender against the baseline on one metric of one step: the statistical comparison of
-    two samples (stats.contrast computes its figures, judge decides and settles its verdict).
+    """One contender against the baseline on one metric of one step: two samples set against
+    each other (stats.contrast computes its figures, judge decides and settles its verdict).
     Named apart from `refbench compare` (two saved runs) and the pairing of their steps (pairing.py)."""
     baseline: str
     contender: str
@@ -144,7 +144,7 @@ IDENTICAL_RUNS = "identical in every run"
 
 
 def identical(base_label: str, cont_label: str) -> Contrast:
-    """The comparison of a contender that was not measured because its binary is the baseline's:
+    """The contrast of a contender that was not measured because its binary is the baseline's:
     ratio 1, no interval and no p (so the run's p adjustment leaves it out)."""
     return Contrast(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
                       p_value=None, verdict=Verdict.IDENTICAL, noisy=False, mde=None, runs_needed=None, factor=1.0,
@@ -153,7 +153,7 @@ def identical(base_label: str, cont_label: str) -> Contrast:
 
 
 def not_supported(base_label: str, cont_label: str) -> Contrast:
-    """The comparison of a step one side has no command for (an implementation's unsupported step):
+    """The contrast of a step one side has no command for (an implementation's unsupported step):
     no figures, no p (left out of the run's adjustment), verdict `not supported`."""
     return Contrast(baseline=base_label, contender=cont_label, ratio=1.0, rel=0.0, ci_low=None, ci_high=None,
                       p_value=None, verdict=Verdict.NOT_SUPPORTED, noisy=False, mde=None, runs_needed=None, factor=1.0,
@@ -184,7 +184,7 @@ class BuildScore:
     """One build's line of the scoreboard."""
     label: str
     baseline: bool
-    counts: Mapping[Verdict, int]  # its comparisons' verdicts against the baseline (none for the baseline)
+    counts: Mapping[Verdict, int]  # its contrasts' verdicts against the baseline (none for the baseline)
     geomean: float | None  # geometric mean of its time ratios to the baseline across steps; None if unknown
     vs_fastest: float | None  # that, relative to the fastest build's (1.00 = fastest)
 

@@ -88,22 +88,22 @@ def planned(spec: FixtureSpec, cache_dir: Path) -> FixtureFiles:
     return FixtureFiles(spec, fixture_dir(spec, cache_dir), files, total, allocated)
 
 
-def ensure(spec: FixtureSpec, cache_dir: Path, checks: "Checks | None" = None) -> FixtureFiles:
+def ensure(spec: FixtureSpec, cache_dir: Path, verifications: "Verifications | None" = None) -> FixtureFiles:
     """Create the fixture unless an intact one is cached (intact); return where it is. Every write
-    and removal goes through no link in the cache (paths.*, within the cache). `checks`: what this
-    run found intact (default: this process's, PROCESS_CHECKS; a test's new run passes a new one)."""
-    checks = checks or PROCESS_CHECKS
+    and removal goes through no link in the cache (paths.*, within the cache). `verifications`: what this
+    run found intact (default: this process's, PROCESS_VERIFICATIONS; a test's new run passes a new one)."""
+    verifications = verifications or PROCESS_VERIFICATIONS
     root = fixture_dir(spec, cache_dir)
     marker = marker_path(root)
     plan = _tree_plan(spec) if spec.kind == "tree" else None
     files, total, allocated = planned_bytes(spec, plan)
     made = FixtureFiles(spec, root, files, total, allocated)
-    if _trusted(spec, root, plan, checks, cache_dir):
+    if _trusted(spec, root, plan, verifications, cache_dir):
         return made
     # two runs with a cold cache must not delete each other's half-written fixture: one writes it
     # (into a directory of its own, renamed into place when complete) while the other waits
     with paths.locked(root.with_name(root.name + ".lock"), within=cache_dir):
-        if _trusted(spec, root, plan, checks, cache_dir):  # the other run made it while this one waited
+        if _trusted(spec, root, plan, verifications, cache_dir):  # the other run made it while this one waited
             return made
         tmp = root.with_name(f"{root.name}.tmp-{os.getpid()}")
         for d in (marker, tmp, root):
@@ -117,21 +117,21 @@ def ensure(spec: FixtureSpec, cache_dir: Path, checks: "Checks | None" = None) -
             write_tree(tmp, spec, plan)
         tmp.rename(root)
         paths.replace_file(marker, json.dumps({"files": files, "bytes": total}), within=cache_dir)
-        checks.seen.add(_identity(marker))  # written by this run: no need to read it back
+        verifications.seen.add(_identity(marker))  # written by this run: no need to read it back
     return made
 
 
-class Checks:
-    """One run's checks of cached fixtures: the markers (path, inode, mtime) whose fixture it found
-    intact or wrote, each fixture checked once per run, and the check itself (`intact`; a test's spy
-    passes its own). A process is one run: ensure's default is the process's (PROCESS_CHECKS)."""
+class Verifications:
+    """One run's verifications of cached fixtures: the markers (path, inode, mtime) whose fixture it found
+    intact or wrote, each fixture verified once per run, and the verifier itself (`intact`; a test's spy
+    passes its own). A process is one run: ensure's default is the process's (PROCESS_VERIFICATIONS)."""
 
     def __init__(self, intact: Callable[..., str | None] | None = None):
         self.seen: set[tuple] = set()
         self.intact = intact  # None: fixtures.intact
 
 
-PROCESS_CHECKS = Checks()  # this process's run
+PROCESS_VERIFICATIONS = Verifications()  # this process's run
 
 
 def _identity(marker: Path) -> tuple:
@@ -139,14 +139,14 @@ def _identity(marker: Path) -> tuple:
     return (str(marker), st.st_ino, st.st_mtime_ns)
 
 
-def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, checks: Checks,
+def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, verifications: Verifications,
              cache_dir: Path) -> bool:
     """Whether the cached fixture at `root` is complete and intact, asked once per marker and run;
     a fixture with a marker that is not intact is logged (then made again). Reached through no
-    link in the cache (paths.checked): a planted `fixtures -> <another disk>` holding an intact
+    link in the cache (paths.verified): a planted `fixtures -> <another disk>` holding an intact
     fixture would have every step read its input there, and the timings with it (review35f F4)."""
-    marker = paths.checked(marker_path(root), cache_dir)
-    paths.checked(root, cache_dir)
+    marker = paths.verified(marker_path(root), cache_dir)
+    paths.verified(root, cache_dir)
     try:
         st = os.lstat(marker)
     except FileNotFoundError:
@@ -155,13 +155,13 @@ def _trusted(spec: FixtureSpec, root: Path, plan: list[tuple[str, int]] | None, 
         log.warning("fixture %s: its marker %s is not a file; generating it again", root, marker)
         return False
     ident = _identity(marker)
-    if ident in checks.seen:
+    if ident in verifications.seen:
         return True
-    why = (checks.intact or intact)(spec, root, plan)
+    why = (verifications.intact or intact)(spec, root, plan)
     if why:
         log.warning("cached fixture %s is not what its spec makes: %s; generating it again", root, why)
         return False
-    checks.seen.add(ident)
+    verifications.seen.add(ident)
     return True
 
 
@@ -226,10 +226,10 @@ def _entries(root: Path) -> dict[str, str]:
 
 
 class _Differs(Exception):
-    """Raised by _BlockCheck at the first block that is not the generator's."""
+    """Raised by _BlockVerifier at the first block that is not the generator's."""
 
 
-class _BlockCheck:
+class _BlockVerifier:
     """A file-like sink for RandomWriter.write that reads the same number of bytes from `fd` and
     compares them with what the generator wrote, instead of writing."""
 
@@ -275,7 +275,7 @@ def _file_differs(path: str, size: int, random: tuple["RandomWriter", int] | Non
             return f"{st.st_size} bytes, not {size}"
         if random is not None:
             try:
-                random[0].write(_BlockCheck(fd), size, random[1])
+                random[0].write(_BlockVerifier(fd), size, random[1])
             except _Differs:
                 return "its bytes are not the generator's"
             return None

@@ -46,13 +46,13 @@ _VERSION_RE = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 # ---- the binary -----------------------------------------------------------------------------
 def pinned_path(version: str = PINNED_VERSION) -> Path:
     """Where `refbench setup` keeps hyperfine `version`: the pinned one (refbench.pins.cached_path,
-    checked against its hash at every use), or a version built with cargo (cargo_path)."""
+    verified against its hash at every use), or a version built with cargo (cargo_path)."""
     return pins.cached_path("hyperfine") if version == PINNED_VERSION else cargo_path(version)
 
 
 def cargo_path(version: str) -> Path:
     """Where `refbench setup` keeps a hyperfine it built with cargo: $XDG_DATA_HOME/refbench/hyperfine-V/bin.
-    Not pinned (a Rust build differs from one machine to the next), so it cannot be checked, and it
+    Not pinned (a Rust build differs from one machine to the next), so it cannot be verified, and it
     is kept where no cache restore writes (paths.data_root): a file of this name in the cache was
     run by setup as "built here" when the wheel could not be had (issue 54). Used to measure
     only under REFBENCH_UNPINNED_TOOLS=1."""
@@ -65,11 +65,11 @@ def _runnable(p: Path) -> bool:
 
 def locate() -> str | None:
     """The hyperfine refbench runs: the pinned one in the cache (a swapped file is refused,
-    refbench.pins.check), else one in the tools directories (checked the same way) or on PATH when
+    refbench.pins.verify), else one in the tools directories (verified the same way) or on PATH when
     it measures each run's own CPU and memory (2.0+), else, on a machine that allows unpinned
     tools, a cargo build of 2.0 or 1.20, else whatever hyperfine there is. None when there is none."""
     if _runnable(pinned_path()):
-        return str(pins.check("hyperfine", pinned_path()))
+        return str(pins.verify("hyperfine", pinned_path()))
     found = tools.find_tool("hyperfine")
     if found and (version(found) or (0,)) >= OWN_RUN_VERSION:
         return found

@@ -509,8 +509,8 @@ def _install_go(impl: Implementation, d: Path, runner: pins.GoRunner = pins.GO,
     # and a build cache of its own: the user's GOCACHE (restored with the module cache) holds compiled
     # packages go takes by their action id without compiling again (review35d)
     own_cache = gocache is None
-    env = pins.checked_build_env(go, runner, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"),
-                                 GOMODCACHE=str(modcache), GOCACHE=str(d / "gocache" if own_cache else gocache))
+    env = pins.verified_build_env(go, runner, GOFLAGS=GO_FLAGS, GOBIN=str(d / "root" / "bin"),
+                                  GOMODCACHE=str(modcache), GOCACHE=str(d / "gocache" if own_cache else gocache))
     try:
         got = module_sum(impl, go, env, runner)
         if got != impl.module_sum:

@@ -1,10 +1,10 @@
 """The verdict engine: every rule that turns figures into a verdict, in one place.
 
-The figures of one comparison (shift, interval, p) come from stats (the runner's per look,
+The figures of one contrast (shift, interval, p) come from stats (the runner's per look,
 `compare`'s per saved pair of builds); what is decided from them is here: the verdict of one
-comparison (decide; `contrast` and `contrast_metric` give stats' figures theirs, at each look),
+contrast (decide; `contrast` and `contrast_metric` give stats' figures theirs, at each look),
 the criteria a saved run is judged by again (figures.criteria builds them, from options or a
-results file's settings), the adjustment of the whole family of comparisons (steps × contenders
+results file's settings), the adjustment of the whole family of contrasts (steps × contenders
 × metrics, weighted Benjamini–Hochberg), the verdicts it settles, the N-way scoreboard, and which
 verdicts fail a run (--fail-on-regression, --fail-on). Views (render/, analysis) only read what
 this decided. `pipeline.run` (and so nightly, bisect and calibrate, which run it), `merge` and
@@ -29,6 +29,7 @@ from .verdict import WALL_SHARE, Verdict, is_daemon_metric
 # the commands' argument checks read `failing` here, and reading a results file must not pay for
 # the statistics (issue 28).
 
+# written into results.json (settings.multiple_testing) as it always was: a file's text keeps its words
 MULTIPLE_TESTING = "benjamini-hochberg across the run's comparisons (steps x contenders x metrics)"
 
 
@@ -39,7 +40,7 @@ def recorded(settings: rs.Settings) -> Criteria:
     return settings.criteria
 
 
-# ---- one comparison's verdict ------------------------------------------------------------------
+# ---- one contrast's verdict --------------------------------------------------------------------
 def decide(rel: float, lo: float | None, hi: float | None, p: float | None, criteria: Criteria) -> Verdict:
     """no significant change: the interval lies inside (−threshold, +threshold) — equivalence
     shown with the same interval (a 95% interval is two one-sided tests at 2.5% each: stricter
@@ -102,7 +103,7 @@ def metric_weights(comps: list[Contrast]) -> list[float]:
 def adjust_family(comps: list[Contrast], criteria: Criteria = Criteria()) -> list[Contrast]:
     """A run's verdict table is a family of tests: with one test per step at alpha, an A/A run of
     nine steps would call some step slower or faster one time in three. Benjamini-Hochberg across
-    the run's comparisons (steps x contenders x metrics) keeps that at alpha when nothing changed
+    the run's contrasts (steps x contenders x metrics) keeps that at alpha when nothing changed
     (the A/A case, where false discovery rate and family-wise error coincide) and loses less power
     than Bonferroni-Holm when something did; weighted (metric_weights) so the primary metric keeps
     most of its power. p_value becomes the adjusted p; p_raw keeps the step's own. The steps'
@@ -140,8 +141,8 @@ def _adjust_one(comps: list[Contrast], criteria: Criteria) -> list[Contrast]:
 
 def adjust_groups(groups: list[list[Contrast]], criteria: Criteria,
                   per_contender: bool = False) -> list[list[Contrast]]:
-    """Comparisons in groups (a step's, a compared pair's) adjusted as one family: every comparison
-    of the run, or (calibrate) each contender's apart. New lists; the comparisons given stay."""
+    """Contrasts in groups (a step's, a paired step's) adjusted as one family: every contrast
+    of the run, or (calibrate) each contender's apart. New lists; the contrasts given stay."""
     comps = [list(g) for g in groups]
     contenders = list(dict.fromkeys(c.contender for cs in comps for c in cs))
     for family in (contenders if per_contender else [None]):
@@ -163,15 +164,15 @@ def adjust(scenarios: Iterable[rs.Scenario], criteria: Criteria,
 
 
 def _with_contrasts(st: rs.Step, comps: list) -> rs.Step:
-    """The step with its comparisons replaced, wall apart from the other metrics as rs.Step keeps them."""
+    """The step with its contrasts replaced, wall apart from the other metrics as rs.Step keeps them."""
     return dataclasses.replace(st, comparisons=tuple(c for c in comps if c.metric == "wall"),
                                metric_comparisons=tuple(c for c in comps if c.metric != "wall"))
 
 
 def unadjusted(c: Contrast) -> Contrast:
-    """A comparison with its own p-value back (p_raw, where an adjustment replaced it): what a
-    shard's comparison was before the shard adjusted it within itself. A plain Contrast, so its
-    phrase is said again from the stored factor, as for any comparison judged again."""
+    """A contrast with its own p-value back (p_raw, where an adjustment replaced it): what a
+    shard's contrast was before the shard adjusted it within itself. A plain Contrast, so its
+    phrase is said again from the stored factor, as for any contrast judged again."""
     kw = {f.name: getattr(c, f.name) for f in dataclasses.fields(Contrast)}
     return Contrast(**{**kw, "p_value": c.p_value if c.p_raw is None else c.p_raw, "p_raw": None})
 
@@ -185,17 +186,17 @@ class Judged:
 
 
 def scoreboard(scenarios: Iterable[rs.Scenario], labels) -> dict[str, dict] | None:
-    """The N-way scoreboard of a run (None with two builds, where the one comparison says it all),
-    from each step's wall-time comparisons (each contender against the baseline, labels[0])."""
+    """The N-way scoreboard of a run (None with two builds, where each step's one contrast says it all),
+    from each step's wall-time contrasts (each contender against the baseline, labels[0])."""
     labels = list(labels)
     if len(labels) <= 2:
         return None
     ratios: dict[str, list[float]] = {lab: [] for lab in labels}
-    for comparisons in (st.comparisons for sc in scenarios for st in sc.steps):
-        comparisons = list(comparisons)
-        if any(c.verdict == Verdict.NOT_SUPPORTED for c in comparisons):
+    for contrasts in (st.comparisons for sc in scenarios for st in sc.steps):
+        contrasts = list(contrasts)
+        if any(c.verdict == Verdict.NOT_SUPPORTED for c in contrasts):
             continue  # over the steps every build ran: a geomean of other steps ranks nothing
-        for c in comparisons:
+        for c in contrasts:
             ratios[c.contender].append(c.ratio)
         ratios[labels[0]].append(1.0)
     return geomean_scoreboard(ratios)
@@ -214,14 +215,14 @@ def geomean_scoreboard(ratios: dict[str, list[float]]) -> dict[str, dict]:
 
 def verdicts(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria,
              per_contender: bool = False) -> Judged:
-    """A run's last steps: its comparisons adjusted as one family (per contender for calibrate),
+    """A run's last steps: its contrasts adjusted as one family (per contender for calibrate),
     which settles their verdicts, and the scoreboard."""
     adjusted = adjust(scenarios, criteria, per_contender)
     return Judged(adjusted, scoreboard(adjusted, labels))
 
 
 def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria) -> Judged:
-    """Saved comparisons judged again as one run: each from its own p-value (a shard adjusted
+    """Saved contrasts judged again as one run: each from its own p-value (a shard adjusted
     within the shard only), then verdicts() over all of them (merge)."""
     raw = [dataclasses.replace(sc, steps=tuple(dataclasses.replace(
         st, comparisons=tuple(unadjusted(c) for c in st.comparisons),
@@ -231,7 +232,7 @@ def rejudge(scenarios: Iterable[rs.Scenario], labels, criteria: Criteria) -> Jud
 
 
 # ---- what fails a run -------------------------------------------------------------------------
-C = TypeVar("C")  # a comparison (figures.Contrast): anything with a verdict and a metric
+C = TypeVar("C")  # a contrast (figures.Contrast): anything with a verdict and a metric
 
 
 def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:
@@ -239,10 +240,10 @@ def fail_metrics(extra: Iterable[str] = ()) -> tuple[str, ...]:
     return tuple(dict.fromkeys(("wall", *extra)))
 
 
-def failing(comparisons: Iterable[C], fail_on: Iterable[str] = ()) -> list[C]:
+def failing(contrasts: Iterable[C], fail_on: Iterable[str] = ()) -> list[C]:
     """The slower verdicts that fail a run with --fail-on-regression (wall) or --fail-on METRICS."""
     metrics = fail_metrics(fail_on)
-    return [c for c in comparisons if c.verdict == Verdict.SLOWER and c.metric in metrics]
+    return [c for c in contrasts if c.verdict == Verdict.SLOWER and c.metric in metrics]
 
 
 # ---- before measuring --------------------------------------------------------------------------

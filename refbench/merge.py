@@ -1,10 +1,10 @@
-"""Put the results files of a sharded comparison (`--shard I/N`) back together.
+"""Put the results files of a sharded run (`--shard I/N`) back together.
 
 The shards must have compared the same builds (labels, refs, commits, binary hashes, toolchain)
 of the same target with the same settings; the first difference is refused in one line naming it.
-Different machine types are allowed (each step's comparison ran on one machine) but warned about.
+Different machine types are allowed (each step's contrasts were measured on one machine) but warned about.
 The run's verdicts are judged again by the verdict engine (refbench.judge) over every shard's
-comparisons, from each step's own p-value, with the criteria the shards recorded (metric
+contrasts, from each step's own p-value, with the criteria the shards recorded (metric
 thresholds included), exactly as one unsharded run would have judged them.
 """
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _check_split(shards: list[tuple[str, Results]], allow_missing: bool) -> list
 
 
 def _check_steps(shards: list[tuple[str, Results]], allow_missing: bool, shards_missing: bool) -> list[str]:
-    """Every step once; every step of the comparison in some shard (unless shards are missing)."""
+    """Every step once; every step of the run in some shard (unless shards are missing)."""
     where: dict[str, str] = {}
     for name, r in shards:
         for sc, st in r.steps():
@@ -109,7 +109,7 @@ def _machine_warnings(shards: list[tuple[str, Results]]) -> list[str]:
     if len(machines) < 2:
         return []
     desc = "; ".join(f"{_machine(m)} ({', '.join(ns)})" for m, ns in machines.items())
-    return [f"the shards ran on different machine types: {desc}. Each step's comparison is "
+    return [f"the shards ran on different machine types: {desc}. Each step's contrasts are "
             "still same-machine, but times of steps on different machines do not compare"]
 
 
@@ -142,7 +142,7 @@ def _ordered_union(lists: list[list[str]]) -> list[str]:
 
 
 def _ordered_scenarios(shards: list[tuple[str, Results]]) -> list[Scenario]:
-    """Every shard's scenarios and steps, in the whole comparison's order (recorded by every
+    """Every shard's scenarios and steps, in the whole run's order (recorded by every
     shard), else in one consistent with each shard's."""
     first = shards[0][1]
     by_scenario: dict[str, tuple[Scenario, list[Step]]] = {}

@@ -198,7 +198,7 @@ def backend_opener(root: Path, opened: list | None = None):
     """RunEnv.backend for MockBackends under `root` (one directory per run, removed when it
     closes, whatever ends the run); each one is appended to `opened` when given."""
     @contextlib.contextmanager
-    def open_backend(checked, workdir, run_id, server_cpus, reporter, machine=None):
+    def open_backend(validated, workdir, run_id, server_cpus, reporter, machine=None):
         with MockBackend(Path(root) / f"mock-remote-{run_id}") as backend:
             if opened is not None:
                 opened.append(backend)
@@ -348,8 +348,8 @@ def env(settings: MockSettings, machine, reporter, executor: Callable[..., MockE
     binaries, commits = dict(settings.binaries), {}  # commits: one command's made-up ones (MockBuilder.made)
     return RunEnv(
         executor=make_executor,
-        backend=lambda checked, *a: backend_opener(checked.cache_dir)(checked, *a),
-        builder=lambda checked: MockBuilder(checked.target, checked.cache_dir, binaries, commits),
+        backend=lambda validated, *a: backend_opener(validated.cache_dir)(validated, *a),
+        builder=lambda validated: MockBuilder(validated.target, validated.cache_dir, binaries, commits),
         find_tool=lambda tool: f"/mock/bin/{tool}",
         clock=lambda: made[-1].now if made else 0.0,
         machine=dataclasses.replace(machine, watchdog="off"), reporter=reporter, perf=False, stores=False,

@@ -5,7 +5,7 @@ change points in each step's series of nights, render a trend page, and alarm.
     bench.py nightly --history bench.db|postgresql://... [--since-last] [--machine NAME] [run options ...]
 
 Run options (--repo, --quick, --only, -r, -w, --rounds, --threshold, --builds-dir, ...) pass
-through to the comparison. Each `--variant NAME=REF[,go=...][,flags=...][,env=K=V]` (or a
+through to the run. Each `--variant NAME=REF[,go=...][,flags=...][,env=K=V]` (or a
 [[variants]] table's NAME) is a series of its own: REF built and run under the variant's settings,
 compared each night with the baseline under the same settings (so a variant that is slower by
 design is no regression; a commit that is slower only under it is), recorded under the head_ref
@@ -15,7 +15,7 @@ its pinned version as a series of its own: tonight's head against it on the scen
 recorded under `impl:NAME@VERSION` (impl_key; a new pin is a new key, so a new series), with mode
 `implementation`, its change points drawn but never an alarm (judged: another program is slower or
 faster by design, and its own pinned bytes never move: a shift there is the machine's).
-The alarm (exit 1) is, by default, a *lasting regression*: a step tonight's comparison calls
+The alarm (exit 1) is, by default, a *lasting regression*: a step tonight's run calls
 slower on its second night running (against last night's head: a jump that held), or a *new
 change point*: per step, the watched build's nightly median (--cp-statistic) on this machine
 type goes through Apache Otava's E-Divisive (refbench.changepoints); a shift to
@@ -144,7 +144,7 @@ def last_good(nights: list[NightPoint], index: int) -> tuple[str | None, int | N
     """Where a bisect of the shift whose first bad night is nights[index] starts: the commit of the
     latest night before it on another commit than the first bad one, and that night's run; with no
     such night, the first bad night's own baseline (a fixed baseline, or last night's head), which
-    its comparison found faster, and no run. Never the bad commit itself: (None, None) when there
+    its run found faster, and no run. Never the bad commit itself: (None, None) when there
     is no other."""
     bad = nights[index]
     for n in reversed(nights[:index]):
@@ -398,7 +398,7 @@ ALARMS = ("lasting", "changepoint", "verdict", "both")
 
 @dataclass(frozen=True)
 class NightRequest:
-    """One night: the comparison's run options, what it compares, where it writes, what alarms."""
+    """One night: its run's options, what it compares, where it writes, what alarms."""
     run: RunRequest  # run options; night() fills in the refs and the command line results.json records
     machine: str  # the machine type series and change points are kept per
     home: Path  # where nightly/<date>/ goes by default
@@ -448,7 +448,7 @@ class Watched:
         return impl_key(self.impl, name) if self.impl else series_key(self.ref, name)
 
     def series_request(self, run: RunRequest, base: str) -> RunRequest:
-        """Tonight's comparison of this series: base vs ref, both under the variant's settings
+        """Tonight's run of this series: base vs ref, both under the variant's settings
         (the baseline named `NAME.base`, the watched build NAME); for an implementation's, tonight's
         head (`base`, as baseline() gives it) then the implementation, on the scenarios it supports
         (pipeline.select_scenarios), the watched build being the last."""
@@ -502,7 +502,7 @@ def _stderr(text: str) -> None:
 
 
 def record_line(run: RunRequest, budget_text: str, summary: Path, json_path: Path) -> tuple[str, ...]:
-    """The command line results.json records for the night's comparison `run` (its refs or its
+    """The command line results.json records for the night's run, `run` (its refs or its
     variants set): the `bench.py` run it amounts to."""
     builds = (("-s", *run.refs, *(x for i in run.implementations for x in ("--impl", i))) if run.refs else ()) \
         + tuple(x for v in run.variants for x in ("--variant", vr.spec(v)))
@@ -531,7 +531,7 @@ def baseline(db: History, req: NightRequest, repo_url: str, say: Callable[[str],
 
 def alarm(rule: str, found: list[Shift], slower: list) -> int:
     """The exit code: 1 on a new shift to slower (lasting: a lasting verdict or a change point;
-    changepoint), on a step tonight's comparison calls slower (verdict), or on either (both)."""
+    changepoint), on a step tonight's run calls slower (verdict), or on either (both)."""
     if rule in ("lasting", "changepoint", "both") and any(c.alarm for c in found):
         return EXIT_REGRESSION
     if rule in ("verdict", "both") and slower:
@@ -558,7 +558,7 @@ class NightRecord:
     target: str | None = None
     repo: str | None = None
     error: str | None = None
-    results_path: str | None = None  # the night's results.json; None when the comparison failed
+    results_path: str | None = None  # the night's results.json; None when the run failed
 
     def to_json(self) -> dict:
         return {"schema": RECORD_SCHEMA, "version": 1, **asdict(self)}
@@ -607,7 +607,7 @@ def keep(db: History, record: NightRecord, results: Results | None, where: Path)
 # ---- the night ------------------------------------------------------------------------------
 def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str], None] = _stderr,
           env: runenv.RunEnv | None = None) -> NightOutcome:
-    """Tonight's comparison of each series (the head, then each variant's), recorded in the
+    """Tonight's run of each series (the head, then each variant's), recorded in the
     history (a failed one too, with its error), the lasting regressions and new change points it
     completes, the trend page redrawn. A series that fails does not stop the others: the night
     raises the first failure once every series is recorded. A record the history cannot take is
@@ -618,7 +618,7 @@ def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str],
     target = load_config(scenarios).targets.get(req.run.target)
     if target is None:
         raise RefbenchError(f"unknown target {req.run.target!r} in {scenarios}")
-    # git: the head is resolved to a commit, whatever source the comparison builds from
+    # git: the head is resolved to a commit, whatever source the run builds from
     builder = (env or runenv.real()).builder(runenv.BuildSite(request=req.run.replace(source="git"), target=target))
     night_dir = req.out_dir or req.home / "nightly" / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     outcomes, failure = [], None
@@ -635,7 +635,7 @@ def night(db: History, req: NightRequest, measure: Measure, say: Callable[[str],
 
 def series_night(db: History, req: NightRequest, w: Watched, started: str, builder: bl.Builder, night_dir: Path,
                  measure: Measure, say: Callable[[str], None]) -> NightOutcome:
-    """One series' night: its baseline, its comparison measured and recorded (a failed one too,
+    """One series' night: its baseline, its run measured and recorded (a failed one too,
     with its error, before it raises), and judged."""
     repo_url = builder.repo_url  # what results.json records as target.repo
     base, mode = baseline(db, req, repo_url, say, w)

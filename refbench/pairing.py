@@ -35,7 +35,7 @@ class StepChange:
     metric_contrasts: tuple[figures.Contrast, ...] = ()
 
     def all_contrasts(self) -> tuple[figures.Contrast, ...]:
-        """Every metric's comparison, wall first: the family members this row adds."""
+        """Every metric's contrast, wall first: the family members this row adds."""
         return (self.contrast, *self.metric_contrasts)
 
     def to_json(self) -> dict:

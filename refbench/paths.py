@@ -11,7 +11,7 @@ any directory. Caches and tools:
 
 ``--builds-dir`` / ``REFBENCH_BUILDS_DIR`` override the builds directory either way. Pinned tools
 that are built once per machine (MinIO, hyperfine, refbench-s3restore) always live in the cache
-root and are linked into the tools directory by ``refbench setup``; tools.find_tool checks them
+root and are linked into the tools directory by ``refbench setup``; tools.find_tool verifies them
 against the hashes pinned in refbench.pins at every use. No cache directory is ever put on PATH
 (refbench.tools).
 """
@@ -357,7 +357,7 @@ def _no_link(fd: int, name: str, path: Path, root: Path) -> os.stat_result | Non
     return st
 
 
-def checked(path: Path, within: Path) -> Path:
+def verified(path: Path, within: Path) -> Path:
     """`path` itself, once no component of it below `within` is a link (it need not exist)."""
     if _is_root(path, within):
         return Path(path)
@@ -439,7 +439,7 @@ def locked(path: Path, within: Path | None = None):
     """Serialise concurrent refbench processes working on the same clone, build or fixture. The
     lock file is opened with O_NOFOLLOW: it sits in a cache, where a restored link to one of the
     user's files would otherwise be opened (and, before, truncated) in its place. `within`: the
-    cache it is in, whose components down to it are checked too (make_dirs)."""
+    cache it is in, whose components down to it are verified too (make_dirs)."""
     path = Path(path)
     try:
         with _dir_of(path, within) as (dfd, name):

@@ -1,4 +1,4 @@
-"""The tools refbench builds for itself, pinned: built reproducibly, checked against hashes written here.
+"""The tools refbench builds for itself, pinned: built reproducibly, verified against hashes written here.
 
 MinIO, toxiproxy's server and refbench-s3restore are Go programs. Built by the same Go for the
 same platform with -trimpath -buildvcs=false and CGO_ENABLED=0, and nothing else taken from the
@@ -7,9 +7,9 @@ reproducible, and a pure-Go cross build equals the native one. So each binary's 
 here ahead of any build, per tool version, Go and platform, and
 
 - `refbench setup` builds with that Go (GOTOOLCHAIN=TOOLS_GO: fetched through the module proxy
-  and checked against the checksum database where the machine's Go is another) and refuses a
+  and verified against the checksum database where the machine's Go is another) and refuses a
   result that is not the pinned one;
-- every use (tools.find_tool) checks the file again: a binary swapped in a restored cache is
+- every use (tools.find_tool) verifies the file again: a binary swapped in a restored cache is
   refused, with the file, the pin and what to do.
 
 Pinned, not recorded at build time: a hash written beside the binary, in the same cache, is
@@ -17,7 +17,7 @@ rewritten by whoever swaps the binary (the threat model is refbench.trust's). A 
 platform with no pin here (MINIO_VERSION set to another, a Mac) is refused as well; on a machine
 of one's own, REFBENCH_UNPINNED_TOOLS=1 uses such a tool anyway and says so. To pin a new version:
 build it with `refbench setup` under REFBENCH_UNPINNED_TOOLS=1 on linux/amd64 (and with
-GOARCH=arm64), check the hashes on a second machine, and add them to PINS.
+GOARCH=arm64), verify the hashes on a second machine, and add them to PINS.
 
 hyperfine is a Rust program linked by the machine's C linker against its C library, so a build
 of one's own differs from one machine to the next and no hash can be pinned for it. So the pinned
@@ -91,7 +91,7 @@ PINS: tuple[Pin, ...] = (
 
 class GoRunner:
     """The go command where refbench installs with the pinned tools' Go (`refbench setup`'s tools,
-    Go implementations): which go runs, what Go an environment's go is, the check of a toolchain in
+    Go implementations): which go runs, what Go an environment's go is, the verification of a toolchain in
     the module cache before go switches to it, and running a command. One object given to pins and
     implementations, so a stand-in (a test's: a planted toolchain, a recorder of what ran) replaces
     all four at once; GO is the machine's."""
@@ -100,7 +100,7 @@ class GoRunner:
         return cleanpath.go()
 
     def version(self, env: dict) -> str:
-        from . import toolchain as tc  # not at the top: as in checked_build_env
+        from . import toolchain as tc  # not at the top: as in verified_build_env
         return tc.go_version(env)
 
     def verify(self, name: str, env: dict) -> None:
@@ -166,7 +166,7 @@ def build_env(base: dict | None = None) -> dict:
     refbench's own Go caches unless the environment names its own (toolchain.own_caches): go
     compiles a module's unpacked directory as it finds it, so a module planted in a restored
     ~/go/pkg/mod made every later `refbench setup` build other bytes and refuse them (review35m M3)."""
-    from .toolchain import own_caches  # not at the top: toolchain imports GitPython, a hash check needs not
+    from .toolchain import own_caches  # not at the top: toolchain imports GitPython, verifying a hash needs not
     base = dict(paths.layout().environ if base is None else base)  # default: what the command line read
     # a child's allow-list and a build's (proxies, certificates), never the rest: the first-use
     # builds run beside a pull request's own build, and got every secret (the re-reading's N2)
@@ -182,20 +182,20 @@ def build_env(base: dict | None = None) -> dict:
     return env
 
 
-def checked_build_env(go: str, runner: GoRunner = GO, **overrides: str) -> dict:
+def verified_build_env(go: str, runner: GoRunner = GO, **overrides: str) -> dict:
     """build_env with `overrides` (GOBIN, an install's own GOMODCACHE and GOCACHE), once the Go it
-    switches to (TOOLS_GO) is checked where that environment's go will take it from: an unpacked
+    switches to (TOOLS_GO) is verified where that environment's go will take it from: an unpacked
     toolchain in the module cache runs as go finds it, and a module cache may come from a cache
-    restore (toolchain.verify_cached, as builds.py does before every switch). No check when this
+    restore (toolchain.verify_cached, as builds.py does before every switch). No verification when this
     machine's Go (`go`, the one that will run) is TOOLS_GO: it then switches to nothing (review35d
-    LOW 14). `go` leads the PATH of the check, since `refbench setup`'s own Go may be on none.
-    `runner`: how go is asked and checked (GoRunner)."""
-    from .toolchain import LOCAL, drop_vcs_work  # here: toolchain imports GitPython (refs), which a hash check needs not
+    LOW 14). `go` leads the PATH of the verification, since `refbench setup`'s own Go may be on none.
+    `runner`: how go is asked and verifies (GoRunner)."""
+    from .toolchain import LOCAL, drop_vcs_work  # here: toolchain imports GitPython (refs), which verifying a hash needs not
     env = {**build_env(), **overrides}
     drop_vcs_work(env)  # a restored module cache's git work directories run their own config (review35i I5)
-    check_env = {**env, "PATH": os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])}
-    if runner.version({**check_env, "GOTOOLCHAIN": LOCAL}) != TOOLS_GO:
-        runner.verify(TOOLS_GO, check_env)
+    verify_env = {**env, "PATH": os.pathsep.join([str(Path(go).parent), env.get("PATH", "")])}
+    if runner.version({**verify_env, "GOTOOLCHAIN": LOCAL}) != TOOLS_GO:
+        runner.verify(TOOLS_GO, verify_env)
     return env
 
 
@@ -207,7 +207,7 @@ def unpinned_allowed() -> bool:
     return paths.layout().unpinned_tools
 
 
-def check(tool: str, path: Path) -> Path:
+def verify(tool: str, path: Path) -> Path:
     """`path` (a link is followed) when it is the pinned build of `tool`; else a RefbenchError
     naming the file, the hash found and the one pinned, and how to get the right one."""
     real = Path(os.path.realpath(path))
@@ -266,7 +266,7 @@ _pinning = Pinning()
 
 @contextlib.contextmanager
 def installed(pinning: Pinning) -> Iterator[None]:
-    """`pinning` in place for the block (pin_for, check, install read it), and what was before back after it."""
+    """`pinning` in place for the block (pin_for, verify, install read it), and what was before back after it."""
     global _pinning
     previous, _pinning = _pinning, pinning
     try:
@@ -305,7 +305,7 @@ def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
         return found
     pin = pin_for(tool)
     if pin is None and not unpinned_allowed():
-        check(tool, dest)  # raises, naming what is not pinned
+        verify(tool, dest)  # raises, naming what is not pinned
     if say:
         say(f"fetching the pinned {tool} {version_of(tool)} ({HYPERFINE_WHEEL} from PyPI)" if tool == "hyperfine" else
             f"building {tool} {version_of(tool)} with {TOOLS_GO} (reproducible, checked against its pinned hash)")
@@ -328,8 +328,8 @@ def install(tool: str, go: str, say=None, runner: GoRunner = GO) -> Path:
 
 
 def _cached(tool: str, place: Path, cache: Path) -> Path | None:
-    """The pinned file already at `place` (checked: pins.check), else None once whatever is there
-    is gone. Only a regular file is checked (lstat: a link is never followed, a FIFO never
+    """The pinned file already at `place` (verified: pins.verify), else None once whatever is there
+    is gone. Only a regular file is verified (lstat: a link is never followed, a FIFO never
     opened); anything else (a directory, a link, a FIFO) a cache restore planted, and it is
     removed as a swapped file is (paths.remove_tree: a link goes, never what it names): a
     directory there failed os.replace with IsADirectoryError after the whole build (review F4)."""
@@ -340,7 +340,7 @@ def _cached(tool: str, place: Path, cache: Path) -> Path | None:
         return None
     if stat.S_ISREG(st.st_mode):
         try:
-            return check(tool, place)
+            return verify(tool, place)
         except RefbenchError as e:
             log.warning("%s; removing it and building again", e)
     else:
@@ -425,7 +425,7 @@ def _go_build(tool: str, go: str, tmp: Path, runner: GoRunner = GO) -> Path:
     argv, extra = _build_argv(tool, go, tmp)
     source = paths.tool_source("s3restore") if tool == "refbench-s3restore" else contextlib.nullcontext(tmp)
     with source as cwd:
-        p = runner.run(argv, cwd=cwd, env=checked_build_env(go, runner, **extra), capture_output=True, text=True)
+        p = runner.run(argv, cwd=cwd, env=verified_build_env(go, runner, **extra), capture_output=True, text=True)
     # `go install` names the binary after the package's last element (toxiproxy's is "server")
     built = tmp / (tool if tool == "refbench-s3restore" else argv[2].split("@")[0].rsplit("/", 1)[-1])
     if p.returncode != 0 or not built.is_file():

@@ -1,4 +1,4 @@
-"""One comparison run, as stages: validate -> resolve -> build_all -> measure -> analyse -> assemble.
+"""One run, as stages: validate -> resolve -> build_all -> measure -> judge -> assemble.
 
 `run(RunRequest, RunEnv)` is what `bench.py` (commands/run.py), nightly, bisect and calibrate
 all call: a typed request in, the results out, never argv strings. Every process the run starts
@@ -60,7 +60,7 @@ class RunHooks:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """Every option of one comparison run; the command line's `run_parser` options, typed.
+    """Every option of one run; the command line's `run_parser` options, typed.
 
     `runs` None means the default for --quick, and `interleave` None the default for --rounds:
     both are settled here so every caller records the same settings."""
@@ -85,7 +85,7 @@ class RunRequest:
     go_given: bool | None = None
     endpoint_url: str | None = None
     until_decided: bool = False
-    measure_identical: bool = False  # measure byte-identical binaries too (an A/A check of the machine)
+    measure_identical: bool = False  # measure byte-identical binaries too (an A/A run of the machine)
     # seconds for the run's measuring; None: the default budget (refbench.budget) unless -r alone or
     # --until-decided fixes the sampling; NO_BUDGET (--budget none): the fixed-size run
     budget: float | None = None
@@ -186,8 +186,8 @@ class Family:
 
 
 @dataclass(frozen=True)
-class Checked:
-    """A request that passed every check that can be made before anything is built."""
+class Validated:
+    """A request validated: it passed every refusal that can be made before anything is built."""
     request: RunRequest
     cfg: Config
     target: TargetSpec
@@ -275,7 +275,7 @@ def run_networks(cfg: Config, scenarios: list[ScenarioSpec], step_filter) -> dic
     return {name: nw.resolve(name, cfg.networks, "a step's network") for name in names}
 
 
-def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked:
+def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Validated:
     """Everything that can be refused before a build starts. A dry run only warns where a real
     run would stop for lack of disk, and does not need the tools."""
     reporter = env.reporter
@@ -291,7 +291,7 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     for v in variants:
         refs.classify(v.ref)  # refuse a malformed ref before anything runs
     scenarios, step_filter = select_scenarios(list(loaded.scenarios), list(request.only), chosen)
-    family = Family(scenarios=tuple(scenarios), step_filter=step_filter)  # a shard's verdicts belong to the whole comparison's family
+    family = Family(scenarios=tuple(scenarios), step_filter=step_filter)  # a shard's verdicts belong to the whole run's family
     if request.shard:
         scenarios, step_filter = shard.select(scenarios, step_filter, request.shard, request.runs,
                                               request.warmup, request.shard_times)
@@ -299,16 +299,16 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
         raise RefbenchError(f"target {target.name!r} has no scenarios in {cfg.path}")
     hf_flags, target_flags = split_flags(request)
     check_hyperfine_flags(hf_flags)
-    check_bucket(request.bucket, target)
+    validate_bucket(request.bucket, target)
     scenarios = unshaped_where_unreachable(scenarios, request, reporter) if target.backend == "s3" else scenarios
     networks = run_networks(cfg, scenarios, step_filter)
     prefix = check_prefix(request.prefix)  # refuse '', '/', '..', control characters, wildcards
     first_use: tuple[str, ...] = ()
     if not dry_run:
-        first_use = check_tools(target.backend == "s3" and not request.bucket,
-                                shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool,
-                                why_not_installable=env.why_not_installable, restores=target.backend == "s3")
-        check_online(scenarios, target, env.namespaces_unavailable)
+        first_use = validate_tools(target.backend == "s3" and not request.bucket,
+                                   shaped=[n for n, p in networks.items() if not p.direct], find_tool=env.find_tool,
+                                   why_not_installable=env.why_not_installable, restores=target.backend == "s3")
+        validate_online(scenarios, target, env.namespaces_unavailable)
     local_root = local_path(request.local_path)
     cache_dir = paths.settled_cache_dir(request.builds_dir)  # no link a cache restore planted
     fixture_need, run_need, which, stored_peak = disk_needs(scenarios, cache_dir, target.backend,
@@ -326,12 +326,12 @@ def validate(request: RunRequest, env: RunEnv, dry_run: bool = False) -> Checked
     units = step_units(scenarios, step_filter, request.runs, request.warmup)
     for line in judge.design_warnings(units, request.rounds, request.criteria):  # before anything is measured
         reporter.warn(line)
-    return Checked(request=request, cfg=cfg, target=target, origin=origin, scenarios=tuple(scenarios),
-                   step_filter=step_filter, family=family, hf_flags=tuple(hf_flags), target_flags=tuple(target_flags),
-                   prefix=prefix, local_root=local_root, cache_dir=cache_dir, fixture_need=fixture_need,
-                   run_need=run_need, stored_peak=stored_peak, units=units, sampling=drawn_orders(request, units, env),
-                   networks=MappingProxyType(networks), variants=variants, implementations=chosen,
-                   impl_variants=impl_variants, first_use=first_use)
+    return Validated(request=request, cfg=cfg, target=target, origin=origin, scenarios=tuple(scenarios),
+                     step_filter=step_filter, family=family, hf_flags=tuple(hf_flags), target_flags=tuple(target_flags),
+                     prefix=prefix, local_root=local_root, cache_dir=cache_dir, fixture_need=fixture_need,
+                     run_need=run_need, stored_peak=stored_peak, units=units, sampling=drawn_orders(request, units, env),
+                     networks=MappingProxyType(networks), variants=variants, implementations=chosen,
+                     impl_variants=impl_variants, first_use=first_use)
 
 
 def implementations_of(request: RunRequest, cfg: Config, target: TargetSpec, on_impls: tuple = ()) -> tuple:
@@ -379,7 +379,7 @@ def split_flags(request: RunRequest) -> tuple[list[str], list[str]]:
         raise RefbenchError(f"cannot parse extra flags: {e}") from None
 
 
-def check_bucket(bucket: str | None, target) -> None:
+def validate_bucket(bucket: str | None, target) -> None:
     if bucket is not None and target.backend != "s3":
         raise RefbenchError(f"-b/--bucket applies to S3 targets; {target.name!r} uses the {target.backend} backend")
     if bucket is not None and not valid_bucket(bucket):
@@ -390,8 +390,8 @@ def valid_bucket(name: str) -> bool:
     return bool(re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", name)) and ".." not in name
 
 
-def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool,
-                why_not_installable=firstuse.why_not_installable, restores: bool = False) -> tuple[str, ...]:
+def validate_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.find_tool,
+                   why_not_installable=firstuse.why_not_installable, restores: bool = False) -> tuple[str, ...]:
     """The tools the run starts: hyperfine, go, the embedded MinIO, and toxiproxy for steps under
     a network profile other than loopback (`shaped`, named in the refusal); `find_tool` is the
     RunEnv's (a mock run finds every tool, as it starts none). Returns the pinned tools this
@@ -413,8 +413,8 @@ def check_tools(embedded_minio: bool, shaped: list[str] = (), find_tool=tools.fi
     return ((RESTORE_TOOL,) if wanted else ()) + missing
 
 
-def check_online(scenarios: list[ScenarioSpec], target: TargetSpec,
-                 namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable) -> None:
+def validate_online(scenarios: list[ScenarioSpec], target: TargetSpec,
+                    namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable) -> None:
     """An online kubo daemon runs only in a network namespace of the run's own, and a cached state
     is restored only through an overlay mounted in one: where this machine cannot, the run is
     refused before anything is built (never run on the real network, never with a stale repo).
@@ -487,7 +487,7 @@ def select_scenarios(scenarios: list[ScenarioSpec], only: list[str], implementat
 
 
 def family_size(scenarios: list[ScenarioSpec], step_filter, runs: int, n_builds: int, n_metrics: int = 1) -> int:
-    """Comparisons that can reach a verdict in this run (steps of 2+ runs x contenders x metrics):
+    """Contrasts that can reach a verdict in this run (steps of 2+ runs x contenders x metrics):
     the family whose false alarms the run controls together."""
     steps = sum(1 for u in step_units(scenarios, step_filter, runs, 0) if u.judged)
     return max(1, steps * (n_builds - 1) * n_metrics)
@@ -538,25 +538,25 @@ class Resolved:
     labels: tuple[str, ...]
 
 
-def resolve(checked: Checked, env: RunEnv) -> Resolved:
-    request, target, origin, reporter = checked.request, checked.target, checked.origin, env.reporter
-    builder = env.builder(checked)
+def resolve(validated: Validated, env: RunEnv) -> Resolved:
+    request, target, origin, reporter = validated.request, validated.target, validated.origin, env.reporter
+    builder = env.builder(validated)
     if origin:
         reporter.info(f"inside a checkout of {target.name} ({origin.module}): building from {origin.root}")
-    if not checked.variants:  # implementations alone: no ref to resolve
+    if not validated.variants:  # implementations alone: no ref to resolve
         return Resolved(builder=builder, refs=(), labels=())
-    reporter.info(f"resolving {len(checked.variants)} refs of {target.name} from "
+    reporter.info(f"resolving {len(validated.variants)} refs of {target.name} from "
                   f"{'the Go module proxy' if request.source == 'module' else builder.repo_url}")
     # each build's Go: its variant's own, else --go's for its position, else the builder's choice
-    gos = tc.per_build(request.go, len(checked.variants), builder.go)
-    resolved = builder.resolve_all([v.ref for v in checked.variants], tuple(v.go or g for v, g in zip(checked.variants, gos)))
-    labels = vr.labels(checked.variants, bl.unique_labels(resolved))
+    gos = tc.per_build(request.go, len(validated.variants), builder.go)
+    resolved = builder.resolve_all([v.ref for v in validated.variants], tuple(v.go or g for v, g in zip(validated.variants, gos)))
+    labels = vr.labels(validated.variants, bl.unique_labels(resolved))
     for lab, r in zip(labels, resolved):
         reporter.info(f"  {lab}: {r.sha} (Go: {r.toolchain})")
     return Resolved(builder=builder, refs=tuple(resolved), labels=tuple(labels))
 
 
-def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tuple[tuple[Build, ...], float]:
+def build_all(res: Resolved, env: RunEnv, validated: Validated | None = None) -> tuple[tuple[Build, ...], float]:
     """(builds in the request's order, seconds spent building and installing): the refs' builds and
     the implementations' installs (env.install), in the order the command line gave the kinds."""
     reporter, t0 = env.reporter, env.clock()
@@ -568,12 +568,12 @@ def build_all(res: Resolved, env: RunEnv, checked: Checked | None = None) -> tup
         reporter.info(f"  {lab}: {'built in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> {b.binary}")
         built.append(b)
     installed = []
-    for impl, v in zip(checked.implementations, checked.impl_variants) if checked else ():
-        b = impls.ImplBuild(impl, env.install(impl, reporter.info), checked.target.name, v.name if v else None)
+    for impl, v in zip(validated.implementations, validated.impl_variants) if validated else ():
+        b = impls.ImplBuild(impl, env.install(impl, reporter.info), validated.target.name, v.name if v else None)
         reporter.info(f"  {b.label}: {'installed in %.0f s' % b.build_seconds if b.built_now else 'cached'} -> "
                       f"{b.binary}")
         installed.append(b)
-    return tuple(impls.merge(built, installed, checked.request.impl_first if checked else False)), env.clock() - t0
+    return tuple(impls.merge(built, installed, validated.request.impl_first if validated else False)), env.clock() - t0
 
 
 # ---- identical binaries ----------------------------------------------------------------------
@@ -584,27 +584,27 @@ def same_commands(scenarios: list[ScenarioSpec], i: int) -> bool:
     return all(opts[min(i, len(opts) - 1)] == opts[0] for s in scenarios for opts in s.vary.values())
 
 
-def identical_contenders(checked: Checked, built: Sequence[Build]) -> frozenset[int]:
+def identical_contenders(validated: Validated, built: Sequence[Build]) -> frozenset[int]:
     """Positions of the contenders that need no measuring: a binary byte-identical to the baseline's
     (reproducible builds, builds.REPRODUCIBLE_GOFLAGS) running the same commands. None with
-    --measure-identical (an A/A check) or when a hook replaces the builds (calibrate's shims)."""
-    if checked.request.measure_identical or checked.request.hooks.builds:
+    --measure-identical (an A/A run) or when a hook replaces the builds (calibrate's shims)."""
+    if validated.request.measure_identical or validated.request.hooks.builds:
         return frozenset()
     if impls.implementation_of(built[0]):
         return frozenset()
     base = built[0].binary_sha256
-    variant = dict(zip([b.label for b in built if not impls.implementation_of(b)], checked.variants))
+    variant = dict(zip([b.label for b in built if not impls.implementation_of(b)], validated.variants))
     return frozenset(i for i, b in enumerate(built[1:], 1)
                      if base and b.binary_sha256 == base and not impls.implementation_of(b)
-                     and same_commands(checked.scenarios, i) and variant[b.label].same_run(checked.variants[0]))
+                     and same_commands(validated.scenarios, i) and variant[b.label].same_run(validated.variants[0]))
 
 
-def unmeasured(checked: Checked, built: Sequence[Build]) -> Measured:
+def unmeasured(validated: Validated, built: Sequence[Build]) -> Measured:
     """What measure leaves when only the baseline is left to measure: no fixtures, no backend."""
-    scenarios = [ScenarioResult(scenario=s, fixture=fx.planned(s.fixture, checked.cache_dir), steps=tuple(
+    scenarios = [ScenarioResult(scenario=s, fixture=fx.planned(s.fixture, validated.cache_dir), steps=tuple(
         StepResult(scenario=s.name, step=st.name, runs=0, warmup=0, rounds=0, samples=MappingProxyType({}),
                    comparisons=(), hyperfine_seconds=0.0, stopped="identical")
-        for st in s.selected_steps(checked.step_filter))) for s in checked.scenarios]
+        for st in s.selected_steps(validated.step_filter))) for s in validated.scenarios]
     return Measured(builds=tuple(built), scenarios=tuple(scenarios), stopped=None,
                     backend=BackendDescription(kind="none (nothing to measure)"), resources=MappingProxyType({}),
                     family_size=None, hyperfine_seconds=0.0, untimed_seconds=0.0,
@@ -612,25 +612,25 @@ def unmeasured(checked: Checked, built: Sequence[Build]) -> Measured:
                     load_before=os.getloadavg()[0], competing_cpu_share=None, client_cpus=None, server_cpus=None)
 
 
-def measure_distinct(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
+def measure_distinct(validated: Validated, built: Sequence[Build], env: RunEnv) -> Measured:
     """measure, leaving out the contenders identical to the baseline; each step then says
     `identical binary` for them, in the builds' order."""
-    same = identical_contenders(checked, built)
+    same = identical_contenders(validated, built)
     if not same:
-        return measure(checked, built, env)
+        return measure(validated, built, env)
     for i in sorted(same):
         env.reporter.info(f"  {built[i].label}: the same binary as {built[0].label} "
                       f"(sha256 {built[0].binary_sha256[:12]}) and the same commands: not measured")
     distinct = [b for i, b in enumerate(built) if i not in same]
-    m = measure(checked, distinct, env) if len(distinct) > 1 else unmeasured(checked, distinct)
+    m = measure(validated, distinct, env) if len(distinct) > 1 else unmeasured(validated, distinct)
     scenarios = tuple(dataclasses.replace(sr, steps=tuple(with_identical(st, built, same) for st in sr.steps))
                       for sr in m.scenarios)
     return dataclasses.replace(m, builds=tuple(built), scenarios=scenarios)
 
 
 def with_identical(st: StepResult, built: Sequence[Build], same: frozenset[int]) -> StepResult:
-    """The step's comparisons in the builds' order, `identical binary` for the contenders not measured."""
-    measured: dict[str, list] = {}  # every metric's comparisons of each measured contender
+    """The step's contrasts in the builds' order, `identical binary` for the contenders not measured."""
+    measured: dict[str, list] = {}  # every metric's contrasts of each measured contender
     for c in st.comparisons:
         measured.setdefault(c.contender, []).append(c)
     return dataclasses.replace(st, comparisons=tuple(
@@ -684,10 +684,10 @@ class Measured:
 
 
 @contextlib.contextmanager
-def watching(backend, workdir: Path, checked: Checked, floors: str | None) -> Iterator[Watchdog]:
+def watching(backend, workdir: Path, validated: Validated, floors: str | None) -> Iterator[Watchdog]:
     """The run's watchdog, under the machine's settings (REFBENCH_WATCHDOG: floors, or off)."""
-    watchdog = Watchdog.for_run(backend, workdir, checked.cache_dir, run_need=checked.run_need,
-                                fixture_need=checked.fixture_need, expected_data=checked.stored_peak, env=floors or "")
+    watchdog = Watchdog.for_run(backend, workdir, validated.cache_dir, run_need=validated.run_need,
+                                fixture_need=validated.fixture_need, expected_data=validated.stored_peak, env=floors or "")
     try:
         watchdog.start()  # may stop the run at once (WatchdogStop) if memory or disk is already short
         yield watchdog
@@ -695,36 +695,36 @@ def watching(backend, workdir: Path, checked: Checked, floors: str | None) -> It
         watchdog.stop()
 
 
-def make_bench(checked: Checked, built: Sequence[Build], backend: Backend, workdir: Path,
+def make_bench(validated: Validated, built: Sequence[Build], backend: Backend, workdir: Path,
                client_cpus: frozenset[int] | None, executor: Executor, env: RunEnv) -> Bench:
-    request, hooks = checked.request, checked.request.hooks
+    request, hooks = validated.request, validated.request.hooks
     n_family = 2 if hooks.family_per_contender else len(built)
     n_metrics = len(executor.info.metrics(interleaved=request.interleave == "runs"))
-    settings = variant_settings(checked, built)
+    settings = variant_settings(validated, built)
     own = implementation_env(built, workdir)  # then a variant's env over an implementation's defaults
     settings["build_env"] = {**settings["build_env"], **{lab: {**e, **settings["build_env"].get(lab, {})}
                                                          for lab, e in own.items()}}
-    return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=checked.cache_dir,
-                 sampling=checked.sampling, criteria=request.criteria,
-                 target_flags=checked.target_flags, hyperfine_flags=checked.hf_flags,
+    return Bench(builds=built, backend=backend, executor=executor, workdir=workdir, cache_dir=validated.cache_dir,
+                 sampling=validated.sampling, criteria=request.criteria,
+                 target_flags=validated.target_flags, hyperfine_flags=validated.hf_flags,
                  verbose=request.verbose, measure_rss=request.rss, no_shell=request.no_shell,
                  build_flags=MappingProxyType(settings["build_flags"]),
                  build_env=MappingProxyType({lab: MappingProxyType(e) for lab, e in settings["build_env"].items()}),
-                 family_size=family_size(checked.family.scenarios, checked.family.step_filter, request.runs, n_family,
+                 family_size=family_size(validated.family.scenarios, validated.family.step_filter, request.runs, n_family,
                                          n_metrics), client_cpus=client_cpus,
-                 clock=env.clock, pass_env=env.machine.pass_env, steps=len(checked.units))
+                 clock=env.clock, pass_env=env.machine.pass_env, steps=len(validated.units))
 
 
-def named_variants(checked: Checked) -> dict:
+def named_variants(validated: Validated) -> dict:
     """label -> variant of the named ones (a named variant is labelled by its name; a ref given with
     -s has no settings of its own); none where a hook replaced the builds (calibrate's shims)."""
-    return {} if checked.request.hooks.builds else {v.name: v for v in checked.variants + checked.impl_variants
+    return {} if validated.request.hooks.builds else {v.name: v for v in validated.variants + validated.impl_variants
                                                     if v and v.name}
 
 
-def variant_settings(checked: Checked, built: Sequence[Build]) -> dict:
+def variant_settings(validated: Validated, built: Sequence[Build]) -> dict:
     """The Bench's per-build flags and environment, by label, from the builds' variants."""
-    named = named_variants(checked)
+    named = named_variants(validated)
     by_label = {b.label: named[b.label] for b in built if b.label in named}
     return {"build_flags": {lab: v.flags for lab, v in by_label.items() if v.flags},
             "build_env": {lab: dict(v.env) for lab, v in by_label.items() if v.env}}
@@ -742,26 +742,26 @@ def implementation_env(built: Sequence[Build], workdir: Path) -> dict:
     return out
 
 
-def selected_steps(checked: Checked) -> Iterator[tuple]:
-    return ((u.scenario, u.step) for u in checked.units)
+def selected_steps(validated: Validated) -> Iterator[tuple]:
+    return ((u.scenario, u.step) for u in validated.units)
 
 
-def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
+def run_scenarios(validated: Validated, runner: Runner, env: RunEnv
                   ) -> tuple[list[ScenarioResult], WatchdogStop | KeyboardInterrupt | None, float]:
     """(the scenarios that finished, what stopped the run early (the watchdog, or Ctrl-C / SIGTERM)
     or None, seconds spent on fixtures)."""
     bench, reporter = runner.bench, env.reporter
-    reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in checked.units),
+    reporter.start(sum(len(split_runs(u.runs, bench.sampling.rounds)) for u in validated.units),
                    [b.label for b in bench.builds], bench.sampling.budget)
     reporter.info(f"sampling: {bench.sampling.describe()}")
     t_fixtures = 0.0
     try:
-        for s in checked.scenarios:
+        for s in validated.scenarios:
             t0 = env.clock()
             reporter.status(f"{s.name}: fixture {s.fixture.kind} {format_size(s.fixture.size)} x {s.fixture.count}")
-            fixture = fx.ensure(s.fixture, checked.cache_dir)
+            fixture = fx.ensure(s.fixture, validated.cache_dir)
             t_fixtures += env.clock() - t0
-            runner.run_scenario(s, fixture, checked.step_filter)
+            runner.run_scenario(s, fixture, validated.step_filter)
     except (WatchdogStop, KeyboardInterrupt) as e:  # keep the steps that finished (the runner's progress)
         return list(runner.progress.finished), e, t_fixtures
     finally:
@@ -769,33 +769,33 @@ def run_scenarios(checked: Checked, runner: Runner, env: RunEnv
     return list(runner.progress.finished), None, t_fixtures
 
 
-def measure(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
+def measure(validated: Validated, built: Sequence[Build], env: RunEnv) -> Measured:
     """Fixtures, backend, watchdog and runner over the selected steps. A watchdog stop keeps the
     steps that finished (and raises only when none did)."""
     reporter = env.reporter
     load_before = os.getloadavg()[0]
     cpu_before = _cpu_accounting()
     run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(4)}"
-    workdir, swept = make_workdir(run_id, checked.local_root)  # after sweeping temp dirs of killed runs
+    workdir, swept = make_workdir(run_id, validated.local_root)  # after sweeping temp dirs of killed runs
     for d in swept:
         reporter.info(f"removed {d}, left by a run that was killed")
-    hooks = checked.request.hooks
+    hooks = validated.request.hooks
     if hooks.builds:
         built = hooks.builds(built, workdir)
-    client_cpus, server_cpus = resolve_cpus(checked.request.cpus)
+    client_cpus, server_cpus = resolve_cpus(validated.request.cpus)
     try:
-        with env.backend(checked, workdir, run_id, server_cpus, reporter, env.machine) as backend:
+        with env.backend(validated, workdir, run_id, server_cpus, reporter, env.machine) as backend:
             for line in sweep_lines(getattr(backend, "swept", [])):  # dead runs' prefixes removed below -p
                 reporter.info(line)
-            with watching(backend, workdir, checked, env.machine.watchdog) as watchdog:
-                executor = env.executor(workdir, cpus=client_cpus, verbose=checked.request.verbose)
-                observer = Explainer(backend, workdir, checked.request.profile, criteria=checked.request.criteria,
+            with watching(backend, workdir, validated, env.machine.watchdog) as watchdog:
+                executor = env.executor(workdir, cpus=client_cpus, verbose=validated.request.verbose)
+                observer = Explainer(backend, workdir, validated.request.profile, criteria=validated.request.criteria,
                                      **({} if env.perf is None else {"perf_ok": env.perf, "perf_why": "no perf here"}))
-                runner = Runner(dataclasses.replace(make_bench(checked, built, backend, workdir, client_cpus, executor,
+                runner = Runner(dataclasses.replace(make_bench(validated, built, backend, workdir, client_cpus, executor,
                                                                env), observer=observer),
                                 status=lambda m: (watchdog.note(m), reporter.status(m)), on_round=reporter.advance,
                                 on_state=reporter.not_measuring)
-                done, stopped, t_fixtures = run_scenarios(checked, runner, env)
+                done, stopped, t_fixtures = run_scenarios(validated, runner, env)
         # read after the backend closed, as the record always was (a server's stop may purge more)
         resources, described = watchdog.report(), backend.describe()
     finally:
@@ -814,7 +814,7 @@ def measure(checked: Checked, built: Sequence[Build], env: RunEnv) -> Measured:
                     + impls.cid_notes([d.record() for d in done], built))
 
 
-# ---- analyse ---------------------------------------------------------------------------------
+# ---- assemble --------------------------------------------------------------------------------
 def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
     measured_wall = wall - build_seconds - m.fixture_seconds
     hf = m.hyperfine_seconds
@@ -827,38 +827,38 @@ def timing(wall: float, build_seconds: float, m: Measured) -> rs.Timing:
         overhead_share=round((measured_wall - hf) / measured_wall, 4) if measured_wall > 0 and hf > 0 else None)
 
 
-def settings_record(checked: Checked, m: Measured) -> rs.Settings:
-    r = checked.request
-    sharded = shard.settings(checked.step_filter)
+def settings_record(validated: Validated, m: Measured) -> rs.Settings:
+    r = validated.request
+    sharded = shard.settings(validated.step_filter)
     return rs.Settings(
-        **checked.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
+        **validated.sampling.record(), quick=r.quick, threshold=r.threshold, alpha=r.alpha,
         noise_limit=r.noise_limit, metric_thresholds=MappingProxyType(dict(r.criteria.metric_thresholds)),
         multiple_testing=judge.MULTIPLE_TESTING, only=tuple(r.only), no_shell=r.no_shell,
         cpus=MappingProxyType({"client": tuple(sorted(m.client_cpus)) if m.client_cpus else None,
                                "server": tuple(sorted(m.server_cpus)) if m.server_cpus else None}),
-        family_size=m.family_size, hyperfine_flags=tuple(checked.hf_flags),
-        target_flags=tuple(checked.target_flags), shard=sharded.get("shard"),
+        family_size=m.family_size, hyperfine_flags=tuple(validated.hf_flags),
+        target_flags=tuple(validated.target_flags), shard=sharded.get("shard"),
         shard_steps=tuple(sharded["shard_steps"]) if sharded.get("shard_steps") is not None else None)
 
 
-def build_records(checked: Checked, built: Sequence[Build]) -> tuple[rs.Build, ...]:
+def build_records(validated: Validated, built: Sequence[Build]) -> tuple[rs.Build, ...]:
     """Each build's record with its variant's flags and environment, where it has them."""
-    variants = named_variants(checked)
+    variants = named_variants(validated)
     return tuple(dataclasses.replace(b.record(), **rs.frozen(variants[b.label].record())) if b.label in variants
                  else b.record() for b in built)
 
 
-def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tuple[rs.Scenario, ...],
+def assemble(validated: Validated, builder: bl.Builder, m: Measured, scenarios: tuple[rs.Scenario, ...],
              board: dict | None, timing_record: rs.Timing) -> rs.Results:
     """The run's results, typed from the stages' own records."""
-    r, target = checked.request, checked.target
+    r, target = validated.request, validated.target
     return rs.Results(
         refbench=__version__, created=rs.created_now(), command_line=tuple(r.command_line),
         target=rs.Target(name=target.name, repo=builder.repo_url if r.source == "git" else target.module,
                          source=r.source, backend=target.backend),
         environment=rs.Environment.probe(m.builds[0].toolchain, hyperfine=m.hyperfine,
                                          load_before=round(m.load_before, 2), competing_cpu_share=m.competing_cpu_share),
-        settings=settings_record(checked, m), builds=build_records(checked, m.builds),
+        settings=settings_record(validated, m), builds=build_records(validated, m.builds),
         baseline=m.builds[0].label, backend=m.backend.record(),
         scenarios=scenarios, scoreboard=rs.frozen(board), timing=timing_record,
         resources=rs.frozen(m.resources),  # peaks of memory, data dir, disk, server RSS
@@ -866,27 +866,27 @@ def assemble(checked: Checked, builder: bl.Builder, m: Measured, scenarios: tupl
 
 
 # ---- the whole run ---------------------------------------------------------------------------
-def plan(request: RunRequest, env: RunEnv) -> tuple[Checked, Resolved]:
-    """What a dry run shows: the request checked and its refs resolved; nothing built."""
-    checked = validate(request, env, dry_run=True)
-    return checked, resolve(checked, env)
+def plan(request: RunRequest, env: RunEnv) -> tuple[Validated, Resolved]:
+    """What a dry run shows: the request validated and its refs resolved; nothing built."""
+    validated = validate(request, env, dry_run=True)
+    return validated, resolve(validated, env)
 
 
 def run(request: RunRequest, env: RunEnv) -> rs.Results:
-    """Validate, resolve, build, measure and analyse one comparison; the results document.
+    """Validate, resolve, build, measure and judge one run; the results document.
 
     When the watchdog stopped the run, the results hold the steps that finished and `stopped`
     says why; the caller writes them, then fails (see `stop_error`)."""
     t_wall = env.clock()
-    checked = validate(request, env)
-    with env.first_use(checked.first_use, env.reporter.info) as installs:
-        res = resolve(checked, env)
-        built, build_seconds = build_all(res, env, checked)
+    validated = validate(request, env)
+    with env.first_use(validated.first_use, env.reporter.info) as installs:
+        res = resolve(validated, env)
+        built, build_seconds = build_all(res, env, validated)
         installs.wait()  # the servers the backend starts: built meanwhile, on a machine without them
-        m = measure_distinct(checked, built, env)
+        m = measure_distinct(validated, built, env)
     judged = judge.verdicts([sr.record() for sr in m.scenarios], [b.label for b in m.builds], request.criteria,
                             request.hooks.family_per_contender)
-    results = assemble(checked, res.builder, m, judged.scenarios, judged.scoreboard,
+    results = assemble(validated, res.builder, m, judged.scenarios, judged.scoreboard,
                        timing(env.clock() - t_wall, build_seconds, m))
     if m.interrupted:
         raise InterruptedRun(results)

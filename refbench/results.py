@@ -31,7 +31,7 @@ from .figures import Contrast, Criteria, Summary, criteria, summarize
 from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, SERVER_METRICS, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
-SCHEMA_VERSION = 2  # 2: every comparison names its metric (wall, cpu, memory, instructions)
+SCHEMA_VERSION = 2  # 2: every contrast names its metric (wall, cpu, memory, instructions)
 _EMPTY: Mapping = MappingProxyType({})
 
 
@@ -229,7 +229,7 @@ def _round(x: float | None) -> float | None:
 def metric_values(metric: str, times, user, system, memory, instructions,
                   daemon: Mapping[str, tuple] | None = None) -> tuple[float, ...] | None:
     """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
-    instructions), or None unless every run has one: what a comparison of that metric reads, in
+    instructions), or None unless every run has one: what a contrast of that metric reads, in
     a run (runner.BuildSamples) and from a saved one (Samples) alike."""
     if metric in DAEMON_METRICS or metric in SERVER_METRICS:  # probed around each run (refbench.daemon), where measured
         v = (daemon or {}).get(metric) or ()
@@ -283,7 +283,7 @@ class Samples(_Doc):
 
     def values(self, metric: str) -> tuple[float, ...] | None:
         """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
-        instructions), or None unless every run has one: what a saved run's comparison of that
+        instructions), or None unless every run has one: what a saved run's contrast of that
         metric reads (`compare`), as the runner reads its own samples."""
         return metric_values(metric, self.times, self.user, self.system, self.memory_bytes or (),
                              self.instructions or (), {**self.daemon_values(), **self.server_values()})
@@ -321,7 +321,7 @@ class Samples(_Doc):
 
 @dataclass(frozen=True)
 class StoredContrast(Contrast):
-    """A comparison read from a file. It keeps the phrase the run wrote: re-deriving it from the
+    """A contrast read from a file. It keeps the phrase the run wrote: re-deriving it from the
     stored (rounded) factor can round the other way (1.305 -> "1.30" where the run said "1.31")."""
     stored_phrase: str | None = field(default=None, compare=False)
 
@@ -341,8 +341,8 @@ _CONTRAST_DEFAULTS = {"ci_low": None, "ci_high": None, "p_value": None, "noisy":
                         "runs_needed": None, "factor_err": 0.0}
 
 
-def read_contrast(value, where: str = "comparison") -> Contrast:
-    """A comparison as a results file holds it: floats rounded, unbounded interval ends None."""
+def read_contrast(value, where: str = "contrast") -> Contrast:
+    """A contrast as a results file holds it: floats rounded, unbounded interval ends None."""
     _check(value, dict, where)
     for key in ("baseline", "contender", "verdict"):
         if key not in value:
@@ -473,7 +473,7 @@ class Step(_Doc):
     comparisons: tuple[Contrast, ...] = _f(list, read=_tuple_of(read_contrast))  # wall time: the primary
     check_differs: bool = _f(bool, default=False)
     hyperfine_seconds: float | None = _f((int, float), default=None)
-    # the other metrics' comparisons (cpu, memory, instructions). The file keeps one `comparisons`
+    # the other metrics' contrasts (cpu, memory, instructions). The file keeps one `comparisons`
     # list, each naming its metric; typed, the wall ones stay apart, so every view, bisect, nightly
     # and the scoreboard that judge on wall time read `comparisons` as before
     metric_comparisons: tuple[Contrast, ...] = field(default=(), metadata={"kind": None})
@@ -491,11 +491,11 @@ class Step(_Doc):
         return out
 
     def all_contrasts(self) -> tuple[Contrast, ...]:
-        """Every metric's comparisons, wall first: the family members this step adds."""
+        """Every metric's contrasts, wall first: the family members this step adds."""
         return self.comparisons + self.metric_comparisons
 
     def by_metric(self, contender: str | None = None) -> dict[str, Contrast]:
-        """{metric: comparison} of one contender (default: the first), wall first."""
+        """{metric: contrast} of one contender (default: the first), wall first."""
         out = {}
         for c in self.all_contrasts():
             if contender is None:
@@ -708,12 +708,13 @@ class Results(_Doc):
                 yield sc, st
 
     def comparisons(self) -> Iterator[tuple[Scenario, Step, Contrast]]:
+        """Every step's wall-time contrasts with their scenario and step (named after the file's key)."""
         for sc, st in self.steps():
             for c in st.comparisons:
                 yield sc, st, c
 
     def verdict_counts(self) -> dict[Verdict, int]:
-        """How many wall-time comparisons reached each verdict (every verdict present)."""
+        """How many wall-time contrasts reached each verdict (every verdict present)."""
         return count(c.verdict for _, _, c in self.comparisons())
 
     def judged_metrics(self) -> tuple[str, ...]:
@@ -761,7 +762,7 @@ class Results(_Doc):
         return str(rec.get("words", "")) if isinstance(rec, Mapping) else ""
 
     def regressions(self, metrics: tuple[str, ...] = ("wall",)) -> list[tuple[str, str, Contrast]]:
-        """(scenario, step, comparison) of every comparison of the given metrics that got slower:
+        """(scenario, step, contrast) of every contrast of the given metrics that got slower:
         what --fail-on-regression and the nightly act on."""
         return [(sc.name, st.name, c) for sc, st in self.steps() for c in st.all_contrasts()
                 if c.verdict == Verdict.SLOWER and c.metric in metrics]
@@ -782,7 +783,7 @@ def _check_kind(doc, where: str) -> int:
 # Upgrade steps: version N -> N + 1, applied in order to older documents. Version 1 is the first;
 # what its early files lack (optional keys added later) is filled by the field defaults above.
 def _metric_wall(doc: dict) -> dict:
-    """Version 1 -> 2: comparisons were all on wall time; they now say so."""
+    """Version 1 -> 2: the contrasts (`comparisons`) were all on wall time; they now say so."""
     def step(st):
         if not isinstance(st, dict) or not isinstance(st.get("comparisons"), list):
             return st

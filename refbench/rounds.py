@@ -137,7 +137,7 @@ class Rounds:
     def round(self, where: str, r: int, order: list[int], builds: list[BuiltRef], cmds: list[str],
               preps: list[str | None], samples: dict[str, BuildSamples], runs: int) -> float:
         """One round: `runs` runs of every build. Interleaved run by run (A B, B A, ... in one
-        hyperfine call, so drift between two neighbouring runs is all that lands on a comparison),
+        hyperfine call, so drift between two neighbouring runs is all that lands on a contrast),
         or, with interleave = "rounds", all of a build's runs in a row as plain hyperfine does."""
         seq, per_cmd = interleave_seq(order, runs, self.interleave)
         probes = self.probes(builds)

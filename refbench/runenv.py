@@ -26,8 +26,8 @@ from .progress import Reporter
 from .refs import ResolvedRef
 
 
-class Checked(Protocol):
-    """What the stand-ins read of the pipeline's checked run (pipeline.Checked has it): named here
+class Validated(Protocol):
+    """What the stand-ins read of the pipeline's validated run (pipeline.Validated has it): named here
     as a protocol, since the pipeline imports this module and not the other way round."""
     request: Any  # pipeline.RunRequest
     target: Any  # config.TargetSpec
@@ -40,7 +40,7 @@ class Checked(Protocol):
 
 class BuildRequest(Protocol):
     """What a builder is made from of a run's request (pipeline.RunRequest has it): where the
-    target's sources come from and where its builds are kept. A protocol, as Checked is, so this
+    target's sources come from and where its builds are kept. A protocol, as Validated is, so this
     module names nothing of the pipeline, which imports it."""
     repo: str | None
     source: str  # git or module
@@ -102,7 +102,7 @@ def environ_go(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
 
 # (workdir, cpus=, verbose=) -> the run's executor
 ExecutorFactory = Callable[..., Executor]
-# (checked, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
+# (validated, workdir, run id, server CPUs, reporter, machine settings) -> the backend, closed on the way out
 BackendFactory = Callable[..., ContextManager[Backend]]
 
 
@@ -110,7 +110,7 @@ BackendFactory = Callable[..., ContextManager[Backend]]
 class RunEnv:
     executor: ExecutorFactory
     backend: BackendFactory
-    builder: Callable[[Checked], Builder]  # builds.Builder, or a stand-in (mock.MockBuilder)
+    builder: Callable[[Validated], Builder]  # builds.Builder, or a stand-in (mock.MockBuilder)
     find_tool: Callable[[str], str | None] = tools.find_tool
     clock: Callable[[], float] = time.monotonic  # the budget's and the run's timing
     machine: MachineSettings = MachineSettings()
@@ -120,12 +120,12 @@ class RunEnv:
     # (implementation, say) -> its pinned install (implementations.Installed): from its registry, sealed
     install: Callable[..., impls.Installed] = impls.install
     # why no network namespace of the run's own can be made here, or None when one can (probed once):
-    # pipeline.check_online asks it before an online kubo daemon is planned
+    # pipeline.validate_online asks it before an online kubo daemon is planned
     namespaces_unavailable: Callable[[], str | None] = sandbox.unavailable
     # whether the steps' commands really download and store what the scenario says (the disk check
     # before a run); False for --executor mock, whose commands run nowhere
     stores: bool = True
-    # the pinned tools a run may build on first use (pipeline.check_tools asks why one cannot be),
+    # the pinned tools a run may build on first use (pipeline.validate_tools asks why one cannot be),
     # and the context that builds them in the background while the refs build (firstuse.installing)
     why_not_installable: Callable[[str], str | None] = firstuse.why_not_installable
     first_use: Callable[..., ContextManager[firstuse.Installs]] = firstuse.installing
@@ -137,10 +137,10 @@ class RunEnv:
 def real(machine: MachineSettings | None = None, reporter: Reporter | None = None) -> RunEnv:
     """This machine's: hyperfine probed once per run, MinIO or a bucket or IPFS, `go build`."""
     machine = machine or MachineSettings.from_environ()
-    # the machine's GOFLAGS reach the builder as an argument; with none, make_builder(checked) as before
+    # the machine's GOFLAGS reach the builder as an argument; with none, make_builder(validated) as before
     flags = {"goflags": machine.goflags} if machine.goflags else {}
     return RunEnv(executor=make_executor, backend=open_backend,
-                  builder=lambda checked: make_builder(checked, **flags), machine=machine,
+                  builder=lambda validated: make_builder(validated, **flags), machine=machine,
                   reporter=reporter or Reporter())
 
 
@@ -151,8 +151,8 @@ def make_executor(workdir: Path, **kw) -> Executor:
 
 @dataclass(frozen=True)
 class BuildSite:
-    """What a builder is made from where no run is checked (nightly's baseline, bisect's line of
-    commits, `refbench build`): the fields of Checked that RunEnv.builder reads, so those commands
+    """What a builder is made from where no run is validated (nightly's baseline, bisect's line of
+    commits, `refbench build`): the fields of Validated that RunEnv.builder reads, so those commands
     get their builder from the run's RunEnv, as a run does, and never make a Builder of their own."""
     request: BuildRequest  # a pipeline.RunRequest
     target: TargetSpec
@@ -160,32 +160,32 @@ class BuildSite:
 
     @property
     def cache_dir(self) -> Path:
-        return paths.settled_cache_dir(self.request.builds_dir)  # as pipeline.check settles it
+        return paths.settled_cache_dir(self.request.builds_dir)  # as pipeline.validate settles it
 
 
-def make_builder(checked: Checked, goflags: str = "") -> bl.Builder:
+def make_builder(validated: Validated, goflags: str = "") -> bl.Builder:
     """The target's builder: from the checkout around the current directory when it is the
     origin, else the request's --repo or the target's own. `goflags`: the machine's GOFLAGS."""
-    request, target, origin = checked.request, checked.target, checked.origin
-    return bl.Builder(target, checked.cache_dir, origin.url if origin else request.repo, request.source,
+    request, target, origin = validated.request, validated.target, validated.origin
+    return bl.Builder(target, validated.cache_dir, origin.url if origin else request.repo, request.source,
                       pr_remote=origin.remote if origin else None, checkout=origin is not None, goflags=goflags)
 
 
 @contextlib.contextmanager
-def open_backend(checked: Checked, workdir: Path, run_id: str, server_cpus, reporter: Reporter,
+def open_backend(validated: Validated, workdir: Path, run_id: str, server_cpus, reporter: Reporter,
                  machine: MachineSettings = MachineSettings()) -> Iterator:
     """The run's backend, closed on the way out; a failing close is reported but never masks the
     failure that ended the run. The servers it starts see the machine's pass_env too; a lease on a
     user's bucket lives its lease_ttl."""
-    request, target = checked.request, checked.target
+    request, target = validated.request, validated.target
     if target.backend == "s3":
-        backend = S3Backend.open(request.bucket, checked.prefix, workdir, request.endpoint_url, run_id,
-                                 stored_bytes=checked.stored_peak, server_cpus=server_cpus, networks=checked.networks,
+        backend = S3Backend.open(request.bucket, validated.prefix, workdir, request.endpoint_url, run_id,
+                                 stored_bytes=validated.stored_peak, server_cpus=server_cpus, networks=validated.networks,
                                  pass_env=machine.pass_env, lease_ttl=machine.lease_ttl)
         reporter.info(f"backend: {'embedded MinIO at ' + backend.endpoint if backend.server else 's3://' + backend.bucket}"
                       f", objects under s3://{backend.bucket}/{backend.prefix}/")
     else:
-        backend = IpfsBackend.open(workdir, checked.cache_dir, pass_env=machine.pass_env,
+        backend = IpfsBackend.open(workdir, validated.cache_dir, pass_env=machine.pass_env,
                                    restart_every=request.daemon_restart_every)
     try:
         yield backend

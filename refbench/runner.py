@@ -4,7 +4,7 @@ One hyperfine call per round runs every build's command (warm-ups only before th
 the order of builds changes from round to round (A B, B A, ...), so drift of the machine over
 time does not land on one side. The runner starts no process itself: the bench's Executor runs
 hyperfine and the untimed commands (refbench.executor). Every metric the executor measures per
-run (wall, CPU, memory, instructions) gets a comparison of its own. A round's shape and its
+run (wall, CPU, memory, instructions) gets a contrast of its own. A round's shape and its
 hyperfine call are rounds.py's, what a look sees (the contrasts so far, the noise) looks.py's: the
 runner keeps the schedule, the decisions and the untimed commands around them.
 """
@@ -49,14 +49,14 @@ class Observer(Protocol):
     def around_run(self, label: str) -> ContextManager[None]: ...
 
     def step_done(self, labels: list[str], binaries: list[str], cmds: list[str], preps: list[str | None],
-                  comparisons: list[Contrast], means: list[float | None],
+                  contrasts: list[Contrast], means: list[float | None],
                   execute: Callable[[list[str], str], None], where: str) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True)
 class Bench:
     """What a Runner measures with: the builds, the backend, the executor, the workdir, the sampling
-    and the criteria its stop rule and comparisons use (pipeline.make_bench). A run's plan, what it
+    and the criteria its stop rule and contrasts use (pipeline.make_bench). A run's plan, what it
     will do, is the pipeline's (pipeline.plan, shard.plan, the dry run)."""
     builds: tuple[BuiltRef | impls.ImplBuild, ...]
     backend: Backend
@@ -69,7 +69,7 @@ class Bench:
     hyperfine_flags: tuple[str, ...] = ()
     verbose: bool = False
     measure_rss: bool = True
-    family_size: int = 1  # comparisons in the run (steps x contenders x metrics): the family the verdicts share
+    family_size: int = 1  # contrasts in the run (steps x contenders x metrics): the family the verdicts share
     no_shell: str = "auto"  # hyperfine -N: "auto" where every command and prepare needs no shell, "on", "off"
     client_cpus: frozenset[int] | None = None  # CPUs hyperfine and the target run on (None: any)
     clock: Callable[[], float] = time.monotonic  # the budget's clock (the RunEnv's: a mock run's is simulated)
@@ -94,7 +94,9 @@ class StepResult:
     warmup: int
     rounds: int
     samples: Mapping[str, BuildSamples]  # by build label
-    comparisons: tuple[Contrast, ...]  # every metric's, contender by contender
+    # every metric's contrasts, contender by contender: record() splits them into results.Step's
+    # `comparisons` (results.json's key) and `metric_comparisons`
+    comparisons: tuple[Contrast, ...]
     hyperfine_seconds: float
     check_differs: bool = False
     looks: tuple[float, ...] = (1.0,)  # information fractions at which the verdict was looked at

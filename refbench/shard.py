@@ -1,9 +1,9 @@
-"""`--shard I/N`: a deterministic, balanced share of a comparison's steps.
+"""`--shard I/N`: a deterministic, balanced share of a run's steps.
 
 Every shard computes the same partition from the same inputs (scenarios file, --only, --quick,
 -r, and the optional earlier results file), so N runners given 1/N .. N/N cover every selected
 step exactly once without talking to each other. A shard runs all builds for its steps, so each
-step's comparison stays same-machine; `bench.py merge` puts the shards back together.
+step's contrasts stay same-machine; `bench.py merge` puts the shards back together.
 
 Balance: steps are dealt largest first to the shard with the least expected time so far (LPT).
 Expected time comes from an earlier results file where it has the step (the hyperfine seconds it
@@ -117,7 +117,7 @@ def select(scenarios: list, step_filter, shard: tuple[int, int], runs: int, warm
 
 def settings(step_filter) -> dict:
     """What a shard records in results.json settings: which shard, and every step of the whole
-    comparison in order (the same in all shards: merge checks it, and orders and completes by it)."""
+    run in order (the same in all shards: merge checks it, and orders and completes by it)."""
     if not hasattr(step_filter, "all_steps"):
         return {}
     return {"shard": step_filter.shard, "shard_steps": step_filter.all_steps}

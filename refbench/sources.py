@@ -14,9 +14,9 @@ and trusted for nothing that is built (the threat model is docs/threat-model.md'
   tree and the go.mod it is keyed by come from there, so an object replaced under its id fails.
 
 Where each part lives: the options and environment every git gets, refbench.clone_git; what a
-clone may hold on disk, refbench.clone_check; whether its objects are what their ids say,
+clone may hold on disk, refbench.clone_faults; whether its objects are what their ids say,
 refbench.clone_objects; fetching, refbench.clone_fetch. This module opens the clone, resolves refs
-in it and makes it anew once where a check finds a fault; it re-exports their names that other
+in it and makes it anew once where a verification finds a fault; it re-exports their names that other
 modules import from here.
 
 The module source (ModuleSource) asks the Go module proxy which version and commit a ref names,
@@ -41,7 +41,7 @@ from typing import Callable, Mapping
 import git
 
 from . import clone_fetch, clone_objects as objs, paths, refs, toolchain as tc, tools, trust
-from .clone_check import (  # noqa: F401  (the names other modules import from here)
+from .clone_faults import (  # noqa: F401  (the names other modules import from here)
     ALLOWED_INFO, CLONE_ENTRIES, CLONE_KINDS, CLONE_NEEDS, ORIGIN_HEAD, clone_faults)
 from .clone_fetch import CHECKOUT_HEAD, KEPT_REFS  # noqa: F401
 from .clone_git import (  # noqa: F401
@@ -142,8 +142,8 @@ class Clone:
     checkout (not a bare mirror): also take its remote-tracking branches and whatever it has
     checked out (a detached PR merge commit in CI). `git_options` and `allowed_info`: what its git
     commands run with and what its info directories may hold (SAFE_GIT, ALLOWED_INFO; a test's
-    looser ones show what the checks after them still catch). The fetching is refbench.clone_fetch's,
-    the checks of what it holds refbench.clone_check's and clone_objects'; this class opens the
+    looser ones show what the verifications after them still catch). The fetching is refbench.clone_fetch's,
+    the verification of what it holds refbench.clone_faults' and clone_objects'; this class opens the
     clone, resolves refs in it, and makes it anew, once, where one of those finds a fault."""
 
     def __init__(self, root: Path, repo_url: str, offline: bool = False, pr_remote: str | None = None,

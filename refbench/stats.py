@@ -17,7 +17,7 @@ power. No verdict: judge alone turns these figures into one (judge.contrast, jud
   0.0044). Where the exact test cannot reach that level at this look, the blocked t-test on log
   values decides instead, with its own estimate and interval (shift_fit): the choice depends on
   the design, never on the data, so the false-alarm rate is each test's own
-  (tests/test_stats_floor_sim.py: 1.6% of A/A comparisons at α 5% with drift, trend and outliers,
+  (tests/test_stats_floor_sim.py: 1.6% of A/A contrasts at α 5% with drift, trend and outliers,
   4.9% without; +247% memory at 3 rounds of 2 + 2 decided in every simulated run).
 - what a verdict is decided from (judge.decide, at every look): the interval against ±threshold
   (equivalence) and 0, and p against alpha; with the minimum detectable effect and the runs
@@ -101,7 +101,7 @@ def _z(p: float) -> float:
     return float(ndtri(p))
 
 
-# ---- the within-round rank comparison --------------------------------------------------------
+# ---- the within-round rank test --------------------------------------------------------------
 
 def _log(times) -> np.ndarray:
     a = np.asarray(times, dtype=float)
@@ -210,7 +210,7 @@ def _aligned_z(groups: list[tuple[np.ndarray, np.ndarray]], delta: np.ndarray, e
 
 @dataclass(frozen=True)
 class RankFit:
-    """The aligned-rank comparison of B data sets (arrays of shape (B,)); log scale."""
+    """The aligned-rank fit of B data sets (arrays of shape (B,)); log scale."""
     shift: np.ndarray  # Hodges–Lehmann-type estimate: where Z(δ) crosses 0
     low: np.ndarray  # interval {δ : |Z(δ)| < crit}; −inf / +inf when the data cannot bound it
     high: np.ndarray
@@ -318,7 +318,7 @@ def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps:
     moves with two of them (in simulation, 5% of runs ×1.5–3: +20% found 97% of the time
     against 94% for median alignment). The aligned values of all rounds are ranked together, so
     runs are compared across rounds once aligned, and a run 3× slower is only the highest rank.
-    Against van Elteren's stratified Wilcoxon (comparisons within rounds only) the power is the
+    Against van Elteren's stratified Wilcoxon (runs compared within rounds only) the power is the
     same, but with rounds of 2 + 2 runs van Elteren's statistic takes so few values that its
     normal approximation calls 5.5–5.7% false alarms at alpha 5%; aligned ranks stay under 5%. Under "no change", the runs of one round are
     exchangeable between builds; conditionally on the aligned values, the contender's rank sum
@@ -342,7 +342,7 @@ def aligned_fit(strata: list[tuple[np.ndarray, np.ndarray]], crit: float, steps:
     exact = (np.diff(srt, axis=1) == 0).any(axis=1)  # repeated times: ties beyond the aligned zeros
     z0 = _aligned_z(_groups(strata), np.zeros((bn, 1)), exact)[:, 0]
     # the four boundaries, searched together: sup{Z > 0}, sup{Z ≥ 0}, sup{Z ≥ c}, sup{Z > −c},
-    # as one comparison of each row with its bound, strict or not
+    # as each row held against its bound, strict or not, at once
     bound = np.repeat([0.0, 0.0, crit, -crit], bn)[:, None]
     strict = np.repeat([True, False, False, True], bn)[:, None]
     big = _groups([(np.tile(x, (4, 1)), np.tile(y, (4, 1))) for x, y in strata])
@@ -532,7 +532,7 @@ def robust_noise(times, rounds=None) -> float:
 
 
 def pair_noise(base_times, base_rounds, cont_times, cont_rounds) -> float | None:
-    """The noise a comparison of these two builds' runs sees (Contrast.noise), without the test:
+    """The noise a contrast of these two builds' runs sees (Contrast.noise), without the test:
     what the budget plans a step's most runs from (refbench.stopping)."""
     if not len(base_times) or not len(cont_times):
         return None
@@ -834,7 +834,7 @@ def contrast(base_label: str, base_times, cont_label: str, cont_times, criteria:
     only); looks: information fractions (runs per build so far / n_max) of every look at this step
     so far, the last being now — (1.0,) for a fixed-size run; spend: the looks' alpha-spending
     times where a re-plan of the step's most runs made them differ from `looks` (the fraction each
-    look had when it was taken; None: the same); family_size: comparisons in the run (steps ×
+    look had when it was taken; None: the same); family_size: contrasts in the run (steps ×
     contenders × metrics), for mde / runs_needed and the level its test must be able to reach
     (shift_fit); metric: what the values are (its weight in the family)."""
     b: Summary = summarize(base_times)

@@ -1,11 +1,11 @@
 """The measuring loop as values: a step's sampling state, the run's progress, and the rule that
 decides after each round whether a step stops. Pure: the runner measures, then asks
-`StopRule.decide(state, comparisons, now, progress)` for (decision, new state), and keeps the
+`StopRule.decide(state, contrasts, now, progress)` for (decision, new state), and keeps the
 run's `Progress` as a value the pipeline reads, so no counter is set from outside and no query
 changes what it reads.
 
 Every round is a look; the alpha-spending boundaries in stats keep the false-alarm rate of looking
-after every round at alpha. A step stops when every comparison is decided (significant at alpha /
+after every round at alpha. A step stops when every contrast is decided (significant at alpha /
 family size, so it survives the run-wide adjustment, or shown equivalent), at its most runs, at
 --max-time, or, with a budget, when its share of the time left cannot pay for the runs that would
 decide it (futility: the rest goes to the steps after it). With a budget, the step's most runs are
@@ -216,14 +216,14 @@ class StopRule:
         """Seconds per run at the step's pace so far."""
         return (now - state.t_rounds) / max(1, state.n_each * self.n_builds)
 
-    def decide(self, state: StepState, comparisons: Sequence[Contrast], now: float,
+    def decide(self, state: StepState, contrasts: Sequence[Contrast], now: float,
                progress: Progress) -> tuple[str | None, StepState]:
-        """(why the step stops now, or CONTINUE; the state after the decision). `comparisons` are
-        the step's comparisons at `state.looks()` of the metrics the rule watches (runner.WATCHED:
+        """(why the step stops now, or CONTINUE; the state after the decision). `contrasts` are
+        the step's contrasts at `state.looks()` of the metrics the rule watches (looks.WATCHED:
         wall time, and the daemon's metrics where one runs): it stops once all are decided, or
         once none of those still undecided could be in the time left. Every metric's repeated
         p-values and intervals stay valid wherever it stops, so watching more costs no false alarms."""
-        why = self._why(state, comparisons, now, progress)
+        why = self._why(state, contrasts, now, progress)
         return why, state if why is CONTINUE else state.ended(why)
 
     def _why(self, state: StepState, comps: Sequence[Contrast], now: float, progress: Progress) -> str | None:
@@ -250,7 +250,7 @@ class StopRule:
         # most changes are no change, and a real change larger than that is decided sooner
         if n_each < sum(state.per_round):  # a pilot's noise, from 8 runs, is too rough to give up on
             return CONTINUE
-        # per metric still undecided, the runs its comparisons need (the most any contender's
+        # per metric still undecided, the runs its contrasts need (the most any contender's
         # needs); the step goes on while one of those metrics can be decided: with wall time
         # alone, what wall time needs, as before the daemon's metrics were watched
         open_metrics = {c.metric for c in comps if not should_stop(c, self.criteria, self.family_size)}

@@ -308,7 +308,7 @@ def _run_go(args: list[str], env: dict, tmp: str | None = None, go: str | None =
     not a module's replace); BuildError with go's last line when it fails. go looks for a go.mod
     in every parent of its directory, a scratch one in `tmp` (default: the system's temp
     directory): one found there fails this, naming it (review35e LOW), and no go.work is read.
-    `go`: default the go of `env`'s PATH (pins.checked_build_env puts the one it builds with
+    `go`: default the go of `env`'s PATH (pins.verified_build_env puts the one it builds with
     first), else the one builds run (cleanpath.go: the Go `refbench setup` fetched into the data
     directory, which a bare `go` never found, review35m)."""
     go = go or shutil.which("go", path=env.get("PATH", "")) or cleanpath.go() or "go"
@@ -497,7 +497,7 @@ def compiled_modules(binary: Path, env: Mapping[str, str], go: str | None = None
     return [(path, version, h1) for _, path, version, h1 in found]
 
 
-def _check_unpacked(where: Path, prefix: str, want: str, says: str, toolchain: bool = True) -> None:
+def _verify_unpacked(where: Path, prefix: str, want: str, says: str, toolchain: bool = True) -> None:
     """The module unpacked at `where` hashes to `want` (dir_hash), else BuildError, no commit's
     fault: "the Go module cache SAYS (its hash, not want)"."""
     try:
@@ -514,19 +514,19 @@ def verify_compiled(binary: Path, env: Mapping[str, str], go: str | None = None)
     hashes to the sum the build recorded for it. go checks a cached module's .ziphash when it loads
     it but compiles its unpacked directory as it finds it; `go mod verify` re-hashes that directory
     only for the root module's requirements, and a build may compile another module of the commit
-    (`go build -C cmd/x`), or a root module without go.sum (review35i I2). This checks what was
+    (`go build -C cmd/x`), or a root module without go.sum (review35i I2). This verifies what was
     built, before it is sealed. A module not in the cache was compiled from elsewhere (vendor/).
-    How many modules were checked; BuildError (no commit's fault) on a mismatch."""
+    How many modules were verified; BuildError (no commit's fault) on a mismatch."""
     mod = module_cache(env)
-    checked = 0
+    verified = 0
     for path, version, want in compiled_modules(binary, env, go):
         where = mod / f"{escaped(path)}@{escaped(version)}"
         if not where.is_dir():
             continue
-        _check_unpacked(where, f"{path}@{version}", want, f"holds {path}@{version} ({where}) that is not what the "
-                        "build recorded", toolchain=False)
-        checked += 1
-    return checked
+        _verify_unpacked(where, f"{path}@{version}", want, f"holds {path}@{version} ({where}) that is not what the "
+                         "build recorded", toolchain=False)
+        verified += 1
+    return verified
 
 
 def verify_cached(name: str, env: Mapping[str, str]) -> None:
@@ -556,8 +556,8 @@ def verify_cached(name: str, env: Mapping[str, str]) -> None:
     if not want.startswith("h1:") or not where:
         raise BuildError(f"`go mod download {module}` gave no checksum or directory: {info.get('Error', out[:200])}",
                          sha=None)
-    _check_unpacked(Path(where), module, want, f"holds the Go toolchain {name} ({where}) that is not the one the "
-                    "checksum database lists")
+    _verify_unpacked(Path(where), module, want, f"holds the Go toolchain {name} ({where}) that is not the one the "
+                     "checksum database lists")
     _VERIFIED[(name, env.get("GOMODCACHE", ""))] = where
 
 
@@ -627,7 +627,7 @@ class Chooser:
         a toolchain that is not here yet): what build.json records and the cache compares."""
         if name == self.local():
             return name
-        got = go_version(self._env(name, checked=True))
+        got = go_version(self._env(name, verified=True))
         if got != name:
             raise BuildError(f"GOTOOLCHAIN={name} runs {got}, not {name}")
         return got

@@ -3,7 +3,7 @@
 A restored cache may hold anything (the threat model is refbench.trust's), so
 
 - a tool refbench pins (refbench.pins: MinIO, toxiproxy, refbench-s3restore, hyperfine) is taken
-  from the cache or refbench's tools directory only when its file is the pinned build, checked at
+  from the cache or refbench's tools directory only when its file is the pinned build, verified at
   every use (find_tool), or else from PATH;
 - every other tool (git, go, curl, ...) comes from the clean PATH (refbench.cleanpath), as an
   absolute path.
@@ -23,12 +23,12 @@ from .cleanpath import child_env, clean_path, git, go, which  # noqa: F401 (said
 def find_tool(name: str) -> str | None:
     """A tool refbench runs, as an absolute path. A tool refbench pins (refbench.pins) in the cache
     or refbench's tools directory, which a cache restore may have filled, is used only when it is the
-    pinned build (checked now, at this use); else it, like every other tool, comes from the clean
+    pinned build (verified now, at this use); else it, like every other tool, comes from the clean
     PATH (the system's own). Nothing else in a cache directory is ever found."""
     if name in pins.PINNED_TOOLS:
         for p in (pins.cached_path(name), paths.tools_bin() / name):
             if p.is_file() and os.access(p, os.X_OK):
-                return str(pins.check(name, p))
+                return str(pins.verify(name, p))
     if name == "go":
         return go()
     return which(name)

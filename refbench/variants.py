@@ -1,4 +1,4 @@
-"""Named variants: a build as a comparison names it, a ref with its own Go, target flags and
+"""Named variants: a build as a run names it, a ref with its own Go, target flags and
 environment, under a name that labels it everywhere (issue 26, part 3).
 
 Comparing one ref under two configurations (another --numworkers, another GOGC, another Go) used
@@ -83,7 +83,7 @@ def parse(text: str, declared: dict[str, "Variant"]) -> Variant:
     if name in OPTIONS:  # `go=1.26,...` is settings without a name or ref, not a variant named "go"
         raise RefbenchError(f"--variant {text!r}: expected {FORM} (settings alone, {SETTINGS_FORM}, "
                             "are for bisect, which chooses the refs)")
-    return checked(Variant(ref, name, *_options(options, f"--variant {name}")), f"--variant {text!r}")
+    return validated(Variant(ref, name, *_options(options, f"--variant {name}")), f"--variant {text!r}")
 
 
 def configuration(text: str, declared: dict[str, "Variant"], command: str) -> Variant:
@@ -98,7 +98,7 @@ def configuration(text: str, declared: dict[str, "Variant"], command: str) -> Va
         raise RefbenchError(f"{command} --variant {text!r}: expected settings without a ref ({SETTINGS_FORM}; "
                             f"{command} chooses the refs), or the name of a [[variants]] table{_declared(declared)}")
     v = Variant("", None, *_options((head, *options), "--variant"))
-    return _check_env(v, f"--variant {text!r}")
+    return _validate_env(v, f"--variant {text!r}")
 
 
 def on_refs(v: Variant, builds: tuple[tuple[str, str], ...]) -> tuple[Variant, ...]:
@@ -167,20 +167,20 @@ def from_table(t: Any, where: str, fail: Callable[[str, str, Any], Exception]) -
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise fail(f"{where}.env", "a table of strings (NAME = \"value\")", env)
     try:
-        return checked(Variant(t["ref"], t["name"], t.get("go"), tuple(flags), tuple(env.items())), where)
+        return validated(Variant(t["ref"], t["name"], t.get("go"), tuple(flags), tuple(env.items())), where)
     except RefbenchError as e:
         raise fail(where, "a valid variant", str(e)) from None
 
 
-def checked(v: Variant, where: str) -> Variant:
+def validated(v: Variant, where: str) -> Variant:
     if v.name is not None and not NAME_RE.fullmatch(v.name):
         raise RefbenchError(f"{where}: a variant's name is letters, digits and . _ + - (up to 64), got {v.name!r}")
     if not v.ref:
         raise RefbenchError(f"{where}: no ref (expected {FORM})")
-    return _check_env(v, where)
+    return _validate_env(v, where)
 
 
-def _check_env(v: Variant, where: str) -> Variant:
+def _validate_env(v: Variant, where: str) -> Variant:
     for key, _ in v.env:
         if not ENV_NAME_RE.fullmatch(key) or key.startswith(RESERVED_ENV):
             raise RefbenchError(f"{where}: env {key!r} is not a variable a variant may set "
@@ -203,7 +203,7 @@ def _env_pair(text: str, where: str) -> tuple[str, str]:
 
 
 def builds(refs: tuple[str, ...], specs: tuple["str | Variant", ...], declared: dict[str, Variant]) -> tuple[Variant, ...]:
-    """Every build of a comparison, baseline first: the -s refs, then the --variant ones. Names are
+    """Every build of a run, baseline first: the -s refs, then the --variant ones. Names are
     unique and no ref's label is taken by a variant. A spec already a Variant is taken as it is:
     bisect's and the nightly's builds, their settings put on refs they chose (on_refs)."""
     out = tuple(Variant(r) for r in refs) + tuple(s if isinstance(s, Variant) else parse(s, declared) for s in specs)

@@ -1,8 +1,8 @@
-"""The five verdicts a comparison can reach, and what every view shows of each: one place, so the
+"""The six verdicts a contrast can reach, and what every view shows of each: one place, so the
 statistics, results.json, the summary, the PR comment, the HTML report and the nightly never spell
 a verdict, its marker or its rank differently.
 
-A StrEnum, so a verdict *is* its string: results.json, the history database and a comparison
+A StrEnum, so a verdict *is* its string: results.json, the history database and an equality test
 with a string read back from either stay exactly as they were before the enum existed. On the
 bottom floor (it imports nothing of refbench), so `stats` and `render` both import it and
 `render` needs no `stats` to know what a verdict looks like.
@@ -102,7 +102,7 @@ _SEVERITY = {Verdict.SLOWER: 0, Verdict.FASTER: 1, Verdict.INCONCLUSIVE: 2, Verd
              Verdict.NOT_SUPPORTED: 5}
 _WORDS = {Verdict.SAME: "same", Verdict.INCONCLUSIVE: "unsure", Verdict.IDENTICAL: "identical",
           Verdict.NOT_SUPPORTED: "unsupported"}
-#: verdicts a counts line names only where some comparison has them
+#: verdicts a counts line names only where some contrast has them
 _ONLY_WHEN_PRESENT = (Verdict.IDENTICAL, Verdict.NOT_SUPPORTED)
 # most severe first: the order a cut PR comment keeps rows in and says what it left out
 BY_SEVERITY = tuple(sorted(Verdict, key=lambda v: v.severity))

@@ -74,10 +74,70 @@ def test_compare_is_the_command_alone():
     assert (ROOT / COMMAND).is_file() and not (ROOT / "compare.py").exists()
 
 
+# results.json's key is read by attribute everywhere (`st.comparisons`, `comparisons=` building a
+# Step), but a name of its own, one a module binds (a def, a parameter, an assignment, a field, a loop
+# or comprehension variable, an import), may say it only here, each with its reason; a new one says
+# `contrasts` (issue 56 part 4)
+MAY_NAME_COMPARISONS = {
+    ("results.py", "comparisons"): "results.Step's field is the file's key; Results.comparisons() iterates it",
+    ("results.py", "metric_comparisons"): "results.Step's field: that key's other metrics",
+    ("runner.py", "comparisons"): "runner.StepResult's field: every metric's contrasts, which record() "
+                                  "splits into results.Step's two (the tests read it by that name)",
+}
+
+
+def _bound_names(tree: ast.AST):
+    """Every name a module binds, at any level."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name
+        elif isinstance(node, ast.arg):
+            yield node.arg
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            yield node.id
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            yield node.attr
+        elif isinstance(node, ast.alias):
+            yield node.asname or node.name.split(".")[0]
+
+
+def test_a_name_says_contrast_where_no_file_keeps_comparison():
+    found = {(str(p.relative_to(ROOT)), name) for p in sorted(ROOT.rglob("*.py"))
+             if str(p.relative_to(ROOT)) != COMMAND
+             for name in _bound_names(ast.parse(p.read_text(encoding="utf-8"))) if "compar" in name.lower()}
+    assert found - set(MAY_NAME_COMPARISONS) == set()
+    assert set(MAY_NAME_COMPARISONS) - found == set()  # an exception whose name went goes from the list too
+
+
+def _prose(path: Path):
+    """(line, text) of every comment and docstring of a file."""
+    import io
+    import tokenize
+    text = path.read_text(encoding="utf-8")
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type == tokenize.COMMENT:
+            yield tok.start[0], tok.string
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                yield node.body[0].lineno, doc
+
+
+def test_the_prose_says_contrast_run_or_pairing():
+    """Comments and docstrings name a contrast, a run or a pairing by its word: "comparison" only
+    inside backticks or quotes, where it names results.json's key."""
+    found = [f"{p.relative_to(ROOT)}:{line}" for p in sorted(ROOT.rglob("*.py")) if str(p.relative_to(ROOT)) != COMMAND
+             for line, text in _prose(p) if re.search(r"comparison", re.sub(r"`[^`]*`|\"[^\"]*\"", "", text), re.I)]
+    assert found == []
+
+
 # the words above, each with its one meaning in the architecture page's glossary (issue 38 part 5e)
 GLOSSARY_WORDS = ("build", "ref", "implementation", "variant", "step", "scenario", "round", "run", "sample",
                   "metric", "family", "verdict", "contrast", "pairing", "compare", "budget", "seal", "shard",
-                  "series", "baseline", "contender")
+                  "series", "baseline", "contender",
+                  # what "check" once named four of (issue 56 part 4): a step's check command keeps it
+                  "check", "validate", "verify", "fault")
 
 
 def test_the_glossary_gives_each_word_one_meaning():

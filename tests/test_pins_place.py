@@ -67,7 +67,7 @@ def _assert_placed(cache: Path, data: bytes) -> Path:
     assert dest.is_relative_to(cache) and not dest.is_symlink() and dest.is_file(), dest
     assert dest.read_bytes() == data and os.access(dest, os.X_OK)
     assert not any((cache / p).is_symlink() for p in dest.relative_to(cache).parents)
-    assert pins.check("hyperfine", dest) == dest  # what tools.find_tool and hyperfine.locate check at use
+    assert pins.verify("hyperfine", dest) == dest  # what tools.find_tool and hyperfine.locate check at use
     return dest
 
 
@@ -198,5 +198,5 @@ def test_a_directory_planted_at_a_go_tools_file_is_replaced_by_it(cache, monkeyp
     (dest / "x").mkdir(parents=True)
     with pins.installed(pins.Pinning(table=(pin,))):
         assert pins.install("minio", "go", runner=_FakeGo(data)) == dest
-        assert pins.check("minio", dest) == dest
+        assert pins.verify("minio", dest) == dest
     assert not dest.is_symlink() and dest.read_bytes() == data

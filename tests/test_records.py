@@ -15,9 +15,10 @@ import pytest
 from refbench import pipeline, runenv, runner
 
 # every record one stage hands the next (pipeline.run: validate -> resolve -> build_all -> measure
-# -> analyse -> assemble), and the RunEnv the stages take from the machine
+# -> judge -> assemble; the views' analysis, analysis.analyse, comes after the run, in
+# commands/_args.write_views), and the RunEnv the stages take from the machine
 STAGE_RECORDS = (
-    pipeline.RunRequest, pipeline.RunHooks, pipeline.LoadedTarget, pipeline.Family, pipeline.Checked,
+    pipeline.RunRequest, pipeline.RunHooks, pipeline.LoadedTarget, pipeline.Family, pipeline.Validated,
     pipeline.Resolved, pipeline.Measured, pipeline.BackendDescription,
     runner.Bench, runner.ScenarioResult, runner.StepResult,
     runenv.RunEnv, runenv.MachineSettings, runenv.BuildSite,
@@ -100,5 +101,5 @@ def test_stage_records_are_built_by_name():
 
 def test_a_positional_build_is_found(tmp_path):
     (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "m.py").write_text("x = Checked(request, cfg)\ny = pipeline.Measured(builds=())\n")
-    assert positional_builds(tmp_path / "pkg") == ["pkg/m.py:1: Checked"]
+    (tmp_path / "pkg" / "m.py").write_text("x = Validated(request, cfg)\ny = pipeline.Measured(builds=())\n")
+    assert positional_builds(tmp_path / "pkg") == ["pkg/m.py:1: Validated"]

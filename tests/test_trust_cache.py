@@ -457,7 +457,7 @@ def test_a_sealed_state_whose_content_changed_is_not_ready(tmp_path, monkeypatch
     st = block.stat()
     block.write_bytes(b"block two")
     os.utime(block, ns=(st.st_atime_ns, st.st_mtime_ns))
-    snapshot._checked.clear()  # a new run: what a cache restored is checked again
+    snapshot._verified.clear()  # a new run: what a cache restored is checked again
     assert not StateCache.ready(where)
 
 
@@ -475,7 +475,7 @@ def test_a_state_with_plugins_is_refused(tmp_path):
     StateCache.mark(where, tmp_path, template="t")
     (where / "plugins").mkdir()
     (where / "plugins" / "evil.so").write_bytes(b"\x7fELF")
-    snapshot._checked.clear()
+    snapshot._verified.clear()
     assert not StateCache.ready(where)
 
 

@@ -234,7 +234,7 @@ def test_an_unpinned_go_zip_that_cannot_be_unpacked_is_one_line_and_leaves_nothi
 
 
 def test_go_queries_ask_the_go_their_environment_puts_first(tmp_path):
-    """pins.checked_build_env puts the Go a pinned build runs first on the PATH it checks that Go's
+    """pins.verified_build_env puts the Go a pinned build runs first on the PATH it checks that Go's
     version with; the chooser's default go must be that one, and only without any fall back to
     the one setup fetched (review35n N6: after review35m's change the PATH line was dead)."""
     from refbench import toolchain as tc

@@ -13,9 +13,9 @@ from refbench.errors import BuildError
 from test_builds import builder, origin, run  # noqa: F401  (origin: a pytest fixture)
 
 
-def _next_run() -> fx.Checks:
+def _next_run() -> fx.Verifications:
     """A later refbench run: a new process, which has checked no fixture yet."""
-    return fx.Checks()
+    return fx.Verifications()
 
 
 def _genuine(spec: FixtureSpec, where: Path) -> dict[str, bytes]:
@@ -95,7 +95,7 @@ def test_an_intact_fixture_is_kept_and_checked_once_per_run(tmp_path):
     made = fx.ensure(spec, tmp_path)
     mtime = os.stat(made.root / "tmp0").st_mtime_ns
     calls = []
-    run = fx.Checks(intact=lambda *a: calls.append(a) or fx.intact(*a))  # a later run, its check spied on
+    run = fx.Verifications(intact=lambda *a: calls.append(a) or fx.intact(*a))  # a later run, its check spied on
     fx.ensure(spec, tmp_path, run)
     fx.ensure(spec, tmp_path, run)
     assert len(calls) == 1 and os.stat(made.root / "tmp0").st_mtime_ns == mtime

@@ -224,7 +224,7 @@ def test_setups_tool_builds_drop_a_planted_vcs_work_directory_first(tmp_path, mo
     monkeypatch.setenv("GOMODCACHE", str(modcache))
     d = _plant_vcs(modcache, tmp_path / "ran", tmp_path)
     go = shutil.which("go") or need("go", "run `make setup`")
-    pins.checked_build_env(go, GOBIN=str(tmp_path / "bin"))
+    pins.verified_build_env(go, GOBIN=str(tmp_path / "bin"))
     assert not d.exists() and not (modcache / "cache" / "vcs").exists()
 
 

@@ -5,11 +5,17 @@ removes exactly that, and nothing outside it. `Backend` is what the runner, the 
 run's pipeline need of one; `S3Backend.open(...)` and `IpfsBackend.open(...)` make one, and
 `with` (or `close()`) tears it down.
 
-    minio.py    the embedded MinIO server: start, stop, trash purging, where its data lives
-    s3.py       S3Backend: a bucket and the run's prefix; object deletion, the prefix's lease
-    ipfs.py     IpfsBackend: offline IPFS repos per build and scenario
-    process.py  process groups, stopping them, death with the parent (run_group)
-    dirs.py     run-owned local dirs: owner marks, sweeping what killed runs left, tree_bytes
+    s3.py            S3Backend: the run's prefix on the user's bucket or the embedded MinIO; restores, lease
+    s3_objects.py    what a run stores on a bucket: deleting exactly its prefix (or a dead run's), lease last
+    minio.py         the embedded MinIO server: start, stop, trash purging, where its data lives
+    toxiproxy.py     the network shaper: a toxiproxy server on loopback, one proxy per network profile
+    ipfs.py          IpfsBackend: a fresh repo per build and scenario; kubo online, offline or daemonless
+    ipfs_daemons.py  the builds' kubo daemons over a scenario: restarts on fresh repos, a probe server each
+    ipfs_states.py   cached repo states on the build cache's side: built under a lock, marked complete
+    snapshot.py      repo states built once per build, sealed, restored before every timed run (overlay)
+    sandbox.py       the run's own network and mount namespace, loopback only, where kubo runs online
+    process.py       process groups, stopped as a group, tied to refbench's life (run_group)
+    dirs.py          run-owned local dirs: owner marks, sweeping what killed runs left, tree_bytes
 """
 from __future__ import annotations
 

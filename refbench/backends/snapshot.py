@@ -41,7 +41,7 @@ STATE_FILE = "state.json"  # written last: a state or layer without it is incomp
 SEAL_PURPOSE = "refbench ipfs state v1"
 #: what kubo loads code from at start ($IPFS_PATH/plugins/*.so): never in a state refbench trusts
 REFUSED = ("plugins",)
-_checked: dict[tuple, str | None] = {}  # (state, its state.json's identity) -> why not ready, or None
+_verified: dict[tuple, str | None] = {}  # (state, its state.json's identity) -> why not ready, or None
 
 
 def key(*parts: str) -> str:
@@ -99,7 +99,7 @@ class StateCache:
     (its content's hash) and what built it: a restored cache may hold a state anyone made (wrong
     results in every report, kubo's plugins/ loaded at start), so a state counts as ready only when
     its seal holds under this machine's (or job's) key and its content is still the sealed one,
-    checked once per state and refbench run (about 11 s for the seed's 4 GB, benchmarks/trust_cost.py);
+    verified once per state and refbench run (about 11 s for the seed's 4 GB, benchmarks/trust_cost.py);
     any other state is rebuilt, and one with a plugins/ directory is refused. The seal names the
     state's place under the build cache (slot), and a layer's names the seal of the state it was
     built over (base_of): a sealed state or layer moved elsewhere, or paired with another base, is
@@ -116,7 +116,7 @@ class StateCache:
     @staticmethod
     def why_not_ready(where: Path, within: Path | None = None) -> str | None:
         """None when the state at `where` is complete, sealed under this key, and still the
-        content sealed; else why not (logged by ready). Checked once per state, state.json and run.
+        content sealed; else why not (logged by ready). Verified once per state, state.json and run.
         `within`: the build cache; the state must then have been sealed for this slot (slot())."""
         meta = where / STATE_FILE
         try:
@@ -126,9 +126,9 @@ class StateCache:
         except OSError as e:  # a restored state directory this user may not enter (mode 0000): rebuilt (review35p P1)
             return f"unreadable ({e.strerror})"
         ident = (str(where), st.st_ino, st.st_size, st.st_mtime_ns)
-        if ident not in _checked:
-            _checked[ident] = StateCache._check(where, meta)
-        if _checked[ident] is None and within is not None:
+        if ident not in _verified:
+            _verified[ident] = StateCache._verify(where, meta)
+        if _verified[ident] is None and within is not None:
             info = paths.read_record(meta) or {}
             sealed = info.get("slot")
             if sealed != StateCache.slot(where, within):
@@ -136,7 +136,7 @@ class StateCache:
             base = StateCache.base_of(where)
             if base is not None and info.get("base") != StateCache.seal_of(base):
                 return f"it was built over another state than the one at {base}"
-        return _checked[ident]
+        return _verified[ident]
 
     @staticmethod
     def base_of(where: Path) -> Path | None:
@@ -149,7 +149,7 @@ class StateCache:
     @staticmethod
     def seal_of(where: Path) -> str | None:
         """The seal in the state.json of the state at `where` (None without one): what a layer over
-        it seals as its base. The state itself is checked before any layer over it is built or used."""
+        it seals as its base. The state itself is verified before any layer over it is built or used."""
         info = paths.read_record(where / STATE_FILE) or {}  # through no link, no FIFO
         return info.get("seal") if isinstance(info.get("seal"), str) else None
 
@@ -160,7 +160,7 @@ class StateCache:
         return os.path.relpath(os.path.abspath(where), os.path.abspath(within))
 
     @staticmethod
-    def _check(where: Path, meta: Path) -> str | None:
+    def _verify(where: Path, meta: Path) -> str | None:
         if not stat.S_ISREG(os.lstat(meta).st_mode):
             return "its state.json is not a file"
         why = refused(where)

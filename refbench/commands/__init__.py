@@ -1,4 +1,4 @@
-"""Subcommands beside the main comparison: one module per subcommand.
+"""Subcommands beside the main run: one module per subcommand.
 
 Each entry names the module and its function `main(argv) -> exit code`; a new subcommand is a new
 file here and one line in COMMANDS.
@@ -23,10 +23,10 @@ COMMANDS = {
 }
 
 
-MAIN = "commands.run:main"  # the main comparison (`bench.py -s OLD NEW`): no subcommand named
+MAIN = "commands.run:main"  # the main run (`bench.py -s OLD NEW`): no subcommand named
 
 
 def dispatch(name: str | None, argv: list[str]) -> int:
-    """Run subcommand `name` (None: the main comparison, MAIN) with its argv; its exit code."""
+    """Run subcommand `name` (None: the main run, MAIN) with its argv; its exit code."""
     module, func = (MAIN if name is None else COMMANDS[name]).split(":")
     return getattr(importlib.import_module(f"refbench.{module}"), func)(argv)

@@ -138,9 +138,9 @@ def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
                         f"e.g. cpu,memory; metrics: {', '.join(ALL_METRICS)}")
 
 
-def fails(args: argparse.Namespace, comparisons) -> bool:
+def fails(args: argparse.Namespace, contrasts) -> bool:
     """Whether these verdicts fail the command under its --fail-on-regression / --fail-on."""
-    return bool((args.fail_on_regression or args.fail_on) and failing(comparisons, args.fail_on))
+    return bool((args.fail_on_regression or args.fail_on) and failing(contrasts, args.fail_on))
 
 
 def write_views(results, html_path: str | None, csv_path: str | None) -> None:
@@ -191,6 +191,6 @@ def bind_flag_values(argv: list[str]) -> list[str]:
 
 def reserved_option(parser: argparse.ArgumentParser, argv: list[str], dests: tuple[str, ...]) -> str | None:
     """The first option in argv (as the user spelled it) that sets one of `dests` of `parser`: the
-    options a command that runs comparisons sets itself (nightly's and bisect's refs, outputs, ...)."""
+    options a command that runs benchmarks sets itself (nightly's and bisect's refs, outputs, ...)."""
     spellings = {s for a in parser._actions if a.dest in dests for s in a.option_strings}
     return next((a.split("=")[0] for a in argv if a.split("=")[0] in spellings), None)

@@ -1,4 +1,4 @@
-"""The options every command that runs comparisons shares (`bench.py -s OLD NEW`, calibrate,
+"""The options every command that runs benchmarks shares (`bench.py -s OLD NEW`, calibrate,
 nightly, bisect): the main parser, the RunRequest they amount to, the options a command passes
 through to it, and a run with its files written. Here, not in commands/run.py, so that no
 command imports another.
@@ -181,7 +181,7 @@ def run_env(args: argparse.Namespace, reporter: Reporter | None = None) -> runen
 
 
 def pass_through(extra: list[str], prog: str, reserved: tuple[str, ...], refusal: str) -> argparse.Namespace:
-    """The run options a command that runs comparisons (nightly, bisect) passes through, parsed by
+    """The run options a command that runs benchmarks (nightly, bisect) passes through, parsed by
     the main command's parser; `refusal` (with {} for the option) when one of them is an option
     in `reserved` (dests) that the command sets itself."""
     runp = run_parser()
@@ -220,7 +220,7 @@ def write_outputs(results: rs.Results, outputs: Outputs) -> None:
 
 
 def run_and_write(request: RunRequest, outputs: Outputs, env: runenv.RunEnv) -> rs.Results:
-    """One comparison with its files written and its closing lines said; the results. A run the
+    """One run with its files written and its closing lines said; the results. A run the
     watchdog stopped fails here, after what finished is written."""
     reporter = env.reporter
     try:

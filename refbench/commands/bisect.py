@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, bs.Search, RunRequest]:
-    """bisect's own options, the search, and the comparison every probe runs (the other options
+    """bisect's own options, the search, and the run request of every probe (the other options
     parsed as `bench.py` parses them)."""
     args, extra = parser().parse_known_args(argv)
     run_args = pass_through(extra, "bench.py bisect", RESERVED, "bisect sets {} itself; leave it out")

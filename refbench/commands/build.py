@@ -1,6 +1,6 @@
 """`bench.py build -s REF [REF ...] --out DIR`: build once, share the binaries.
 
-For a sharded comparison on CI: one job builds every ref and uploads DIR as an artifact; each
+For a sharded run on CI: one job builds every ref and uploads DIR as an artifact; each
 shard downloads it and runs with `--builds-dir DIR`, which reuses a binary only when its SHA-256
 is the one recorded when it was built (the cache key stays commit + Go toolchain + build command;
 give the shards the same --go, default: what each ref's go.mod asks for).

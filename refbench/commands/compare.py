@@ -16,7 +16,7 @@ from ._args import Parser, add_fail_args, add_stats_args, criteria_of, fails
 
 
 def _names(old: str, new: str) -> tuple[str, str]:
-    """How the comparison names the two files: their file names, or whole paths when those agree
+    """How the pairing names the two files: their file names, or whole paths when those agree
     (tonight/results.json vs last/results.json)."""
     if Path(old).name != Path(new).name:
         return Path(old).name, Path(new).name

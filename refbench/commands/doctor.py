@@ -1,7 +1,7 @@
 """`refbench doctor`: what refbench finds, where, which versions, and what each missing piece
 disables, with the command that fixes it. Changes nothing.
 
-Exit code 0 when a comparison on the embedded MinIO can run, 2 when something it needs is missing.
+Exit code 0 when a run on the embedded MinIO can go ahead, 2 when something it needs is missing.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`bench.py merge shard*.json -o results.json`: one results file from the shards of a comparison,
+"""`bench.py merge shard*.json -o results.json`: one results file from the shards of a run,
 judged as the unsharded run (refbench.judge); exit 1 on a regression with --fail-on-regression or
 --fail-on, as the run itself would."""
 from __future__ import annotations

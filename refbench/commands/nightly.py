@@ -1,4 +1,4 @@
-"""`bench.py nightly --history DB [--since-last] [run options ...]`: tonight's comparison, recorded
+"""`bench.py nightly --history DB [--since-last] [run options ...]`: tonight's run, recorded
 in the history, with the trend page redrawn and the alarm as the exit code (see refbench.nightly).
 
 Run options (--repo, --quick, --only, -r, -w, --rounds, --threshold, --builds-dir, ...) are parsed
@@ -90,7 +90,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, RunRequest]:
-    """nightly's own options, and the night's comparison (refs filled in when the night starts):
+    """nightly's own options, and the night's run request (refs filled in when the night starts):
     the other options parsed as `bench.py` parses them, so `--scenarios=FILE` is the same as
     `--scenarios FILE`."""
     p = parser()
@@ -114,13 +114,13 @@ def cp_params(args: argparse.Namespace, request: RunRequest) -> cpd.Params:
                       min_nights=args.cp_min_nights)
 
 
-#: one comparison with its files written: (request, outputs, RunEnv) -> its results
+#: one run with its files written: (request, outputs, RunEnv) -> its results
 Measure = Callable[[RunRequest, Outputs, runenv.RunEnv], rs.Results]
 
 
 def main(argv: list[str], env: runenv.RunEnv | None = None, measure: Measure = run_and_write) -> int:
     """`env`: the RunEnv the night builds and runs with (this machine's, as the options ask, unless
-    given); `measure`: how it runs one comparison (run_and_write unless given: a test's series)."""
+    given); `measure`: how it measures one run (run_and_write unless given: a test's series)."""
     args, request = parse(argv)
     args.machine = args.machine or os.environ.get("REFBENCH_MACHINE") or local_machine()
     where = args.history if is_url(args.history) else str(Path(args.history).expanduser())
@@ -182,7 +182,8 @@ def night_series(variant_specs: list[str], impl_specs: list[str], request: RunRe
 
 def night(db: History, args: argparse.Namespace, req: NightRequest, env: runenv.RunEnv,
           measure: Measure = run_and_write) -> int:
-    """The night as nightly.night runs it, the comparison through the main command's run."""
+    """The night as nightly.night runs it, each series' run measured and written as the main command's
+    (run_and_write)."""
     def one(tonight: RunRequest, summary: Path, json_path: Path):
         return measure(tonight, Outputs(summary=summary, json=json_path), env)
 

@@ -1,4 +1,4 @@
-"""`bench.py -s OLD NEW [...]`: the main comparison. Parses the options into a RunRequest, runs the
+"""`bench.py -s OLD NEW [...]`: the main run. Parses the options into a RunRequest, runs the
 pipeline, writes the summary, results.json and the extras, and turns the verdicts into an exit code.
 
 Exit codes: 0 success; 1 a `slower` verdict with --fail-on-regression (wall) or --fail-on METRICS;
@@ -25,9 +25,9 @@ def main(argv: list[str], env: runenv.RunEnv | None = None) -> int:
         print_list(pipeline.load_target(request).cfg, request.quick, request.network)
         return EXIT_OK
     if args.dry_run:
-        checked, res = pipeline.plan(request, env)
-        print_plan(request, checked.target, checked.scenarios, checked.step_filter, res.builder, res.refs,
-                   res.labels, checked.sampling, checked.networks, checked.implementations)
+        validated, res = pipeline.plan(request, env)
+        print_plan(request, validated.target, validated.scenarios, validated.step_filter, res.builder, res.refs,
+                   res.labels, validated.sampling, validated.networks, validated.implementations)
         return EXIT_OK
     results = run_and_write(request, Outputs.from_args(args), env)
     if fails(args, (c for _, st in results.steps() for c in st.all_contrasts())):

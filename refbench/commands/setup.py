@@ -1,4 +1,4 @@
-"""`refbench setup`: install or locate the tools a comparison needs, idempotently.
+"""`refbench setup`: install or locate the tools a run needs, idempotently.
 
 What a pip-installed user lacks, from the package registries only (never GitHub):
 

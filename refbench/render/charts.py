@@ -25,7 +25,7 @@ FONT = "font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-seri
 
 @dataclass(frozen=True)
 class ForestRow:
-    """One comparison in the forest chart, linking to its step's card."""
+    """One contrast in the forest chart, linking to its step's card."""
     scenario: str
     step: str
     c: Contrast
@@ -129,7 +129,7 @@ def distribution_svg(step: Step, labels: list[str], boxes: Mapping[str, Box], wi
 
 
 def forest_svg(rows: list[ForestRow], threshold: float, width: int = 900) -> str:
-    """Every comparison's time change with its 95% CI, coloured by verdict, against the ±threshold
+    """Every contrast's time change with its 95% CI, coloured by verdict, against the ±threshold
     band: the at-a-glance view of what got slower and by how much."""
     if not rows:
         return ""

@@ -1,6 +1,6 @@
 """One CSV row per step and build with every statistic the run stored, for spreadsheets and
 notebooks (`--csv`): where the step ran (its S3 network profile, kubo's daemon mode), wall time's
-comparison in the unprefixed columns (the primary metric), each
+contrast in the unprefixed columns (the primary metric), each
 other metric's under its own prefix, and the build's S3 requests and kubo repo counts where the
 run measured them (empty where it did not)."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 from ..results import Results, Samples, Step
 from ..verdict import DAEMON_METRICS, METRICS, SERVER_METRICS
 
-# the metrics other than wall time, each with its own comparison columns
+# the metrics other than wall time, each with its own contrast columns
 OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
 METRIC_FIELDS = ("rel_change", "ci_low", "ci_high", "p_value", "verdict")
 REQUEST_FIELDS = ["requests_total", "requests_by_api", "received_bytes", "sent_bytes", "errors_4xx", "errors_5xx",
@@ -64,7 +64,7 @@ def _probed_columns(st: Step, label: str, values: dict, metrics: tuple[str, ...]
 
 
 def _of(obj, name: str):
-    """A field of a summary or comparison that may be absent (the baseline has no comparison)."""
+    """A field of a summary or contrast that may be absent (the baseline has no contrast)."""
     return getattr(obj, name) if obj is not None else None
 
 
@@ -96,7 +96,7 @@ def _request_columns(st: Step, label: str) -> dict:
 
 
 def csv_rows(results: Results) -> list[dict]:
-    """One row per step × build with every statistic (the baseline's comparison fields empty)."""
+    """One row per step × build with every statistic (the baseline's contrast fields empty)."""
     builds = {b.label: b for b in results.builds}
     out = []
     for sc, st in results.steps():

@@ -122,7 +122,7 @@ def md_code_cell(text: str) -> str:
 
 
 def fmt_ci(c) -> str:
-    """A comparison's 95% interval (see fmt_interval)."""
+    """A contrast's 95% interval (see fmt_interval)."""
     return fmt_interval(c.ci_low, c.ci_high)
 
 

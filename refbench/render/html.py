@@ -42,7 +42,7 @@ def _metric_rows(st, labels: list[str], metrics: tuple[str, ...]) -> list[dict]:
 
 
 def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...], boxes: Mapping[str, Box]) -> dict:
-    """One step's card: a row per build with its summary, comparison and throughput, and a verdict
+    """One step's card: a row per build with its summary, contrast and throughput, and a verdict
     per metric per contender where the run judged more than wall time."""
     comp = {c.contender: c for c in st.comparisons}
     rows = [{"label": lab, "baseline": lab == labels[0], "s": st.builds[lab].stats or {}, "b": st.builds[lab],
@@ -51,7 +51,7 @@ def _step_view(sc, st, labels: list[str], metrics: tuple[str, ...], boxes: Mappi
             for lab in labels if st.builds.get(lab)]
     worst = max(st.comparisons, key=lambda c: (c.verdict == Verdict.SLOWER, c.rel), default=None)
     return {"scenario": sc.name, "name": st.name, "anchor": slug(sc.name, st.name), "st": st, "sc": sc,
-            "rows": rows, "worst": worst, "comparisons": st.comparisons, "svg": Markup(distribution_svg(st, labels, boxes)),
+            "rows": rows, "worst": worst, "contrasts": st.comparisons, "svg": Markup(distribution_svg(st, labels, boxes)),
             "explain": _explain_view(st, labels), "metrics": _metric_rows(st, labels, metrics) if metrics else []}
 
 

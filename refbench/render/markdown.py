@@ -1,5 +1,5 @@
 """The markdown views: the run summary (summary.md), the PR-comment flavour that always fits
-GitHub's size limit, and the comparison of two saved runs."""
+GitHub's size limit, and the pairing of two saved runs."""
 from __future__ import annotations
 
 import math
@@ -61,7 +61,7 @@ def decision_line(results: Results) -> str | None:
     once = len(comps) - len(judged)
     if not judged:
         return None
-    what = "comparisons" if multi else "steps"
+    what = "contrasts" if multi else "steps"
     decided = [x for x in judged if x[2].verdict in DECIDED]
     undecided = [x for x in judged if x[2].verdict not in DECIDED]
     parts = []
@@ -82,13 +82,13 @@ def decision_line(results: Results) -> str | None:
         names = ", ".join(name(*x) for x in undecided[:3]) + (f", +{len(undecided) - 3} more" if len(undecided) > 3 else "")
         line += f" Could not decide {len(undecided)}: {names}."
     if once:
-        line += f" {once} {'comparison' if once == 1 and multi else 'step' if once == 1 else what} ran once and cannot be judged."
+        line += f" {once} {'contrast' if once == 1 and multi else 'step' if once == 1 else what} ran once and cannot be judged."
     return line
 
 
 def detection_line(results: Results) -> str | None:
     """The run's power in one sentence: on how many of its multi-run steps it could have detected a
-    change of the threshold's size, and of twice that (from each comparison's detectable effect)."""
+    change of the threshold's size, and of twice that (from each contrast's detectable effect)."""
     t = results.settings.threshold
     mdes = [c.mde for _, _, c in results.comparisons() if c.p_value is not None]
     if not mdes:
@@ -96,7 +96,7 @@ def detection_line(results: Results) -> str | None:
     m = len(mdes)
     n1 = sum(1 for x in mdes if x is not None and x <= t)
     n2 = sum(1 for x in mdes if x is not None and x <= 2 * t)
-    what = "comparisons" if len(results.builds) > 2 else "steps"
+    what = "contrasts" if len(results.builds) > 2 else "steps"
     return (f"This run could detect changes of ≥ {t * 100:.0f}% on {n1} of {m} {what}, "
             f"and of ≥ {2 * t * 100:.0f}% on {n2} of {m}.")
 

@@ -79,7 +79,7 @@ def clone_faults(d: Path, allowed_info: Mapping[str, frozenset[str]] = ALLOWED_I
 
 
 def _clone_listing(d: Path) -> tuple[list[str], str | None]:
-    """The names in the clone directory `d`, sorted, or the fault that keeps it from being checked:
+    """The names in the clone directory `d`, sorted, or the fault that keeps it from being verified:
     no directory, one that cannot be listed, or one of a mode git never makes. A restored clone of
     mode 000 (tar sets a directory's mode last) raised PermissionError here for a runner that is
     not root, and every run crashed (exit 3) until the cache was removed by hand. Such a clone is
