@@ -156,11 +156,21 @@ def main() -> int:
         print(f"demo: {total:.0f} s")
         return code
     finally:
-        if args.keep:
-            print(f"kept {scratch}")
-        else:
-            subprocess.run(["chmod", "-R", "u+w", str(scratch)], capture_output=True)  # go's read-only module cache
-            shutil.rmtree(scratch, ignore_errors=True)
+        done_with(scratch, args.keep)
+
+
+def remove_tree(path: Path) -> None:
+    """rm -rf, Go's read-only module cache included."""
+    subprocess.run(["chmod", "-R", "u+w", str(path)], capture_output=True)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def done_with(scratch: Path, keep: bool) -> None:
+    """The scratch directory kept (and named) or removed."""
+    if keep:
+        print(f"kept {scratch}")
+    else:
+        remove_tree(scratch)
 
 
 if __name__ == "__main__":
