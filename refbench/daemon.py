@@ -64,6 +64,7 @@ from pathlib import Path
 from . import paths
 from .errors import RunError
 from .heldenv import passed
+from .metrics import table
 
 log = logging.getLogger(__name__)
 
@@ -113,11 +114,9 @@ class Usage:
     cpu_source: str = "ticks"  # CPU_SOURCES: where `cpu` came from
 
     def values(self, role: str = "daemon") -> dict[str, float | int | None]:
-        """By metric name: a daemon's (METRICS), or an S3 server's (its CPU only: `server-cpu`)."""
-        if role == "server":
-            return {"server-cpu": self.cpu}
-        return {"daemon-cpu": self.cpu, "daemon-memory": self.memory, "daemon-writes": self.writes,
-                "daemon-alloc": self.alloc}
+        """By metric name, each read by its record (metrics.Metric.read): a daemon's (the table's
+        "probe" metrics), or an S3 server's ("server": its CPU only, `server-cpu`)."""
+        return {m.name: m.read(self) for m in table().of("server" if role == "server" else "probe")}
 
 
 def parse_stat_cpu(text: str, ticks: int) -> float:

@@ -16,6 +16,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 
+from .metrics import table
 from .verdict import ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD, Verdict
 
 POWER = 0.8
@@ -35,7 +36,13 @@ class Criteria:
 
     def threshold_for(self, metric: str) -> float:
         """The equivalence threshold of a metric: --threshold for wall, its own for the others."""
-        return dict(self.metric_thresholds).get(metric, self.threshold) if metric != "wall" else self.threshold
+        if metric == "wall":
+            return self.threshold
+        given = dict(self.metric_thresholds)
+        if metric in given:
+            return given[metric]
+        m = table().get(metric)  # a metric's default in the table (metrics.Metric.threshold), else --threshold's
+        return m.threshold if m is not None and m.threshold is not None else self.threshold
 
     def for_metric(self, metric: str) -> "Criteria":
         return self if metric == "wall" else replace(self, threshold=self.threshold_for(metric))

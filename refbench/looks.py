@@ -12,12 +12,18 @@ from .builds import BuiltRef
 from .figures import Contrast, Criteria
 from .rounds import BuildSamples
 from .judge import contrast_metric
-from .verdict import DAEMON_METRICS, SERVER_METRICS, asked
+from .metrics import BUILTIN, table
+from .verdict import asked
 
 # What the stopping rule watches at each look (those measured): wall time, the primary metric, and
 # the daemon's own figures, which online are the work the client only asks for (issue 36): a step
 # whose wall time is decided goes on, within its share of the budget, while one of them is not.
-WATCHED = ("wall", *DAEMON_METRICS)
+# The table's `watched` metrics (metrics.Metric.watched): WATCHED the built-in ones, `watched()` those in use.
+WATCHED = tuple(m.name for m in BUILTIN if m.watched)
+
+
+def watched() -> tuple[str, ...]:
+    return tuple(m.name for m in table() if m.watched)
 
 
 def contrasts(builds: Sequence[BuiltRef], samples: Mapping[str, BuildSamples], measures: Sequence[str],
@@ -30,8 +36,8 @@ def contrasts(builds: Sequence[BuiltRef], samples: Mapping[str, BuildSamples], m
     base = builds[0].label
     b0 = samples[base]
     out = []
-    measured = (*measures, *(m for m in (*DAEMON_METRICS, *SERVER_METRICS)
-                             if m in b0.daemon and asked(m, criteria.metric_thresholds)))
+    measured = (*measures, *(m.name for m in table() if m.probed and m.name in b0.daemon
+                             and asked(m.name, criteria.metric_thresholds)))
     for metric in measured if metrics is None else [m for m in measured if m in metrics]:
         x = b0.values(metric)
         for b in builds[1:]:

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from . import figures, judge, verdict
 from .accounting import changes as request_changes
 from .results import Fixture, RequestChange, Results, Samples, Scenario, contrastable, Step, read_contrast
-from .verdict import ALL_METRICS, METRICS, asked
+from .metrics import table
+from .verdict import asked
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def _metrics(ol: str, ob: Samples, nl: str, nb: Samples, criteria: figures.Crite
              family_size: int) -> list[figures.Contrast]:
     """Every metric both builds have a figure of in every run, wall first, as stats compares them."""
     out = []
-    for metric in ALL_METRICS:  # the daemon's too, where both runs probed it (their own family)
+    for metric in table().names:  # the daemon's too, where both runs probed it (their own family)
         if not asked(metric, criteria.metric_thresholds):  # the S3 server's CPU: context unless asked
             continue
         x, y = ob.values(metric), nb.values(metric)
@@ -145,7 +146,7 @@ def pair_runs(old: Results, new: Results, criteria: figures.Criteria = figures.C
     old_sha = {b.label: b.sha or "" for b in old.builds}
     new_sha = {b.label: b.sha or "" for b in new.builds}
     matched = _matched(old, new, pairs)
-    n_metrics = [sum(1 for m in METRICS if ost.builds[ol].values(m) is not None and nst.builds[nl].values(m)
+    n_metrics = [sum(1 for m in table().names_of("timer") if ost.builds[ol].values(m) is not None and nst.builds[nl].values(m)
                      is not None) for _, ol, nl, ost, nst, _ in matched]
     family_size = max(1, sum(n_metrics))
     groups = judge.adjust_groups([_metrics(ol, ost.builds[ol], nl, nst.builds[nl], criteria, family_size)

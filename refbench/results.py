@@ -28,7 +28,8 @@ from typing import Any, Callable, Iterator, Mapping, Union, get_args, get_origin
 from . import __version__
 from .errors import RefbenchError
 from .figures import Contrast, Criteria, Summary, criteria, summarize
-from .verdict import ALL_METRICS, ALPHA, DAEMON_METRICS, METRICS, NOISE_LIMIT, SERVER_METRICS, THRESHOLD, Verdict, count
+from .metrics import table
+from .verdict import ALPHA, NOISE_LIMIT, THRESHOLD, Verdict, count
 
 SCHEMA = "refbench/results"
 SCHEMA_VERSION = 2  # 2: every contrast names its metric (wall, cpu, memory, instructions)
@@ -226,16 +227,12 @@ def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 9)
 
 
-def metric_values(metric: str, times, user, system, memory, instructions,
-                  daemon: Mapping[str, tuple] | None = None) -> tuple[float, ...] | None:
-    """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
-    instructions), or None unless every run has one: what a contrast of that metric reads, in
-    a run (runner.BuildSamples) and from a saved one (Samples) alike."""
-    if metric in DAEMON_METRICS or metric in SERVER_METRICS:  # probed around each run (refbench.daemon), where measured
-        v = (daemon or {}).get(metric) or ()
-    else:
-        v = {"wall": times, "cpu": tuple(u + k for u, k in zip(user, system)), "memory": memory,
-             "instructions": instructions}[metric]
+def metric_values(metric: str, raw: Mapping[str, object]) -> tuple[float, ...] | None:
+    """One metric's figure of every run, or None unless every run has one: what a contrast of that
+    metric reads, in a run (rounds.BuildSamples) and from a saved one (Samples) alike. `raw`: the
+    per-run figures by metric name (wall's the runs' times: every other metric has one a run or none)."""
+    v = raw.get(metric) or ()
+    times = raw.get("wall") or ()
     if not v or len(v) != len(times) or any(x is None for x in v):
         return None
     return tuple(float(x) for x in v)
@@ -259,14 +256,12 @@ class Samples(_Doc):
     rounds: tuple[int, ...] = _f(list, default=())
     memory_bytes: tuple[int | None, ...] | None = _f(list, default=None)  # each run's own peak, where measured
     instructions: tuple[int | None, ...] | None = _f(list, default=None, omit_none=True)  # where counted
-    # what the build's daemon spent during each run (issue 36): only where a daemon ran and was
-    # probed; files without them (older ones, `none` mode) load as before
-    daemon_cpu: tuple[float, ...] | None = _f(list, default=None, omit_none=True)  # seconds, user + system
-    daemon_memory: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # peak bytes in the run
-    daemon_writes: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # write_bytes
-    daemon_alloc: tuple[int, ...] | None = _f(list, default=None, omit_none=True)  # Go bytes allocated
-    # the embedded S3 server's CPU during each timed run (context unless asked: verdict.asked)
-    server_cpu: tuple[float, ...] | None = _f(list, default=None, omit_none=True)  # seconds, user + system
+    # every other metric's per-run figures by metric name (metrics.table(): what the build's daemon
+    # spent during each run, issue 36, the embedded S3 server's CPU, a metric added since): only
+    # where measured. The file keeps one key each, here, in the table's order, named Metric.key
+    # (`daemon_cpu`); files without them (older ones, `none` mode) load as before. A metric is read
+    # as an attribute by its key too (`samples.daemon_cpu`, None where not measured).
+    metrics: Mapping[str, tuple[float, ...]] = field(default_factory=lambda: _EMPTY, metadata={"kind": None})
     stats: Summary | None = _f(dict, default=None, read=_read_summary)
     cpu_mean: float | None = _f((int, float), default=None)
     cpu_wall_ratio: float | None = _f((int, float), default=None)
@@ -279,30 +274,52 @@ class Samples(_Doc):
     def _finish(cls, kw, doc, where):
         if kw.get("stats") is None and kw.get("times"):  # files from before stats were stored
             kw["stats"] = _read_summary(summarize(kw["times"]).to_json(), where)  # rounded as stored
+        kw["metrics"] = MappingProxyType({m.name: frozen(_check(doc[m.key], list, _key(where, m.key)))
+                                         for m in table().by_key().values() if doc.get(m.key) is not None})
         return cls(**kw)
 
+    def to_json(self) -> dict:
+        out = {}
+        for k, v in super().to_json().items():
+            if k == "metrics":  # each metric under its own key, in the table's order
+                out.update({m.key: list(self.metrics[m.name]) for m in table() if m.name in self.metrics})
+            else:
+                out[k] = v
+        return out
+
+    def __getattr__(self, name: str):
+        """A metric's figures by its key (`daemon_cpu`), None where not measured."""
+        m = table().by_key().get(name) if not name.startswith("__") else None
+        if m is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.__dict__.get("metrics", _EMPTY).get(m.name)
+
+    def raw(self) -> dict[str, tuple]:
+        """Every metric's per-run figures by name, as far as stored (metric_values reads them)."""
+        cpu = tuple(u + k for u, k in zip(self.user, self.system))
+        return {"wall": self.times, "cpu": cpu, "memory": self.memory_bytes or (),
+                "instructions": self.instructions or (), **self.metrics}
+
     def values(self, metric: str) -> tuple[float, ...] | None:
-        """One metric's figure of every run (METRICS: wall, cpu = user + system, memory,
-        instructions), or None unless every run has one: what a saved run's contrast of that
-        metric reads (`compare`), as the runner reads its own samples."""
-        return metric_values(metric, self.times, self.user, self.system, self.memory_bytes or (),
-                             self.instructions or (), {**self.daemon_values(), **self.server_values()})
+        """One metric's figure of every run (wall, cpu = user + system, memory, instructions, and
+        any other of metrics.table() stored by name), or None unless every run has one: what a
+        saved run's contrast of that metric reads (`compare`), as the runner reads its own samples."""
+        return metric_values(metric, self.raw())
 
     def daemon_values(self) -> dict[str, tuple]:
-        """The daemon's per-run figures by metric name (verdict.DAEMON_METRICS), those measured."""
-        got = {m: getattr(self, m.replace("-", "_")) for m in DAEMON_METRICS}
-        return {m: v for m, v in got.items() if v is not None}
+        """The daemon's per-run figures by metric name (the table's probe metrics), those measured."""
+        return {m.name: self.metrics[m.name] for m in table().of("probe") if m.name in self.metrics}
 
     def server_values(self) -> dict[str, tuple]:
-        """The S3 server's per-run figures by metric name (verdict.SERVER_METRICS), those measured."""
-        got = {m: getattr(self, m.replace("-", "_")) for m in SERVER_METRICS}
-        return {m: v for m, v in got.items() if v is not None}
+        """The S3 server's per-run figures by metric name (the table's server metrics), those measured."""
+        return {m.name: self.metrics[m.name] for m in table().of("server") if m.name in self.metrics}
 
     @classmethod
     def measured(cls, times, user, system, exit_codes, rounds, memory, rss_kb=None, check=None,
                  command: str = "", prepare: str | None = None, instructions=(),
                  daemon: Mapping[str, list] | None = None) -> "Samples":
-        """From the runner's raw samples: the summary and CPU figures computed once, here, and
+        """From the runner's raw samples (`daemon`: every metric's not in the timer's raw fields, by
+        name: the probes' and any other of metrics.table()): the summary and CPU figures computed once, here, and
         rounded as the file stores them (so a run's results equal their own file read back)."""
         cpu = [u + k for u, k in zip(user, system)]
         s = summarize(times) if times else None
@@ -315,8 +332,9 @@ class Samples(_Doc):
             cpu_mean=_round(sum(cpu) / len(cpu)) if cpu else None,
             cpu_wall_ratio=round(sum(cpu) / sum(times), 4) if cpu and sum(times) > 0 else None,
             rss_kb=rss_kb, check=check, command=command, prepare=prepare,
-            **{m.replace("-", "_"): tuple(round(x, 6) if isinstance(x, float) else x for x in v)
-               for m, v in (daemon or {}).items() if v and all(x is not None for x in v)})
+            metrics=MappingProxyType({m.name: tuple(round(x, 6) if isinstance(x, float) else x for x in v)
+                                     for m in table() if not m.stored and (v := (daemon or {}).get(m.name))
+                                     and all(x is not None for x in v)}))
 
 
 @dataclass(frozen=True)
@@ -350,8 +368,8 @@ def read_contrast(value, where: str = "contrast") -> Contrast:
         _check(value[key], str, f"{where}.{key}")
     if value["verdict"] not in set(Verdict):
         raise _Shape(f"{where}.verdict {value['verdict']!r} is not one of {', '.join(Verdict)}")
-    if value.get("metric", "wall") not in ALL_METRICS:
-        raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(ALL_METRICS)}")
+    if value.get("metric", "wall") not in table():
+        raise _Shape(f"{where}.metric {value.get('metric')!r} is not one of {', '.join(table().names)}")
     if "rel" not in value:
         raise _Shape(f"{where} has no 'rel'")
     rel = _check(value["rel"], (int, float), f"{where}.rel")
@@ -718,10 +736,10 @@ class Results(_Doc):
         return count(c.verdict for _, _, c in self.comparisons())
 
     def judged_metrics(self) -> tuple[str, ...]:
-        """The metrics other than wall time that some step has a verdict on, in METRICS' order
-        (a run whose hyperfine could not count instructions has none on them)."""
+        """The metrics other than wall time that some step has a verdict on, in the table's order
+        (metrics.table(); a run whose hyperfine could not count instructions has none on them)."""
         have = {c.metric for _, st in self.steps() for c in st.metric_comparisons}
-        return tuple(m for m in ALL_METRICS if m != "wall" and m in have)
+        return tuple(m for m in table().names if m != "wall" and m in have)
 
     def differing_toolchains(self) -> dict[str, str]:
         """Each build's Go (label -> toolchain) when the builds were not all built with the same

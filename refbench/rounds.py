@@ -18,6 +18,7 @@ from .builds import BuiltRef
 from .errors import RunError
 from .executor import Call, Executor, Measurement, measurements
 from .hyperfine import CommandResult, use_no_shell
+from .metrics import table
 from .stopping import split_runs
 
 if TYPE_CHECKING:
@@ -63,12 +64,19 @@ class BuildSamples:
     def record(self) -> rs.Samples:
         return rs.Samples.measured(self.times, self.user, self.system, self.exit_codes, self.rounds, self.memory,
                                    rss_kb=self.rss_kb, check=self.check, command=self.command, prepare=self.prepare,
-                                   instructions=self.counter("instructions"), daemon=self.daemon)
+                                   instructions=self.counter("instructions"),
+                                   daemon={**self.daemon, **{m.name: [m.read(r) for r in self.runs]
+                                                             for m in table().of("timer") if not m.stored}})
 
     def values(self, metric: str) -> list[float] | None:
-        """Per-run values of a metric, or None unless every run has one (results.metric_values)."""
-        v = rs.metric_values(metric, self.times, self.user, self.system, self.memory, self.counter("instructions"),
-                             self.daemon)
+        """Per-run values of a metric, or None unless every run has one (results.metric_values): a
+        timer's metric read off each run's Measurement by its record (metrics.Metric.read), a
+        probed one from what the probes gave (`daemon`)."""
+        m = table().get(metric)
+        if m is None:
+            return None
+        raw = {"wall": self.times, metric: [m.read(r) for r in self.runs] if m.source == "timer" else self.daemon.get(metric)}
+        v = rs.metric_values(metric, raw)
         return None if v is None else list(v)
 
     def add(self, res: CommandResult, r: int) -> None:

@@ -28,7 +28,7 @@ from .config import ScenarioSpec, StepSpec, render
 from .errors import RunError
 from .executor import Call, Executor, Shell  # Call: also the name tests import from here
 from .figures import Contrast, Criteria
-from .looks import WATCHED, contrasts, noise, unsupported, with_unsupported
+from .looks import WATCHED, contrasts, noise, unsupported, watched, with_unsupported  # WATCHED: the built-in ones
 from .rounds import (  # also the names tests and benchmarks import from here, where they were
     BuildSamples, Rounds, check_exits, collect_usages, interleave_seq, pair_cap, pair_parts, round_hooks,
     round_orders, round_parts, with_probe)
@@ -343,7 +343,7 @@ class Runner:
             # the rule watches wall time and the daemon's metrics where one runs (what kubo's users
             # pay for online); the client's CPU and memory are contrasted once, at the end
             comps = contrasts(builds, samples, bench.metrics, bench.criteria, bench.family_size, state.looks(),
-                              state.spend(), metrics=WATCHED) if state.on and state.rounds else []
+                              state.spend(), metrics=watched()) if state.on and state.rounds else []
             stopped, state = rule.decide(state, comps, now, self.progress)
             if stopped is not CONTINUE:
                 break

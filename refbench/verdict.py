@@ -4,7 +4,7 @@ a verdict, its marker or its rank differently.
 
 A StrEnum, so a verdict *is* its string: results.json, the history database and an equality test
 with a string read back from either stay exactly as they were before the enum existed. On the
-bottom floor (it imports nothing of refbench), so `stats` and `render` both import it and
+bottom floor (of refbench it imports only the metrics' table, `metrics`, on that floor too), so `stats` and `render` both import it and
 `render` needs no `stats` to know what a verdict looks like.
 """
 from __future__ import annotations
@@ -12,31 +12,31 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-# What a run is judged on, primary first: wall time, CPU time (user + system), peak memory (the
-# run's own peak RSS), instructions retired (where the kernel lets hyperfine count them). Here, on
-# the bottom floor, so the timer, the statistics, results.json and the views name them alike.
-METRICS = ("wall", "cpu", "memory", "instructions")
-# What a build's daemon (kubo online/offline) spent during each run (refbench.daemon): measured
-# by probes around the run, not by hyperfine, and judged in an adjustment family of their own
-# (judge.adjust_family), so they cost wall time's verdicts no power. A run without a daemon has
-# none of them. Their default threshold is --threshold's, like wall's (figures.Criteria).
-DAEMON_METRICS = ("daemon-cpu", "daemon-memory", "daemon-writes", "daemon-alloc")
-# What the S3 server (the embedded MinIO) spent during each timed run of an s3 step, probed as
-# the daemon is: the server's cost of the requests a client change causes. Context, shown beside
-# the request counts; judged only when a run asks for it (`asked`), then in the daemon's family.
-SERVER_METRICS = ("server-cpu",)
-ALL_METRICS = METRICS + DAEMON_METRICS + SERVER_METRICS
+from .metrics import BUILTIN, table
+
+# The built-in metrics' names, by source, from the one table (refbench.metrics): wall time, CPU
+# time, peak memory, instructions retired (hyperfine's, the timer's); what a build's daemon (kubo
+# online/offline) spent during each run, read by probes around it and judged in an adjustment
+# family of its own; the S3 server's CPU, context unless asked. What reads the metrics in use
+# (a table a test or plug-in extended) asks `metrics.table()`; these stay the built-in ones.
+METRICS = BUILTIN.names_of("timer")
+DAEMON_METRICS = BUILTIN.names_of("probe")
+SERVER_METRICS = BUILTIN.names_of("server")
+ALL_METRICS = BUILTIN.names
 
 
 def is_daemon_metric(metric: str) -> bool:
     """A long-lived process beside the client (kubo's daemon, the embedded MinIO): its own family."""
-    return metric in DAEMON_METRICS or metric in SERVER_METRICS
+    m = table().get(metric)
+    return m is not None and m.family == "daemon"
 
 
-def asked(metric: str, metric_thresholds: Iterable[tuple[str, float]]) -> bool:
-    """Whether a measured metric gets a verdict: all do but SERVER_METRICS, context unless the
-    run's criteria give one a threshold (`--metric-threshold server-cpu=0.05`; no default has it)."""
-    return metric not in SERVER_METRICS or metric in dict(metric_thresholds)
+def asked(metric: str, metric_thresholds: Iterable[tuple[str, float]] | Mapping[str, float]) -> bool:
+    """Whether a measured metric gets a verdict: all do but the `asked_only` ones (the S3 server's
+    CPU), context unless the run's criteria give one a threshold (`--metric-threshold server-cpu=0.05`)."""
+    m = table().get(metric)
+    given = metric_thresholds if isinstance(metric_thresholds, Mapping) else dict(metric_thresholds)
+    return m is None or not m.asked_only or metric in given
 
 
 # The verdicts' defaults, written once: the command line, a run's request, the statistics' criteria
@@ -46,11 +46,8 @@ def asked(metric: str, metric_thresholds: Iterable[tuple[str, float]]) -> bool:
 THRESHOLD = 0.05
 ALPHA = 0.05
 NOISE_LIMIT = 0.10
-# Default equivalence thresholds of the metrics other than wall (wall's is --threshold). CPU time
-# varies less than wall time but carries the same scheduler noise, so the same 5%; peak memory of
-# a Go program moves with the garbage collector's timing by a few percent, so 5% too; instructions
-# retired vary by well under 1% between runs of the same binary, so 2% is already a real change.
-METRIC_THRESHOLDS = (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02))
+# Default equivalence thresholds of the built-in metrics other than wall (wall's is --threshold).
+METRIC_THRESHOLDS = BUILTIN.thresholds()  # (("cpu", 0.05), ("memory", 0.05), ("instructions", 0.02)), why: metrics.py
 # Of a family's weight, what wall time holds when other metrics share the family (the weighted
 # adjustment, judge.metric_weights). Here, below both, because the statistics plan with it too: the
 # smallest level the adjustment can ask of one member (stats.member_level) follows from it.

@@ -10,7 +10,8 @@ from .. import toolchain
 from ..errors import EXIT_ERROR, RefbenchError
 from ..figures import Criteria, criteria
 from ..judge import failing
-from ..verdict import ALL_METRICS, ALPHA, METRIC_THRESHOLDS, NOISE_LIMIT, THRESHOLD
+from ..metrics import table
+from ..verdict import ALPHA, NOISE_LIMIT, THRESHOLD
 
 
 class Parser(argparse.ArgumentParser):
@@ -120,7 +121,7 @@ def add_stats_args(p: argparse.ArgumentParser) -> None:
                    help=f"flag a step as noisy above this coefficient of variation (default {NOISE_LIMIT:g})")
     g.add_argument("--metric-threshold", type=metric_threshold, action="append", default=[], metavar="METRIC=X",
                    help="the threshold of another metric than wall time (--threshold), e.g. memory=0.1; defaults: "
-                        + ", ".join(f"{m} {t:g}" for m, t in METRIC_THRESHOLDS)
+                        + ", ".join(f"{m} {t:g}" for m, t in table().thresholds())
                         + "; server-cpu (the embedded MinIO's CPU per run) has none: it is context, and a "
                           "verdict only when given here, e.g. server-cpu=0.05")
 
@@ -135,7 +136,7 @@ def add_fail_args(p: argparse.ArgumentParser, what: str = "step") -> None:
     p.add_argument("--fail-on-regression", action="store_true", help=f"exit 1 when any {what} is slower in wall time")
     p.add_argument("--fail-on", type=metric_list, default=(), metavar="METRIC,...",
                    help="also count these metrics' slower verdicts for --fail-on-regression (which it implies), "
-                        f"e.g. cpu,memory; metrics: {', '.join(ALL_METRICS)}")
+                        f"e.g. cpu,memory; metrics: {', '.join(table().names)}")
 
 
 def fails(args: argparse.Namespace, contrasts) -> bool:
@@ -157,18 +158,19 @@ def write_views(results, html_path: str | None, csv_path: str | None) -> None:
 def metric_threshold(text: str) -> tuple[str, float]:
     """'memory=0.1' -> ('memory', 0.1); argparse type for --metric-threshold."""
     name, _, value = text.partition("=")
-    if name not in ALL_METRICS or name == "wall":
+    names = table().names
+    if name not in names or name == "wall":
         raise argparse.ArgumentTypeError(f"{name!r} is not a metric with its own threshold "
-                                         f"(one of {', '.join(m for m in ALL_METRICS if m != 'wall')}; wall's is --threshold)")
+                                         f"(one of {', '.join(m for m in names if m != 'wall')}; wall's is --threshold)")
     return name, fraction(value)
 
 
 def metric_list(text: str) -> tuple[str, ...]:
     """'cpu,memory' -> ('cpu', 'memory'); argparse type for --fail-on."""
     names = tuple(n.strip() for n in text.split(",") if n.strip())
-    bad = [n for n in names if n not in ALL_METRICS]
+    bad = [n for n in names if n not in table()]
     if bad or not names:
-        raise argparse.ArgumentTypeError(f"{(bad or [text])[0]!r} is not a metric (one of {', '.join(ALL_METRICS)})")
+        raise argparse.ArgumentTypeError(f"{(bad or [text])[0]!r} is not a metric (one of {', '.join(table().names)})")
     return names
 
 

@@ -9,31 +9,46 @@ import csv
 from pathlib import Path
 
 from ..results import Results, Samples, Step
-from ..verdict import DAEMON_METRICS, METRICS, SERVER_METRICS
+from ..metrics import table
 
-# the metrics other than wall time, each with its own contrast columns
-OTHER_METRICS = tuple(m for m in METRICS if m != "wall")
 METRIC_FIELDS = ("rel_change", "ci_low", "ci_high", "p_value", "verdict")
+
+
+def _other_metrics() -> tuple[str, ...]:
+    """The timer's metrics other than wall time (of metrics.table()), each with its own contrast columns."""
+    return tuple(m.name for m in table().of("timer") if m.name != "wall")
+
+
+def _probed_fields(source: str) -> list[str]:
+    """The columns of the table's metrics of one source ("probe": the daemon's, "server"): each one's
+    mean per run, then each one's contrast."""
+    ms = table().of(source)
+    return [*(f"{m.key}_mean" for m in ms), *(f"{m.key}_{f}" for m in ms for f in METRIC_FIELDS)]
+
+
 REQUEST_FIELDS = ["requests_total", "requests_by_api", "received_bytes", "sent_bytes", "errors_4xx", "errors_5xx",
                   "canceled", "requests_differ", "repo_objects"]
 
-CSV_FIELDS = ["scenario", "step", "network", "daemon", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s",
+_BASE_FIELDS = ["scenario", "step", "network", "daemon", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s",
               "median_s",
               "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
               "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
               "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
               "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s",
-              "instructions_mean", *[f"{m}_{f}" for m in OTHER_METRICS for f in METRIC_FIELDS], *REQUEST_FIELDS]
+              "instructions_mean"]
 
 
+def _csv_fields() -> list[str]:
+    """Every run's columns: CSV_FIELDS's first part, each other timer metric's contrast, the requests."""
+    return [*_BASE_FIELDS, *[f"{m.replace('-', '_')}_{f}" for m in _other_metrics() for f in METRIC_FIELDS],
+            *REQUEST_FIELDS]
+
+
+CSV_FIELDS = _csv_fields()  # of the built-in metrics
 # a run whose daemon was probed (kubo online/offline) gets these too, after CSV_FIELDS; others not
-DAEMON_FIELDS = [*(f"{m.replace('-', '_')}_mean" for m in DAEMON_METRICS),
-                 *(f"{m.replace('-', '_')}_{f}" for m in DAEMON_METRICS for f in METRIC_FIELDS)]
-
-
+DAEMON_FIELDS = _probed_fields("probe")
 # a run on the embedded MinIO gets its CPU per timed run (context; the verdict where asked)
-SERVER_FIELDS = [*(f"{m.replace('-', '_')}_mean" for m in SERVER_METRICS),
-                 *(f"{m.replace('-', '_')}_{f}" for m in SERVER_METRICS for f in METRIC_FIELDS)]
+SERVER_FIELDS = _probed_fields("server")
 
 
 def fields_of(results: Results) -> list[str]:
@@ -41,13 +56,13 @@ def fields_of(results: Results) -> list[str]:
     run without one keeps the columns it always had)."""
     probed = any(b.daemon_values() for _, st in results.steps() for b in st.builds.values())
     served = any(b.server_values() for _, st in results.steps() for b in st.builds.values())
-    return CSV_FIELDS + (DAEMON_FIELDS if probed else []) + (SERVER_FIELDS if served else [])
+    return _csv_fields() + (_probed_fields("probe") if probed else []) + (_probed_fields("server") if served else [])
 
 
 def _daemon_columns(st: Step, label: str, b: Samples) -> dict:
     """The build's daemon (and S3 server): each metric's mean per run and the contender's verdict on it."""
-    return {**_probed_columns(st, label, b.daemon_values(), DAEMON_METRICS),
-            **_probed_columns(st, label, b.server_values(), SERVER_METRICS)}
+    return {**_probed_columns(st, label, b.daemon_values(), table().names_of("probe")),
+            **_probed_columns(st, label, b.server_values(), table().names_of("server"))}
 
 
 def _probed_columns(st: Step, label: str, values: dict, metrics: tuple[str, ...]) -> dict:
@@ -76,8 +91,8 @@ def _metric_columns(st: Step, label: str) -> dict:
     """A contender's verdict on every other metric (empty for the baseline and unmeasured metrics)."""
     by_metric = st.by_metric(label)
     out = {}
-    for m in OTHER_METRICS:
-        c = by_metric.get(m)
+    for m in _other_metrics():
+        c, m = by_metric.get(m), m.replace("-", "_")
         out.update({f"{m}_rel_change": _of(c, "rel"), f"{m}_ci_low": _of(c, "ci_low"), f"{m}_ci_high": _of(c, "ci_high"),
                     f"{m}_p_value": _of(c, "p_value"), f"{m}_verdict": _of(c, "verdict")})
     return out

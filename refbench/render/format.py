@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
+
+from ..metrics import table
 
 
 # ---- changes, intervals, p-values ---------------------------------------------------------------
-# what the views call each metric: wall time is "time" beside the others
-METRIC_NAMES = {"wall": "time", "cpu": "CPU", "memory": "memory", "instructions": "instructions",
-                # what the build's daemon (kubo) spent during each run (refbench.daemon), not the CLI's
-                "daemon-cpu": "daemon CPU", "daemon-memory": "daemon memory", "daemon-writes": "daemon writes",
-                "daemon-alloc": "daemon allocations",
-                "server-cpu": "server CPU"}  # the embedded MinIO's, judged only where a run asked
+class _MetricNames(Mapping):
+    """What the views call each metric (metrics.Metric.display, of the table in use): wall time is
+    "time" beside the others, the daemon's "daemon CPU", ..."""
+
+    def __getitem__(self, metric: str) -> str:
+        m = table().get(metric)
+        if m is None:
+            raise KeyError(metric)
+        return m.display
+
+    def __iter__(self):
+        return iter(table().names)
+
+    def __len__(self) -> int:
+        return len(table().names)
+
+
+METRIC_NAMES: Mapping[str, str] = _MetricNames()
 
 
 def fmt_pct(x: float | None, digits: int = 1) -> str:
