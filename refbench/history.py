@@ -32,6 +32,7 @@ import sqlalchemy as sa
 
 from .errors import RefbenchError
 from .results import Results, cpu_model
+from .metrics import table
 from .verdict import DAEMON_METRICS, SERVER_METRICS, Verdict, count, is_daemon_metric
 
 SCHEMA_VERSION = 4
@@ -97,6 +98,13 @@ DAEMON_SAMPLE_COLUMNS = ("daemon_cpu", "daemon_memory", "daemon_writes", "daemon
 SERVER_SAMPLE_COLUMNS = ("server_cpu",)  # as SERVER_METRICS
 PROBED_METRICS = DAEMON_METRICS + SERVER_METRICS  # a long-lived process's, probed around each run
 PROBED_SAMPLE_COLUMNS = dict(zip(PROBED_METRICS, DAEMON_SAMPLE_COLUMNS + SERVER_SAMPLE_COLUMNS))
+
+
+def probed_metrics() -> tuple[str, ...]:
+    """The probed metrics of the table in use (metrics.table()), the daemon's then the S3 server's."""
+    return table().names_of("probe", "server")
+
+
 step_metrics = sa.Table(  # v3: a probed metric's statistics per night, step and build (v4: server-cpu too)
     "step_metrics", md,
     sa.Column("run_id", sa.Integer, sa.ForeignKey("runs.id"), primary_key=True),
@@ -200,11 +208,17 @@ def _roles(results: Results) -> dict[str, str]:
     return {results.builds[0].label: "base", results.builds[-1].label: "head"}
 
 
-def daemon_rows(run_id: int, results: Results, metrics: tuple[str, ...] = PROBED_METRICS
+def daemon_rows(run_id: int, results: Results, metrics: tuple[str, ...] | None = None
                 ) -> tuple[list[dict], list[dict]]:
     """A night's step_metrics and metric_verdicts rows: each probed metric's statistics per step
     and build (where the daemon or the S3 server was probed), and the head's verdict on it (where
-    judged: server-cpu only where the night asked for it). `metrics`: which (an upgrade's)."""
+    judged: server-cpu only where the night asked for it). `metrics`: which (an upgrade's); None:
+    every probed metric of the table in use (metrics.table(): those rows are keyed by the metric's
+    name, so a metric added there has its series without a migration; the samples table's per-run
+    columns stay the built-in ones, PROBED_SAMPLE_COLUMNS, and a new metric's runs stay in the
+    night's results)."""
+    if metrics is None:
+        metrics = probed_metrics()
     roles, shas = _roles(results), {b.label: b.sha for b in results.builds}
     head = results.builds[-1].label
     thresholds = results.settings.metric_thresholds or {}
@@ -549,14 +563,14 @@ class History:
             return [NightPoint(**{**r._mapping, "verdict": Verdict(r.verdict)}, metric=metric) for r in conn.execute(q)]
 
     def daemon_metrics(self, target: str | None = None, machine: str | None = None) -> list[str]:
-        """The probed metrics some night judged (PROBED_METRICS order: the daemon's, then the S3
+        """The probed metrics some night judged (the table's order: the daemon's, then the S3
         server's where a night asked for its verdict): the series there are of them."""
         q = sa.select(metric_verdicts.c.metric).distinct().select_from(
             metric_verdicts.join(runs, runs.c.id == metric_verdicts.c.run_id))
         q = _only(q, runs, target, machine)
         with self._store(write=False) as conn:
             have = {r[0] for r in conn.execute(q)}
-        return [m for m in PROBED_METRICS if m in have]
+        return [m for m in probed_metrics() if m in have]
 
     def known_changepoints(self, target: str | None = None, machine: str | None = None) -> list[dict]:
         q = sa.select(changepoints).order_by(changepoints.c.id)

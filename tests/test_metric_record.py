@@ -164,3 +164,21 @@ def test_a_mock_run_takes_it_in_its_options_and_writes_what_it_measured(gc_metri
     doc = json.loads((tmp_path / "r.json").read_text())
     assert all("daemon_gc" not in b for sc in doc["scenarios"] for st in sc["steps"] for b in st["builds"].values())
     assert "daemon_gc" not in (tmp_path / "r.csv").read_text().splitlines()[0]
+
+
+def test_the_nightly_keeps_its_series(gc_metric, tmp_path):
+    """The history keeps a probed metric's statistics and verdicts in rows keyed by its name, so the
+    new one has its series and its line on the trend page without a migration."""
+    from refbench import nightly
+    from refbench.history import open_history
+    from refbench.render.trend import render_trend
+
+    db = open_history(tmp_path / "h.db")
+    for night in ("2026-11-01T03:00:00Z", "2026-11-02T03:00:00Z"):
+        db.record_run(started=night, mode="release", base_ref="v1", head_ref="master", results=_run(), exit_code=0)
+    assert "daemon-gc" in db.daemon_metrics()
+    nights = db.nights(metric="daemon-gc")
+    assert [n.verdict for n in nights] == ["slower", "slower"] and nights[0].h_mean == pytest.approx(31.0)
+    assert "daemon-gc" in {s.metric for s in nightly.trend_series(db)}
+    assert "add: daemon GC cycles" in render_trend(nightly.trend_page(db))
+    db.close()
