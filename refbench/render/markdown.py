@@ -14,6 +14,7 @@ from .env import render as render_template
 from ..github import COMMENT_MARKER, MAX_BODY as GITHUB_COMMENT_LIMIT
 from ..units import fmt_duration
 from .explain import fmt_changes, markdown_parts, repo_note, request_note
+from ..metrics import table
 from .format import (METRIC_NAMES, fmt_ci, fmt_mbps, fmt_p, fmt_pct, fmt_rate, fmt_rss, fmt_s, md_code,
                      md_code_cell, md_escape)
 from ..verdict import BY_SEVERITY, Verdict
@@ -257,6 +258,7 @@ def render_markdown(results: Results, flavour: str = "md") -> str:
                            t=tables(results), counts=results.verdict_counts(), detection=detection_line(results),
                            decision=decision_line(results),
                            changed=what_changed(results), metrics=list(results.judged_metrics()),
+                           probe_metrics=table().names_of("probe"),
                            thresholds={m: results.settings.criteria.threshold_for(m) for m in results.judged_metrics()},
                            x=markdown_parts(results))
 
@@ -300,6 +302,7 @@ def render_github(results: Results, limit: int = GITHUB_COMMENT_LIMIT, report_ur
         hidden_counts = {v: hidden.count(v) for v in BY_SEVERITY if hidden.count(v)}
         return render_template("github.md.j2", r=results, marker=COMMENT_MARKER, busy=busy, counts=counts, t=t,
                                changed=changed, metrics=list(results.judged_metrics()), decision=decision_line(results),
+                               probe_metrics=table().names_of("probe"),
                                verdicts=verdict_table(results, shown), hidden_rows=len(hidden),
                                hidden_counts=hidden_counts, sections=sections[:keep_sections],
                                omitted=[name for name, _ in sections[keep_sections:]], report_url=report_url, x=x)
