@@ -337,6 +337,23 @@ class Samples(_Doc):
                                      and all(x is not None for x in v)}))
 
 
+_samples_fields_init = Samples.__init__
+
+
+def _samples_init(self, **kw) -> None:
+    """Samples' keyword constructor, a metric's figures given by its key too (`daemon_cpu=...`, as
+    when each was a field of its own): they join `metrics`, by name."""
+    by_key = table().by_key()
+    given = {by_key[k].name: kw.pop(k) for k in [k for k in kw if k in by_key]}
+    named = {name: tuple(v) for name, v in given.items() if v is not None}
+    if named:
+        kw["metrics"] = MappingProxyType({**kw.get("metrics", {}), **named})
+    _samples_fields_init(self, **kw)
+
+
+Samples.__init__ = _samples_init
+
+
 @dataclass(frozen=True)
 class StoredContrast(Contrast):
     """A contrast read from a file. It keeps the phrase the run wrote: re-deriving it from the

@@ -94,6 +94,9 @@ def test_results_json_keeps_it_under_its_key_and_a_file_without_it_is_as_before(
         assert back == r and back.to_json() == r.to_json()
         b = back.scenarios[0].steps[0].builds["new"]
         assert b.daemon_gc == tuple(30 + i % 3 for i in range(N)) and b.values("daemon-gc")[0] == 30.0
+        # by name in memory, and by its key in the keyword constructor as a field of its own would be
+        assert b.metrics["daemon-gc"] == b.daemon_gc
+        assert rs.Samples(times=(1.0, 1.1), daemon_gc=(3, 4)).values("daemon-gc") == (3.0, 4.0)
         # a run whose daemon gave no GC count writes exactly the file it wrote before the metric
         assert json.dumps(rs.Results.from_json(plain, "t").to_json()) == before
 
