@@ -150,8 +150,3 @@ def extended(*metrics: Metric) -> Iterator[Table]:
         yield t
     finally:
         _IN_USE.remove(t)
-
-
-def display(metric: str) -> str:
-    m = table().get(metric)
-    return m.display if m is not None else metric

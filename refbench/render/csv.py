@@ -30,12 +30,12 @@ REQUEST_FIELDS = ["requests_total", "requests_by_api", "received_bytes", "sent_b
                   "canceled", "requests_differ", "repo_objects"]
 
 _BASE_FIELDS = ["scenario", "step", "network", "daemon", "build", "is_baseline", "ref", "sha", "n", "mean_s", "stddev_s",
-              "median_s",
-              "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
-              "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
-              "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
-              "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s",
-              "instructions_mean"]
+                "median_s",
+                "min_s", "max_s", "p95_s", "cv", "user_mean_s", "system_mean_s", "cpu_mean_s", "cpu_wall_ratio",
+                "peak_rss_kib", "throughput_bytes_per_s", "fixture_kind", "fixture_files", "fixture_bytes",
+                "runs", "warmup", "rounds", "baseline", "ratio", "rel_change", "ci_low", "ci_high", "p_value",
+                "verdict", "noisy", "mde", "runs_needed", "check", "check_differs", "command", "times_s",
+                "instructions_mean"]
 
 
 def _csv_fields() -> list[str]:
