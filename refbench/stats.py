@@ -60,7 +60,8 @@ if TYPE_CHECKING:
 # the plain records live in figures.py (results.py reads them without numpy); deciding a verdict
 # from the figures computed here, and adjusting a family of them, is judge.py's, which imports this
 from .figures import IDENTICAL_RUNS, Contrast, Criteria, Summary, hyperfine_ratio, summarize
-from .verdict import METRICS, WALL_SHARE
+from .metrics import table
+from .verdict import WALL_SHARE
 
 SPENDINGS = ("obrien-fleming", "pocock")
 # Pitman efficiency of the Wilcoxon/HL estimate against the mean on normal data is 3/π: the
@@ -392,9 +393,9 @@ def member_level(criteria: Criteria, metric: str, family_size: int) -> float:
     """The smallest level the run's weighted Benjamini–Hochberg can ask of one member: alpha · w / N
     (the first of its steps), w the least weight the member's metric gets in any family
     (metric_weights: wall 1 when it is alone, more beside other metrics; another metric at least
-    (1 − WALL_SHARE) · M / (M − 1) with all M = len(METRICS) metrics). A p below it survives the
-    adjustment whatever the other members' p-values are."""
-    m = len(METRICS)
+    (1 − WALL_SHARE) · M / (M − 1) with all M metrics of the client's family in metrics.table()).
+    A p below it survives the adjustment whatever the other members' p-values are."""
+    m = sum(1 for x in table() if x.family == "client")
     weight = 1.0 if metric == "wall" else (1 - WALL_SHARE) * m / (m - 1)
     return criteria.alpha * weight / max(1, family_size)
 
