@@ -118,3 +118,17 @@ def one_step_doc() -> dict:
                                           "max_runs": 60, "only": [], "hyperfine_flags": [], "target_flags": []},
         scenarios=[scen], timing={"wall_seconds": 1.0}, env=rs.Environment.probe("go1.26").to_json(),
         command_line=["-s", "v1.0.0", "7"])
+
+
+def two_shards(results: rs.Results) -> list[tuple[str, rs.Results]]:
+    """A one-step run as two shards of `merge`'s input: its step named add in one and cat in the
+    other, on two hosts, each with the settings a sharded run records."""
+    import json
+    shards = []
+    for i, step in ((1, "add"), (2, "cat")):
+        doc = json.loads(json.dumps(results.to_json()))
+        doc["scenarios"][0]["steps"][0]["name"] = step
+        doc["settings"].update({"shard": f"{i}/2", "shard_steps": ["add/add", "add/cat"]})
+        doc["environment"]["host"] = f"runner-{i}"
+        shards.append((f"shard{i}.json", rs.Results.from_json(doc, f"shard{i}")))
+    return shards

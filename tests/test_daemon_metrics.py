@@ -123,14 +123,7 @@ def test_the_views_say_whose_figures_are_whose(tmp_path):
 def test_the_daemon_metrics_survive_shard_and_merge():
     from refbench import merge as mg
 
-    shards = []
-    for i, step in ((1, "add"), (2, "cat")):
-        doc = _judged_daemon_results().to_json()
-        doc = json.loads(json.dumps(doc))
-        doc["scenarios"][0]["steps"][0]["name"] = step
-        doc["settings"].update({"shard": f"{i}/2", "shard_steps": ["add/add", "add/cat"]})
-        doc["environment"]["host"] = f"runner-{i}"
-        shards.append((f"shard{i}.json", rs.Results.from_json(doc, f"shard{i}")))
+    shards = factories.two_shards(_judged_daemon_results())
     merged, _ = mg.merge(shards)
     back = rs.Results.from_json(json.loads(json.dumps(merged.to_json())), "merged")
     assert [st.name for _, st in back.steps()] == ["add", "cat"]

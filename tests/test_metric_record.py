@@ -16,7 +16,6 @@ import pytest
 import factories
 from refbench import daemon, judge, looks, merge as mg, metrics, pairing, results as rs
 from refbench.commands._args import metric_list, metric_threshold
-from refbench.executor import measurements
 from refbench.figures import criteria
 from refbench.hyperfine import CommandResult
 from refbench.rounds import BuildSamples
@@ -111,13 +110,7 @@ def test_a_refbench_without_the_record_refuses_its_verdict_by_name(tmp_path):
 
 
 def test_merge_and_compare_take_it(gc_metric):
-    shards = []
-    for i, step in ((1, "add"), (2, "cat")):
-        doc = json.loads(json.dumps(_run().to_json()))
-        doc["scenarios"][0]["steps"][0]["name"] = step
-        doc["settings"].update({"shard": f"{i}/2", "shard_steps": ["add/add", "add/cat"]})
-        doc["environment"]["host"] = f"runner-{i}"
-        shards.append((f"shard{i}.json", rs.Results.from_json(doc, f"shard{i}")))
+    shards = factories.two_shards(_run())
     merged, _ = mg.merge(shards)
     back = rs.Results.from_json(json.loads(json.dumps(merged.to_json())), "merged")
     for _, st in back.steps():
