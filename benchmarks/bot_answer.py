@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
-from action_harness import Runner, StepRun  # noqa: E402
+from action_harness import Runner, StepRun, setup_python  # noqa: E402
 from first_answer import done_with, fresh_env, remove_tree  # noqa: E402
 from origins import KUBO_OLD, git, kubo_files, make_s5cmd_origin, new_origin  # noqa: E402
 from test_github import FakeGitHub  # noqa: E402
@@ -95,15 +95,6 @@ def own_go(files: dict[str, str]) -> dict[str, str]:
     kubo's own go.mod has it (v0.39.0's cockroachdb/swiss does not compile with Go 1.26)."""
     gomod = "".join(ln for ln in files["go.mod"].splitlines(keepends=True) if not ln.startswith("toolchain "))
     return {**files, "go.mod": gomod}
-
-
-def setup_python(where: Path) -> Path:
-    """The `python` actions/setup-python puts first on PATH: the machine's interpreter (not a venv)."""
-    bin_dir = where / "setup-python"
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    (bin_dir / "python").unlink(missing_ok=True)
-    (bin_dir / "python").symlink_to(Path(sys._base_executable).resolve())
-    return bin_dir
 
 
 def producer_tools(scratch: Path, log) -> tuple[Path, float]:

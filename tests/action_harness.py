@@ -18,6 +18,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -355,3 +356,13 @@ class Runner:
         self.env_file_vars.update(read_env_file(envfile))
         self.github_path += [ln for ln in pathfile.read_text().splitlines() if ln.strip()]
         return StepRun(name, "success" if proc.returncode == 0 else "failure", proc.stdout, proc.stderr, seconds)
+
+
+def setup_python(where: Path) -> Path:
+    """The bin directory actions/setup-python puts first on PATH: `python` is this interpreter itself
+    (not a venv), so a venv made from it has the pip its release bundles, as on a runner."""
+    bin_dir = where / "setup-python"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "python").unlink(missing_ok=True)
+    (bin_dir / "python").symlink_to(Path(sys._base_executable).resolve())
+    return bin_dir

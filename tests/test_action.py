@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from action_harness import ROOT, Runner
+from action_harness import ROOT, Runner, setup_python
 from refbench.render.markdown import COMMENT_MARKER
 from test_github import TOKEN, gh  # noqa: F401  (the fake GitHub API fixture)
 
@@ -464,9 +464,7 @@ def test_the_install_step_installs_the_pinned_requirements_with_the_pythons_own_
     setup-python gives it: its bundled pip (23.2.1 with Python 3.11.7) refused requirements/action.txt
     (google-auth[pyopenssl] read as unpinned), so every job of the Action failed at its first step
     on such a runner; the tests stood in for the install and never saw it (benchmarks/bot_answer.py did)."""
-    bin_dir = tmp_path / "setup-python"
-    bin_dir.mkdir()
-    (bin_dir / "python").symlink_to(Path(sys._base_executable).resolve())
+    bin_dir = setup_python(tmp_path)
     home = tmp_path / "home"
     home.mkdir()
     import os
